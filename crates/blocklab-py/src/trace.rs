@@ -1,0 +1,7 @@
+//! Bindings of the trace area (conversion only).
+
+use pyo3::prelude::*;
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}

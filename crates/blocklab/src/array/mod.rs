@@ -1,0 +1,3 @@
+//! RAID arrays: layouts, failure state, and the I/O plans they emit.
+
+pub mod plan;

@@ -1,0 +1,48 @@
+//! Replacement policies for the counted executor.
+//!
+//! Each policy is one file behind the small [`Policy`] trait. A policy is fed
+//! block accesses one at a time and says hit or miss; on a miss it inserts the
+//! block (evicting as it sees fit). Block ids are u64; `next_use` is the index
+//! of the next access to the same block (`NEVER` when none), needed only by
+//! offline policies such as OPT.
+
+pub mod list;
+pub mod lru;
+
+use crate::error::{Error, Result};
+
+/// `next_use` of an access whose block is never accessed again.
+pub const NEVER: u64 = u64::MAX;
+
+/// One block access presented to a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Access {
+    pub block: u64,
+    /// Index (in the access stream) of the next access to this block, or NEVER.
+    pub next_use: u64,
+    pub write: bool,
+}
+
+/// A cache replacement policy.
+pub trait Policy: Send {
+    /// Present one access; returns true on a hit. On a miss the block is inserted.
+    fn access(&mut self, a: &Access) -> bool;
+    /// Blocks currently cached.
+    fn len(&self) -> usize;
+    /// Capacity in blocks.
+    fn capacity(&self) -> usize;
+}
+
+/// Names accepted by [`build`].
+pub const POLICIES: &[&str] = &["lru"];
+
+/// Build a policy by name with a capacity in blocks.
+pub fn build(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
+    if capacity == 0 {
+        return Err(Error::config("cache size must be at least one block"));
+    }
+    Ok(match name {
+        "lru" => Box::new(lru::Lru::new(capacity)),
+        other => return Err(Error::unknown("policy", other, POLICIES)),
+    })
+}

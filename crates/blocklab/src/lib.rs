@@ -1,0 +1,18 @@
+//! blocklab core: replay block I/O traces through a storage stack.
+//!
+//! Layers (see docs/ARCHITECTURE.md): `trace` (readers, Request stream),
+//! `cache` (replacement policies behind one trait, counted simulation),
+//! `analysis` (trace statistics, miss-ratio curves), `array` (RAID layouts and
+//! I/O plans), `exec` (executors that run plans), `device` (disk and SSD
+//! models), `timed` (the discrete-event engine and trace replay).
+
+pub mod analysis;
+pub mod array;
+pub mod cache;
+pub mod device;
+pub mod error;
+pub mod exec;
+pub mod timed;
+pub mod trace;
+
+pub use error::{Error, Location, Result};

@@ -1,0 +1,10 @@
+"""blocklab: a laboratory for block storage.
+
+The engine is Rust (``blocklab._core``); this package holds the CLI, the
+Python API, experiment recipes and plots.
+"""
+
+from blocklab._core import BlocklabError, __version__
+from blocklab.api import mrc, read_trace, simulate_cache
+
+__all__ = ["BlocklabError", "__version__", "read_trace", "simulate_cache", "mrc"]

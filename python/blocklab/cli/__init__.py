@@ -1,0 +1,31 @@
+"""The `blocklab` command line. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from blocklab.cli import array_cmd, cache_cmd, disk_cmd, repro_cmd, trace_cmd
+from blocklab.cli.common import run_guarded
+
+app = typer.Typer(
+    name="blocklab",
+    help="A laboratory for block storage: replay block traces through caches, arrays and disks.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(trace_cmd.app, name="trace")
+cache_cmd.register(app)
+array_cmd.register(app)
+disk_cmd.register(app)
+repro_cmd.register(app)
+
+
+def main() -> None:
+    run_guarded(app)
+
+
+if __name__ == "__main__":
+    main()
