@@ -29,3 +29,14 @@ def run_guarded(app) -> None:
 
 def print_json(obj) -> None:
     print(json.dumps(obj, indent=2))
+
+
+# Options shared by the commands that read a trace.
+import typer  # noqa: E402
+
+FormatOpt = typer.Option("auto", "--format", "-f", help="Trace format (`auto` sniffs it); see `blocklab trace formats`.")
+BlockSizeOpt = typer.Option(4096, "--block-size", help="Block size in bytes.")
+SkipBadOpt = typer.Option(False, "--skip-bad", help="Skip malformed records (and report how many) instead of stopping.")
+ReadsOnlyOpt = typer.Option(False, "--reads-only", help="Drop writes from the access stream.")
+JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+BlkparseEventOpt = typer.Option("Q", "--blkparse-event", help="blkparse: Q (queue, default) or D (dispatch) events.")

@@ -5,6 +5,7 @@
 //! its own file behind [`TextFormat`] (line-oriented) or [`BinaryFormat`]
 //! (fixed-size records).
 
+pub mod blocks;
 pub mod input;
 pub mod native_csv;
 
