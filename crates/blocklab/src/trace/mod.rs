@@ -25,6 +25,9 @@ pub mod tencent;
 pub mod tencent_cut;
 pub mod vscsi;
 
+#[cfg(test)]
+mod tests;
+
 use crate::error::{Error, Location, Result};
 use std::path::Path;
 
