@@ -270,6 +270,19 @@ fn skip_bad_counts_skipped_records() {
 }
 
 #[test]
+fn overlong_lines_stop_the_reader() {
+    let mut bytes = b"0.1,R,0,512\n".to_vec();
+    bytes.extend(std::iter::repeat_n(b'7', (1 << 20) + 10));
+    let (_d, path) = file_with("long.csv", &bytes);
+    let opts = TraceOptions { format: "csv".into(), skip_bad: true, ..Default::default() };
+    let mut r = open(&path, &opts).unwrap();
+    assert_eq!((&mut r).count(), 1);
+    assert_eq!(r.skipped(), 1);
+    let e = read(&path, "csv").unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("longer"), "{e}");
+}
+
+#[test]
 fn time_order_is_not_checked() {
     let (_d, path) = file_with("o.csv", b"5,R,0,512\n1,R,0,512\n");
     assert_eq!(read(&path, "csv").unwrap().len(), 2);
