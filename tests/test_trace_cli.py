@@ -178,3 +178,43 @@ SHARED_TRACES = [
 def test_every_shared_trace_parses(file, fmt, requests):
     s = json.loads(_core.trace_stats(str(SHARED / file), fmt, 4096, False, "Q"))
     assert s["requests"] == requests
+
+
+def _opt_misses(seq, cap):
+    """Brute-force Belady: evict the cached block whose next use is farthest."""
+    import heapq
+
+    nxt, last = [0] * len(seq), {}
+    for i in range(len(seq) - 1, -1, -1):
+        nxt[i] = last.get(seq[i], float("inf"))
+        last[seq[i]] = i
+    cache, heap, misses = {}, [], 0
+    for i, b in enumerate(seq):
+        if b not in cache:
+            misses += 1
+            if len(cache) >= cap:
+                while True:
+                    neg, v = heapq.heappop(heap)
+                    if cache.get(v) == -neg:
+                        del cache[v]
+                        break
+        cache[b] = nxt[i]
+        heapq.heappush(heap, (-nxt[i], b))
+    return misses
+
+
+def test_oracle_next_access_drives_libcachesim_belady(tmp_path):
+    """libCacheSim's Belady reads our next_access_vtime: its miss ratio must be OPT's."""
+    lcs = pytest.importorskip("libcachesim")
+    import random
+
+    rng = random.Random(7)
+    seq = [int(rng.paretovariate(0.8)) % 300 for _ in range(4000)]
+    src = tmp_path / "z.csv"
+    src.write_text("".join(f"{i},R,{b * 4096},4096\n" for i, b in enumerate(seq)))
+    ora = tmp_path / "z.oracleGeneral.bin"
+    _core.trace_convert(str(src), "csv", str(ora), "oracle", 4096, False, "Q")
+    for cap in (5, 20, 80):
+        reader = lcs.TraceReader(str(ora), lcs.TraceType.ORACLE_GENERAL_TRACE)
+        miss_ratio = lcs.Belady(cache_size=cap * 4096).process_trace(reader)[0]
+        assert miss_ratio == pytest.approx(_opt_misses(seq, cap) / len(seq), abs=1e-9)
