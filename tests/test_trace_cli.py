@@ -218,3 +218,27 @@ def test_oracle_next_access_drives_libcachesim_belady(tmp_path):
         reader = lcs.TraceReader(str(ora), lcs.TraceType.ORACLE_GENERAL_TRACE)
         miss_ratio = lcs.Belady(cache_size=cap * 4096).process_trace(reader)[0]
         assert miss_ratio == pytest.approx(_opt_misses(seq, cap) / len(seq), abs=1e-9)
+
+
+def test_read_trace_round_trips_random_csv(tmp_path):
+    """Random requests written as native CSV read back exactly (hypothesis)."""
+    hyp = pytest.importorskip("hypothesis")
+    st = pytest.importorskip("hypothesis.strategies")
+
+    row = st.tuples(
+        st.floats(min_value=0, max_value=1e9, allow_nan=False),
+        st.sampled_from(["R", "W"]),
+        st.integers(0, 2**62),
+        st.integers(0, 2**32),
+        st.integers(0, 2**32 - 1),
+    )
+
+    @hyp.settings(max_examples=40, deadline=None)
+    @hyp.given(st.lists(row, max_size=30))
+    def check(rows):
+        f = tmp_path / "h.csv"
+        f.write_text("timestamp,op,offset,size,tenant\n" + "".join(f"{t!r},{o},{a},{n},{k}\n" for t, o, a, n, k in rows))
+        cols = _core.read_trace(str(f), "csv", False, "Q", None)
+        assert list(zip(cols["time"], cols["op"], cols["offset"], cols["len"], cols["tenant"])) == rows
+
+    check()
