@@ -3,9 +3,8 @@
 //! T1 holds blocks seen once recently, T2 blocks seen at least twice; B1 and
 //! B2 are their ghost lists (ids only). The target size p of T1 adapts: a hit
 //! in B1 grows it by max(|B2|/|B1|, 1), a hit in B2 shrinks it by
-//! max(|B1|/|B2|, 1). As in libCacheSim's `ARC`, the ratios use integer
-//! division and p is an integer in [0, c]; that is the only place where the
-//! paper (real-valued p) leaves room for a choice.
+//! max(|B1|/|B2|, 1), clamped to [0, c]. p is real-valued as in the paper
+//! (libCacheSim's `ARC` also uses a double; integer division would differ).
 //!
 //! REPLACE moves the LRU block of T1 to B1 when |T1| > p (or |T1| = p and the
 //! request hit in B2), else the LRU block of T2 to B2. On a miss outside the
@@ -26,7 +25,7 @@ const B2: u8 = 3;
 
 pub struct Arc {
     c: usize,
-    p: usize,
+    p: f64,
     map: FxHashMap<u64, u32>,
     blocks: Vec<u64>,
     which: Vec<u8>,
@@ -42,7 +41,7 @@ impl Arc {
         map.reserve(reserve);
         Arc {
             c: capacity,
-            p: 0,
+            p: 0.0,
             map,
             blocks: Vec::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
@@ -75,8 +74,8 @@ impl Arc {
 
     /// REPLACE of the paper: demote one cached block to its ghost list.
     fn replace(&mut self, hit_in_b2: bool) {
-        let t1 = self.size(T1);
-        let from_t1 = t1 > 0 && (t1 > self.p || (t1 == self.p && hit_in_b2));
+        let t1 = self.size(T1) as f64;
+        let from_t1 = t1 > 0.0 && (t1 > self.p || (t1 == self.p && hit_in_b2));
         let from_t1 = from_t1 || self.size(T2) == 0;
         let (src, dst) = if from_t1 { (T1, B1) } else { (T2, B2) };
         let s = self.lists[src as usize].tail;
@@ -132,13 +131,13 @@ impl Policy for Arc {
                     return true;
                 }
                 B1 => {
-                    let delta = (self.size(B2) / self.size(B1)).max(1);
-                    self.p = (self.p + delta).min(self.c);
+                    let delta = (self.size(B2) as f64 / self.size(B1) as f64).max(1.0);
+                    self.p = (self.p + delta).min(self.c as f64);
                     self.replace(false);
                 }
                 _ => {
-                    let delta = (self.size(B1) / self.size(B2)).max(1);
-                    self.p = self.p.saturating_sub(delta);
+                    let delta = (self.size(B1) as f64 / self.size(B2) as f64).max(1.0);
+                    self.p = (self.p - delta).max(0.0);
                     self.replace(true);
                 }
             }
