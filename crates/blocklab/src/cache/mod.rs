@@ -8,6 +8,8 @@
 
 pub mod list;
 pub mod lru;
+pub mod sim;
+pub mod sizes;
 
 use crate::error::{Error, Result};
 

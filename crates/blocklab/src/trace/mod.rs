@@ -8,6 +8,7 @@
 pub mod blocks;
 pub mod input;
 pub mod native_csv;
+pub mod synth;
 
 use crate::error::{Error, Location, Result};
 use std::path::Path;
