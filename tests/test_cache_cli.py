@@ -19,7 +19,7 @@ BS = 4096
 
 def run(*args):
     """Run the CLI as a user would (through main(), which maps errors to exit 2)."""
-    return subprocess.run([sys.executable, "-m", "blocklab.cli", *map(str, args)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-c", "from blocklab.cli import main; main()", *map(str, args)], capture_output=True, text=True)
 
 
 def keys_of(path) -> list[int]:
