@@ -14,6 +14,8 @@ pub mod list;
 pub mod lru;
 pub mod opt;
 pub mod sieve;
+pub mod sim;
+pub mod sizes;
 
 use crate::error::{Error, Result};
 
