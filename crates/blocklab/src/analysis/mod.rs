@@ -1,1 +1,3 @@
 //! (filled by its issue)
+
+pub mod rgr;

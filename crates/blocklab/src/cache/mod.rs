@@ -6,8 +6,12 @@
 //! of the next access to the same block (`NEVER` when none), needed only by
 //! offline policies such as OPT.
 
+pub mod fault;
+pub mod gds;
 pub mod list;
 pub mod lru;
+pub mod vdf_lfu;
+pub mod vdf_lru;
 
 use crate::error::{Error, Result};
 
