@@ -383,12 +383,15 @@ mod tests {
         // 4 at GTS5: LS0 0 (TS3) age 2 W=2; LS1 1 (TS4) age 1 W=2 -> tie, older: evict 0.
         assert_eq!(r[1].misses, 6);
         assert_eq!(r[1].surviving_reads, 8);
-        // A longer loop over 0 and two surviving blocks: VDF keeps block 0.
-        let seq: Vec<u64> = (0..30).map(|i| [0, 1, 4, 7][i % 4]).collect();
-        let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(3));
+        // A loop over block 0 (failed disk, MP 4 with 5 disks) and three surviving
+        // blocks, cache of 2: LRU misses everything (8 misses on block 0 cost 4 each,
+        // 22 others cost 1: 54). VDF-LRU never evicts block 0 once cached: its
+        // weight GTS - TS <= 3 while a surviving block's is (GTS - TS) x 4 >= 4.
+        let seq: Vec<u64> = (0..30).map(|i| [0, 1, 2, 3][i % 4]).collect();
+        let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(5));
         let r = run(from_tuples(reads(&seq)), arr, &cfg(&["lru", "vdf-lru", "vdf-lfu"], &[2], &[0], FailAt::Start)).unwrap();
-        assert_eq!(r[0].misses, 30); // LRU thrashes on a loop of 4 > 2
-        assert!(r[1].surviving_reads < r[0].surviving_reads, "{r:?}");
+        assert_eq!((r[0].misses, r[0].surviving_reads), (30, 54));
+        assert_eq!((r[1].misses, r[1].surviving_reads), (23, 4 + 22));
         assert!(r[2].surviving_reads < r[0].surviving_reads, "{r:?}");
     }
 
