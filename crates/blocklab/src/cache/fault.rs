@@ -89,7 +89,7 @@ impl FaultMap for ModMap {
 }
 
 /// Policies that need a [`FaultMap`] (the others are built by [`build`]).
-pub const FAULT_AWARE: &[&str] = &["vdf-lru", "vdf-lfu", "gds"];
+pub const FAULT_AWARE: &[&str] = &["vdf-lru", "vdf-lfu", "vdf-fifo", "vdf-clock", "gds"];
 
 /// Every policy name [`build_fault_aware`] accepts.
 pub fn all_policies() -> Vec<&'static str> {
@@ -108,6 +108,8 @@ pub fn build_fault_aware(name: &str, capacity: usize, faults: Arc<dyn FaultMap>)
         "vdf-lru" => Box::new(super::vdf_lru::VdfLru::new(capacity, faults)),
         "vdf-lfu" => Box::new(super::vdf_lfu::VdfLfu::new(capacity, faults)),
         "gds" => Box::new(super::gds::Gds::new(capacity, faults)),
+        "vdf-fifo" => Box::new(super::cost_aware::CostAware::new("fifo", capacity, faults)?),
+        "vdf-clock" => Box::new(super::cost_aware::CostAware::new("clock", capacity, faults)?),
         other => match build(other, capacity) {
             Ok(p) => p,
             Err(_) => return Err(Error::unknown("policy", other, &all_policies())),

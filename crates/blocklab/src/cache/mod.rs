@@ -6,6 +6,7 @@
 //! of the next access to the same block (`NEVER` when none), needed only by
 //! offline policies such as OPT.
 
+pub mod cost_aware;
 pub mod fault;
 pub mod gds;
 pub mod list;
