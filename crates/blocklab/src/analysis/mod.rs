@@ -1,4 +1,5 @@
 //! Analyses that need no stack: trace statistics, miss-ratio curves, RGR.
 
-pub mod stats;
 pub mod mrc;
+pub mod rgr;
+pub mod stats;

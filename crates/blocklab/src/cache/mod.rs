@@ -8,7 +8,10 @@
 
 pub mod arc;
 pub mod clock;
+pub mod cost_aware;
+pub mod fault;
 pub mod fifo;
+pub mod gds;
 pub mod lfu;
 pub mod list;
 pub mod lru;
@@ -16,6 +19,8 @@ pub mod opt;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;
+pub mod vdf_lfu;
+pub mod vdf_lru;
 
 use crate::error::{Error, Result};
 
