@@ -182,10 +182,7 @@ mod tests {
 
     #[test]
     fn every_validated_drive_loads_with_its_block_count() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/disk-models/disksim-valid");
-        if !dir.exists() {
-            return;
-        }
+        let Some(dir) = crate::device::validate::validation_dir() else { return };
         for (name, blocks) in [
             ("atlas10k", 17938986u64),
             ("cheetah9LP", 17783240),

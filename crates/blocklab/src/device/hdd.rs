@@ -205,7 +205,7 @@ struct Zone {
 }
 
 /// Where a sector lives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Phys {
     pub cyl: u32,
     pub head: u32,
@@ -243,9 +243,9 @@ impl Layout {
         let mut out = Vec::new();
         let mut next = 0u64;
         for z in zones {
-            if z.last_cyl < z.first_cyl || z.sectors_per_track == 0 || z.last_cyl >= cylinders {
+            if z.last_cyl < z.first_cyl || z.sectors_per_track == 0 {
                 return Err(Error::config(format!(
-                    "bad zone: cylinders {}..={} of {cylinders}, {} sectors per track",
+                    "bad zone: cylinders {}..={}, {} sectors per track",
                     z.first_cyl, z.last_cyl, z.sectors_per_track
                 )));
             }
@@ -285,6 +285,8 @@ impl Layout {
             });
             next += lbns;
         }
+        // Some extracted models number one cylinder past the declared count.
+        let cylinders = out.iter().map(|z| z.spec.last_cyl + 1).max().unwrap_or(0).max(cylinders);
         Ok(Layout { surfaces, cylinders, zones: out, capacity: next, serpentine })
     }
 

@@ -33,6 +33,8 @@ pub trait DeviceModel: Send {
 pub mod disksim_load;
 pub mod disksim_params;
 pub mod hdd;
+pub mod spec;
+pub mod ssd;
 pub mod validate;
 
 use std::path::Path;
@@ -44,6 +46,7 @@ use crate::error::{Error, Result};
 pub fn load(path: &Path) -> Result<Box<dyn DeviceModel>> {
     match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
         "parv" | "diskspecs" => Ok(Box::new(disksim_load::load_parv(path)?)),
+        "toml" => spec::load_spec(path),
         other => Err(Error::unknown("disk model file extension", other, &["parv", "diskspecs", "toml"])),
     }
 }

@@ -132,6 +132,16 @@ pub fn demerit(a: &[f64], b: &[f64]) -> f64 {
     sum.max(0.0).sqrt()
 }
 
+/// `<repo>/../shared/disk-models/disksim-valid` (or `$BLOCKLAB_SHARED/...`)
+/// when present; tests and the development table use it.
+pub fn validation_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var_os("BLOCKLAB_SHARED")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
+    let d = base.join("disk-models/disksim-valid");
+    d.exists().then_some(d)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Validation {
     pub requests: usize,
@@ -215,14 +225,9 @@ mod tests {
         }
     }
 
-    fn shared() -> Option<std::path::PathBuf> {
-        let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/disk-models/disksim-valid");
-        d.exists().then_some(d)
-    }
-
     #[test]
     fn cheetah9lp_validates_under_disksims_demerit() {
-        let Some(dir) = shared() else { return };
+        let Some(dir) = validation_dir() else { return };
         let v = validate(&dir.join("cheetah9LP.parv"), &dir.join("cheetah9LP.trace")).unwrap();
         assert_eq!(v.requests, 10_000);
         assert!(v.demerit_ms <= 0.107, "demerit {} ms", v.demerit_ms);
