@@ -158,6 +158,7 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         read_hits_on_write_data: disk.num_or("Allow read hits on write data", 0.0)? != 0.0,
         separate_write_segment: disk.num_or("Use separate write segment", 0.0)? != 0.0,
         read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0,
+        consume_on_hit: std::env::var("BL_CONSUME").map(|v| v == "1").unwrap_or(true),
     };
     Hdd::new(HddParams {
         name: disk.name.clone().unwrap_or_default(),

@@ -371,6 +371,8 @@ pub struct CacheParams {
     pub separate_write_segment: bool,
     /// Read sectors passing under the head during rotational latency.
     pub read_any_free: bool,
+    /// Read hits free the buffer space of the data they return.
+    pub consume_on_hit: bool,
 }
 
 /// Everything the mechanical model needs.
@@ -578,6 +580,16 @@ impl Hdd {
             .unwrap_or(0)
     }
 
+    /// Data handed to the host on a hit frees its buffer space: the
+    /// segment then starts after it (the drives re-read such data from the
+    /// media, as the validation traces show).
+    fn consume(&mut self, i: usize, upto: u64) {
+        if self.p.cache.consume_on_hit {
+            let s = &mut self.segs[i];
+            s.start = s.start.max(upto).min(s.end);
+        }
+    }
+
     fn find(&self, lbn: u64, n: u64) -> Option<usize> {
         self.segs.iter().position(|s| s.valid && s.start <= lbn && lbn + n <= s.end)
     }
@@ -604,6 +616,7 @@ impl Hdd {
             // Full hit: transfer from the buffer.
             self.touch(i);
             self.last_hit = true;
+            self.consume(i, lbn + n);
             let oh = c_over(&self.p.overheads.read_hit, ow);
             return oh + n as f64 * bus + self.p.overheads.read_complete;
         }
@@ -640,6 +653,8 @@ impl Hdd {
                 i += 1;
             }
             self.mech_free = self.mech_free.max(self.prefetch.map(|p| p.t).unwrap_or(0.0));
+            let seg = self.prefetch.expect("stream").seg;
+            self.consume(seg, lbn + n);
             return bus_t - now + self.p.overheads.read_complete;
         }
         // Miss: stop read-ahead, position, read, then read ahead again.
@@ -928,6 +943,7 @@ mod tests {
                 read_hits_on_write_data: false,
                 separate_write_segment: false,
                 read_any_free: false,
+                consume_on_hit: false,
             },
         })
         .unwrap()

@@ -245,6 +245,7 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             read_hits_on_write_data: true,
             separate_write_segment: false,
             read_any_free: false,
+            consume_on_hit: false,
         },
         None => CacheParams {
             enabled: false,
@@ -256,6 +257,7 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             read_hits_on_write_data: false,
             separate_write_segment: false,
             read_any_free: false,
+            consume_on_hit: false,
         },
     };
     Hdd::new(HddParams {
