@@ -25,8 +25,14 @@ pub fn load_parv(path: &Path) -> Result<Hdd> {
         }
         Ok(m)
     };
+    // DiskSim takes the largest of the disk's, the buses' and the controllers' per-sector times.
     let bulk = disk.num_or("Bulk sector transfer time", 0.0)?;
-    let (br, bw) = (bulk + bus("Read block transfer time")?, bulk + bus("Write block transfer time")?);
+    let mut ctlr: f64 = 0.0;
+    for c in pf.blocks_of("disksim_ctlr") {
+        ctlr = ctlr.max(c.num_or("Bulk sector transfer time", 0.0)?);
+    }
+    let base = bulk.max(ctlr);
+    let (br, bw) = (base.max(bus("Read block transfer time")?), base.max(bus("Write block transfer time")?));
     build(disk, dir, br, bw)
 }
 
@@ -159,6 +165,9 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         separate_write_segment: disk.num_or("Use separate write segment", 0.0)? != 0.0,
         read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0,
         consume_on_hit: std::env::var("BL_CONSUME").map(|v| v == "1").unwrap_or(true),
+        prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
+        read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },
+        reselect_ms: disk.num_or("First reselect overhead", 0.0)? * scale,
     };
     Hdd::new(HddParams {
         name: disk.name.clone().unwrap_or_default(),

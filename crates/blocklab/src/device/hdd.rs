@@ -373,6 +373,16 @@ pub struct CacheParams {
     pub read_any_free: bool,
     /// Read hits free the buffer space of the data they return.
     pub consume_on_hit: bool,
+    /// DiskSim "Buffer continuous read": 0 none, 1 to the end of the track,
+    /// 2 to the end of the cylinder, 3 until the segment is full, 4 to the
+    /// end of the following track when a sequential stream is detected
+    /// (else to the end of the current track).
+    pub prefetch_mode: u8,
+    /// Fraction of a read request that must be in the buffer before the
+    /// bus transfer starts (the "high water mark", by request size).
+    pub read_water: f64,
+    /// Reconnection overhead before a read's data transfer after a miss.
+    pub reselect_ms: f64,
 }
 
 /// Everything the mechanical model needs.
@@ -430,6 +440,7 @@ pub struct Hdd {
     prefetch: Option<Prefetch>,
     last_write: bool,
     last_hit: bool,
+    prev_read_end: Option<u64>,
 }
 
 const EPS: f64 = 1e-9;
@@ -449,6 +460,7 @@ impl Hdd {
             prefetch: None,
             last_write: false,
             last_hit: false,
+            prev_read_end: None,
             p,
         })
     }
@@ -617,6 +629,7 @@ impl Hdd {
             self.touch(i);
             self.last_hit = true;
             self.consume(i, lbn + n);
+            self.prev_read_end = Some(lbn + n);
             let oh = c_over(&self.p.overheads.read_hit, ow);
             return oh + n as f64 * bus + self.p.overheads.read_complete;
         }
@@ -624,8 +637,8 @@ impl Hdd {
             // The data is being read ahead: wait for it, keep reading.
             self.last_hit = true;
             let oh = c_over(&self.p.overheads.read_hit, ow);
-            let ra = if c.readahead_over_requested { c.max_readahead } else { c.max_readahead.saturating_sub(n) };
-            pf.limit = pf.limit.max(lbn + n + ra);
+            let seg_start = self.segs[pf.seg].start;
+            pf.limit = pf.limit.max(self.prefetch_limit(lbn, n, seg_start));
             self.prefetch = Some(pf);
             self.touch(pf.seg);
             // Advance until the request's last sector is in.
@@ -655,6 +668,7 @@ impl Hdd {
             self.mech_free = self.mech_free.max(self.prefetch.map(|p| p.t).unwrap_or(0.0));
             let seg = self.prefetch.expect("stream").seg;
             self.consume(seg, lbn + n);
+            self.prev_read_end = Some(lbn + n);
             return bus_t - now + self.p.overheads.read_complete;
         }
         // Miss: stop read-ahead, position, read, then read ahead again.
@@ -662,15 +676,14 @@ impl Hdd {
         let oh = c_over(&self.p.overheads.read_miss, ow);
         self.stop_prefetch(now);
         let start = (now + oh).max(self.mech_free);
-        let mut bus_t = now + oh;
-        let mut first_ready = f64::INFINITY;
-        let end = self.media(start, lbn, n, false, |i, t| {
-            if i == 0 {
-                first_ready = t;
-            }
+        let mut ready = Vec::with_capacity(n as usize);
+        let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
+        // The bus transfer starts once the high-water mark is buffered.
+        let k = ((c.read_water * n as f64).ceil() as usize).clamp(1, n as usize);
+        let mut bus_t = (now + oh).max(ready[k - 1] + self.p.cache.reselect_ms);
+        for &t in &ready {
             bus_t = bus_t.max(t) + bus;
-        });
-        let _ = first_ready;
+        }
         self.mech_free = end;
         if !self.segs.is_empty() {
             let v = self.victim(false);
@@ -678,12 +691,56 @@ impl Hdd {
             let start_lbn = (lbn + n).saturating_sub(c.segment_sectors).max(lbn);
             self.segs[v] = Seg { start: start_lbn, end: lbn + n, stamp: 0, valid: true };
             self.touch(v);
-            let ra = if c.readahead_over_requested { c.max_readahead } else { c.max_readahead.saturating_sub(n) };
-            if ra > 0 {
-                self.prefetch = Some(Prefetch { seg: v, next: lbn + n, limit: lbn + n + ra, t: end });
+            let limit = self.prefetch_limit(lbn, n, start_lbn);
+            if limit > lbn + n {
+                self.prefetch = Some(Prefetch { seg: v, next: lbn + n, limit, t: end });
             }
         }
+        self.prev_read_end = Some(lbn + n);
         bus_t - now + self.p.overheads.read_complete
+    }
+
+    /// Where read-ahead after a read of `lbn..lbn+n` stops.
+    fn prefetch_limit(&self, lbn: u64, n: u64, seg_start: u64) -> u64 {
+        let c = &self.p.cache;
+        let end = lbn + n;
+        let cap_ra = end + c.max_readahead;
+        // Without "read-ahead over requested", prefetch must not push the
+        // request's own data out of the segment.
+        let cap_seg = if c.readahead_over_requested { u64::MAX } else { seg_start + c.segment_sectors };
+        let track_end = |from: u64| -> u64 {
+            let last = self.p.layout.map(from);
+            let mut l = from + 1;
+            let stop = from + last.spt as u64 + 1;
+            while l < stop && l < self.p.layout.capacity() {
+                let q = self.p.layout.map(l);
+                if q.cyl != last.cyl || q.head != last.head {
+                    break;
+                }
+                l += 1;
+            }
+            l
+        };
+        let want = match c.prefetch_mode {
+            0 => end,
+            1 => track_end(end - 1),
+            2 => {
+                let cyl = self.p.layout.map(end - 1).cyl;
+                let mut l = end;
+                while l < cap_ra && l < self.p.layout.capacity() && self.p.layout.map(l).cyl == cyl {
+                    l += 1;
+                }
+                l
+            }
+            4 => {
+                let t = track_end(end - 1);
+                let spt = self.p.layout.map(lbn).spt as u64;
+                let stream = self.prev_read_end.is_some_and(|e| e <= lbn && e + 2 * spt >= lbn);
+                if stream { track_end(t) } else { t }
+            }
+            _ => u64::MAX,
+        };
+        want.min(cap_ra).min(cap_seg).max(end)
     }
 
     fn write(&mut self, now: f64, lbn: u64, n: u64) -> f64 {
@@ -944,6 +1001,9 @@ mod tests {
                 separate_write_segment: false,
                 read_any_free: false,
                 consume_on_hit: false,
+                prefetch_mode: 0,
+                read_water: 0.0,
+                reselect_ms: 0.0,
             },
         })
         .unwrap()

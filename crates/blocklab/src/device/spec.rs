@@ -246,6 +246,9 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             separate_write_segment: false,
             read_any_free: false,
             consume_on_hit: false,
+            prefetch_mode: 3,
+            read_water: 0.0,
+            reselect_ms: 0.0,
         },
         None => CacheParams {
             enabled: false,
@@ -258,6 +261,9 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             separate_write_segment: false,
             read_any_free: false,
             consume_on_hit: false,
+            prefetch_mode: 3,
+            read_water: 0.0,
+            reselect_ms: 0.0,
         },
     };
     Hdd::new(HddParams {
