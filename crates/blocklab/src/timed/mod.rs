@@ -16,4 +16,4 @@ mod tests;
 
 pub use executor::{ExecConfig, Step, TimedExecutor};
 pub use metrics::Report;
-pub use replay::{run, Discipline, ReplayConfig, Source, Stack};
+pub use replay::{run, run_with_reference, Discipline, ReplayConfig, Source, Stack};

@@ -229,6 +229,18 @@ pub struct Dep {
 
 /// Replay `sources` (one independent stream each) on `stack`.
 pub fn run(stack: &mut dyn Stack, sources: &mut [Source], cfg: &ReplayConfig) -> Result<Report> {
+    run_with_reference(stack, None, sources, cfg)
+}
+
+/// As [`run`]; in feedback mode the original completion times (hence the
+/// dependencies and think times) come from an open-loop pass on `reference`
+/// — the traced system — instead of `stack` itself.
+pub fn run_with_reference(
+    stack: &mut dyn Stack,
+    reference: Option<&mut dyn Stack>,
+    sources: &mut [Source],
+    cfg: &ReplayConfig,
+) -> Result<Report> {
     cfg.discipline.check()?;
     if sources.is_empty() {
         return Err(Error::config("no trace to replay"));
@@ -239,7 +251,10 @@ pub fn run(stack: &mut dyn Stack, sources: &mut [Source], cfg: &ReplayConfig) ->
         Discipline::Feedback { cpu_speedup, window } => {
             let mut deps: Vec<Vec<Dep>> = vec![Vec::new(); sources.len()];
             // Pass 1 only derives the dependencies; its metrics are discarded.
-            open_pass(stack, sources, &cfg.exec, 1.0, Some(&mut deps))?;
+            match reference {
+                Some(r) => open_pass(r, sources, &cfg.exec, 1.0, Some(&mut deps))?,
+                None => open_pass(stack, sources, &cfg.exec, 1.0, Some(&mut deps))?,
+            };
             feedback(stack, sources, &cfg.exec, &deps, *cpu_speedup, *window)?
         }
     };

@@ -19,7 +19,7 @@ pub struct ToyDisk {
     pub capacity: u64,
     /// Extra time of a write (ms).
     pub write_extra_ms: f64,
-    head: u64,
+    pub head: u64,
 }
 
 impl ToyDisk {
