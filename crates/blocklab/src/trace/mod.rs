@@ -24,6 +24,7 @@ pub mod systor;
 pub mod tencent;
 pub mod tencent_cut;
 pub mod vscsi;
+pub mod synth;
 
 #[cfg(test)]
 mod tests;
