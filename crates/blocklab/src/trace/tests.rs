@@ -283,6 +283,21 @@ fn overlong_lines_stop_the_reader() {
 }
 
 #[test]
+fn failed_conversion_leaves_no_output() {
+    let (d, path) = file_with("bad.csv", b"0.1,R,0,512\n0.2,R,0,512\n0.3,R,zz,512\n");
+    let opts = TraceOptions { format: "csv".into(), ..Default::default() };
+    for to in ["csv", "oracle"] {
+        let dst = d.path().join(format!("out.{to}"));
+        let e = convert::convert(&path, &opts, &dst, to, 4096).unwrap_err();
+        assert!(e.to_string().contains("line 3"), "{e}");
+        assert!(!dst.exists(), "{to}");
+    }
+    let e = convert::convert(&path, &opts, &path, "csv", 4096).unwrap_err();
+    assert!(e.to_string().contains("same file"), "{e}");
+    assert!(path.exists());
+}
+
+#[test]
 fn time_order_is_not_checked() {
     let (_d, path) = file_with("o.csv", b"5,R,0,512\n1,R,0,512\n");
     assert_eq!(read(&path, "csv").unwrap().len(), 2);
