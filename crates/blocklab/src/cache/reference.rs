@@ -585,6 +585,22 @@ impl RefLirs {
 }
 impl Policy for RefLirs {
     fn access(&mut self, a: &Access) -> bool {
+        let hit = self.access_inner(a);
+        while self.s.len() > 2 * self.c && !self.nr.is_empty() {
+            let old = self.nr.remove(0);
+            self.s.retain(|&y| y != old);
+            self.drop_block(old);
+        }
+        hit
+    }
+    fn len(&self) -> usize {
+        self.n_lir() + self.q.len()
+    }
+    len_cap!();
+}
+
+impl RefLirs {
+    fn access_inner(&mut self, a: &Access) -> bool {
         let x = a.block;
         match self.status(x) {
             Some((true, _)) => {
@@ -611,11 +627,6 @@ impl Policy for RefLirs {
             if pos(&self.s, v).is_some() {
                 self.set(v, false, false);
                 self.nr.push(v);
-                if self.nr.len() > self.c {
-                    let old = self.nr.remove(0);
-                    self.s.retain(|&y| y != old);
-                    self.drop_block(old);
-                }
             } else {
                 self.drop_block(v);
             }
@@ -636,10 +647,6 @@ impl Policy for RefLirs {
         }
         false
     }
-    fn len(&self) -> usize {
-        self.n_lir() + self.q.len()
-    }
-    len_cap!();
 }
 
 /// The reference for a policy name.

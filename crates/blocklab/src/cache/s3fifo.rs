@@ -14,6 +14,8 @@
 //!   with min(counter, 3) − 1; the first with counter 0 is evicted.
 //! Unlike libCacheSim, which refuses blocks as large as S (so caches of fewer
 //! than 20 blocks admit nothing into S), tiny caches still work here.
+//! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access
+//! (tests/test_libcachesim.py).
 
 use super::list::{Ends, Links32};
 use super::{Access, Policy};

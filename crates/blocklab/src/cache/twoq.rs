@@ -10,7 +10,8 @@
 //!   to A1out (dropping A1out's oldest id when A1out is full), else Am's LRU
 //!   block is dropped. Am never exceeds c − Kin (its own LRU is dropped first).
 //! Unlike libCacheSim, which admits nothing when Kin = 0 (c < 4), blocks
-//! still pass through A1in on such tiny caches.
+//! still pass through A1in on such tiny caches. Otherwise it agrees with
+//! libCacheSim `TwoQ` access for access (tests/test_libcachesim.py, ≥ 20 blocks).
 
 use super::list::{Ends, Links32};
 use super::{Access, Policy};
