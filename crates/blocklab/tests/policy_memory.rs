@@ -51,6 +51,6 @@ fn lru_fits_in_64_bytes_per_block() {
         assert!(b <= 64.0, "lru uses {b:.1} bytes per block at {cap}");
     }
     for name in POLICIES {
-        println!("{name:7} cap=100000: {:.1} bytes/block", bytes_per_block(name, 100_000));
+        println!("{name:7} cap=20000: {:.1} bytes/block", bytes_per_block(name, 20_000));
     }
 }

@@ -18,6 +18,7 @@
 //!   LIR the block becomes LIR. A block with a non-resident entry in S
 //!   becomes LIR (demoting the bottom LIR as above); any other becomes a
 //!   resident HIR at the top of S and Q's MRU end.
+//!
 //! libCacheSim's `LIRS` is a different construction (three LRU caches). It
 //! agrees on 99.8–100% of accesses (miss ratios within 0.0004 on 20k-access
 //! Zipf/uniform/loop sequences, 20–1500 blocks). Known difference: on a hit to
@@ -94,7 +95,7 @@ impl Lirs {
         }
     }
 
-    fn to_s_top(&mut self, x: u32) {
+    fn push_s_top(&mut self, x: u32) {
         if self.in_s[x as usize] {
             self.s_links.move_to_head(&mut self.s, x);
         } else {
@@ -169,7 +170,7 @@ impl Lirs {
                     self.q_links.unlink(&mut self.q, x);
                     self.promote(x);
                 } else {
-                    self.to_s_top(x);
+                    self.push_s_top(x);
                     self.q_links.move_to_head(&mut self.q, x);
                 }
                 return true;
@@ -206,7 +207,7 @@ impl Lirs {
         self.resident[x as usize] = true;
         self.lir[x as usize] = false;
         self.in_s[x as usize] = false;
-        self.to_s_top(x);
+        self.push_s_top(x);
         if self.n_lir < self.lirs_limit {
             self.lir[x as usize] = true;
             self.n_lir += 1;

@@ -12,6 +12,7 @@
 //!   the LRU block whose expiry has passed is demoted to queue k − 1;
 //! - the victim is the LRU block of the lowest non-empty queue; its id and
 //!   frequency enter Qout (dropping Qout's oldest when full).
+//!
 //! It agrees with libCacheSim `MQ` access for access (tests/test_libcachesim.py).
 
 use super::list::{Ends, Links32, NIL};

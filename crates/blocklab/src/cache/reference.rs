@@ -568,7 +568,7 @@ impl RefLirs {
             }
         }
     }
-    fn to_top(&mut self, b: u64) {
+    fn put_top(&mut self, b: u64) {
         self.s.retain(|&y| y != b);
         self.s.push(b);
     }
@@ -604,17 +604,17 @@ impl RefLirs {
         let x = a.block;
         match self.status(x) {
             Some((true, _)) => {
-                self.to_top(x);
+                self.put_top(x);
                 self.prune();
                 return true;
             }
             Some((false, true)) => {
                 if pos(&self.s, x).is_some() {
-                    self.to_top(x);
+                    self.put_top(x);
                     self.q.retain(|&y| y != x);
                     self.promote(x);
                 } else {
-                    self.to_top(x);
+                    self.put_top(x);
                     self.q.retain(|&y| y != x);
                     self.q.push(x);
                 }
@@ -634,11 +634,11 @@ impl RefLirs {
         if self.status(x).is_some() {
             // Non-resident entry still in S.
             self.nr.retain(|&y| y != x);
-            self.to_top(x);
+            self.put_top(x);
             self.promote(x);
             return false;
         }
-        self.to_top(x);
+        self.put_top(x);
         if self.n_lir() < self.lirs_limit {
             self.set(x, true, true);
         } else {

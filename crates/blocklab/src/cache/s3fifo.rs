@@ -12,6 +12,7 @@
 //!   reset), else it is evicted and its id enters G; repeat until one is
 //!   evicted. M: the oldest block with counter > 0 is reinserted at the head
 //!   with min(counter, 3) − 1; the first with counter 0 is evicted.
+//!
 //! Unlike libCacheSim, which refuses blocks as large as S (so caches of fewer
 //! than 20 blocks admit nothing into S), tiny caches still work here.
 //! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access

@@ -9,6 +9,7 @@
 //! - to make room: if A1in holds more than Kin blocks its oldest block moves
 //!   to A1out (dropping A1out's oldest id when A1out is full), else Am's LRU
 //!   block is dropped. Am never exceeds c − Kin (its own LRU is dropped first).
+//!
 //! Unlike libCacheSim, which admits nothing when Kin = 0 (c < 4), blocks
 //! still pass through A1in on such tiny caches. Otherwise it agrees with
 //! libCacheSim `TwoQ` access for access (tests/test_libcachesim.py, ≥ 20 blocks).
