@@ -8,7 +8,10 @@
 
 pub mod arc;
 pub mod clock;
+pub mod cost_aware;
+pub mod fault;
 pub mod fifo;
+pub mod gds;
 pub mod lfu;
 pub mod lirs;
 pub mod list;
@@ -20,9 +23,13 @@ pub mod opt;
 mod reference;
 pub mod s3fifo;
 pub mod sieve;
+pub mod sim;
+pub mod sizes;
 #[cfg(test)]
 mod tests;
 pub mod twoq;
+pub mod vdf_lfu;
+pub mod vdf_lru;
 
 use crate::error::{Error, Result};
 
