@@ -5,7 +5,9 @@
 mod array;
 mod cache;
 mod disk;
+mod policy;
 mod trace;
+mod vdf;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -26,5 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     array::register(m)?;
     disk::register(m)?;
+    policy::register(m)?;
+    vdf::register(m)?;
     Ok(())
 }

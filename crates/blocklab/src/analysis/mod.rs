@@ -1,3 +1,6 @@
-//! (filled by its issue)
+//! Analyses that need no stack: trace statistics, miss-ratio curves, RGR.
 
+pub mod stats;
+pub mod mrc;
 pub mod rgr;
+pub mod rgr_array;
