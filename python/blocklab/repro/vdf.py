@@ -49,15 +49,27 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
+def shared_traces_dir(root: Path | None = None) -> Path | None:
+    """$BLOCKLAB_SHARED/traces, else <repo>/../shared/traces (a git worktree
+    one level deeper finds <repo>/../../shared/traces)."""
+    root = root or repo_root()
+    cands = [Path(os.environ["BLOCKLAB_SHARED"])] if os.environ.get("BLOCKLAB_SHARED") else []
+    cands += [root.parent / "shared", root.parent.parent / "shared"]
+    for c in cands:
+        if (c / "traces").is_dir():
+            return c / "traces"
+    return None
+
+
 def default_traces(root: Path | None = None) -> list[TraceSpec]:
-    """The shipped sample, plus the shared traces when ../shared/traces exists."""
+    """The shipped sample, plus the shared traces when present."""
     root = root or repo_root()
     out = []
     sample = root / "data" / "wsrch-small.trace"
     if sample.exists():
         out.append(TraceSpec(str(sample), "mqsim", "wsrch-small (sample)"))
-    shared = root.parent / "shared" / "traces"
-    if shared.is_dir():
+    shared = shared_traces_dir(root)
+    if shared is not None:
         for p in sorted((shared / "msr_cambridge").glob("msr.cut.per_10k.*.trace")):
             out.append(TraceSpec(str(p), "msr-cut", "msr " + p.name.split(".")[-2]))
         for p in sorted((shared / "tencent_cbs").glob("tencent.cut.per_50k.*.trace")):
