@@ -16,7 +16,7 @@ def vdf(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory (table CSV, Parquet, PNG)."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
-    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
+    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only."""
     from pathlib import Path
@@ -55,7 +55,7 @@ def vdf(
         table.add_row(r["trace"], str(r["disks"]), r["size"], f"{int(r['cache_blocks']):,}", f"{r['lru']:.4f}",
                       f"{r['vdf-lru']:.4f}", f"{r['red_lru']:.1f}", f"{r['lfu']:.4f}", f"{r['vdf-lfu']:.4f}",
                       f"{r['red_lfu']:.1f}")
-    out_console = Console()
+    out_console = Console(width=None if sys.stdout.isatty() else 150)
     out_console.print(table)
     out_console.print("[bold]The paper reports:[/bold]")
     for c in rv.PAPER["claims"]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 POLICIES = ("lru", "vdf-lru", "lfu", "vdf-lfu")
 DISKS = (5, 6, 7, 8)
-SIZES = ("1%", "2%", "5%", "10%", "20%", "40%")
+SIZES = ("1%", "2%", "5%", "10%", "20%", "40%", "70%")
 
 # What the paper reports (abstract and §5).
 PAPER = {
