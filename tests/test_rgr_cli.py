@@ -96,3 +96,4 @@ def test_repro_vdf_small(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "The paper reports" in r.stdout and "Our numbers" in r.stdout
     assert (tmp_path / "vdf-rgr.parquet").exists() and (tmp_path / "vdf-reduction.png").exists()
+    assert "VDF-LRU" in (tmp_path / "vdf-report.md").read_text()

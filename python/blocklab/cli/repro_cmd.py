@@ -47,6 +47,8 @@ def vdf(
     df.to_parquet(outdir / "vdf-rgr.parquet", index=False)
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
     rv.plot(red, outdir / "vdf-reduction.png")
+    verdict = rv.verdict(red)
+    (outdir / "vdf-report.md").write_text(rv.markdown(red, verdict))
 
     table = Table(title="RGR reduction by VDF (RAID-5, one failed disk, reads only)")
     for col in ("trace", "disks", "size", "cache blocks", "LRU", "VDF-LRU", "red. %", "LFU", "VDF-LFU", "red. %"):
@@ -61,9 +63,9 @@ def vdf(
     for c in rv.PAPER["claims"]:
         out_console.print(f"  - {c}")
     out_console.print("[bold]Our numbers:[/bold]")
-    for line in rv.verdict(red):
+    for line in verdict:
         out_console.print(f"  - {line}")
-    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png")
+    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
     sys.stdout.flush()
 
 

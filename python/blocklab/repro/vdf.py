@@ -182,3 +182,19 @@ def plot(red, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def markdown(red, verdict_lines: list[str]) -> str:
+    """The reduction table and the verdict as Markdown (written next to the plot)."""
+    lines = ["| trace | disks | size | cache blocks | LRU | VDF-LRU | red. % | LFU | VDF-LFU | red. % |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in red.iterrows():
+        lines.append(f"| {r['trace']} | {r['disks']} | {r['size']} | {int(r['cache_blocks']):,} | {r['lru']:.4f} | "
+                     f"{r['vdf-lru']:.4f} | {r['red_lru']:.1f} | {r['lfu']:.4f} | {r['vdf-lfu']:.4f} | {r['red_lfu']:.1f} |")
+    lines.append("")
+    lines.append("The paper reports:")
+    lines += [f"- {c}" for c in PAPER["claims"]]
+    lines.append("")
+    lines.append("Our numbers:")
+    lines += [f"- {v}" for v in verdict_lines]
+    return "\n".join(lines) + "\n"
