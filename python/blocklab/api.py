@@ -50,6 +50,22 @@ def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None
     return pd.DataFrame(out["points"], columns=["cache_blocks", "miss_ratio"])
 
 
+def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: str | Sequence = "5%", *,
+        format: str = "auto", raid: str = "5", disks: int = 5, chunk: str = "64KiB", layout: str | None = None,
+        failed: Sequence[int] = (0,), fail_at: str | None = None, reads_only: bool = True, block_size: int = 4096,
+        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False):
+    """RGR (VDF paper) of every (policy, size) cell over a RAID array with failed disks; a pandas DataFrame.
+
+    Columns: policy, cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio.
+    """
+    import pandas as pd
+
+    out = json.loads(_core.rgr(_paths(path), format, skip_bad, block_size, reads_only, str(raid), disks, chunk, layout,
+                               list(failed), fail_at, _csv(policies), _csv(sizes), tenant_map,
+                               None if miss_trace is None else _paths(miss_trace)))
+    return pd.DataFrame(out["cells"])
+
+
 def _csv(v: str | Iterable) -> str:
     if isinstance(v, str):
         return v

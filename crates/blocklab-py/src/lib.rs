@@ -7,6 +7,7 @@ mod cache;
 mod disk;
 mod policy;
 mod trace;
+mod vdf;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     array::register(m)?;
     disk::register(m)?;
     policy::register(m)?;
+    vdf::register(m)?;
     Ok(())
 }
