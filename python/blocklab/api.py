@@ -48,3 +48,15 @@ def _csv(v: str | Iterable) -> str:
     if isinstance(v, str):
         return v
     return ",".join(str(x) for x in v)
+
+
+def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", speedup: float = 1.0,
+             outstanding: int = 1, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
+             interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False) -> dict:
+    """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    return json.loads(_core.disk_run(
+        model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
+        infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
+        reference_model=reference_model, wrap=wrap))
