@@ -6,6 +6,7 @@ mod array;
 mod cache;
 mod disk;
 mod timed;
+mod policy;
 mod trace;
 
 use pyo3::create_exception;
@@ -28,5 +29,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     array::register(m)?;
     disk::register(m)?;
     timed::register(m)?;
+    policy::register(m)?;
     Ok(())
 }

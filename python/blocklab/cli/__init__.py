@@ -8,6 +8,7 @@ import typer
 
 from blocklab.cli import array_cmd, cache_cmd, disk_cmd, repro_cmd, trace_cmd
 from blocklab.cli import disk_run_cmd
+from blocklab.cli import rgr_cmd
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -23,6 +24,7 @@ array_cmd.register(app)
 disk_cmd.register(app)
 disk_run_cmd.register(app)
 repro_cmd.register(app)
+rgr_cmd.register(app)
 
 
 def main() -> None:
