@@ -83,3 +83,34 @@ def test_bad_model_and_trace_exit_2(monkeypatch, capsys, trace, tmp_path):
     bad.write_text("timestamp,op,offset,size\n0.0,X,0,512\n")
     code, _, err = cli(monkeypatch, capsys, "disk", "run", "const:1", "-t", str(bad), "-f", "csv")
     assert code == 2 and "line 2" in err
+
+
+def test_raid5_degraded_read(monkeypatch, capsys, tmp_path):
+    # One 4 KiB read of logical block 0 on RAID-5 of 4 constant 10 ms disks with
+    # a 1 ms XOR: 10 ms normally, 11 ms (3 survivor reads + XOR) with its disk failed.
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,0,4096\n")
+    base = ["disk", "run", "const:10", "-t", str(t), "-f", "csv", "--raid", "raid5", "--disks", "4", "--xor-ms", "1", "--json"]
+    r = json.loads(cli(monkeypatch, capsys, *base)[1])
+    assert r["avg_response_ms"] == pytest.approx(10.0)
+    disk = [i for i, d in enumerate(r["devices"]) if d["ops"] == 1][0]
+    r = json.loads(cli(monkeypatch, capsys, *base, "--failed", str(disk))[1])
+    assert r["avg_response_ms"] == pytest.approx(11.0)
+    assert sum(d["ops"] for d in r["devices"]) == 3
+    code, _, err = cli(monkeypatch, capsys, "disk", "run", "const:10", "-t", str(t), "-f", "csv", "--failed", "1")
+    assert code == 2 and "--raid" in err
+
+
+SHARED = __import__("pathlib").Path(__file__).resolve().parents[1].parent / "shared" / "disk-models" / "disksim-valid"
+
+
+@pytest.mark.skipif(not (SHARED / "cheetah9LP.parv").exists(), reason="needs ../shared")
+def test_cheetah9lp_disksim_ascii(monkeypatch, capsys, tmp_path):
+    lines = (SHARED / "ascii.trace").read_text().splitlines()[:300]
+    t = tmp_path / "a.trace"
+    t.write_text("\n".join(lines) + "\n")
+    code, out, _ = cli(monkeypatch, capsys, "disk", "run", str(SHARED / "cheetah9LP.parv"), "-t", str(t),
+                       "-f", "disksim", "--scheduler", "satf", "--json")
+    r = json.loads(out)
+    assert r["requests"] == 300
+    assert 0 < r["avg_service_ms"] < 30 and 0 < r["utilization"] < 1

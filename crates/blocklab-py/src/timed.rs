@@ -9,7 +9,8 @@ use crate::to_py;
 #[pyfunction]
 #[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1,
     infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
-    interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false))]
+    interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
+    chunk="64KiB", failed=Vec::new(), block_size=4096))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -28,6 +29,11 @@ fn disk_run(
     xor_ms: f64,
     reference_model: Option<String>,
     skip_bad: bool,
+    raid: Option<String>,
+    disks: u32,
+    chunk: &str,
+    failed: Vec<u32>,
+    block_size: u64,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -45,6 +51,11 @@ fn disk_run(
         wrap,
         interval_ms,
         xor_ms,
+        raid,
+        disks,
+        chunk: chunk.into(),
+        failed,
+        block_size,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

@@ -35,6 +35,11 @@ def run(
     scheduler: str = typer.Option("fcfs", "--scheduler", help="fcfs, sstf, clook or satf."),
     queue_depth: int = typer.Option(0, "--queue-depth", help="Requests handed to the device at once (0: unlimited)."),
     wrap: bool = typer.Option(False, "--wrap", help="Fold addresses beyond the device's capacity back onto it."),
+    raid: Optional[str] = typer.Option(None, "--raid", help="Run an array of MODEL disks: raid0, raid1, raid10, raid4, raid5, raid6."),
+    disks: int = typer.Option(4, "--disks", help="Disks in the array."),
+    chunk: str = typer.Option("64KiB", "--chunk", help="Array chunk size (65536, 64KiB, ...)."),
+    failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks of the array, comma-separated (degraded mode)."),
+    block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
     interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
     timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write the per-interval time series to this CSV."),
@@ -44,13 +49,20 @@ def run(
     """Replay traces in time on a disk; print response times, service time and utilization."""
     if replay.lower() not in REPLAYS:
         fail(f"unknown replay discipline `{replay}`; valid: {', '.join(REPLAYS)}")
+    try:
+        failed_disks = [int(x) for x in failed.split(",") if x.strip()] if failed else []
+    except ValueError:
+        fail(f"--failed: `{failed}` is not a comma-separated list of disk numbers")
+    if any(d < 0 for d in failed_disks) or disks < 1:
+        fail("disk numbers and counts must be non-negative")
     if timeseries is not None and interval <= 0:
         interval = 1000.0
     out = json.loads(_core.disk_run(
         model, [str(t) for t in trace], format=format, replay=replay.lower(), speedup=speedup,
         outstanding=outstanding, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
         queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
-        reference_model=reference, skip_bad=skip_bad,
+        reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
+        failed=failed_disks, block_size=block_size,
     ))
     series = out.pop("timeseries", None)
     if timeseries is not None:

@@ -6,7 +6,8 @@ use std::path::Path;
 use super::engine::ms_to_ns;
 use super::executor::ExecConfig;
 use super::metrics::Report;
-use super::replay::{self, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
+use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
+use crate::array::{parse_bytes, Array, ArrayConfig};
 use super::toy::ToyDisk;
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
@@ -36,6 +37,15 @@ pub struct RunOptions {
     /// Time-series interval in ms (0: none).
     pub interval_ms: f64,
     pub xor_ms: f64,
+    /// RAID level (`raid5`, `5`, ...); None: a single disk.
+    pub raid: Option<String>,
+    pub disks: u32,
+    /// Chunk size (`64KiB`, `65536`, ...).
+    pub chunk: String,
+    /// Failed disks (degraded mode).
+    pub failed: Vec<u32>,
+    /// Array block size in bytes.
+    pub block_size: u64,
 }
 
 impl Default for RunOptions {
@@ -56,6 +66,11 @@ impl Default for RunOptions {
             wrap: false,
             interval_ms: 0.0,
             xor_ms: 0.0,
+            raid: None,
+            disks: 4,
+            chunk: "64KiB".into(),
+            failed: Vec::new(),
+            block_size: 4096,
         }
     }
 }
@@ -72,9 +87,7 @@ fn load_file(spec: &str) -> Result<Box<dyn DeviceModel>> {
     if !Path::new(spec).exists() {
         return Err(Error::io(spec, "no such file"));
     }
-    Err(Error::config(format!(
-        "{spec}: drive model files (.parv, .toml) need the disk loader, which is not built in; use const:MS or toy:..."
-    )))
+    crate::device::load(Path::new(spec))
 }
 
 pub fn discipline(o: &RunOptions) -> Result<Discipline> {
@@ -103,10 +116,32 @@ fn sources(o: &RunOptions) -> Vec<Source<'static>> {
         .collect()
 }
 
-fn single(spec: &str, wrap: bool) -> Result<Box<dyn Stack>> {
+/// The storage of a run: one disk, or an array of `o.disks` such disks.
+/// Returns the stack and its sectors per plan block.
+fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
     load_model(spec)?; // fail early, with the model's own error
     let s = spec.to_string();
-    Ok(Box::new(SingleDisk::new(move || load_model(&s), wrap)?))
+    let make = move || load_model(&s);
+    let Some(level) = &o.raid else {
+        if !o.failed.is_empty() {
+            return Err(Error::config("--failed needs an array (--raid)"));
+        }
+        return Ok((Box::new(SingleDisk::new(make, o.wrap)?), 1));
+    };
+    let mut cfg = ArrayConfig::new(ArrayConfig::parse_level(level)?, o.disks);
+    cfg.chunk_bytes = parse_bytes(&o.chunk)?;
+    cfg.block_size = o.block_size;
+    let mut array = Array::new(cfg)?;
+    for &d in &o.failed {
+        array.fail(d)?;
+    }
+    let st = ArrayStack::new(array, make, o.wrap)?;
+    let spb = st.sectors_per_block();
+    Ok((Box::new(st), spb))
+}
+
+fn stack_of(spec: &str, o: &RunOptions) -> Result<Box<dyn Stack>> {
+    Ok(stack(spec, o)?.0)
 }
 
 /// Run `o` and report.
@@ -124,14 +159,16 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             queue_depth: if o.queue_depth == 0 { usize::MAX } else { o.queue_depth },
             xor_ns: ms_to_ns(o.xor_ms),
             pq_ns: ms_to_ns(o.xor_ms),
-            sectors_per_block: 1,
+            sectors_per_block: 1, // set from the stack below
             interval_ns: if o.interval_ms > 0.0 { Some(ms_to_ns(o.interval_ms).max(1)) } else { None },
         },
     };
     super::sched::build(&o.scheduler)?;
-    let mut stack = single(&o.model, o.wrap)?;
+    let mut cfg = cfg;
+    let (mut stack, spb) = stack(&o.model, o)?;
+    cfg.exec.sectors_per_block = spb;
     let mut reference = match &o.reference_model {
-        Some(r) => Some(single(r, o.wrap)?),
+        Some(r) => Some(stack_of(r, o)?),
         None => None,
     };
     let mut srcs = sources(o);

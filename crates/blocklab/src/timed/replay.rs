@@ -459,3 +459,56 @@ fn feedback(
     check_all_done(&ex, issued)?;
     Ok(ex.report())
 }
+
+/// A RAID array of identical disks; requests are split into the array's
+/// blocks and become the array's plans (degraded when disks have failed).
+pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
+    array: crate::array::Array,
+    make: F,
+    /// Logical capacity in array blocks.
+    blocks: u64,
+    pub wrap: bool,
+}
+
+impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
+    pub fn new(array: crate::array::Array, make: F, wrap: bool) -> Result<Self> {
+        let bs = array.config().block_size;
+        let per_disk = make()?.capacity_sectors() * 512 / bs;
+        // Whole chunks only; every disk holds the same number of rows.
+        let rows = per_disk / array.chunk_blocks();
+        let blocks = rows * array.chunk_blocks() * array.data_disks_per_stripe() as u64;
+        if blocks == 0 {
+            return Err(Error::config("the disks are smaller than one chunk"));
+        }
+        Ok(ArrayStack { array, make, blocks, wrap })
+    }
+
+    /// 512-byte sectors per array block (the executor's unit).
+    pub fn sectors_per_block(&self) -> u64 {
+        self.array.config().block_size / 512
+    }
+}
+
+impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
+    fn devices(&self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        (0..self.array.ndisks()).map(|_| (self.make)()).collect()
+    }
+    fn plan(&mut self, req: &Request) -> Result<IoPlan> {
+        let r = req.blocks(self.array.config().block_size);
+        let n = (r.end - r.start).max(1);
+        let mut first = r.start;
+        if n > self.blocks {
+            return Err(Error::config(format!("request of {} bytes is larger than the array", req.len)));
+        }
+        if first + n > self.blocks {
+            if !self.wrap {
+                return Err(Error::config(format!(
+                    "request at byte offset {} is beyond the array's {} blocks (use --wrap to fold addresses)",
+                    req.offset, self.blocks
+                )));
+            }
+            first %= self.blocks - n + 1;
+        }
+        Ok(if req.op == Op::Write { self.array.plan_write(first, n) } else { self.array.plan_read(first, n) })
+    }
+}

@@ -456,3 +456,34 @@ mod props {
 
     const SCHEDS: [&str; 4] = ["fcfs", "sstf", "clook", "satf"];
 }
+
+// ---- arrays -------------------------------------------------------------
+
+#[test]
+fn degraded_raid5_read_waits_for_reconstruction() {
+    use crate::array::{Array, ArrayConfig, Level};
+    // RAID-5, 4 constant 10 ms disks, XOR 1 ms. A 4 KiB read of block 0 (on
+    // disk 0): 10 ms normally; with disk 0 failed, the three survivors are
+    // read in parallel (10 ms) and XORed (1 ms): 11 ms, 3 disk operations.
+    let go = |failed: &[u32]| {
+        let mut a = Array::new(ArrayConfig::new(Level::Raid5, 4)).unwrap();
+        for &d in failed {
+            a.fail(d).unwrap();
+        }
+        let disk0 = a.disk_of(0);
+        let mut st = ArrayStack::new(a, || Ok(Box::new(ToyDisk::constant(10.0)) as Box<dyn DeviceModel>), false).unwrap();
+        let c = ReplayConfig {
+            discipline: Discipline::Open { speedup: 1.0 },
+            exec: ExecConfig { xor_ns: MS, sectors_per_block: st.sectors_per_block(), ..Default::default() },
+        };
+        let req = Request { time: 0.0, op: Op::Read, offset: 0, len: 4096, tenant: 0 };
+        (disk0, run(&mut st, &mut [vec_source(vec![req])], &c).unwrap())
+    };
+    let (d0, normal) = go(&[]);
+    assert!(close(normal.avg_response_ms, 10.0));
+    assert_eq!(normal.devices.iter().map(|d| d.ops).sum::<u64>(), 1);
+    let (_, degraded) = go(&[d0]);
+    assert!(close(degraded.avg_response_ms, 11.0));
+    assert_eq!(degraded.devices.iter().map(|d| d.ops).sum::<u64>(), 3);
+    assert_eq!(degraded.devices[d0 as usize].ops, 0);
+}
