@@ -23,8 +23,9 @@
 //!   stream and tenant whose completion was handled last before j was issued
 //!   (a completion at the very same nanosecond counts if the engine handled
 //!   it first), and its think time is `issue(j) − completion(parent)`; a
-//!   request issued before any completion of its stream has no parent and
-//!   its "think time" is its offset from the stream's start. In the second,
+//!   request issued before any completion of its stream and tenant has no
+//!   parent and keeps its offset from the stream's start (the speed-up below
+//!   applies to intervals after a completion only). In the second,
 //!   measured pass, j is issued at `completion'(parent) + g(think)` where g is
 //!   the processor speed-up transform below, but never before it enters the
 //!   window: the window holds the 64 oldest not-yet-issued requests of each
@@ -45,6 +46,10 @@
 //! use f(x) = 1/(ax + b) / 100, capped at 1.
 //!
 //! Every request of every stream completes before a run returns.
+//!
+//! Memory: open and closed replay stream the trace. Feedback keeps, per
+//! request, its parent, think time and completion time (24 bytes) between
+//! the two passes, and reads the trace twice.
 
 use std::collections::VecDeque;
 
@@ -408,12 +413,14 @@ fn feedback(
                 Error::config("trace changed between the two feedback passes (more requests)")
             })?;
             let mut e = WEntry { j, req, dep, state: WState::WaitParent };
-            let base = match dep.parent {
-                None => Some(0),
-                Some(p) => Some(done_at[p as usize]).filter(|&c| c != Ns::MAX),
+            // No parent: the request waits for no I/O, only for the trace's
+            // clock; it keeps its original offset (no speed-up applies).
+            let at = match dep.parent {
+                None => Some(dep.think_ns),
+                Some(p) => Some(done_at[p as usize]).filter(|&c| c != Ns::MAX).map(|c| c.saturating_add(think(&dep))),
             };
-            if let Some(b) = base {
-                ex.wake_at(b.saturating_add(think(&dep)), tag(s, j, n));
+            if let Some(t) = at {
+                ex.wake_at(t, tag(s, j, n));
                 e.state = WState::Scheduled;
             }
             w.push_back(e);

@@ -487,3 +487,20 @@ fn degraded_raid5_read_waits_for_reconstruction() {
     assert_eq!(degraded.devices.iter().map(|d| d.ops).sum::<u64>(), 3);
     assert_eq!(degraded.devices[d0 as usize].ops, 0);
 }
+
+#[test]
+fn feedback_speed_up_shrinks_think_times_but_not_parentless_offsets() {
+    // Traced 10 ms disk: R0 at 0 (done 10), R1 at 5 (no parent, offset 5 ms),
+    // R2 at 1010: last completion R1 at 20, think 990 ms. On a 1 ms disk with
+    // an infinitely fast processor: R0 0→1, R1 at 5 (unchanged) → 6, R2 at
+    // 6 + 990 ms · (1 − f(0.99 s)), f = 1/(0.0857·0.99 + 0.0105)/100.
+    let reqs = vec![rq(0.0, 0, 0), rq(5.0, 1, 0), rq(1010.0, 2, 0)];
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let mut fast = toy(ToyDisk::constant(1.0));
+    let fb = Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW };
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
+    let f: f64 = 1.0 / (0.0857 * 0.99 + 0.0105) / 100.0;
+    let think_ns = (0.99 * (1.0 - f) * 1e9).round();
+    assert!(close(r.sim_time_ms, 6.0 + think_ns / 1e6 + 1.0), "{}", r.sim_time_ms);
+    assert!(close(r.avg_response_ms, 1.0));
+}
