@@ -149,7 +149,7 @@ pub fn run(o: &RunOptions) -> Result<Report> {
     if o.traces.is_empty() {
         return Err(Error::config("no trace given"));
     }
-    if !(o.xor_ms.is_finite() && o.xor_ms >= 0.0) || !(o.interval_ms.is_finite() && o.interval_ms >= 0.0) {
+    if !(o.xor_ms.is_finite() && o.xor_ms >= 0.0 && o.interval_ms.is_finite() && o.interval_ms >= 0.0) {
         return Err(Error::config("times must be non-negative numbers"));
     }
     let cfg = ReplayConfig {

@@ -300,7 +300,7 @@ fn open_pass(
     let mut last_done: FxHashMap<(usize, u32), (u64, Ns)> = FxHashMap::default();
     let mut tenants: FxHashMap<u64, u32> = FxHashMap::default();
     let (mut issued, mut out_of_order) = (0u64, 0u64);
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         match step {
             Step::Wake { time, token } => {
                 let s = token as usize;
@@ -355,7 +355,7 @@ fn closed(stack: &mut dyn Stack, sources: &mut [Source], ecfg: &ExecConfig, outs
             issue(&mut ex, st, s, stack)?;
         }
     }
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         if let Step::Done { tag: t, .. } = step {
             let (s, _) = untag(t, n);
             issue(&mut ex, &mut streams[s], s, stack)?;
@@ -392,7 +392,7 @@ fn feedback(
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     let think = |d: &Dep| -> Ns {
         match cpu {
-            Some(x) if x == 1.0 => d.think_ns,
+            Some(1.0) => d.think_ns,
             _ => secs_to_ns(speed_up_interval(d.think_ns as f64 / 1e9, cpu)),
         }
     };
@@ -430,7 +430,7 @@ fn feedback(
     for s in 0..n {
         refill(s, &mut ex, &mut streams[s], &mut windows[s], &done_at[s])?;
     }
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         match step {
             Step::Wake { token, .. } => {
                 let (s, j) = untag(token, n);

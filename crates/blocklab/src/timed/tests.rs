@@ -232,7 +232,7 @@ fn order(dev: Box<dyn DeviceModel>, sched: &str, depth: usize, lbns: &[u64]) -> 
         ex.submit(p, i as u64).unwrap();
     }
     let mut out = Vec::new();
-    while let Some(s) = ex.next() {
+    while let Some(s) = ex.next_step() {
         if let Step::Done { tag, .. } = s {
             out.push(tag);
         }
@@ -331,7 +331,7 @@ fn plan_nodes_wait_for_their_dependencies() {
     u.push(Action::Unreadable { block: 3 }, &[]);
     ex.submit(u, 8).unwrap();
     let mut done = Vec::new();
-    while let Some(s) = ex.next() {
+    while let Some(s) = ex.next_step() {
         if let Step::Done { time, tag, unreadable, .. } = s {
             done.push((tag, time, unreadable));
         }
