@@ -70,3 +70,18 @@ def _csv(v: str | Iterable) -> str:
     if isinstance(v, str):
         return v
     return ",".join(str(x) for x in v)
+
+
+def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", speedup: float = 1.0,
+             outstanding: int = 1, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
+             interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
+             raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
+             block_size: int = 4096) -> dict:
+    """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    return json.loads(_core.disk_run(
+        model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
+        infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
+        reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
+        block_size=block_size))

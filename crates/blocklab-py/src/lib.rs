@@ -5,6 +5,7 @@
 mod array;
 mod cache;
 mod disk;
+mod timed;
 mod policy;
 mod trace;
 mod vdf;
@@ -28,6 +29,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     array::register(m)?;
     disk::register(m)?;
+    timed::register(m)?;
     policy::register(m)?;
     vdf::register(m)?;
     Ok(())

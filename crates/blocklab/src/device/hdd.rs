@@ -708,29 +708,36 @@ impl Hdd {
         // Without "read-ahead over requested", prefetch must not push the
         // request's own data out of the segment.
         let cap_seg = if c.readahead_over_requested { u64::MAX } else { seg_start + c.segment_sectors };
+        // The LBNs of one track (and of one cylinder) are contiguous, so "on
+        // the same track as `from`" holds on a prefix of the LBNs after it:
+        // binary search for its end instead of mapping every sector (same
+        // result, O(log spt) maps instead of O(spt) per request).
+        let prefix_end = |lo: u64, hi: u64, same: &dyn Fn(u64) -> bool| -> u64 {
+            let (mut lo, mut hi) = (lo, hi.max(lo));
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if same(mid) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
         let track_end = |from: u64| -> u64 {
             let last = self.p.layout.map(from);
-            let mut l = from + 1;
-            let stop = from + last.spt as u64 + 1;
-            while l < stop && l < self.p.layout.capacity() {
+            let stop = (from + last.spt as u64 + 1).min(self.p.layout.capacity());
+            prefix_end(from + 1, stop, &|l| {
                 let q = self.p.layout.map(l);
-                if q.cyl != last.cyl || q.head != last.head {
-                    break;
-                }
-                l += 1;
-            }
-            l
+                q.cyl == last.cyl && q.head == last.head
+            })
         };
         let want = match c.prefetch_mode {
             0 => end,
             1 => track_end(end - 1),
             2 => {
                 let cyl = self.p.layout.map(end - 1).cyl;
-                let mut l = end;
-                while l < cap_ra && l < self.p.layout.capacity() && self.p.layout.map(l).cyl == cyl {
-                    l += 1;
-                }
-                l
+                prefix_end(end, cap_ra.min(self.p.layout.capacity()), &|l| self.p.layout.map(l).cyl == cyl)
             }
             4 => {
                 let t = track_end(end - 1);
