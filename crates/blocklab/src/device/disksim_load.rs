@@ -163,7 +163,11 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         write_back: disk.num_or("Fast write level", 0.0)? != 0.0,
         read_hits_on_write_data: disk.num_or("Allow read hits on write data", 0.0)? != 0.0,
         separate_write_segment: disk.num_or("Use separate write segment", 0.0)? != 0.0,
-        read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0,
+        // Caching the sectors that pass during rotational latency needs
+        // read-on-arrival hardware: honour "Read any free blocks" only with
+        // "Immediate buffer read" (matches the Atlas 10K and 18ES traces).
+        read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0
+            && disk.num_or("Immediate buffer read", 0.0)? != 0.0,
         consume_on_hit: std::env::var("BL_CONSUME").map(|v| v == "1").unwrap_or(true),
         prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
         read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },

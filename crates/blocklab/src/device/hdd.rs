@@ -676,6 +676,23 @@ impl Hdd {
         let oh = c_over(&self.p.overheads.read_miss, ow);
         self.stop_prefetch(now);
         let start = (now + oh).max(self.mech_free);
+        // Read-any-free-blocks: sectors of the target track that pass under
+        // the head while it waits for the first requested sector are cached
+        // too (those before the request, and the rest of the track when
+        // the whole tail after the request went by).
+        let (mut before, mut after) = (0u64, 0u64);
+        if c.read_any_free {
+            let ph = self.p.layout.map(lbn);
+            let t1 = start + self.position(self.head, &ph, false);
+            let k = (self.rotation_wait(t1, &ph) / (self.period / ph.spt as f64)).floor() as u64;
+            let s0 = ph.sector as u64;
+            before = k.min(s0).min(lbn);
+            let wrapped = k.saturating_sub(s0);
+            let tail = (ph.spt as u64).saturating_sub(s0 + n);
+            if tail > 0 && wrapped >= tail {
+                after = tail;
+            }
+        }
         let mut ready = Vec::with_capacity(n as usize);
         let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
         // The bus transfer starts once the high-water mark is buffered.
@@ -688,12 +705,13 @@ impl Hdd {
         if !self.segs.is_empty() {
             let v = self.victim(false);
             self.invalidate_overlap(lbn, n, None);
-            let start_lbn = (lbn + n).saturating_sub(c.segment_sectors).max(lbn);
-            self.segs[v] = Seg { start: start_lbn, end: lbn + n, stamp: 0, valid: true };
+            let seg_end = (lbn + n + after).min(self.p.layout.capacity());
+            let start_lbn = seg_end.saturating_sub(c.segment_sectors).max(lbn - before);
+            self.segs[v] = Seg { start: start_lbn, end: seg_end, stamp: 0, valid: true };
             self.touch(v);
             let limit = self.prefetch_limit(lbn, n, start_lbn);
-            if limit > lbn + n {
-                self.prefetch = Some(Prefetch { seg: v, next: lbn + n, limit, t: end });
+            if limit > seg_end {
+                self.prefetch = Some(Prefetch { seg: v, next: seg_end, limit, t: end });
             }
         }
         self.prev_read_end = Some(lbn + n);
@@ -736,7 +754,7 @@ impl Hdd {
                 let t = track_end(end - 1);
                 let spt = self.p.layout.map(lbn).spt as u64;
                 let stream = self.prev_read_end.is_some_and(|e| e <= lbn && e + 2 * spt >= lbn);
-                if stream { track_end(t) } else { t }
+                if stream { track_end(t) } else if std::env::var("BL_M4").is_ok() { end } else { t }
             }
             _ => u64::MAX,
         };
