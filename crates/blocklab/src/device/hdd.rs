@@ -754,7 +754,16 @@ impl Hdd {
                 let t = track_end(end - 1);
                 let spt = self.p.layout.map(lbn).spt as u64;
                 let stream = self.prev_read_end.is_some_and(|e| e <= lbn && e + 2 * spt >= lbn);
-                if stream { track_end(t) } else if std::env::var("BL_M4").is_ok() { end } else { t }
+                if stream {
+                    track_end(t)
+                } else if c.readahead_over_requested || c.read_any_free {
+                    t
+                } else {
+                    // Empirical (Atlas III trace): a drive that keeps the
+                    // request's data and cannot read on arrival starts
+                    // read-ahead only once a sequential stream is seen.
+                    end
+                }
             }
             _ => u64::MAX,
         };
