@@ -172,6 +172,8 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
         read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },
         reselect_ms: disk.num_or("First reselect overhead", 0.0)? * scale,
+        write_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("Low (write) water mark", 0.0)? } else { 0.0 },
+        hold_bus_write: disk.num_or("Hold bus entire write xfer", 0.0)? != 0.0,
     };
     Hdd::new(HddParams {
         name: disk.name.clone().unwrap_or_default(),

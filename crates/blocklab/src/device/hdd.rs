@@ -383,6 +383,10 @@ pub struct CacheParams {
     pub read_water: f64,
     /// Reconnection overhead before a read's data transfer after a miss.
     pub reselect_ms: f64,
+    /// Fraction of a write-through request buffered before the media write.
+    pub write_water: f64,
+    /// The drive holds the bus for a whole write transfer.
+    pub hold_bus_write: bool,
 }
 
 /// Everything the mechanical model needs.
@@ -795,7 +799,16 @@ impl Hdd {
         // Position first (the seek overlaps the transfer), then wait for data.
         let ph = self.p.layout.map(lbn);
         let pos = self.position(self.head, &ph, true);
-        let ready = (start + pos).max(data_in);
+        // The media write may start before the last sector has crossed the
+        // bus, as long as each sector is buffered before the head reaches it.
+        let sector_ms = self.period / ph.spt as f64;
+        // A drive that holds the bus for the whole transfer takes all the
+        // data first; otherwise the low-water mark (a fraction of the
+        // request) must be buffered.
+        let just_in_time = if bus > sector_ms { data_in - (n - 1) as f64 * sector_ms } else { now + oh + bus };
+        let water = if c.hold_bus_write { 1.0 } else { c.write_water };
+        let marked = now + oh + ((water * n as f64).ceil().max(1.0)) * bus;
+        let ready = (start + pos).max(just_in_time).max(marked);
         self.head = Head { cyl: ph.cyl, head: ph.head };
         let end = self.media(ready, lbn, n, false, |_, _| {});
         self.mech_free = end;
@@ -1031,6 +1044,8 @@ mod tests {
                 prefetch_mode: 0,
                 read_water: 0.0,
                 reselect_ms: 0.0,
+                write_water: 0.0,
+                hold_bus_write: false,
             },
         })
         .unwrap()

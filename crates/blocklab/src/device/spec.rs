@@ -249,6 +249,8 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             prefetch_mode: 3,
             read_water: 0.0,
             reselect_ms: 0.0,
+            write_water: 0.0,
+            hold_bus_write: false,
         },
         None => CacheParams {
             enabled: false,
@@ -264,6 +266,8 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             prefetch_mode: 3,
             read_water: 0.0,
             reselect_ms: 0.0,
+            write_water: 0.0,
+            hold_bus_write: false,
         },
     };
     Hdd::new(HddParams {
