@@ -168,7 +168,9 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         // "Immediate buffer read" (matches the Atlas 10K and 18ES traces).
         read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0
             && disk.num_or("Immediate buffer read", 0.0)? != 0.0,
-        consume_on_hit: std::env::var("BL_CONSUME").map(|v| v == "1").unwrap_or(true),
+        // Segments are circular queues: data sent to the host may be pushed
+        // out (DiskSim's documentation); the traces show re-reads miss.
+        consume_on_hit: true,
         prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
         read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },
         reselect_ms: disk.num_or("First reselect overhead", 0.0)? * scale,

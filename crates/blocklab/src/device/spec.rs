@@ -139,6 +139,7 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
         ));
     }
     // For exponent c, the smooth join fixes b; the line runs to (dmax, full).
+    // (`n` cylinders: the mean is a weighted sum over all distances.)
     let build = |c: f64| {
         let bc = boundary.powf(c);
         let b = (full - single) / (c * boundary.powf(c - 1.0) * (dmax - boundary) + bc - 1.0);
@@ -147,17 +148,21 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
         let f = (full - tb) / (dmax - boundary);
         SeekCurve::PowerLinear { a, b, c, boundary, e: tb - f * boundary, f }
     };
-    // The mean grows with c (short seeks get slower): bisect.
+    // The mean is monotone in c (it falls as c grows, because the smooth
+    // join steepens the power part): bisect on whichever side holds it.
     let (mut lo, mut hi) = (0.05f64, 1.0f64);
     let (mlo, mhi) = (mean_random_seek(&build(lo), n), mean_random_seek(&build(hi), n));
-    if !(mlo <= average && average <= mhi) {
+    if !(mlo.min(mhi) <= average && average <= mlo.max(mhi)) {
         return Err(Error::config(format!(
-            "power-linear seek: average {average} ms not reachable (between {mlo:.3} and {mhi:.3} ms)"
+            "power-linear seek: average {average} ms not reachable (between {:.3} and {:.3} ms)",
+            mlo.min(mhi),
+            mlo.max(mhi)
         )));
     }
+    let rising = mhi > mlo;
     for _ in 0..50 {
         let mid = 0.5 * (lo + hi);
-        if mean_random_seek(&build(mid), n) < average {
+        if (mean_random_seek(&build(mid), n) < average) == rising {
             lo = mid;
         } else {
             hi = mid;
