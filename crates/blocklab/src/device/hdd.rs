@@ -638,9 +638,20 @@ impl Hdd {
             return oh + n as f64 * bus + self.p.overheads.read_complete;
         }
         if let Some(mut pf) = stream {
-            // The data is being read ahead: wait for it, keep reading.
-            self.last_hit = true;
-            let oh = c_over(&self.p.overheads.read_hit, ow);
+            // The data is cached or being read ahead: wait for it and keep
+            // reading. If read-ahead had already stopped short of the
+            // request, the rest is a partial hit: a miss overhead, and the
+            // mechanism restarts from now.
+            let stopped = pf.next >= pf.limit && lbn + n > pf.next;
+            self.last_hit = !stopped;
+            let oh = if stopped {
+                c_over(&self.p.overheads.read_miss, ow)
+            } else {
+                c_over(&self.p.overheads.read_hit, ow)
+            };
+            if stopped {
+                pf.t = pf.t.max(now + oh).max(self.mech_free);
+            }
             let seg_start = self.segs[pf.seg].start;
             pf.limit = pf.limit.max(self.prefetch_limit(lbn, n, seg_start));
             self.prefetch = Some(pf);
