@@ -202,16 +202,44 @@ mod tests {
     fn every_validated_drive_loads_with_its_block_count() {
         let Some(dir) = crate::device::validate::validation_dir() else { return };
         for (name, blocks) in [
-            ("atlas10k", 17938986u64),
+            ("atlas_III", 17783250u64),
+            ("barracuda", 4110000),
+            ("cheetah4LP", 8887200),
             ("cheetah9LP", 17783240),
-            ("dec_rz26", 2050860),
-            ("hp_c2247a", 2051668),
-            ("hp_c3323a", 2056008),
             ("ibm18es", 17916240),
+            ("atlas10k", 17938986),
+            ("hp_c2247a", 2054864),
+            ("hp_c3323a", 2056008),
+            ("hp_c2490a", 4165272),
+            ("dec_rz26", 2050860),
         ] {
             let d = load_parv(&dir.join(format!("{name}.parv"))).unwrap();
-            assert!(d.capacity_sectors() >= blocks.min(d.capacity_sectors()), "{name}");
-            assert!(d.capacity_sectors() + 4000 >= blocks, "{name}: {}", d.capacity_sectors());
+            assert_eq!(d.capacity_sectors(), blocks, "{name}");
         }
+    }
+
+    #[test]
+    fn unknown_seek_type_names_file_line_and_field() {
+        let dir = std::env::temp_dir().join(format!("blocklab-disksim-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("x.model"),
+            "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n\
+             Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n\
+             Last cylinder number = 9, Blocks per track = 10 } ] },\n\
+             Mechanical Model = dm_mech_g1 {\n Seek type = warp,\n Rotation speed (in rpms) = 7200 }\n}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("x.parv"), "disksim_disk D {\n Model = source x.model\n}\n").unwrap();
+        match load_parv(&dir.join("x.parv")) {
+            Err(Error::Parse { file, location, field, .. }) => {
+                assert!(file.ends_with("x.model"), "{file}");
+                assert_eq!(location, Location::Line(8));
+                assert_eq!(field, "Seek type");
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted an unknown seek type"),
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
