@@ -473,11 +473,6 @@ impl Hdd {
         &self.p
     }
 
-    /// Did the last request hit the on-disk cache?
-    pub fn last_was_hit(&self) -> bool {
-        self.last_hit
-    }
-
     /// Positioning time from the current head to `to` (seek or head switch).
     fn position(&self, from: Head, to: &Phys, write: bool) -> f64 {
         let d = (from.cyl as i64 - to.cyl as i64).unsigned_abs();
@@ -888,6 +883,10 @@ impl DeviceModel for Hdd {
     fn capacity_sectors(&self) -> u64 {
         self.p.layout.capacity()
     }
+
+    fn last_hit(&self) -> bool {
+        self.last_hit
+    }
 }
 
 #[cfg(test)]
@@ -1060,6 +1059,44 @@ mod tests {
             },
         })
         .unwrap()
+    }
+
+    #[test]
+    fn read_ahead_hits_and_consumed_data_misses() {
+        let mut d = simple_drive();
+        d.p.bus_read_ms = 0.01;
+        d.p.overheads.read_hit = [0.1, 0.1];
+        d.p.overheads.read_miss = [0.5, 0.5];
+        d.p.cache = CacheParams {
+            enabled: true,
+            segments: 2,
+            segment_sectors: 100,
+            max_readahead: 50,
+            readahead_over_requested: true,
+            write_back: false,
+            read_hits_on_write_data: false,
+            separate_write_segment: false,
+            read_any_free: false,
+            consume_on_hit: true,
+            prefetch_mode: 3,
+            read_water: 0.0,
+            reselect_ms: 0.0,
+            write_water: 0.0,
+            hold_bus_write: false,
+        };
+        d.segs = vec![Seg { start: 0, end: 0, stamp: 0, valid: false }; 2];
+        let r = |lbn, sectors| DevRequest { kind: DiskOpKind::Read, lbn, sectors };
+        // Miss at t = 0: 0.5 ms overhead puts the platter at sector 5, so
+        // sector 0 comes round at 10.0; read until 10.1, bus 0.01 → 10.11.
+        assert!((d.service(0.0, &r(0, 1)) - 10.11).abs() < 1e-9);
+        assert!(!d.last_hit());
+        // Read-ahead of sectors 1..=50 ran from 10.1 to 15.1: a full hit.
+        assert!((d.service(30.0, &r(1, 4)) - (0.1 + 4.0 * 0.01)).abs() < 1e-9);
+        assert!(d.last_hit());
+        // The hit freed sectors 1..=4: re-reading sector 1 misses. At 40.5
+        // the platter is at sector 5; sector 1 is 9.6 ms away → 50.1..50.2.
+        assert!((d.service(40.0, &r(1, 1)) - 10.21).abs() < 1e-9);
+        assert!(!d.last_hit());
     }
 
     #[test]
