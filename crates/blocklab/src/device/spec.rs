@@ -351,3 +351,52 @@ mod tests {
         assert!(parse_spec("name = \"x\"\n", "s.toml").is_err());
     }
 }
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::array::plan::DiskOpKind;
+    use crate::device::DevRequest;
+    use proptest::prelude::*;
+
+    /// Fitting the seek curves is the slow part: do it once.
+    fn drive() -> Box<dyn DeviceModel> {
+        static PARAMS: std::sync::OnceLock<crate::device::hdd::HddParams> = std::sync::OnceLock::new();
+        let p = PARAMS.get_or_init(|| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/disks/ultrastar-73lzx.toml");
+            let spec = parse_spec(&std::fs::read_to_string(path).unwrap(), "73lzx").unwrap();
+            build_hdd(&spec.name, spec.hdd.as_ref().unwrap()).unwrap().params().clone()
+        });
+        Box::new(Hdd::new(p.clone()).unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Service times are positive, at least the media transfer, and the
+        /// same request sequence always gives the same times.
+        #[test]
+        fn service_is_positive_and_deterministic(
+            reqs in proptest::collection::vec((any::<bool>(), 0u64..71_000_000, 1u32..256, 0.0f64..50.0), 1..20)
+        ) {
+            let run = || {
+                let mut d = drive();
+                let mut now = 0.0;
+                let mut out = Vec::new();
+                for &(w, lbn, n, think) in &reqs {
+                    let kind = if w { DiskOpKind::Write } else { DiskOpKind::Read };
+                    let s = d.service(now, &DevRequest { kind, lbn, sectors: n });
+                    out.push(s);
+                    now += s + think;
+                }
+                out
+            };
+            let a = run();
+            prop_assert_eq!(&a, &run());
+            for (s, &(_, _, n, _)) in a.iter().zip(&reqs) {
+                // At least the bus transfer (160 MB/s).
+                prop_assert!(*s >= n as f64 * 512.0 / 160_000.0 - 1e-9, "{}", s);
+                prop_assert!(s.is_finite() && *s < 100.0);
+            }
+        }
+    }
+}
