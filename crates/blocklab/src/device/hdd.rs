@@ -383,6 +383,8 @@ pub struct CacheParams {
     pub read_water: f64,
     /// Reconnection overhead before a read's data transfer after a miss.
     pub reselect_ms: f64,
+    /// "Fast write level" 1: only appending writes are write hits.
+    pub write_back_sequential_only: bool,
     /// Fraction of a write-through request buffered before the media write.
     pub write_water: f64,
     /// The drive holds the bus for a whole write transfer.
@@ -445,6 +447,8 @@ pub struct Hdd {
     last_write: bool,
     last_hit: bool,
     prev_read_end: Option<u64>,
+    /// End LBN of the previous request (appending-write detection).
+    last_end: u64,
 }
 
 const EPS: f64 = 1e-9;
@@ -465,6 +469,7 @@ impl Hdd {
             last_write: false,
             last_hit: false,
             prev_read_end: None,
+            last_end: u64::MAX,
             p,
         })
     }
@@ -788,7 +793,10 @@ impl Hdd {
         self.last_hit = false;
         if c.enabled && c.write_back && !self.segs.is_empty() {
             // Immediate report: data into the buffer, destage afterwards.
-            let busy = self.mech_free > now;
+            // Level 1 fast writes only cover writes appending to the
+            // previous write's data; others count as misses.
+            let appending = self.last_write && self.last_end == lbn;
+            let busy = self.mech_free > now || (c.write_back_sequential_only && !appending);
             let oh = if busy { c_over(&self.p.overheads.write_miss, ow) } else { c_over(&self.p.overheads.write_hit, ow) };
             self.last_hit = !busy;
             let done = now + oh + n as f64 * bus;
@@ -865,6 +873,7 @@ impl DeviceModel for Hdd {
             DiskOpKind::Write => self.write(now_ms, lbn, n),
         };
         self.last_write = req.kind == DiskOpKind::Write;
+        self.last_end = lbn + n;
         t
     }
 
@@ -1054,6 +1063,7 @@ mod tests {
                 prefetch_mode: 0,
                 read_water: 0.0,
                 reselect_ms: 0.0,
+                write_back_sequential_only: false,
                 write_water: 0.0,
                 hold_bus_write: false,
             },
@@ -1081,6 +1091,7 @@ mod tests {
             prefetch_mode: 3,
             read_water: 0.0,
             reselect_ms: 0.0,
+            write_back_sequential_only: false,
             write_water: 0.0,
             hold_bus_write: false,
         };
