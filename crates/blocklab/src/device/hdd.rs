@@ -383,6 +383,8 @@ pub struct CacheParams {
     pub read_water: f64,
     /// Reconnection overhead before a read's data transfer after a miss.
     pub reselect_ms: f64,
+    /// A read whose first block is being read ahead counts as a hit.
+    pub almost_read_hits: bool,
     /// "Fast write level" 1: only appending writes are write hits.
     pub write_back_sequential_only: bool,
     /// Fraction of a write-through request buffered before the media write.
@@ -626,7 +628,14 @@ impl Hdd {
         self.advance_prefetch(now);
         let stream = self.prefetch.filter(|pf| {
             let s = &self.segs[pf.seg];
-            s.valid && s.start <= lbn && lbn <= pf.next && lbn + n <= pf.next.max(pf.limit) + c.max_readahead
+            // Without "almost read hits", a request whose first block is
+            // still being read ahead is not a hit.
+            let almost = lbn == pf.next && pf.next < pf.limit;
+            s.valid
+                && s.start <= lbn
+                && lbn <= pf.next
+                && lbn + n <= pf.next.max(pf.limit) + c.max_readahead
+                && (c.almost_read_hits || !almost)
         });
         if let Some(i) = self.find(lbn, n) {
             // Full hit: transfer from the buffer.
@@ -1064,6 +1073,8 @@ mod tests {
                 read_water: 0.0,
                 reselect_ms: 0.0,
                 write_back_sequential_only: false,
+                almost_read_hits: true,
+            almost_read_hits: true,
                 write_water: 0.0,
                 hold_bus_write: false,
             },
@@ -1092,6 +1103,7 @@ mod tests {
             read_water: 0.0,
             reselect_ms: 0.0,
             write_back_sequential_only: false,
+            almost_read_hits: true,
             write_water: 0.0,
             hold_bus_write: false,
         };
