@@ -385,6 +385,8 @@ pub struct CacheParams {
     pub reselect_ms: f64,
     /// A read whose first block is being read ahead counts as a hit.
     pub almost_read_hits: bool,
+    /// Start read-ahead again after a full hit on an idle drive.
+    pub readahead_on_idle_hit: bool,
     /// "Fast write level" 1: only appending writes are write hits.
     pub write_back_sequential_only: bool,
     /// Fraction of a write-through request buffered before the media write.
@@ -642,8 +644,19 @@ impl Hdd {
             self.touch(i);
             self.last_hit = true;
             self.consume(i, lbn + n);
-            self.prev_read_end = Some(lbn + n);
             let oh = c_over(&self.p.overheads.read_hit, ow);
+            // "Read-ahead on idle hit": an idle drive reads ahead again
+            // after a full hit.
+            let idle = self.prefetch.is_none_or(|pf| pf.next >= pf.limit);
+            if c.readahead_on_idle_hit && idle {
+                let seg = self.segs[i];
+                let limit = self.prefetch_limit(lbn, n, seg.start);
+                if limit > seg.end && seg.end >= lbn + n {
+                    let t = (now + oh).max(self.mech_free);
+                    self.prefetch = Some(Prefetch { seg: i, next: seg.end, limit, t });
+                }
+            }
+            self.prev_read_end = Some(lbn + n);
             return oh + n as f64 * bus + self.p.overheads.read_complete;
         }
         if let Some(mut pf) = stream {
@@ -1074,7 +1087,7 @@ mod tests {
                 reselect_ms: 0.0,
                 write_back_sequential_only: false,
                 almost_read_hits: true,
-            almost_read_hits: true,
+                readahead_on_idle_hit: false,
                 write_water: 0.0,
                 hold_bus_write: false,
             },
@@ -1104,6 +1117,7 @@ mod tests {
             reselect_ms: 0.0,
             write_back_sequential_only: false,
             almost_read_hits: true,
+            readahead_on_idle_hit: false,
             write_water: 0.0,
             hold_bus_write: false,
         };
