@@ -303,6 +303,35 @@ impl Layout {
         &self.zones[i.min(self.zones.len() - 1)]
     }
 
+    /// Where `lbn` lives and how many LBNs from it (at most `max`, at
+    /// least 1) follow on consecutive sectors of the same track. The
+    /// mapping is monotone, so the run ends where the offset stops matching
+    /// (binary search; a handful of `map` calls per track).
+    pub fn run(&self, lbn: u64, max: u64) -> (Phys, u64) {
+        let ph = self.map(lbn);
+        let fits = |r: u64| {
+            if r <= 1 {
+                return true;
+            }
+            let q = self.map(lbn + r - 1);
+            lbn + r - 1 < self.capacity && q.cyl == ph.cyl && q.head == ph.head && q.sector as u64 == ph.sector as u64 + r - 1
+        };
+        let cap = max.max(1).min(ph.spt as u64 - ph.sector as u64);
+        if fits(cap) {
+            return (ph, cap);
+        }
+        let (mut lo, mut hi) = (1u64, cap); // fits(lo), !fits(hi)
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (ph, lo)
+    }
+
     /// Physical location of `lbn` (clamped to the last sector).
     pub fn map(&self, lbn: u64) -> Phys {
         let lbn = lbn.min(self.capacity.saturating_sub(1));
@@ -525,17 +554,17 @@ impl Hdd {
     /// calls `each(i, end_time)` per sector; returns the end time.
     fn media(&mut self, t: f64, lbn: u64, n: u64, write: bool, mut each: impl FnMut(u64, f64)) -> f64 {
         let mut t = t;
-        let mut prev: Option<Phys> = None;
-        for i in 0..n {
-            let ph = self.p.layout.map(lbn + i);
-            let contiguous = prev.is_some_and(|q| q.cyl == ph.cyl && q.head == ph.head && q.sector + 1 == ph.sector);
-            if contiguous {
-                t += self.period / ph.spt as f64;
-            } else {
-                t = self.access(t, &ph, write).1;
+        let mut i = 0;
+        while i < n {
+            // One access per run of consecutive sectors on a track.
+            let (ph, run) = self.p.layout.run(lbn + i, n - i);
+            let (start, _) = self.access(t, &ph, write);
+            let st = self.period / ph.spt as f64;
+            for k in 0..run {
+                t = start + (k + 1) as f64 * st;
+                each(i + k, t);
             }
-            prev = Some(ph);
-            each(i, t);
+            i += run;
         }
         t
     }
@@ -545,31 +574,39 @@ impl Hdd {
     fn advance_prefetch(&mut self, until: f64) -> f64 {
         let Some(mut pf) = self.prefetch else { return self.mech_free };
         let mut leave = pf.t;
-        while pf.next < pf.limit && pf.next < self.p.layout.capacity() {
+        let cap = self.p.layout.capacity();
+        // Track by track: a run of consecutive sectors costs one access.
+        while pf.next < pf.limit && pf.next < cap {
             let saved = self.head;
-            let ph = self.p.layout.map(pf.next);
-            let (start, end) = self.access(pf.t, &ph, false);
+            let (ph, run) = self.p.layout.run(pf.next, pf.limit.min(cap) - pf.next);
+            let (start, _) = self.access(pf.t, &ph, false);
             if start > until {
                 self.head = saved;
                 leave = until.max(pf.t);
                 break;
             }
+            let st = self.period / ph.spt as f64;
+            // Sectors started by `until` are read (a sector in progress
+            // completes).
+            let started = (((until - start) / st).floor() as u64).saturating_add(1);
+            let k = run.min(started);
+            let end = start + k as f64 * st;
             pf.t = end;
-            pf.next += 1;
+            pf.next += k;
             leave = end;
             let seg = &mut self.segs[pf.seg];
             seg.end = pf.next;
             if seg.end - seg.start > self.p.cache.segment_sectors {
                 seg.start = seg.end - self.p.cache.segment_sectors;
             }
-            if end > until {
+            if k < run || end > until {
                 break;
             }
         }
-        if pf.next >= pf.limit || pf.next >= self.p.layout.capacity() {
+        if pf.next >= pf.limit || pf.next >= cap {
             leave = pf.t;
         }
-        self.mech_free = self.mech_free.max(pf.t.min(leave.max(pf.t)));
+        self.mech_free = self.mech_free.max(pf.t);
         self.prefetch = Some(pf);
         leave
     }
@@ -763,16 +800,18 @@ impl Hdd {
         // Without "read-ahead over requested", prefetch must not push the
         // request's own data out of the segment.
         let cap_seg = if c.readahead_over_requested { u64::MAX } else { seg_start + c.segment_sectors };
+        // First LBN after the track holding `from`.
         let track_end = |from: u64| -> u64 {
-            let last = self.p.layout.map(from);
-            let mut l = from + 1;
-            let stop = from + last.spt as u64 + 1;
-            while l < stop && l < self.p.layout.capacity() {
-                let q = self.p.layout.map(l);
-                if q.cyl != last.cyl || q.head != last.head {
+            let (ph, run) = self.p.layout.run(from, u64::MAX);
+            let mut l = from + run;
+            // Slipped sectors can interrupt a track: keep going while the
+            // numbering stays on it.
+            while l < self.p.layout.capacity() {
+                let (q, r) = self.p.layout.run(l, u64::MAX);
+                if q.cyl != ph.cyl || q.head != ph.head {
                     break;
                 }
-                l += 1;
+                l += r;
             }
             l
         };
@@ -1048,6 +1087,21 @@ mod tests {
         let l = Layout::new(1, 2, 1_000, vec![z2], SpareUnit::None, false, 0).unwrap();
         assert_eq!(l.capacity(), 15);
         assert_eq!(l.map(0).sector, 5);
+    }
+
+    #[test]
+    fn runs_stop_at_slips_and_track_ends() {
+        let mut z = zone(0, 1, 10);
+        z.spares = 1;
+        z.slips = vec![3];
+        let l = Layout::new(1, 2, 1_000, vec![z], SpareUnit::SectorsPerZone, false, 0).unwrap();
+        let (p, r) = l.run(0, 100);
+        assert_eq!((p.sector, r), (0, 3)); // LBNs 0..=2 on sectors 0..=2
+        let (p, r) = l.run(3, 100);
+        assert_eq!((p.sector, r), (4, 6)); // LBN 3 on sector 4, to the track end
+        assert_eq!(l.run(3, 2).1, 2);
+        let (p, r) = l.run(9, 100);
+        assert_eq!((p.cyl, p.sector, r), (1, 0, 10));
     }
 
     #[test]
