@@ -342,14 +342,19 @@ impl Layout {
         let (u, k) = (slot_d / z.data_per_unit, slot_d % z.data_per_unit);
         let unit_start = u * z.unit_slots;
         let mut p = unit_start + k + if z.spares_at_front { z.unit_slots - z.data_per_unit } else { 0 };
-        // Slipped slots push the numbering along (sorted, so one pass).
-        let from = z.spec.slips.partition_point(|&s| s < unit_start);
-        for &s in &z.spec.slips[from..] {
-            if s <= p {
-                p += 1;
-            } else {
+        // Slipped slots push the numbering along: the slot is the base
+        // position plus the number of slips at or before it (a fixed point,
+        // reached in a few binary searches).
+        let slips = &z.spec.slips;
+        let from = slips.partition_point(|&s| s < unit_start);
+        let base = p;
+        loop {
+            let upto = slips.partition_point(|&s| s <= p);
+            let next = base + (upto.max(from) - from) as u64;
+            if next == p {
                 break;
             }
+            p = next;
         }
         let p = (p.min(z.total_slots - 1)) * z.slot + rem;
         let s = self.surfaces as u64;
