@@ -30,8 +30,8 @@ def test_synthetic_csv_and_oracle_read_back_with_their_counts(tmp_path):
     for s in (s_csv, s_orc):
         assert s["requests"] == 4000 and s["reads"] + s["writes"] == 4000
         assert s["block_accesses"] == 4000
-    assert s_orc["writes"] == 0 and 0 < s_csv["writes"] < s_csv["reads"]
         assert 1 <= s["unique_blocks"] <= 100
+    assert s_orc["writes"] == 0 and 0 < s_csv["writes"] < s_csv["reads"]
 
 
 def test_bad_target_format_is_exit_2(tmp_path):
