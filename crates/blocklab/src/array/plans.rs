@@ -123,6 +123,71 @@ fn push_op(plan: &mut IoPlan, raw: &Raw, kind: DiskOpKind, deps: &[u16]) -> u16 
     plan.push(Action::Disk(op), deps)
 }
 
+/// A flat, user-facing view of one plan node (for JSON output).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeView {
+    pub id: u16,
+    /// `read`, `write`, `xor`, `pq` or `unreadable`.
+    pub op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<u32>,
+    /// Disk block for disk ops, logical block for `unreadable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nblocks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<u32>,
+    pub deps: Vec<u16>,
+}
+
+/// Flatten a plan for display.
+pub fn plan_view(plan: &IoPlan) -> Vec<NodeView> {
+    plan.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut v = NodeView {
+                id: i as u16,
+                op: "",
+                disk: None,
+                block: None,
+                nblocks: None,
+                cause: None,
+                units: None,
+                deps: n.deps.clone(),
+            };
+            match &n.action {
+                Action::Disk(o) => {
+                    v.op = match o.kind {
+                        DiskOpKind::Read => "read",
+                        DiskOpKind::Write => "write",
+                    };
+                    v.disk = Some(o.disk);
+                    v.block = Some(o.block);
+                    v.nblocks = Some(o.nblocks);
+                    v.cause = Some(o.cause);
+                }
+                Action::Xor { units } => {
+                    v.op = "xor";
+                    v.units = Some(*units);
+                }
+                Action::PQ { units } => {
+                    v.op = "pq";
+                    v.units = Some(*units);
+                }
+                Action::Unreadable { block } => {
+                    v.op = "unreadable";
+                    v.block = Some(*block);
+                }
+            }
+            v
+        })
+        .collect()
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Op {
     Read,
