@@ -26,12 +26,18 @@ def read_trace(path, format: str = "auto", *, skip_bad: bool = False, blkparse_e
 
 
 def simulate_cache(path, policies: str | Sequence[str] = "lru", sizes: str | Sequence = "5%", *, format: str = "auto",
-                   block_size: int = 4096, reads_only: bool = False, skip_bad: bool = False):
-    """Counted cache simulation of every (policy, size) cell in one pass; a pandas DataFrame."""
+                   block_size: int = 4096, reads_only: bool = False, skip_bad: bool = False, progress=None):
+    """Counted cache simulation of every (policy, size) cell in one pass; a pandas DataFrame.
+
+    Columns: policy, cache_blocks, accesses, hits, misses, miss_ratio (one row
+    per cell, policy-major). ``progress(accesses_so_far)`` is called after
+    every chunk of the trace. The GIL is released while the engine runs.
+    """
     import pandas as pd
 
-    rows = json.loads(_core.simulate_cache(_paths(path), format, _csv(policies), _csv(sizes), block_size, reads_only, skip_bad))
-    return pd.DataFrame(rows)
+    out = json.loads(_core.simulate_cache(_paths(path), format, _csv(policies), _csv(sizes), block_size, reads_only,
+                                          skip_bad, progress))
+    return pd.DataFrame(out["cells"], columns=["policy", "cache_blocks", "accesses", "hits", "misses", "miss_ratio"])
 
 
 def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None = None, max_samples: int | None = None,
@@ -41,7 +47,7 @@ def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None
 
     out = json.loads(_core.mrc(_paths(path), format, method, rate, max_samples, None if sizes is None else _csv(sizes),
                                block_size, reads_only, skip_bad))
-    return pd.DataFrame(out["points"])
+    return pd.DataFrame(out["points"], columns=["cache_blocks", "miss_ratio"])
 
 
 def _csv(v: str | Iterable) -> str:

@@ -1,0 +1,207 @@
+"""`make bench`: blocklab against libCacheSim, whole process against whole process.
+
+Generates (once, cached under out/bench/) a 10-million-access Zipf(1.0) trace
+over 1 million blocks as a libCacheSim oracleGeneral file, then alternates
+  blocklab cache FILE --format oracle --policy lru --size 100000 --json
+and a Python process running libCacheSim's LRU `process_trace` (cache of
+100,000 bytes, every object of size 1, i.e. 100,000 objects) on the same file,
+takes the medians, and writes BENCHMARKS.md with the machine, the commands,
+the times and ratio, accesses/s of every policy (one blocklab run, per-cell
+time measured by the engine) and bytes per cached block of LRU (peak RSS
+difference between two cache sizes).
+
+Timings are real measurements of this machine at this moment; the load
+average is recorded next to them because the machine may be shared.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "out" / "bench"
+VENV_BIN = ROOT / ".venv" / "bin"
+BLOCKLAB = str(VENV_BIN / "blocklab") if (VENV_BIN / "blocklab").exists() else "blocklab"
+PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
+
+ACCESSES = int(os.environ.get("BENCH_ACCESSES", 10_000_000))
+UNIVERSE = int(os.environ.get("BENCH_UNIVERSE", 1_000_000))
+ALPHA = 1.0
+SEED = 42
+CACHE = 100_000
+RUNS = int(os.environ.get("BENCH_RUNS", 5))
+TRACE = OUT / f"zipf{ALPHA}-{ACCESSES}-{UNIVERSE}-seed{SEED}.oracleGeneral"
+
+LIBCACHESIM = """
+import sys
+import libcachesim as lcs
+reader = lcs.TraceReader(sys.argv[1], lcs.TraceType.ORACLE_GENERAL_TRACE)
+cache = lcs.LRU(int(sys.argv[2]))
+obj_miss_ratio, byte_miss_ratio = cache.process_trace(reader)
+print(obj_miss_ratio)
+"""
+
+
+def ensure_trace() -> None:
+    if TRACE.exists() and TRACE.stat().st_size == 24 * ACCESSES:
+        return
+    OUT.mkdir(parents=True, exist_ok=True)
+    from blocklab import _core
+
+    t = time.perf_counter()
+    tmp = TRACE.with_suffix(".tmp")
+    _core.write_zipf_oracle(str(tmp), ACCESSES, UNIVERSE, ALPHA, SEED, 1)
+    tmp.rename(TRACE)
+    print(f"generated {TRACE} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+
+def timed(cmd: list[str]) -> tuple[float, int, str]:
+    """Wall time, peak RSS (KiB) and stdout of one child process."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate()
+    wall = time.perf_counter() - t
+    # The child's resource usage: wait4 is done by communicate(), so use RUSAGE_CHILDREN deltas instead.
+    if p.returncode != 0:
+        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err}")
+    return wall, 0, out
+
+
+def timed_rss(cmd: list[str]) -> tuple[float, int, str]:
+    """Like timed() but with the child's own peak RSS from wait4."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
+    return wall, ru.ru_maxrss, out
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return f"{fields.get('Model name', '?').strip()}, {os.cpu_count()} logical CPUs"
+    except OSError:
+        return f"{platform.processor()}, {os.cpu_count()} logical CPUs"
+
+
+def main() -> None:
+    ensure_trace()
+    from blocklab import _core
+
+    bl_cmd = [BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(CACHE), "--json"]
+    lc_cmd = [PYTHON, "-c", LIBCACHESIM, str(TRACE), str(CACHE)]
+    load_before = os.getloadavg()
+
+    # Warm the page cache once for both.
+    timed_rss(bl_cmd)
+    timed_rss(lc_cmd)
+    bl_times, lc_times = [], []
+    bl_mr = lc_mr = None
+    for i in range(RUNS):
+        w, _, out = timed_rss(bl_cmd)
+        bl_times.append(w)
+        bl_mr = json.loads(out)[0]["miss_ratio"]
+        w, _, out = timed_rss(lc_cmd)
+        lc_times.append(w)
+        lc_mr = float(out.strip())
+        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s, libCacheSim {lc_times[-1]:.3f} s", file=sys.stderr)
+    bl, lc = statistics.median(bl_times), statistics.median(lc_times)
+
+    # Start-up: the same command on a one-access trace.
+    tiny = OUT / "one.csv"
+    tiny.write_text("timestamp,op,offset,size\n0,R,0,4096\n")
+    startup = statistics.median(timed_rss([BLOCKLAB, "cache", str(tiny), "--format", "csv", "--size", "1", "--json"])[0]
+                                for _ in range(5))
+    lc_import = statistics.median(timed_rss([PYTHON, "-c", "import libcachesim"])[0] for _ in range(5))
+
+    # Accesses/s of every policy, one run, per-cell time measured by the engine.
+    policies = list(_core.cache_policies())
+    script = ("import sys, json; from blocklab import _core; "
+              "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
+    w_all, _, out = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
+    per_policy = json.loads(out)["cells"]
+
+    # Bytes per cached block of LRU: peak RSS at two sizes.
+    small, big = 100_000, 500_000
+    rss = {}
+    for s in (small, big):
+        rss[s] = min(timed_rss([BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(s),
+                                "--json"])[1] for _ in range(2))
+    bytes_per_block = (rss[big] - rss[small]) * 1024 / (big - small)
+    load_after = os.getloadavg()
+
+    ratio = bl / lc
+    lines = [
+        "# Benchmarks",
+        "",
+        "Measured by `make bench` (`benches/run.py`); every number below is from the last run.",
+        "",
+        f"- Machine: {cpu_model()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
+        "(the machine may be shared: compare the two tools within one run, not across runs).",
+        f"- Trace: {ACCESSES:,} accesses, Zipf(alpha={ALPHA}) over {UNIVERSE:,} blocks, seed {SEED}, "
+        f"libCacheSim oracleGeneral (`{TRACE.relative_to(ROOT)}`, {TRACE.stat().st_size / 2**20:.0f} MiB), "
+        "generated by `blocklab._core.write_zipf_oracle`.",
+        f"- Cache: LRU, {CACHE:,} blocks (libCacheSim: {CACHE:,} bytes with every object of size 1).",
+        "",
+        "## blocklab against libCacheSim (whole process against whole process)",
+        "",
+        "| tool | command | median wall time (s) | runs | miss ratio |",
+        "|---|---|---|---|---|",
+        f"| blocklab | `blocklab cache TRACE --format oracle --policy lru --size {CACHE} --json` | {bl:.3f} | "
+        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {bl_mr:.6f} |",
+        f"| libCacheSim {_lcs_version()} | `python -c '...LRU({CACHE}).process_trace(TraceReader(TRACE, ORACLE_GENERAL_TRACE))'` | "
+        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lc_mr:.6f} |",
+        "",
+        f"**Ratio blocklab / libCacheSim: {ratio:.2f}** (target: at most 0.5). "
+        f"blocklab: {ACCESSES / bl / 1e6:.1f} M accesses/s whole process; libCacheSim: {ACCESSES / lc / 1e6:.1f} M accesses/s.",
+        "",
+        f"Start-up: `blocklab cache` on a one-access trace takes {startup:.3f} s (Python interpreter, typer, "
+        f"the extension); `python -c 'import libcachesim'` takes {lc_import:.3f} s.",
+        "",
+        "## Accesses per second of every policy",
+        "",
+        f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
+        "in parallel on the cores); the rate is accesses divided by the time the engine spent in that cell.",
+        "",
+        "| policy | miss ratio | M accesses/s |",
+        "|---|---|---|",
+    ]
+    for c in per_policy:
+        rate = c["accesses"] / c["seconds"] / 1e6 if c.get("seconds") else float("nan")
+        lines.append(f"| {c['policy']} | {c['miss_ratio']:.6f} | {rate:.1f} |")
+    lines += [
+        "",
+        "## Memory",
+        "",
+        f"LRU peak RSS: {rss[small] / 1024:.1f} MiB at {small:,} blocks, {rss[big] / 1024:.1f} MiB at {big:,} blocks: "
+        f"**{bytes_per_block:.1f} bytes per cached block** (target: 64 or less).",
+        "",
+    ]
+    text = "\n".join(lines)
+    (ROOT / "BENCHMARKS.md").write_text(text)
+    print(text)
+
+
+def _lcs_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("libcachesim")
+    except Exception:
+        return ""
+
+
+if __name__ == "__main__":
+    main()

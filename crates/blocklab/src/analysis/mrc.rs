@@ -1,0 +1,635 @@
+//! LRU miss-ratio curves: exact (Mattson stack distances) and SHARDS.
+//!
+//! **Exact.** An LRU cache of `c` blocks hits exactly the accesses whose stack
+//! distance (distinct blocks touched since the previous access to the same
+//! block, itself included) is at most `c` (Mattson et al., 1970). The distance
+//! is counted with a Fenwick tree over "last access" slots: each cached key
+//! marks the slot of its latest access, and the distance of an access is the
+//! number of marks after the key's previous slot, plus one: O(log M) per
+//! access. Slots are handed out in access order; when they run out the live
+//! marks are renumbered densely (compaction), so memory is O(unique blocks),
+//! not O(trace length).
+//!
+//! **SHARDS** (Waldspurger et al., FAST'15). Spatial sampling: a key is
+//! sampled when `hash(key) mod P < T` (rate R = T/P, P = 2^32), distances among
+//! the sampled keys are scaled by 1/R. Fixed-rate keeps T; fixed-size keeps at
+//! most `max_samples` keys by lowering T to the largest sampled hash and
+//! evicting the keys that have it, rescaling the histogram by R_new/R_old.
+//! Both apply SHARDS_adj: the expected number of sampled references N·R minus
+//! the actual number is added to the first bucket (distance 1).
+
+use crate::cache::sizes;
+use crate::cache::sim::{count_unique, open_blocks};
+use crate::error::{Error, Result};
+use crate::trace::blocks::BlockOptions;
+use crate::trace::TraceOptions;
+use rustc_hash::FxHashMap;
+use std::collections::BinaryHeap;
+use std::path::Path;
+
+/// A Fenwick (binary indexed) tree of counts.
+#[derive(Debug, Clone)]
+struct Fenwick {
+    t: Vec<u32>,
+}
+
+impl Fenwick {
+    fn new(n: usize) -> Self {
+        Fenwick { t: vec![0; n + 1] }
+    }
+    /// A tree whose first `ones` slots hold 1, built in O(n).
+    fn with_ones(n: usize, ones: usize) -> Self {
+        let mut t = vec![0u32; n + 1];
+        for i in 1..=n {
+            if i <= ones {
+                t[i] += 1;
+            }
+            let j = i + (i & i.wrapping_neg());
+            if j <= n {
+                t[j] += t[i];
+            }
+        }
+        Fenwick { t }
+    }
+    fn len(&self) -> usize {
+        self.t.len() - 1
+    }
+    #[inline]
+    fn add(&mut self, slot: usize, delta: i32) {
+        let mut i = slot + 1;
+        while i < self.t.len() {
+            self.t[i] = self.t[i].wrapping_add_signed(delta);
+            i += i & i.wrapping_neg();
+        }
+    }
+    /// Sum of slots 0..=slot.
+    #[inline]
+    fn prefix(&self, slot: usize) -> u64 {
+        let mut i = slot + 1;
+        let mut s = 0u64;
+        while i > 0 {
+            s += self.t[i] as u64;
+            i &= i - 1;
+        }
+        s
+    }
+}
+
+const MIN_SLOTS: usize = 1 << 12;
+
+/// Exact LRU stack distances of a key sequence, in O(log M) per access and
+/// O(M) memory (M = keys currently tracked).
+#[derive(Debug, Clone)]
+pub struct StackDistance {
+    last: FxHashMap<u64, u32>,
+    tree: Fenwick,
+    next: usize,
+}
+
+impl Default for StackDistance {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl StackDistance {
+    pub fn new() -> Self {
+        StackDistance { last: FxHashMap::default(), tree: Fenwick::new(MIN_SLOTS), next: 0 }
+    }
+
+    /// Keys tracked (unique keys seen and not removed).
+    pub fn len(&self) -> usize {
+        self.last.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.last.is_empty()
+    }
+
+    /// Renumber live slots densely and size the tree to twice the live keys,
+    /// so the next compaction is at least as many accesses away.
+    fn compact(&mut self) {
+        let mut slots: Vec<u32> = self.last.values().copied().collect();
+        slots.sort_unstable();
+        for v in self.last.values_mut() {
+            *v = slots.binary_search(v).expect("live slot") as u32;
+        }
+        let n = slots.len();
+        let cap = (2 * n).max(MIN_SLOTS);
+        assert!(cap < u32::MAX as usize, "too many unique keys for the stack-distance tree");
+        self.tree = Fenwick::with_ones(cap, n);
+        self.next = n;
+    }
+
+    /// Record an access; returns its stack distance (>= 1), or None for the
+    /// first access to the key (a cold miss).
+    #[inline]
+    pub fn access(&mut self, key: u64) -> Option<u64> {
+        if self.next == self.tree.len() {
+            self.compact();
+        }
+        let t = self.next;
+        self.next += 1;
+        let live = self.last.len() as u64;
+        match self.last.get_mut(&key) {
+            Some(slot) => {
+                let p = *slot as usize;
+                let d = live - self.tree.prefix(p) + 1;
+                self.tree.add(p, -1);
+                self.tree.add(t, 1);
+                *slot = t as u32;
+                Some(d)
+            }
+            None => {
+                self.last.insert(key, t as u32);
+                self.tree.add(t, 1);
+                None
+            }
+        }
+    }
+
+    /// Forget a key (SHARDS fixed-size eviction).
+    pub fn remove(&mut self, key: u64) {
+        if let Some(p) = self.last.remove(&key) {
+            self.tree.add(p as usize, -1);
+        }
+    }
+}
+
+/// A histogram of (scaled) stack distances: the data behind a curve.
+#[derive(Debug, Clone, Default)]
+pub struct Curve {
+    /// Accesses in the trace (sampled or not).
+    pub accesses: u64,
+    /// Weight of cold misses (first accesses).
+    pub cold: f64,
+    /// (distance, weight), distances ascending and distinct.
+    pub hist: Vec<(u64, f64)>,
+    /// Normaliser: the total weight (accesses for exact, N·R for SHARDS_adj).
+    pub total: f64,
+    /// Unique keys seen (exact), or the estimate (sampled keys / R).
+    pub unique: f64,
+    /// suffix[i] = sum of weights of hist[i..].
+    suffix: Vec<f64>,
+}
+
+impl Curve {
+    fn new(accesses: u64, cold: f64, mut hist: Vec<(u64, f64)>, total: f64, unique: f64) -> Self {
+        hist.sort_unstable_by_key(|&(d, _)| d);
+        let mut suffix = vec![0.0; hist.len() + 1];
+        for i in (0..hist.len()).rev() {
+            suffix[i] = suffix[i + 1] + hist[i].1;
+        }
+        Curve { accesses, cold, hist, total, unique, suffix }
+    }
+
+    /// Estimated LRU miss ratio of a cache of `c` blocks: (cold + weight of
+    /// distances > c) / total, clamped to [0, 1]. None for an empty trace.
+    pub fn miss_ratio(&self, c: u64) -> Option<f64> {
+        if self.total <= 0.0 {
+            return None;
+        }
+        let i = self.hist.partition_point(|&(d, _)| d <= c);
+        Some(((self.cold + self.suffix[i]) / self.total).clamp(0.0, 1.0))
+    }
+
+    /// The whole curve: one point at every distance where it steps down.
+    pub fn points(&self) -> Vec<Point> {
+        self.hist
+            .iter()
+            .filter_map(|&(d, _)| self.miss_ratio(d).map(|m| Point { cache_blocks: d, miss_ratio: m }))
+            .collect()
+    }
+}
+
+/// One point of a miss-ratio curve.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Point {
+    pub cache_blocks: u64,
+    pub miss_ratio: f64,
+}
+
+/// Exact MRC builder.
+#[derive(Debug, Default)]
+pub struct ExactMrc {
+    sd: StackDistance,
+    counts: Vec<u64>,
+    cold: u64,
+    accesses: u64,
+}
+
+impl ExactMrc {
+    pub fn new() -> Self {
+        Self::default()
+    }
+    #[inline]
+    pub fn access(&mut self, key: u64) {
+        self.accesses += 1;
+        match self.sd.access(key) {
+            None => self.cold += 1,
+            Some(d) => {
+                let d = d as usize;
+                if d >= self.counts.len() {
+                    self.counts.resize(d + 1, 0);
+                }
+                self.counts[d] += 1;
+            }
+        }
+    }
+    pub fn finish(self) -> Curve {
+        let hist = self.counts.iter().enumerate().filter(|&(_, &n)| n > 0).map(|(d, &n)| (d as u64, n as f64)).collect();
+        Curve::new(self.accesses, self.cold as f64, hist, self.accesses as f64, self.sd.len() as f64)
+    }
+}
+
+/// P of SHARDS: hashes are reduced to 32 bits.
+const P: u64 = 1 << 32;
+
+/// A deterministic 64-bit mixer (splitmix64's finaliser) for spatial sampling.
+#[inline]
+pub fn hash64(key: u64) -> u64 {
+    let mut z = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[inline]
+fn sample_hash(key: u64) -> u64 {
+    hash64(key) >> 32
+}
+
+/// SHARDS builder (fixed-rate, or fixed-size with `max_samples`).
+#[derive(Debug)]
+pub struct Shards {
+    sd: StackDistance,
+    /// Sample when sample_hash(key) < threshold.
+    threshold: u64,
+    max_samples: Option<usize>,
+    /// (hash, key) of tracked keys, largest hash on top (fixed-size only).
+    heap: BinaryHeap<(u64, u64)>,
+    hist: FxHashMap<u64, f64>,
+    cold: f64,
+    sampled: f64,
+    accesses: u64,
+    adjust: bool,
+}
+
+impl Shards {
+    /// Fixed-rate SHARDS at rate `rate` in (0, 1].
+    pub fn fixed_rate(rate: f64) -> Result<Self> {
+        if !(rate > 0.0 && rate <= 1.0) {
+            return Err(Error::config(format!("SHARDS rate must be in (0, 1], got {rate}")));
+        }
+        let threshold = ((rate * P as f64).round() as u64).clamp(1, P);
+        Ok(Self::with(threshold, None))
+    }
+
+    /// Fixed-size SHARDS keeping at most `max_samples` keys (starting at rate 1).
+    pub fn fixed_size(max_samples: usize) -> Result<Self> {
+        if max_samples == 0 {
+            return Err(Error::config("SHARDS max samples must be at least 1"));
+        }
+        Ok(Self::with(P, Some(max_samples)))
+    }
+
+    fn with(threshold: u64, max_samples: Option<usize>) -> Self {
+        Shards {
+            sd: StackDistance::new(),
+            threshold,
+            max_samples,
+            heap: BinaryHeap::new(),
+            hist: FxHashMap::default(),
+            cold: 0.0,
+            sampled: 0.0,
+            accesses: 0,
+            adjust: true,
+        }
+    }
+
+    /// Turn SHARDS_adj off (for comparison).
+    pub fn without_adjustment(mut self) -> Self {
+        self.adjust = false;
+        self
+    }
+
+    /// Current sampling rate R = T/P.
+    pub fn rate(&self) -> f64 {
+        self.threshold as f64 / P as f64
+    }
+
+    #[inline]
+    pub fn access(&mut self, key: u64) {
+        self.accesses += 1;
+        let h = sample_hash(key);
+        if h >= self.threshold {
+            return;
+        }
+        self.sampled += 1.0;
+        match self.sd.access(key) {
+            Some(d) => {
+                let scaled = ((d as f64 / self.rate()).round() as u64).max(1);
+                *self.hist.entry(scaled).or_insert(0.0) += 1.0;
+            }
+            None => {
+                self.cold += 1.0;
+                if let Some(max) = self.max_samples {
+                    self.heap.push((h, key));
+                    if self.sd.len() > max {
+                        self.lower_threshold();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Fixed-size: drop every key with the largest hash, make that hash the
+    /// new threshold and rescale the counts to the new rate.
+    fn lower_threshold(&mut self) {
+        let old = self.rate();
+        let Some(&(top, _)) = self.heap.peek() else { return };
+        while let Some(&(h, key)) = self.heap.peek() {
+            if h != top {
+                break;
+            }
+            self.heap.pop();
+            self.sd.remove(key);
+        }
+        self.threshold = top;
+        let scale = self.rate() / old;
+        for w in self.hist.values_mut() {
+            *w *= scale;
+        }
+        self.cold *= scale;
+        self.sampled *= scale;
+    }
+
+    pub fn finish(self) -> Curve {
+        let rate = self.rate();
+        let expected = self.accesses as f64 * rate;
+        let mut hist = self.hist;
+        let total = if self.adjust {
+            *hist.entry(1).or_insert(0.0) += expected - self.sampled;
+            expected
+        } else {
+            self.sampled
+        };
+        let unique = self.sd.len() as f64 / rate;
+        Curve::new(self.accesses, self.cold, hist.into_iter().collect(), total, unique)
+    }
+}
+
+/// Which curve to compute.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Method {
+    Exact,
+    ShardsRate(f64),
+    ShardsSize(usize),
+}
+
+impl Method {
+    /// From the CLI's `--method`, `--rate` and `--max-samples`.
+    pub fn parse(method: &str, rate: Option<f64>, max_samples: Option<u64>) -> Result<Method> {
+        match method {
+            "exact" => {
+                if rate.is_some() || max_samples.is_some() {
+                    return Err(Error::config("--rate and --max-samples apply to --method shards only"));
+                }
+                Ok(Method::Exact)
+            }
+            "shards" => match (rate, max_samples) {
+                (Some(_), Some(_)) => Err(Error::config("give either --rate or --max-samples, not both")),
+                (None, Some(k)) => {
+                    let k = usize::try_from(k).map_err(|_| Error::config("--max-samples too large"))?;
+                    Shards::fixed_size(k)?;
+                    Ok(Method::ShardsSize(k))
+                }
+                (r, None) => {
+                    let r = r.unwrap_or(0.01);
+                    Shards::fixed_rate(r)?;
+                    Ok(Method::ShardsRate(r))
+                }
+            },
+            other => Err(Error::unknown("MRC method", other, &["exact", "shards"])),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            _ => "shards",
+        }
+    }
+}
+
+/// Compute the curve of a key sequence.
+pub fn curve_of<I: IntoIterator<Item = Result<u64>>>(keys: I, method: Method) -> Result<Curve> {
+    match method {
+        Method::Exact => {
+            let mut m = ExactMrc::new();
+            for k in keys {
+                m.access(k?);
+            }
+            Ok(m.finish())
+        }
+        Method::ShardsRate(_) | Method::ShardsSize(_) => {
+            let mut s = match method {
+                Method::ShardsRate(r) => Shards::fixed_rate(r)?,
+                Method::ShardsSize(k) => Shards::fixed_size(k)?,
+                Method::Exact => unreachable!("handled above"),
+            };
+            for k in keys {
+                s.access(k?);
+            }
+            Ok(s.finish())
+        }
+    }
+}
+
+/// What an MRC run reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MrcReport {
+    pub method: String,
+    pub points: Vec<Point>,
+    pub accesses: u64,
+    /// Malformed records skipped (`skip_bad`).
+    pub skipped: u64,
+}
+
+/// The LRU miss-ratio curve of a trace file: the whole curve, or the points
+/// at `sizes` (comma-separated, as for `blocklab cache`). A `%` size uses the
+/// exact unique-block count: free for the exact method, a counting pre-pass
+/// for SHARDS.
+pub fn mrc_trace(
+    path: &Path,
+    trace: &TraceOptions,
+    blocks: BlockOptions,
+    method: Method,
+    sizes_list: Option<&str>,
+) -> Result<MrcReport> {
+    blocks.validate()?;
+    if let Some(list) = sizes_list {
+        sizes::parse_specs(list)?;
+    }
+    let mut stream = open_blocks(path, trace, blocks)?;
+    let curve = curve_of(stream.by_ref().map(|a| a.map(|a| a.key)), method)?;
+    let skipped = stream.skipped();
+    let points = match sizes_list {
+        None => curve.points(),
+        Some(list) => {
+            let unique = if !sizes::needs_unique(list) {
+                None
+            } else if method == Method::Exact {
+                Some(curve.unique as u64)
+            } else {
+                Some(count_unique(open_blocks(path, trace, blocks)?)?)
+            };
+            sizes::parse_sizes(list, blocks.block_size, unique)?
+                .into_iter()
+                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c).unwrap_or(0.0) })
+                .collect()
+        }
+    };
+    Ok(MrcReport { method: method.name().into(), points, accesses: curve.accesses, skipped })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::{build, Access, NEVER};
+    use proptest::prelude::*;
+
+    /// Brute force: distance = distinct keys since the previous access, inclusive.
+    fn brute_distances(keys: &[u64]) -> Vec<Option<u64>> {
+        (0..keys.len())
+            .map(|i| {
+                let prev = (0..i).rev().find(|&j| keys[j] == keys[i])?;
+                let mut s: Vec<u64> = keys[prev + 1..=i].to_vec();
+                s.sort_unstable();
+                s.dedup();
+                Some(s.len() as u64)
+            })
+            .collect()
+    }
+
+    fn lru_misses(keys: &[u64], c: u64) -> u64 {
+        let mut p = build("lru", c as usize).unwrap();
+        keys.iter().filter(|&&k| !p.access(&Access { block: k, next_use: NEVER, write: false })).count() as u64
+    }
+
+    #[test]
+    fn distances_by_hand() {
+        // a b c b a a: -, -, -, 2, 3, 1
+        let mut sd = StackDistance::new();
+        let got: Vec<_> = [1, 2, 3, 2, 1, 1].iter().map(|&k| sd.access(k)).collect();
+        assert_eq!(got, vec![None, None, None, Some(2), Some(3), Some(1)]);
+    }
+
+    #[test]
+    fn compaction_keeps_distances() {
+        // Far more accesses than MIN_SLOTS over few keys forces many compactions.
+        let keys: Vec<u64> = (0..50_000u64).map(|i| (i * 7919) % 37 + (i % 5) * 1000).collect();
+        let mut sd = StackDistance::new();
+        let got: Vec<_> = keys.iter().map(|&k| sd.access(k)).collect();
+        let want = brute_distances(&keys[..2000]);
+        assert_eq!(&got[..2000], &want[..]);
+        assert!(sd.tree.len() <= MIN_SLOTS.max(2 * sd.len()) * 2);
+        // Distances after compactions against a fresh brute force on a window.
+        let mut last = FxHashMap::default();
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(p) = last.insert(k, i) {
+                let mut s: Vec<u64> = keys[p + 1..=i].to_vec();
+                s.sort_unstable();
+                s.dedup();
+                assert_eq!(got[i], Some(s.len() as u64), "access {i}");
+            }
+            if i > 6000 {
+                break;
+            }
+        }
+    }
+
+    #[test]
+    fn exact_curve_by_hand() {
+        let keys = [1u64, 2, 3, 2, 1, 1];
+        let c = curve_of(keys.iter().map(|&k| Ok(k)), Method::Exact).unwrap();
+        assert_eq!(c.miss_ratio(1), Some(5.0 / 6.0));
+        assert_eq!(c.miss_ratio(2), Some(4.0 / 6.0));
+        assert_eq!(c.miss_ratio(3), Some(3.0 / 6.0));
+        assert_eq!(c.points().iter().map(|p| p.cache_blocks).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(c.unique, 3.0);
+    }
+
+    #[test]
+    fn method_parse() {
+        assert_eq!(Method::parse("exact", None, None).unwrap(), Method::Exact);
+        assert_eq!(Method::parse("shards", Some(0.1), None).unwrap(), Method::ShardsRate(0.1));
+        assert_eq!(Method::parse("shards", None, Some(10)).unwrap(), Method::ShardsSize(10));
+        assert!(Method::parse("shards", Some(1.5), None).is_err());
+        assert!(Method::parse("shards", Some(0.5), Some(3)).is_err());
+        assert!(Method::parse("exact", Some(0.5), None).is_err());
+        let e = Method::parse("olken", None, None).unwrap_err().to_string();
+        assert!(e.contains("exact") && e.contains("shards"));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn stack_distance_equals_brute_force(keys in prop::collection::vec(0u64..40, 0..400)) {
+            let mut sd = StackDistance::new();
+            let got: Vec<_> = keys.iter().map(|&k| sd.access(k)).collect();
+            prop_assert_eq!(got, brute_distances(&keys));
+        }
+
+        /// The exact curve equals LRU simulation at every size.
+        #[test]
+        fn exact_equals_lru_at_every_size(keys in prop::collection::vec(0u64..50, 1..800)) {
+            let c = curve_of(keys.iter().map(|&k| Ok(k)), Method::Exact).unwrap();
+            for size in 1..=52u64 {
+                let m = lru_misses(&keys, size);
+                prop_assert_eq!(c.miss_ratio(size), Some(m as f64 / keys.len() as f64), "size {}", size);
+            }
+        }
+
+        /// SHARDS at rate 1 (fixed-rate, or fixed-size never full) is exact.
+        #[test]
+        fn shards_rate_one_is_exact(keys in prop::collection::vec(0u64..50, 1..500)) {
+            let e = curve_of(keys.iter().map(|&k| Ok(k)), Method::Exact).unwrap();
+            let r = curve_of(keys.iter().map(|&k| Ok(k)), Method::ShardsRate(1.0)).unwrap();
+            let s = curve_of(keys.iter().map(|&k| Ok(k)), Method::ShardsSize(1000)).unwrap();
+            for size in 1..=52u64 {
+                prop_assert_eq!(e.miss_ratio(size), r.miss_ratio(size));
+                prop_assert_eq!(e.miss_ratio(size), s.miss_ratio(size));
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_size_keeps_at_most_max_samples() {
+        let mut s = Shards::fixed_size(100).unwrap();
+        for i in 0..100_000u64 {
+            s.access(hash64(i) % 20_000);
+            assert!(s.sd.len() <= 100);
+        }
+        assert!(s.rate() < 0.05 && s.rate() > 0.0);
+    }
+
+    /// Mean absolute error of SHARDS against the exact curve on a 1M-access
+    /// Zipf(1.0) trace over 100k blocks, at 100 sizes evenly spread up to
+    /// the footprint. Slow in a debug build: `cargo test --release -- --ignored`.
+    #[test]
+    #[ignore]
+    fn shards_error_on_zipf() {
+        let keys = crate::trace::synth::zipf_keys(1_000_000, 100_000, 1.0, 42).unwrap();
+        let exact = curve_of(keys.iter().map(|&k| Ok(k)), Method::Exact).unwrap();
+        let sizes: Vec<u64> = (1..=100).map(|i| i * exact.unique as u64 / 100).collect();
+        for method in [Method::ShardsRate(0.01), Method::ShardsRate(0.1), Method::ShardsSize(8192)] {
+            let s = curve_of(keys.iter().map(|&k| Ok(k)), method).unwrap();
+            let mae: f64 = sizes.iter().map(|&c| (s.miss_ratio(c).unwrap() - exact.miss_ratio(c).unwrap()).abs()).sum::<f64>()
+                / sizes.len() as f64;
+            println!("{method:?}: mean absolute error {mae:.5} over {} sizes", sizes.len());
+            assert!(mae < 0.02, "{method:?}: MAE {mae}");
+        }
+    }
+}

@@ -1,0 +1,425 @@
+//! The counted cache simulator: many (policy, size) cells in one streaming
+//! pass over a trace.
+//!
+//! A reader thread fills chunks of [`CHUNK`] accesses (reused buffers); each
+//! chunk is then fed to every cell, the cells running in parallel on rayon's
+//! pool (cells are independent, so the result does not depend on the
+//! scheduling). While the cells eat one chunk the reader fills the next.
+//!
+//! Offline policies (`opt`) need each access's `next_use`. Only when one is
+//! requested, a first pass materialises the key sequence and a reverse pass
+//! turns it, in place, into next-use indices: 8 bytes per access (plus one map
+//! entry per unique block). The simulation pass then re-reads the trace and
+//! zips it with that vector. A format that carries next-use itself (the
+//! oracleGeneral `next_access` field) can skip that pass by feeding
+//! [`simulate_accesses`] directly with `Access::next_use` filled in.
+
+use super::{build, sizes, Access, Policy, NEVER};
+use crate::error::{Error, Result};
+use crate::trace::blocks::{BlockOptions, BlockStream};
+use crate::trace::{self, TraceOptions};
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::path::Path;
+
+/// Accesses per chunk handed from the reader to the cells.
+pub const CHUNK: usize = 1 << 16;
+
+/// Policies that need `Access::next_use` (future knowledge).
+pub const OFFLINE_POLICIES: &[&str] = &["opt"];
+
+pub fn is_offline(policy: &str) -> bool {
+    OFFLINE_POLICIES.contains(&policy)
+}
+
+/// One simulated cache: a policy at a size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub policy: String,
+    pub cache_blocks: u64,
+}
+
+/// The outcome of one cell.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct CellResult {
+    pub policy: String,
+    pub cache_blocks: u64,
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// misses / accesses; `None` (JSON null) for an empty trace.
+    pub miss_ratio: Option<f64>,
+    /// Wall time spent feeding this cell (for throughput reports; not deterministic).
+    pub seconds: f64,
+}
+
+/// Everything a run reports.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SimReport {
+    pub cells: Vec<CellResult>,
+    /// Malformed records skipped (`skip_bad`).
+    pub skipped: u64,
+}
+
+/// Every (policy, size) pair, policy-major, in the order given.
+pub fn cells(policies: &[String], sizes: &[u64]) -> Vec<Cell> {
+    policies
+        .iter()
+        .flat_map(|p| sizes.iter().map(move |&s| Cell { policy: p.clone(), cache_blocks: s }))
+        .collect()
+}
+
+/// Split and check a comma-separated policy list (unknown names list the valid ones).
+pub fn parse_policies(list: &str) -> Result<Vec<String>> {
+    let names: Vec<String> = list.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+    if names.is_empty() {
+        return Err(Error::config("no cache policy given"));
+    }
+    for n in &names {
+        build(n, 1)?;
+    }
+    Ok(names)
+}
+
+struct CellState {
+    policy: Box<dyn Policy>,
+    accesses: u64,
+    hits: u64,
+    seconds: f64,
+}
+
+impl CellState {
+    #[inline(never)]
+    fn run(&mut self, chunk: &[Access]) {
+        let start = std::time::Instant::now();
+        let mut hits = 0u64;
+        for a in chunk {
+            hits += self.policy.access(a) as u64;
+        }
+        self.hits += hits;
+        self.accesses += chunk.len() as u64;
+        self.seconds += start.elapsed().as_secs_f64();
+    }
+}
+
+/// Simulate every cell over `source` (accesses with `next_use` filled when an
+/// offline policy is among the cells). `progress` is called after every chunk
+/// with the number of accesses processed so far; an error it returns stops
+/// the run. Returns the results (in the order of `cells`) and the source.
+pub fn simulate_accesses<I>(
+    source: I,
+    cells: &[Cell],
+    progress: &mut dyn FnMut(u64) -> Result<()>,
+) -> Result<(Vec<CellResult>, I)>
+where
+    I: Iterator<Item = Result<Access>> + Send,
+{
+    let mut states: Vec<CellState> = cells
+        .iter()
+        .map(|c| {
+            let cap = usize::try_from(c.cache_blocks).map_err(|_| Error::config("cache size too large"))?;
+            Ok(CellState { policy: build(&c.policy, cap)?, accesses: 0, hits: 0, seconds: 0.0 })
+        })
+        .collect::<Result<_>>()?;
+
+    use std::sync::mpsc::{channel, sync_channel};
+    let source = std::thread::scope(|scope| -> Result<I> {
+        let (full_tx, full_rx) = sync_channel::<Result<Vec<Access>>>(2);
+        let (empty_tx, empty_rx) = channel::<Vec<Access>>();
+        for _ in 0..3 {
+            empty_tx.send(Vec::with_capacity(CHUNK)).expect("receiver alive");
+        }
+        let reader = scope.spawn(move || {
+            let mut src = source;
+            // Stops at the end of input, on an error, or when the consumer hangs up.
+            while let Ok(mut buf) = empty_rx.recv() {
+                buf.clear();
+                let mut err = None;
+                while buf.len() < CHUNK {
+                    match src.next() {
+                        None => break,
+                        Some(Ok(a)) => buf.push(a),
+                        Some(Err(e)) => {
+                            err = Some(e);
+                            break;
+                        }
+                    }
+                }
+                let end = buf.len() < CHUNK;
+                if !buf.is_empty() && full_tx.send(Ok(buf)).is_err() {
+                    break;
+                }
+                if let Some(e) = err {
+                    let _ = full_tx.send(Err(e));
+                    break;
+                }
+                if end {
+                    break;
+                }
+            }
+            src
+        });
+        let mut done = 0u64;
+        let mut outcome = Ok(());
+        for msg in full_rx.iter() {
+            let buf = match msg {
+                Ok(b) => b,
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            };
+            if states.len() == 1 {
+                states[0].run(&buf);
+            } else {
+                states.par_iter_mut().for_each(|s| s.run(&buf));
+            }
+            done += buf.len() as u64;
+            let _ = empty_tx.send(buf);
+            if let Err(e) = progress(done) {
+                outcome = Err(e);
+                break;
+            }
+        }
+        drop(full_rx);
+        drop(empty_tx);
+        let src = reader.join().map_err(|_| Error::config("trace reader thread panicked"))?;
+        outcome.map(|_| src)
+    })?;
+
+    let results = cells
+        .iter()
+        .zip(states)
+        .map(|(c, s)| CellResult {
+            policy: c.policy.clone(),
+            cache_blocks: c.cache_blocks,
+            accesses: s.accesses,
+            hits: s.hits,
+            misses: s.accesses - s.hits,
+            miss_ratio: (s.accesses > 0).then(|| (s.accesses - s.hits) as f64 / s.accesses as f64),
+            seconds: s.seconds,
+        })
+        .collect();
+    Ok((results, source))
+}
+
+/// Turn a key sequence into next-use indices, in place, by one reverse pass:
+/// `keys[i]` becomes the index of the next access to the same key, or NEVER.
+pub fn next_uses_in_place(keys: &mut [u64]) {
+    let mut last: FxHashMap<u64, u64> = FxHashMap::default();
+    for i in (0..keys.len()).rev() {
+        let k = keys[i];
+        keys[i] = last.insert(k, i as u64).unwrap_or(NEVER);
+    }
+}
+
+/// Next-use index of every access of a block stream (8 bytes per access).
+pub fn next_uses(stream: BlockStream) -> Result<Vec<u64>> {
+    let mut keys: Vec<u64> = stream.map(|a| a.map(|a| a.key)).collect::<Result<_>>()?;
+    next_uses_in_place(&mut keys);
+    Ok(keys)
+}
+
+/// Distinct cache keys of a block stream (a counting pre-pass).
+pub fn count_unique(stream: BlockStream) -> Result<u64> {
+    let mut seen: FxHashSet<u64> = FxHashSet::default();
+    for a in stream {
+        seen.insert(a?.key);
+    }
+    Ok(seen.len() as u64)
+}
+
+/// Block accesses of a trace as cache [`Access`]es, with `next_use` from a
+/// precomputed vector when given.
+pub struct Accesses {
+    stream: BlockStream,
+    next_use: Option<std::vec::IntoIter<u64>>,
+}
+
+impl Accesses {
+    pub fn new(stream: BlockStream, next_use: Option<Vec<u64>>) -> Self {
+        Accesses { stream, next_use: next_use.map(Vec::into_iter) }
+    }
+    pub fn skipped(&self) -> u64 {
+        self.stream.skipped()
+    }
+}
+
+impl Iterator for Accesses {
+    type Item = Result<Access>;
+    #[inline]
+    fn next(&mut self) -> Option<Result<Access>> {
+        let a = match self.stream.next()? {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        let next_use = match &mut self.next_use {
+            None => NEVER,
+            Some(it) => match it.next() {
+                Some(n) => n,
+                None => return Some(Err(Error::config("trace changed between passes (more accesses than before)"))),
+            },
+        };
+        Some(Ok(Access { block: a.key, next_use, write: a.op.is_write() }))
+    }
+}
+
+/// What to simulate.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub trace: TraceOptions,
+    pub blocks: BlockOptions,
+    /// Comma-separated policy names.
+    pub policies: String,
+    /// Comma-separated sizes (see [`sizes`]).
+    pub sizes: String,
+}
+
+/// Open the block stream of a trace (each pass reopens it).
+pub fn open_blocks(path: &Path, trace: &TraceOptions, blocks: BlockOptions) -> Result<BlockStream> {
+    BlockStream::new(trace::open(path, trace)?, blocks)
+}
+
+/// Simulate a trace file: parse policies and sizes (a `%` size costs a
+/// counting pre-pass; an offline policy a next-use pre-pass), then run every
+/// cell in one pass.
+pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64) -> Result<()>) -> Result<SimReport> {
+    cfg.blocks.validate()?;
+    let policies = parse_policies(&cfg.policies)?;
+    // Syntax errors first, before any pass over the trace.
+    sizes::parse_specs(&cfg.sizes)?;
+    let open = || open_blocks(path, &cfg.trace, cfg.blocks);
+    let unique = if sizes::needs_unique(&cfg.sizes) { Some(count_unique(open()?)?) } else { None };
+    let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
+    let cells = cells(&policies, &sizes);
+    let next_use = if policies.iter().any(|p| is_offline(p)) { Some(next_uses(open()?)?) } else { None };
+    let (cells, source) = simulate_accesses(Accesses::new(open()?, next_use), &cells, progress)?;
+    Ok(SimReport { cells, skipped: source.skipped() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn acc(keys: &[u64]) -> Vec<Access> {
+        let mut nu: Vec<u64> = keys.to_vec();
+        next_uses_in_place(&mut nu);
+        keys.iter().zip(nu).map(|(&k, n)| Access { block: k, next_use: n, write: k % 3 == 0 }).collect()
+    }
+
+    fn alone(policy: &str, cap: u64, accesses: &[Access]) -> u64 {
+        let mut p = build(policy, cap as usize).unwrap();
+        accesses.iter().map(|a| p.access(a) as u64).sum()
+    }
+
+    #[test]
+    fn next_uses_by_hand() {
+        let mut k = vec![5, 7, 5, 5, 9, 7];
+        next_uses_in_place(&mut k);
+        assert_eq!(k, vec![2, 5, 3, NEVER, NEVER, NEVER]);
+    }
+
+    #[test]
+    fn lru_by_hand() {
+        // cap 2: a b a c b a -> miss miss hit miss(evict b) miss(evict a) miss
+        let keys = [1, 2, 1, 3, 2, 1];
+        let cells = vec![Cell { policy: "lru".into(), cache_blocks: 2 }, Cell { policy: "lru".into(), cache_blocks: 3 }];
+        let (r, _) = simulate_accesses(acc(&keys).into_iter().map(Ok), &cells, &mut |_| Ok(())).unwrap();
+        assert_eq!((r[0].hits, r[0].misses), (1, 5));
+        assert_eq!((r[1].hits, r[1].misses), (3, 3));
+        assert_eq!(r[1].miss_ratio, Some(0.5));
+    }
+
+    #[test]
+    fn errors_stop_the_run_and_progress_counts_chunks() {
+        let good = (0..(CHUNK as u64 * 2 + 5)).map(|i| Ok(Access { block: i % 100, next_use: NEVER, write: false }));
+        let cells = vec![Cell { policy: "lru".into(), cache_blocks: 10 }];
+        let mut seen = vec![];
+        let (r, _) = simulate_accesses(good, &cells, &mut |n| {
+            seen.push(n);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![CHUNK as u64, 2 * CHUNK as u64, 2 * CHUNK as u64 + 5]);
+        assert_eq!(r[0].accesses, 2 * CHUNK as u64 + 5);
+        let bad = (0..10u64).map(|i| if i == 7 { Err(Error::config("boom")) } else { Ok(Access { block: i, next_use: NEVER, write: false }) });
+        let e = simulate_accesses(bad, &cells, &mut |_| Ok(())).unwrap_err();
+        assert!(e.to_string().contains("boom"));
+        let stop = (0..(CHUNK as u64 * 5)).map(|i| Ok(Access { block: i, next_use: NEVER, write: false }));
+        let e = simulate_accesses(stop, &cells, &mut |_| Err(Error::config("interrupted"))).unwrap_err();
+        assert!(e.to_string().contains("interrupted"));
+    }
+
+    #[test]
+    fn unknown_policy_lists_valid_names() {
+        let e = parse_policies("lru,nope").unwrap_err().to_string();
+        assert!(e.contains("`nope`") && e.contains("lru"), "{e}");
+        assert!(parse_policies(" , ").is_err());
+    }
+
+    fn tmp(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("blocklab-sim-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir.join("t.csv")
+    }
+
+    /// The whole file path: sizes in every unit, a `%` pre-pass, writes kept
+    /// or dropped, against each cell run alone on the key sequence.
+    #[test]
+    fn simulate_trace_on_a_csv_file() {
+        let keys = crate::trace::synth::zipf_keys(5000, 400, 0.8, 11).unwrap();
+        let path = tmp("csv");
+        crate::trace::synth::write_native_csv(&path, &keys, 4096).unwrap();
+        let cfg = SimConfig {
+            trace: TraceOptions { format: "csv".into(), ..Default::default() },
+            blocks: BlockOptions::default(),
+            policies: super::super::POLICIES.join(","),
+            sizes: "10,400KiB,25%".into(),
+        };
+        let mut calls = 0;
+        let rep = simulate_trace(&path, &cfg, &mut |_| {
+            calls += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert!(calls >= 1);
+        let unique = { let mut u = keys.clone(); u.sort(); u.dedup(); u.len() as u64 };
+        let accesses = acc(&keys);
+        let want_sizes = [10, 100, unique / 4];
+        assert_eq!(rep.cells.len(), super::super::POLICIES.len() * 3);
+        for (i, c) in rep.cells.iter().enumerate() {
+            assert_eq!(c.cache_blocks, want_sizes[i % 3]);
+            assert_eq!(c.accesses, 5000);
+            assert_eq!(c.hits, alone(&c.policy, c.cache_blocks, &accesses));
+        }
+        // --reads-only drops the writes (keys divisible by 4).
+        let ro = SimConfig { blocks: BlockOptions { block_size: 4096, reads_only: true }, policies: "lru".into(), sizes: "10".into(), ..cfg.clone() };
+        let rep = simulate_trace(&path, &ro, &mut |_| Ok(())).unwrap();
+        let reads: Vec<u64> = keys.iter().copied().filter(|k| k % 4 != 0).collect();
+        assert_eq!(rep.cells[0].accesses, reads.len() as u64);
+        assert_eq!(rep.cells[0].hits, alone("lru", 10, &acc(&reads)));
+        // Bad sizes are reported before any pass; an impossible one names itself.
+        let bad = SimConfig { sizes: "10,1KiB".into(), ..cfg.clone() };
+        let e = simulate_trace(&path, &bad, &mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("`1KiB`"), "{e}");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        /// One pass over many cells gives what each cell gives alone.
+        #[test]
+        fn multi_cell_equals_each_alone(keys in prop::collection::vec(0u64..60, 0..3000), sizes in prop::collection::vec(1u64..80, 1..6)) {
+            let accesses = acc(&keys);
+            let policies: Vec<String> = super::super::POLICIES.iter().map(|s| s.to_string()).collect();
+            let cells = cells(&policies, &sizes);
+            let (r, _) = simulate_accesses(accesses.clone().into_iter().map(Ok), &cells, &mut |_| Ok(())).unwrap();
+            for (c, res) in cells.iter().zip(&r) {
+                prop_assert_eq!(res.accesses, keys.len() as u64);
+                prop_assert_eq!(res.hits, alone(&c.policy, c.cache_blocks, &accesses));
+                prop_assert_eq!(res.hits + res.misses, res.accesses);
+            }
+        }
+    }
+}
