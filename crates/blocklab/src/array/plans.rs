@@ -208,6 +208,15 @@ impl Array {
     }
 
     fn plan(&self, op: Op, block: u64, nblocks: u64) -> IoPlan {
+        // Fast path (the common cache miss): one block readable in place.
+        if op == Op::Read && nblocks == 1 {
+            if let Some((disk, at)) = self.direct_copy(block) {
+                let mut plan = IoPlan { nodes: Vec::with_capacity(1) };
+                let op = DiskOp { disk, kind: DiskOpKind::Read, block: at, nblocks: 1, cause: Cause::User };
+                plan.push(Action::Disk(op), &[]);
+                return plan;
+            }
+        }
         let mut b = PlanBuilder::default();
         if nblocks > 0 {
             match self.level() {
@@ -216,6 +225,27 @@ impl Array {
             }
         }
         b.finish()
+    }
+
+    /// The surviving disk and disk block a read of `block` can use directly
+    /// (first surviving copy for mirrors), without reconstruction.
+    fn direct_copy(&self, block: u64) -> Option<(u32, u64)> {
+        let (chunk, off) = self.chunk_of(block);
+        let cb = self.chunk_blocks;
+        let n = self.ndisks() as u64;
+        let (disk, at) = match self.level() {
+            Level::Raid0 => ((chunk % n) as u32, (chunk / n) * cb + off),
+            Level::Raid1 => ((0..n as u32).find(|&d| !self.is_failed(d))?, block),
+            Level::Raid10 => raid10_near(chunk, self.copies, n as u32)
+                .find(|&(d, _)| !self.is_failed(d))
+                .map(|(d, row)| (d, row * cb + off))?,
+            _ => {
+                let k = self.data_disks_per_stripe() as u64;
+                let stripe = chunk / k;
+                (self.stripe_map(stripe).data_disk((chunk % k) as u32), stripe * cb + off)
+            }
+        };
+        (!self.is_failed(disk)).then_some((disk, at))
     }
 
     /// Pieces of `[block, block+nblocks)` that stay within one chunk:
