@@ -97,3 +97,15 @@ def test_map_places_blocks_without_collisions(level, disks, chunk_blocks):
             assert (d, db) not in seen
             seen.add((d, db))
         assert not set(r["parity"]) & set(r["disks"])
+
+
+def test_python_api_wrappers():
+    from blocklab import api
+
+    rows = api.array_map(10, 3, [0, 1], chunk=4096)
+    assert [(r["disks"], r["disk_blocks"]) for r in rows] == [([0, 1], [0, 0]), ([2, 0], [0, 1])]
+    out = api.array_plan("raid1", 2, "write", 5, count=2, failed=[1], chunk="4KiB")
+    writes = [(n["disk"], n["block"], n["nblocks"]) for n in out["plan"] if n["op"] == "write"]
+    assert writes == [(0, 5, 2)]
+    with pytest.raises(_core.BlocklabError, match="valid: read, write"):
+        api.array_plan(5, 4, "erase", 0)
