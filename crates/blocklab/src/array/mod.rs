@@ -103,13 +103,13 @@ impl ArrayConfig {
                 self.disks
             )));
         }
-        if self.block_size == 0 || self.block_size % 512 != 0 {
+        if self.block_size == 0 || !self.block_size.is_multiple_of(512) {
             return Err(Error::config(format!(
                 "block size must be a positive multiple of 512 bytes, got {}",
                 self.block_size
             )));
         }
-        if self.chunk_bytes == 0 || self.chunk_bytes % self.block_size != 0 {
+        if self.chunk_bytes == 0 || !self.chunk_bytes.is_multiple_of(self.block_size) {
             return Err(Error::config(format!(
                 "chunk size {} is not a positive multiple of the block size {}",
                 self.chunk_bytes, self.block_size
