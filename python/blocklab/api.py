@@ -85,3 +85,21 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
         reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
         block_size=block_size))
+def _bytes(v: int | str) -> int:
+    return v if isinstance(v, int) else _core.parse_bytes(v)
+
+
+def array_map(raid: str | int, disks: int, blocks: Iterable[int], *, chunk: int | str = "64KiB",
+              layout: str | None = None, block_size: int = 4096) -> list[dict]:
+    """Where logical blocks live on an MD array: a list of
+    ``{"block", "disks", "disk_block", "disk_blocks", "parity"}``."""
+    return json.loads(_core.array_map(str(raid), disks, _bytes(chunk), list(blocks), layout=layout,
+                                      block_size=block_size))
+
+
+def array_plan(raid: str | int, disks: int, op: str, block: int, count: int = 1, *, failed: Sequence[int] = (),
+               chunk: int | str = "64KiB", layout: str | None = None, block_size: int = 4096) -> dict:
+    """The I/O plan of one logical ``op`` ("read" or "write") of ``count`` blocks,
+    with the failed disks given; includes ``plan`` (nodes), ``counts`` and ``read_penalty``."""
+    return json.loads(_core.array_plan(str(raid), disks, _bytes(chunk), op, block, nblocks=count, failed=list(failed),
+                                       layout=layout, block_size=block_size))

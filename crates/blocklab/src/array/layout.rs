@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 
 /// A RAID level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Level {
     Raid0,
     Raid1,
@@ -72,6 +73,7 @@ impl Level {
 /// always keeps parity on the last disk. The `Ddf*` and `*6` layouts exist for
 /// RAID-6 only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Layout {
     /// ALGORITHM_LEFT_ASYMMETRIC (0).
     LeftAsymmetric,
@@ -93,14 +95,19 @@ pub enum Layout {
     /// ALGORITHM_ROTATING_N_CONTINUE (10), DDF.
     DdfNContinue,
     /// ALGORITHM_LEFT_ASYMMETRIC_6 (16): RAID-5 layout plus Q on the last disk.
+    #[serde(rename = "left-asymmetric-6")]
     LeftAsymmetric6,
     /// ALGORITHM_RIGHT_ASYMMETRIC_6 (17).
+    #[serde(rename = "right-asymmetric-6")]
     RightAsymmetric6,
     /// ALGORITHM_LEFT_SYMMETRIC_6 (18).
+    #[serde(rename = "left-symmetric-6")]
     LeftSymmetric6,
     /// ALGORITHM_RIGHT_SYMMETRIC_6 (19).
+    #[serde(rename = "right-symmetric-6")]
     RightSymmetric6,
     /// ALGORITHM_PARITY_0_6 (20).
+    #[serde(rename = "parity-first-6")]
     ParityFirst6,
 }
 
@@ -332,6 +339,14 @@ pub fn raid10_near(chunk: u64, copies: u32, n: u32) -> impl Iterator<Item = (u32
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn serde_names_are_the_cli_names() {
+        for &l in Layout::all() {
+            assert_eq!(serde_json::to_string(&l).unwrap(), format!("\"{}\"", l.name()));
+        }
+        assert_eq!(serde_json::to_string(&Level::Raid10).unwrap(), "\"raid10\"");
+    }
 
     #[test]
     fn names_round_trip() {

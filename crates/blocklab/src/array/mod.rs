@@ -60,6 +60,19 @@ impl ArrayConfig {
         Layout::parse(s)
     }
 
+    /// Build and validate a config from the names a user types (`raid5`,
+    /// `left-symmetric`, ...); `layout` None takes the default.
+    pub fn from_names(level: &str, disks: u32, chunk_bytes: u64, layout: Option<&str>, block_size: u64) -> Result<ArrayConfig> {
+        let mut cfg = ArrayConfig::new(Self::parse_level(level)?, disks);
+        cfg.chunk_bytes = chunk_bytes;
+        cfg.block_size = block_size;
+        if let Some(l) = layout {
+            cfg.layout = Self::parse_layout(l)?;
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
     /// The effective number of copies of each data block.
     pub fn effective_copies(&self) -> u32 {
         match (self.level, self.copies) {
@@ -90,13 +103,13 @@ impl ArrayConfig {
                 self.disks
             )));
         }
-        if self.block_size == 0 || self.block_size % 512 != 0 {
+        if self.block_size == 0 || !self.block_size.is_multiple_of(512) {
             return Err(Error::config(format!(
                 "block size must be a positive multiple of 512 bytes, got {}",
                 self.block_size
             )));
         }
-        if self.chunk_bytes == 0 || self.chunk_bytes % self.block_size != 0 {
+        if self.chunk_bytes == 0 || !self.chunk_bytes.is_multiple_of(self.block_size) {
             return Err(Error::config(format!(
                 "chunk size {} is not a positive multiple of the block size {}",
                 self.chunk_bytes, self.block_size

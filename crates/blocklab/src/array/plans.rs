@@ -91,6 +91,7 @@ impl PlanBuilder {
                 group_reads[g as usize].push(idx);
             }
         }
+        let reads_and_computes = reads.len() + self.computes.len();
         let mut group_node = Vec::with_capacity(self.computes.len());
         for (g, action) in self.computes.into_iter().enumerate() {
             let mut deps = std::mem::take(&mut group_reads[g]);
@@ -107,7 +108,8 @@ impl PlanBuilder {
         for block in self.unreadable {
             plan.push(Action::Unreadable { block }, &[]);
         }
-        debug_assert!(plan.nodes.len() <= u16::MAX as usize, "plan too large for u16 node ids");
+        // Node ids are u16; only reads and compute steps are ever depended on.
+        debug_assert!(reads_and_computes <= u16::MAX as usize, "plan too large for u16 node ids");
         plan
     }
 }
@@ -121,6 +123,71 @@ fn push_op(plan: &mut IoPlan, raw: &Raw, kind: DiskOpKind, deps: &[u16]) -> u16 
         cause: raw.cause,
     };
     plan.push(Action::Disk(op), deps)
+}
+
+/// A flat, user-facing view of one plan node (for JSON output).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeView {
+    pub id: u16,
+    /// `read`, `write`, `xor`, `pq` or `unreadable`.
+    pub op: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<u32>,
+    /// Disk block for disk ops, logical block for `unreadable`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nblocks: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub units: Option<u32>,
+    pub deps: Vec<u16>,
+}
+
+/// Flatten a plan for display.
+pub fn plan_view(plan: &IoPlan) -> Vec<NodeView> {
+    plan.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut v = NodeView {
+                id: i as u16,
+                op: "",
+                disk: None,
+                block: None,
+                nblocks: None,
+                cause: None,
+                units: None,
+                deps: n.deps.clone(),
+            };
+            match &n.action {
+                Action::Disk(o) => {
+                    v.op = match o.kind {
+                        DiskOpKind::Read => "read",
+                        DiskOpKind::Write => "write",
+                    };
+                    v.disk = Some(o.disk);
+                    v.block = Some(o.block);
+                    v.nblocks = Some(o.nblocks);
+                    v.cause = Some(o.cause);
+                }
+                Action::Xor { units } => {
+                    v.op = "xor";
+                    v.units = Some(*units);
+                }
+                Action::PQ { units } => {
+                    v.op = "pq";
+                    v.units = Some(*units);
+                }
+                Action::Unreadable { block } => {
+                    v.op = "unreadable";
+                    v.block = Some(*block);
+                }
+            }
+            v
+        })
+        .collect()
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -141,6 +208,15 @@ impl Array {
     }
 
     fn plan(&self, op: Op, block: u64, nblocks: u64) -> IoPlan {
+        // Fast path (the common cache miss): one block readable in place.
+        if op == Op::Read && nblocks == 1 {
+            if let Some((disk, at)) = self.direct_copy(block) {
+                let mut plan = IoPlan { nodes: Vec::with_capacity(1) };
+                let op = DiskOp { disk, kind: DiskOpKind::Read, block: at, nblocks: 1, cause: Cause::User };
+                plan.push(Action::Disk(op), &[]);
+                return plan;
+            }
+        }
         let mut b = PlanBuilder::default();
         if nblocks > 0 {
             match self.level() {
@@ -149,6 +225,27 @@ impl Array {
             }
         }
         b.finish()
+    }
+
+    /// The surviving disk and disk block a read of `block` can use directly
+    /// (first surviving copy for mirrors), without reconstruction.
+    fn direct_copy(&self, block: u64) -> Option<(u32, u64)> {
+        let (chunk, off) = self.chunk_of(block);
+        let cb = self.chunk_blocks;
+        let n = self.ndisks() as u64;
+        let (disk, at) = match self.level() {
+            Level::Raid0 => ((chunk % n) as u32, (chunk / n) * cb + off),
+            Level::Raid1 => ((0..n as u32).find(|&d| !self.is_failed(d))?, block),
+            Level::Raid10 => raid10_near(chunk, self.copies, n as u32)
+                .find(|&(d, _)| !self.is_failed(d))
+                .map(|(d, row)| (d, row * cb + off))?,
+            _ => {
+                let k = self.data_disks_per_stripe() as u64;
+                let stripe = chunk / k;
+                (self.stripe_map(stripe).data_disk((chunk % k) as u32), stripe * cb + off)
+            }
+        };
+        (!self.is_failed(disk)).then_some((disk, at))
     }
 
     /// Pieces of `[block, block+nblocks)` that stay within one chunk:
