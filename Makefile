@@ -21,9 +21,9 @@ $(BIN)/python:
 	touch $@
 
 demo: install
-	$(BIN)/blocklab trace stats $(SAMPLE) --format disksim
-	$(BIN)/blocklab cache $(SAMPLE) --format disksim --policy lru,fifo,clock,sieve,arc,lfu,s3fifo,opt --size 1%,5%,20%
-	$(BIN)/blocklab mrc $(SAMPLE) --format disksim --method exact --size 1%,5%,10%,20%,50%
+	$(BIN)/blocklab trace stats $(SAMPLE) --format mqsim
+	$(BIN)/blocklab cache $(SAMPLE) --format mqsim --policy lru,fifo,clock,sieve,arc,lfu,s3fifo,opt --size 1%,5%,20%
+	$(BIN)/blocklab mrc $(SAMPLE) --format mqsim --method exact --size 1%,5%,10%,20%,50%
 
 test: install test-rust test-python
 

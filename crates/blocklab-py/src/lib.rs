@@ -5,6 +5,7 @@
 mod array;
 mod cache;
 mod disk;
+mod policy;
 mod trace;
 
 use pyo3::create_exception;
@@ -26,5 +27,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     array::register(m)?;
     disk::register(m)?;
+    policy::register(m)?;
     Ok(())
 }

@@ -1,7 +1,104 @@
 //! Bindings of the trace area (conversion only).
 
+use crate::to_py;
+use blocklab::analysis::stats::trace_stats as stats;
+use blocklab::trace::{self, convert, TraceOptions};
 use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+fn options(format: &str, skip_bad: bool, blkparse_event: &str) -> PyResult<TraceOptions> {
+    let mut chars = blkparse_event.chars();
+    let event = match (chars.next(), chars.next()) {
+        (Some(c), None) => c,
+        _ => return Err(to_py(blocklab::Error::config(format!("blkparse event must be Q or D, not `{blkparse_event}`")))),
+    };
+    Ok(TraceOptions { format: format.to_string(), skip_bad, blkparse_event: event })
+}
+
+/// Read a trace into columns: a dict of lists `time, op ("R"/"W"), offset, len, tenant`
+/// (up to `limit` requests).
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", skip_bad=false, blkparse_event="Q", limit=None))]
+fn read_trace<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    format: &str,
+    skip_bad: bool,
+    blkparse_event: &str,
+    limit: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    type Cols = (Vec<f64>, Vec<&'static str>, Vec<u64>, Vec<u64>, Vec<u32>);
+    let cols: Cols = py
+        .allow_threads(|| -> blocklab::Result<Cols> {
+            let mut c: Cols = Default::default();
+            let reader = trace::open(&path, &opts)?;
+            for r in reader.take(limit.unwrap_or(u64::MAX) as usize) {
+                let r = r?;
+                c.0.push(r.time);
+                c.1.push(if r.op.is_write() { "W" } else { "R" });
+                c.2.push(r.offset);
+                c.3.push(r.len);
+                c.4.push(r.tenant);
+            }
+            Ok(c)
+        })
+        .map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("time", cols.0)?;
+    d.set_item("op", cols.1)?;
+    d.set_item("offset", cols.2)?;
+    d.set_item("len", cols.3)?;
+    d.set_item("tenant", cols.4)?;
+    Ok(d)
+}
+
+/// Trace statistics in one streaming pass, as JSON text.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", block_size=4096, skip_bad=false, blkparse_event="Q"))]
+fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u64, skip_bad: bool, blkparse_event: &str) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let s = py.allow_threads(|| stats(&path, &opts, block_size)).map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
+/// Convert `src` to `dst` in format `to` (`csv` or `oracle`); a JSON summary.
+#[pyfunction]
+#[pyo3(signature = (src, format, dst, to, block_size=4096, skip_bad=false, blkparse_event="Q"))]
+#[allow(clippy::too_many_arguments)]
+fn trace_convert(
+    py: Python<'_>,
+    src: PathBuf,
+    format: &str,
+    dst: PathBuf,
+    to: &str,
+    block_size: u64,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let s = py.allow_threads(|| convert::convert(&src, &opts, &dst, to, block_size)).map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
+/// The trace formats: a list of (name, one-line description).
+#[pyfunction]
+fn trace_formats() -> Vec<(&'static str, &'static str)> {
+    trace::FORMAT_INFO.to_vec()
+}
+
+/// The format `auto` would pick for `path` (or a BlocklabError saying why not).
+#[pyfunction]
+fn sniff_format(py: Python<'_>, path: PathBuf) -> PyResult<&'static str> {
+    py.allow_threads(|| trace::sniff::sniff(&path)).map_err(to_py)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(read_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
+    m.add_function(wrap_pyfunction!(sniff_format, m)?)?;
     Ok(())
 }

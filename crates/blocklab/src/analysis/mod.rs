@@ -1,2 +1,5 @@
-//! (filled by its issue)
+//! Analyses that need no stack: trace statistics, miss-ratio curves, RGR.
+
 pub mod mrc;
+pub mod rgr;
+pub mod stats;

@@ -1,3 +1,351 @@
 //! RAID arrays: layouts, failure state, and the I/O plans they emit.
+//!
+//! An [`Array`] maps logical blocks (of `block_size` bytes) to member disks
+//! exactly as Linux MD does for the same level, layout, chunk size and number
+//! of disks (no data offset), keeps a set of failed disks, and turns logical
+//! reads and writes into [`IoPlan`]s (see `plans.rs` and `degraded.rs`).
 
+pub mod degraded;
+pub mod gf256;
+pub mod layout;
 pub mod plan;
+pub mod plans;
+
+use serde::{Deserialize, Serialize};
+
+pub use layout::{Layout, Level, StripeMap, LAYOUTS, LEVELS};
+pub use plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan, Node};
+
+use crate::error::{Error, Result};
+
+/// Default chunk size, as mdadm's.
+pub const DEFAULT_CHUNK_BYTES: u64 = 64 * 1024;
+/// MD's RAID-6 syndrome arithmetic supports at most this many disks.
+pub const MAX_DISKS: u32 = 255;
+
+/// What an array is made of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayConfig {
+    pub level: Level,
+    pub disks: u32,
+    pub chunk_bytes: u64,
+    /// Only RAID-5/6 choose; other levels take the default.
+    pub layout: Layout,
+    pub block_size: u64,
+    /// Copies of each block: 0 = the level's own (RAID-1: every disk; RAID-10:
+    /// near 2; others 1). RAID-10 accepts 2..=disks (near layout).
+    pub copies: u32,
+}
+
+impl ArrayConfig {
+    /// A config with MD's defaults: 64 KiB chunk, left-symmetric, 4 KiB blocks.
+    pub fn new(level: Level, disks: u32) -> ArrayConfig {
+        ArrayConfig {
+            level,
+            disks,
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            layout: Layout::default(),
+            block_size: 4096,
+            copies: 0,
+        }
+    }
+
+    /// `raid5`, `5`, `RAID-5`, ...; unknown names list the valid ones.
+    pub fn parse_level(s: &str) -> Result<Level> {
+        Level::parse(s)
+    }
+
+    /// mdadm layout names (`left-symmetric`, `ls`, `parity-first`, `ddf-N-restart`, ...).
+    pub fn parse_layout(s: &str) -> Result<Layout> {
+        Layout::parse(s)
+    }
+
+    /// The effective number of copies of each data block.
+    pub fn effective_copies(&self) -> u32 {
+        match (self.level, self.copies) {
+            (Level::Raid1, _) => self.disks,
+            (Level::Raid10, 0) => 2,
+            (Level::Raid10, c) => c,
+            _ => 1,
+        }
+    }
+
+    /// Reject impossible configurations with a message saying why.
+    pub fn validate(&self) -> Result<()> {
+        let lvl = self.level.name();
+        let min = match self.level {
+            Level::Raid0 | Level::Raid1 | Level::Raid4 | Level::Raid5 => 2,
+            Level::Raid10 => self.effective_copies().max(2),
+            Level::Raid6 => 4,
+        };
+        if self.disks < min {
+            return Err(Error::config(format!(
+                "{lvl} needs at least {min} disks, got {}",
+                self.disks
+            )));
+        }
+        if self.disks > MAX_DISKS {
+            return Err(Error::config(format!(
+                "at most {MAX_DISKS} disks are supported, got {}",
+                self.disks
+            )));
+        }
+        if self.block_size == 0 || self.block_size % 512 != 0 {
+            return Err(Error::config(format!(
+                "block size must be a positive multiple of 512 bytes, got {}",
+                self.block_size
+            )));
+        }
+        if self.chunk_bytes == 0 || self.chunk_bytes % self.block_size != 0 {
+            return Err(Error::config(format!(
+                "chunk size {} is not a positive multiple of the block size {}",
+                self.chunk_bytes, self.block_size
+            )));
+        }
+        match self.level {
+            Level::Raid1 if self.copies != 0 && self.copies != self.disks => {
+                return Err(Error::config(format!(
+                    "raid1 keeps one copy per disk: copies must equal disks ({}), got {}",
+                    self.disks, self.copies
+                )))
+            }
+            Level::Raid10 if self.copies == 1 => {
+                return Err(Error::config("raid10 needs at least 2 copies"))
+            }
+            Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 if self.copies > 1 => {
+                return Err(Error::config(format!("{lvl} keeps one copy of each block")))
+            }
+            _ => {}
+        }
+        let layout_ok = match self.level {
+            Level::Raid5 => self.layout.is_raid5(),
+            Level::Raid6 => true,
+            // MD puts RAID-4 parity on the last disk whatever the layout.
+            Level::Raid4 => matches!(self.layout, Layout::LeftSymmetric | Layout::ParityLast),
+            _ => self.layout == Layout::default(),
+        };
+        if !layout_ok {
+            let why = match self.level {
+                Level::Raid5 => "is a RAID-6 layout",
+                Level::Raid4 => "is not used: raid4 keeps parity on the last disk",
+                _ => "is not used: this level has no parity layout",
+            };
+            return Err(Error::config(format!(
+                "layout {} {why} (level {lvl})",
+                self.layout.name()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where one logical block lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Placement {
+    /// The disk holding the block; for mirrors every copy (primary first).
+    pub disks: Vec<u32>,
+    /// Block offset on `disks[0]`.
+    pub disk_block: u64,
+    /// Block offset on each of `disks` (they differ only for RAID-10 with a
+    /// number of disks that is not a multiple of the copies).
+    pub disk_blocks: Vec<u64>,
+    /// Parity disks of the block's stripe: `[P]`, `[P, Q]` or `[]`.
+    pub parity: Vec<u32>,
+}
+
+/// A RAID array with a set of failed disks.
+#[derive(Debug, Clone)]
+pub struct Array {
+    cfg: ArrayConfig,
+    /// Chunk size in blocks.
+    pub(crate) chunk_blocks: u64,
+    pub(crate) copies: u32,
+    failed: Vec<u32>,
+    failed_mask: Vec<bool>,
+}
+
+impl Array {
+    pub fn new(cfg: ArrayConfig) -> Result<Array> {
+        cfg.validate()?;
+        Ok(Array {
+            chunk_blocks: cfg.chunk_bytes / cfg.block_size,
+            copies: cfg.effective_copies(),
+            failed: Vec::new(),
+            failed_mask: vec![false; cfg.disks as usize],
+            cfg,
+        })
+    }
+
+    pub fn config(&self) -> &ArrayConfig {
+        &self.cfg
+    }
+
+    pub fn level(&self) -> Level {
+        self.cfg.level
+    }
+
+    pub fn ndisks(&self) -> u32 {
+        self.cfg.disks
+    }
+
+    pub fn chunk_blocks(&self) -> u64 {
+        self.chunk_blocks
+    }
+
+    /// Data chunks per stripe row: the disks minus parity for RAID-4/5/6,
+    /// all disks for RAID-0, 1 for RAID-1, disks / copies (rounded down) for RAID-10.
+    pub fn data_disks_per_stripe(&self) -> u32 {
+        let n = self.cfg.disks;
+        match self.cfg.level {
+            Level::Raid0 => n,
+            Level::Raid1 => 1,
+            Level::Raid10 => n / self.copies,
+            l => n - l.parity_units(),
+        }
+    }
+
+    /// Failures the level survives without losing data (any pattern).
+    pub fn tolerated_failures(&self) -> u32 {
+        match self.cfg.level {
+            Level::Raid0 => 0,
+            Level::Raid1 => self.cfg.disks - 1,
+            Level::Raid10 => self.copies - 1,
+            l => l.parity_units(),
+        }
+    }
+
+    /// Mark a disk failed (idempotent).
+    pub fn fail(&mut self, disk: u32) -> Result<()> {
+        if disk >= self.cfg.disks {
+            return Err(Error::config(format!(
+                "cannot fail disk {disk}: the array has disks 0..{}",
+                self.cfg.disks - 1
+            )));
+        }
+        if !self.failed_mask[disk as usize] {
+            self.failed_mask[disk as usize] = true;
+            self.failed.push(disk);
+            self.failed.sort_unstable();
+        }
+        Ok(())
+    }
+
+    /// Failed disks, ascending.
+    pub fn failed(&self) -> &[u32] {
+        &self.failed
+    }
+
+    #[inline]
+    pub fn is_failed(&self, disk: u32) -> bool {
+        self.failed_mask.get(disk as usize).copied().unwrap_or(false)
+    }
+
+    /// Split a logical block into (chunk number, offset in chunk).
+    #[inline]
+    pub(crate) fn chunk_of(&self, block: u64) -> (u64, u64) {
+        (block / self.chunk_blocks, block % self.chunk_blocks)
+    }
+
+    /// Stripe map (parity levels only) of stripe `stripe`.
+    #[inline]
+    pub fn stripe_map(&self, stripe: u64) -> StripeMap {
+        StripeMap::new(self.cfg.level, self.cfg.layout, self.cfg.disks, stripe)
+    }
+
+    /// The (first) disk holding `block`, without allocating.
+    #[inline]
+    pub fn disk_of(&self, block: u64) -> u32 {
+        let (chunk, _) = self.chunk_of(block);
+        let n = self.cfg.disks;
+        match self.cfg.level {
+            Level::Raid0 => (chunk % n as u64) as u32,
+            Level::Raid1 => 0,
+            Level::Raid10 => ((chunk * self.copies as u64) % n as u64) as u32,
+            _ => {
+                let k = self.data_disks_per_stripe() as u64;
+                self.stripe_map(chunk / k).data_disk((chunk % k) as u32)
+            }
+        }
+    }
+
+    /// Where `block` lives.
+    pub fn map(&self, block: u64) -> Placement {
+        let (chunk, off) = self.chunk_of(block);
+        let cb = self.chunk_blocks;
+        let n = self.cfg.disks;
+        let (disks, disk_blocks, parity) = match self.cfg.level {
+            Level::Raid0 => (
+                vec![(chunk % n as u64) as u32],
+                vec![(chunk / n as u64) * cb + off],
+                vec![],
+            ),
+            Level::Raid1 => ((0..n).collect(), vec![block; n as usize], vec![]),
+            Level::Raid10 => {
+                let (d, b): (Vec<u32>, Vec<u64>) = layout::raid10_near(chunk, self.copies, n)
+                    .map(|(d, row)| (d, row * cb + off))
+                    .unzip();
+                (d, b, vec![])
+            }
+            _ => {
+                let k = self.data_disks_per_stripe() as u64;
+                let stripe = chunk / k;
+                let sm = self.stripe_map(stripe);
+                (
+                    vec![sm.data_disk((chunk % k) as u32)],
+                    vec![stripe * cb + off],
+                    sm.parity(),
+                )
+            }
+        };
+        Placement { disk_block: disk_blocks[0], disks, disk_blocks, parity }
+    }
+
+    /// Surviving-disk block reads that a read miss of `block` costs: 1 when a
+    /// copy is readable directly; for a block on a failed disk of a parity
+    /// level, every surviving unit of its stripe row (n − 1 with one failure,
+    /// n − 2 with two in RAID-6); `None` when the block cannot be produced.
+    pub fn read_penalty(&self, block: u64) -> Option<u32> {
+        if self.failed.is_empty() {
+            return Some(1);
+        }
+        match self.cfg.level {
+            Level::Raid0 => (!self.is_failed(self.disk_of(block))).then_some(1),
+            Level::Raid1 => (self.failed.len() < self.cfg.disks as usize).then_some(1),
+            Level::Raid10 => {
+                let (chunk, _) = self.chunk_of(block);
+                layout::raid10_near(chunk, self.copies, self.cfg.disks)
+                    .any(|(d, _)| !self.is_failed(d))
+                    .then_some(1)
+            }
+            l => {
+                if !self.is_failed(self.disk_of(block)) {
+                    Some(1)
+                } else if self.failed.len() as u32 <= l.parity_units() {
+                    Some(self.cfg.disks - self.failed.len() as u32)
+                } else {
+                    None
+                }
+            }
+        }
+    }
+}
+
+/// Parse a byte size: `65536`, `64KiB`, `64k`, `1MiB`, `4M` (powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let bad = || Error::config(format!("bad size `{s}`: expected e.g. 65536, 64KiB, 1MiB"));
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(mult).ok_or_else(bad)
+}
+
+#[cfg(test)]
+mod tests;

@@ -6,10 +6,21 @@
 //! of the next access to the same block (`NEVER` when none), needed only by
 //! offline policies such as OPT.
 
+pub mod arc;
+pub mod clock;
+pub mod cost_aware;
+pub mod fault;
+pub mod fifo;
+pub mod gds;
+pub mod lfu;
 pub mod list;
 pub mod lru;
+pub mod opt;
+pub mod sieve;
 pub mod sim;
 pub mod sizes;
+pub mod vdf_lfu;
+pub mod vdf_lru;
 
 use crate::error::{Error, Result};
 
@@ -36,7 +47,7 @@ pub trait Policy: Send {
 }
 
 /// Names accepted by [`build`].
-pub const POLICIES: &[&str] = &["lru"];
+pub const POLICIES: &[&str] = &["lru", "fifo", "lfu", "clock", "sieve", "arc", "opt"];
 
 /// Build a policy by name with a capacity in blocks.
 pub fn build(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
@@ -45,6 +56,12 @@ pub fn build(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
     }
     Ok(match name {
         "lru" => Box::new(lru::Lru::new(capacity)),
+        "fifo" => Box::new(fifo::Fifo::new(capacity)),
+        "lfu" => Box::new(lfu::Lfu::new(capacity)),
+        "clock" => Box::new(clock::Clock::new(capacity)),
+        "sieve" => Box::new(sieve::Sieve::new(capacity)),
+        "arc" => Box::new(arc::Arc::new(capacity)),
+        "opt" => Box::new(opt::Opt::new(capacity)),
         other => return Err(Error::unknown("policy", other, POLICIES)),
     })
 }

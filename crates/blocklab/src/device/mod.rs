@@ -29,3 +29,24 @@ pub trait DeviceModel: Send {
     /// Capacity in 512-byte sectors.
     fn capacity_sectors(&self) -> u64;
 }
+
+pub mod disksim_load;
+pub mod disksim_params;
+pub mod hdd;
+pub mod spec;
+pub mod ssd;
+pub mod validate;
+
+use std::path::Path;
+
+use crate::error::{Error, Result};
+
+/// Load a device model, chosen by extension: `.parv` / `.diskspecs`
+/// (DiskSim parameters, the first disk defined) or `.toml` (native spec).
+pub fn load(path: &Path) -> Result<Box<dyn DeviceModel>> {
+    match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
+        "parv" | "diskspecs" => Ok(Box::new(disksim_load::load_parv(path)?)),
+        "toml" => spec::load_spec(path),
+        other => Err(Error::unknown("disk model file extension", other, &["parv", "diskspecs", "toml"])),
+    }
+}

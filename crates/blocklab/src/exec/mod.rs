@@ -1,1 +1,3 @@
-//! (filled by its issue)
+//! Executors run I/O plans: `count` (no time, tallies), later timed and real.
+
+pub mod count;

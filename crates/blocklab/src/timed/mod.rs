@@ -1,1 +1,19 @@
-//! (filled by its issue)
+//! Timed simulation: a deterministic discrete-event engine, device queues
+//! with their schedulers, the executor that runs I/O plans in time, the
+//! trace-replay disciplines (open, closed, Hsu–Smith feedback) and the
+//! metrics of a run.
+
+pub mod engine;
+pub mod executor;
+pub mod metrics;
+pub mod queue;
+pub mod replay;
+pub mod sched;
+pub mod toy;
+
+#[cfg(test)]
+mod tests;
+
+pub use executor::{ExecConfig, Step, TimedExecutor};
+pub use metrics::Report;
+pub use replay::{run, run_with_reference, Discipline, ReplayConfig, Source, Stack};

@@ -27,7 +27,8 @@ pub struct TextRecords<F: TextFormat> {
     reader: BufReader<Box<dyn Read + Send>>,
     format: F,
     ctx: ParseCtx,
-    line: String,
+    /// Raw bytes of the current line (reused: no allocation per record).
+    line: Vec<u8>,
     lineno: u64,
     failed: bool,
 }
@@ -39,7 +40,7 @@ impl<F: TextFormat> TextRecords<F> {
             reader,
             format,
             ctx,
-            line: String::new(),
+            line: Vec::with_capacity(256),
             lineno: 0,
             failed: false,
         })
@@ -54,17 +55,28 @@ impl<F: TextFormat> Iterator for TextRecords<F> {
         }
         loop {
             self.line.clear();
-            match self.reader.read_line(&mut self.line) {
+            match self.reader.read_until(b'\n', &mut self.line) {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) => {
+                    // An I/O or decompression failure: nothing after it can be trusted.
                     self.failed = true;
                     self.lineno += 1;
                     return Some(Err(self.ctx.err(Location::Line(self.lineno), "line", e.to_string())));
                 }
             }
             self.lineno += 1;
-            let text = self.line.trim_end_matches(['\n', '\r']);
+            // A line that is not UTF-8 is one bad record, not the end of the input.
+            let text = match std::str::from_utf8(&self.line) {
+                Ok(t) => t,
+                Err(_) => {
+                    return Some(Err(self.ctx.err(Location::Line(self.lineno), "line", "not valid UTF-8 text")));
+                }
+            };
+            let mut text = text.trim_end_matches(['\n', '\r']);
+            if self.lineno == 1 {
+                text = text.strip_prefix('\u{feff}').unwrap_or(text);
+            }
             if text.trim().is_empty() {
                 continue;
             }
@@ -169,4 +181,57 @@ pub fn time_field(s: Option<&str>, name: &str, lineno: u64, ctx: &ParseCtx) -> R
         return Err(ctx.err(Location::Line(lineno), name, format!("`{v}` is not a finite non-negative time")));
     }
     Ok(v)
+}
+
+/// A byte count or sector count: a non-negative integer, with a clear message
+/// for negative values.
+pub fn size_field(s: Option<&str>, name: &str, lineno: u64, ctx: &ParseCtx) -> Result<u64> {
+    let s = s.ok_or_else(|| ctx.err(Location::Line(lineno), name, "missing column"))?;
+    let t = s.trim();
+    if t.starts_with('-') {
+        return Err(ctx.err(Location::Line(lineno), name, format!("negative size `{t}`")));
+    }
+    t.parse::<u64>()
+        .map_err(|e| ctx.err(Location::Line(lineno), name, format!("`{t}`: {e}")))
+}
+
+/// `value * unit` (sectors to bytes, ...), an error naming the field on overflow.
+pub fn scaled(value: u64, unit: u64, name: &str, loc: Location, ctx: &ParseCtx) -> Result<u64> {
+    value
+        .checked_mul(unit)
+        .ok_or_else(|| ctx.err(loc, name, format!("`{value}` × {unit} overflows 64 bits")))
+}
+
+/// Build a request, checking that its byte range fits in 64 bits (so that
+/// every consumer can compute `offset + len` safely).
+#[inline]
+pub fn request(time: f64, op: super::Op, offset: u64, len: u64, tenant: u32, loc: Location, ctx: &ParseCtx) -> Result<Request> {
+    if offset.checked_add(len).is_none() {
+        return Err(ctx.err(loc, "size", format!("offset {offset} + size {len} overflows 64 bits")));
+    }
+    if !time.is_finite() {
+        return Err(ctx.err(loc, "timestamp", "not a finite time"));
+    }
+    Ok(Request { time, op, offset, len, tenant })
+}
+
+/// Error for a missing column.
+pub fn missing(name: &str, lineno: u64, ctx: &ParseCtx) -> crate::error::Error {
+    ctx.err(Location::Line(lineno), name, "missing column")
+}
+
+/// The first (up to) `n` bytes of a (possibly compressed) file.
+pub fn peek(path: &Path, n: usize) -> Result<Vec<u8>> {
+    let name = path.display().to_string();
+    let mut buf = Vec::with_capacity(n);
+    open_decompressed(path)?
+        .take(n as u64)
+        .read_to_end(&mut buf)
+        .map_err(|e| Error::io(&name, e))?;
+    Ok(buf)
+}
+
+/// The compression extension of a file name, if any.
+pub fn compression_ext(name: &str) -> Option<&'static str> {
+    [".gz", ".zst", ".zstd", ".bz2", ".xz"].into_iter().find(|e| name.ends_with(e))
 }

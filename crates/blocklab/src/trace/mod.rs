@@ -5,9 +5,25 @@
 //! its own file behind [`TextFormat`] (line-oriented) or [`BinaryFormat`]
 //! (fixed-size records).
 
+pub mod blkparse;
 pub mod blocks;
+pub mod cloudphysics;
+pub mod convert;
+pub mod disksim;
+pub mod hpsrt;
+pub mod hpsrt_csv;
 pub mod input;
+pub mod lbn32;
+pub mod msr;
+pub mod msr_cut;
 pub mod native_csv;
+pub mod oracle;
+pub mod sniff;
+pub mod spc;
+pub mod systor;
+pub mod tencent;
+pub mod tencent_cut;
+pub mod vscsi;
 pub mod synth;
 
 use crate::error::{Error, Location, Result};
@@ -113,7 +129,30 @@ impl Default for TraceOptions {
 }
 
 /// Every format name the readers accept (besides `auto`).
-pub const FORMATS: &[&str] = &["csv"];
+pub const FORMATS: &[&str] = &[
+    "csv", "spc", "msr", "msr-cut", "disksim", "mqsim", "blkparse", "vscsi", "cloudphysics", "oracle", "lbn32",
+    "tencent", "tencent-cut", "systor", "hpsrt", "hpsrt-csv",
+];
+
+/// One-line description of every format, in the order of [`FORMATS`].
+pub const FORMAT_INFO: &[(&str, &str)] = &[
+    ("csv", "blocklab native CSV: timestamp,op,offset,size[,tenant] (seconds, R/W, bytes)"),
+    ("spc", "SPC/UMass CSV: ASU,LBA,Size,Opcode,Timestamp (512 B sectors, bytes, r/w, s; ASU = tenant)"),
+    ("msr", "MSR Cambridge CSV: Timestamp(filetime),Hostname,DiskNumber,Type,Offset,Size,ResponseTime"),
+    ("msr-cut", "MSR Cambridge cuts: ts_ms dev offset_bytes size_bytes op(1=R,0=W), space-separated"),
+    ("disksim", "DiskSim ASCII: time_ms devno blkno bcount flags (512 B sectors, flags bit0 = read)"),
+    ("mqsim", "MQSim/DiskSim ASCII with times in ns: time_ns devno blkno bcount flags"),
+    ("blkparse", "default blkparse text output (Q events; D with --blkparse-event D)"),
+    ("vscsi", "CloudPhysics vscsi binary (v1 32-byte / v2 40-byte records, µs, 512 B sectors)"),
+    ("cloudphysics", "CloudPhysics CSV: version,time,op(hex SCSI),size,lbn (s, bytes, 512 B sectors)"),
+    ("oracle", "libCacheSim oracleGeneral binary: 24-byte records, one 4 KiB block access each"),
+    ("lbn32", "little-endian u32 block numbers, one 4 KiB block read each, no time"),
+    ("tencent", "Tencent CBS CSV: ts_s,offset_sectors,size_sectors,type(0=R,1=W),volume_id"),
+    ("tencent-cut", "Tencent CBS cuts: ts_ms,latency_us,op(1=R,0=W),size_bytes,offset_bytes,..."),
+    ("systor", "SYSTOR'17 CSV: Timestamp,Response,IOType,LUN,Offset,Size"),
+    ("hpsrt", "HP SRT binary (HP Labs 1992, DiskSim's HPL format)"),
+    ("hpsrt-csv", "CSV rendering of an HP SRT trace: time_s,devno,lba512,size_bytes,op,service_us"),
+];
 
 /// A streaming trace reader: an iterator of requests.
 pub struct TraceReader {
@@ -156,24 +195,76 @@ impl Iterator for TraceReader {
     }
 }
 
-/// Open a trace file with the given options.
+/// Open a trace file with the given options. `auto` sniffs the format
+/// (see [`sniff`]).
 pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader> {
     let ctx = ParseCtx {
         file: path.display().to_string(),
     };
-    let format = if opts.format == "auto" {
-        "csv".to_string()
-    } else {
-        opts.format.clone()
-    };
-    let inner: Box<dyn Iterator<Item = Result<Request>> + Send> = match format.as_str() {
-        "csv" => Box::new(input::TextRecords::open(path, ctx, native_csv::NativeCsv::default())?),
-        other => return Err(Error::unknown("trace format", other, FORMATS)),
-    };
+    if opts.format != "auto" && !FORMATS.contains(&opts.format.as_str()) {
+        return Err(Error::unknown("trace format", &opts.format, &with_auto()));
+    }
+    if !path.exists() {
+        return Err(Error::io(ctx.file, "no such file"));
+    }
+    if path.is_dir() {
+        return Err(Error::io(ctx.file, "is a directory, not a trace file"));
+    }
+    let format = if opts.format == "auto" { sniff::sniff(path)? } else { opts.format.as_str() };
+    let inner = open_format(format, path, ctx, opts)?;
     Ok(TraceReader {
         inner,
         skip_bad: opts.skip_bad,
         skipped: 0,
         done: false,
     })
+}
+
+type Records = Box<dyn Iterator<Item = Result<Request>> + Send>;
+
+/// The record iterator of one named format.
+pub(crate) fn open_format(format: &str, path: &Path, ctx: ParseCtx, opts: &TraceOptions) -> Result<Records> {
+    use input::{BinaryRecords, TextRecords};
+    Ok(match format {
+        "csv" => Box::new(TextRecords::open(path, ctx, native_csv::NativeCsv)?),
+        "spc" => Box::new(TextRecords::open(path, ctx, spc::Spc)?),
+        "msr" => Box::new(TextRecords::open(path, ctx, msr::Msr::default())?),
+        "msr-cut" => Box::new(TextRecords::open(path, ctx, msr_cut::MsrCut)?),
+        "disksim" => Box::new(TextRecords::open(path, ctx, disksim::DiskSim::millis())?),
+        "mqsim" => Box::new(TextRecords::open(path, ctx, disksim::DiskSim::nanos())?),
+        "blkparse" => {
+            let event = opts.blkparse_event.to_ascii_uppercase();
+            if event != 'Q' && event != 'D' {
+                return Err(Error::config(format!("blkparse event must be Q or D, not `{}`", opts.blkparse_event)));
+            }
+            Box::new(TextRecords::open(path, ctx, blkparse::Blkparse::new(event))?)
+        }
+        "cloudphysics" => Box::new(TextRecords::open(path, ctx, cloudphysics::CloudPhysics)?),
+        "tencent" => Box::new(TextRecords::open(path, ctx, tencent::Tencent)?),
+        "tencent-cut" => Box::new(TextRecords::open(path, ctx, tencent_cut::TencentCut)?),
+        "systor" => Box::new(TextRecords::open(path, ctx, systor::Systor)?),
+        "hpsrt-csv" => Box::new(TextRecords::open(path, ctx, hpsrt_csv::HpSrtCsv)?),
+        "oracle" => Box::new(BinaryRecords::open(path, ctx, oracle::Oracle)?),
+        "lbn32" => Box::new(BinaryRecords::open(path, ctx, lbn32::Lbn32)?),
+        "vscsi" => {
+            // The version is announced by the first record; an empty file has none.
+            let first = input::peek(path, 16)?;
+            let version = if first.is_empty() {
+                1
+            } else {
+                vscsi::Vscsi::version_of(&first)
+                    .ok_or_else(|| ctx.err(Location::Record(0), "ver", "not a vscsi v1 or v2 record (version byte not 1 or 2)"))?
+            };
+            Box::new(BinaryRecords::open(path, ctx, vscsi::Vscsi::new(version))?)
+        }
+        "hpsrt" => Box::new(hpsrt::HpSrtRecords::open(path, ctx)?),
+        other => return Err(Error::unknown("trace format", other, &with_auto())),
+    })
+}
+
+/// Format names including `auto`, for error messages.
+fn with_auto() -> Vec<&'static str> {
+    let mut v = vec!["auto"];
+    v.extend_from_slice(FORMATS);
+    v
 }

@@ -1,9 +1,14 @@
 //! blocklab's native CSV: header `timestamp,op,offset,size[,tenant]`,
 //! timestamp in seconds, op `R`/`W`, offset and size in bytes.
+//!
+//! The writer ([`write_record`]) prints times with Rust's shortest
+//! round-trip float formatting, so a written record parses back to exactly
+//! the same [`Request`].
 
-use super::input::{field, time_field};
+use super::input::{field, missing, request, size_field, time_field};
 use super::{Op, ParseCtx, Request, TextFormat};
 use crate::error::{Location, Result};
+use std::io::Write;
 
 #[derive(Default)]
 pub struct NativeCsv;
@@ -21,14 +26,25 @@ impl TextFormat for NativeCsv {
             Some("R") | Some("r") => Op::Read,
             Some("W") | Some("w") => Op::Write,
             Some(other) => return Err(ctx.err(Location::Line(lineno), "op", format!("`{other}` is not R or W"))),
-            None => return Err(ctx.err(Location::Line(lineno), "op", "missing column")),
+            None => return Err(missing("op", lineno, ctx)),
         };
-        let offset: u64 = field(cols.next(), "offset", lineno, ctx)?;
-        let len: u64 = field(cols.next(), "size", lineno, ctx)?;
+        let offset: u64 = size_field(cols.next(), "offset", lineno, ctx)?;
+        let len: u64 = size_field(cols.next(), "size", lineno, ctx)?;
         let tenant: u32 = match cols.next() {
             Some(t) if !t.trim().is_empty() => field(Some(t), "tenant", lineno, ctx)?,
             _ => 0,
         };
-        Ok(Some(Request { time, op, offset, len, tenant }))
+        request(time, op, offset, len, tenant, Location::Line(lineno), ctx).map(Some)
     }
+}
+
+/// Write the header line.
+pub fn write_header(w: &mut impl Write) -> std::io::Result<()> {
+    writeln!(w, "{HEADER}")
+}
+
+/// Write one request as a native CSV line.
+#[inline]
+pub fn write_record(w: &mut impl Write, r: &Request) -> std::io::Result<()> {
+    writeln!(w, "{},{},{},{},{}", r.time, r.op.letter(), r.offset, r.len, r.tenant)
 }

@@ -1,0 +1,201 @@
+//! Trace statistics in one streaming pass (`blocklab trace stats`).
+//!
+//! Memory grows with the number of unique blocks (one map entry each, for
+//! the access classes) and tenants, never with the trace length.
+//!
+//! Definitions:
+//! - block accesses: a request touching bytes [offset, offset+len) accesses
+//!   every `block_size` block it overlaps; unique blocks count (tenant, block)
+//!   pairs.
+//! - span: from the earliest to the latest request time (equal to first →
+//!   last for a time-ordered trace); IOPS = requests / span (none when the
+//!   span is zero).
+//! - size histogram: power-of-two buckets [2^k, 2^(k+1)) bytes, plus a bucket
+//!   for zero-length requests.
+//! - sequentiality: share of requests that start exactly where the previous
+//!   request of the same tenant ended (the first request of a tenant is not
+//!   sequential).
+//! - access classes, over block accesses: cold-read / cold-write for the first
+//!   access to a block, then RAR, RAW, WAR, WAW by this access's op and the
+//!   op of the previous access to the same block (RAW = read after write).
+
+use crate::error::Result;
+use crate::trace::blocks::{block_key, BlockOptions};
+use crate::trace::{open, Op, Request, TraceOptions};
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use std::path::Path;
+
+/// Counts of block accesses by class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct AccessClasses {
+    pub cold_read: u64,
+    pub cold_write: u64,
+    /// Read after read.
+    pub rar: u64,
+    /// Read after write.
+    pub raw: u64,
+    /// Write after read.
+    pub war: u64,
+    /// Write after write.
+    pub waw: u64,
+}
+
+/// One bucket of the request-size histogram: sizes in [lo, hi) bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SizeBucket {
+    pub lo: u64,
+    /// Exclusive upper bound; `None` for the top bucket [2^63, 2^64).
+    pub hi: Option<u64>,
+    pub count: u64,
+}
+
+/// Statistics of a whole trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TraceStats {
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub block_size: u64,
+    pub block_accesses: u64,
+    pub unique_blocks: u64,
+    pub tenants: u64,
+    /// Earliest and latest request time (seconds), none for an empty trace.
+    pub start: Option<f64>,
+    pub end: Option<f64>,
+    pub span: f64,
+    pub iops: Option<f64>,
+    pub size_histogram: Vec<SizeBucket>,
+    pub sequential: u64,
+    pub sequential_ratio: Option<f64>,
+    pub classes: AccessClasses,
+    /// Malformed records skipped (`skip_bad`).
+    pub skipped: u64,
+}
+
+/// The streaming accumulator behind [`trace_stats`].
+pub struct StatsBuilder {
+    block_size: u64,
+    requests: u64,
+    reads: u64,
+    writes: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+    block_accesses: u64,
+    start: f64,
+    end: f64,
+    /// [0] zero-length; [k+1] sizes in [2^k, 2^(k+1)).
+    sizes: [u64; 65],
+    sequential: u64,
+    /// End offset of the last request of each tenant.
+    tenant_end: FxHashMap<u32, u64>,
+    /// Whether the last access to each block was a write.
+    last_write: FxHashMap<u64, bool>,
+    classes: AccessClasses,
+}
+
+impl StatsBuilder {
+    pub fn new(block_size: u64) -> Result<Self> {
+        BlockOptions { block_size, reads_only: false }.validate()?;
+        Ok(StatsBuilder {
+            block_size,
+            requests: 0,
+            reads: 0,
+            writes: 0,
+            bytes_read: 0,
+            bytes_written: 0,
+            block_accesses: 0,
+            start: f64::INFINITY,
+            end: f64::NEG_INFINITY,
+            sizes: [0; 65],
+            sequential: 0,
+            tenant_end: FxHashMap::default(),
+            last_write: FxHashMap::default(),
+            classes: AccessClasses::default(),
+        })
+    }
+
+    /// Account one request.
+    pub fn add(&mut self, r: &Request) -> Result<()> {
+        self.requests += 1;
+        let write = r.op == Op::Write;
+        if write {
+            self.writes += 1;
+            self.bytes_written = self.bytes_written.saturating_add(r.len);
+        } else {
+            self.reads += 1;
+            self.bytes_read = self.bytes_read.saturating_add(r.len);
+        }
+        self.start = self.start.min(r.time);
+        self.end = self.end.max(r.time);
+        let bucket = if r.len == 0 { 0 } else { 64 - r.len.leading_zeros() as usize };
+        self.sizes[bucket] += 1;
+        let end = r.offset + r.len; // readers guarantee no overflow
+        if let Some(prev) = self.tenant_end.insert(r.tenant, end) {
+            if prev == r.offset {
+                self.sequential += 1;
+            }
+        }
+        for block in r.blocks(self.block_size) {
+            let key = block_key(r.tenant, block)?;
+            self.block_accesses += 1;
+            let c = &mut self.classes;
+            match self.last_write.insert(key, write) {
+                None if write => c.cold_write += 1,
+                None => c.cold_read += 1,
+                Some(false) if write => c.war += 1,
+                Some(false) => c.rar += 1,
+                Some(true) if write => c.waw += 1,
+                Some(true) => c.raw += 1,
+            }
+        }
+        Ok(())
+    }
+
+    pub fn finish(self, skipped: u64) -> TraceStats {
+        let empty = self.requests == 0;
+        let span = if empty { 0.0 } else { self.end - self.start };
+        let size_histogram = self
+            .sizes
+            .iter()
+            .enumerate()
+            .filter(|(_, &n)| n > 0)
+            .map(|(i, &count)| match i {
+                0 => SizeBucket { lo: 0, hi: Some(1), count },
+                i => SizeBucket { lo: 1u64 << (i - 1), hi: 1u64.checked_shl(i as u32), count },
+            })
+            .collect();
+        TraceStats {
+            requests: self.requests,
+            reads: self.reads,
+            writes: self.writes,
+            bytes_read: self.bytes_read,
+            bytes_written: self.bytes_written,
+            block_size: self.block_size,
+            block_accesses: self.block_accesses,
+            unique_blocks: self.last_write.len() as u64,
+            tenants: self.tenant_end.len() as u64,
+            start: (!empty).then_some(self.start),
+            end: (!empty).then_some(self.end),
+            span,
+            iops: (span > 0.0).then(|| self.requests as f64 / span),
+            size_histogram,
+            sequential: self.sequential,
+            sequential_ratio: (!empty).then(|| self.sequential as f64 / self.requests as f64),
+            classes: self.classes,
+            skipped,
+        }
+    }
+}
+
+/// Statistics of the trace at `path`, in one streaming pass.
+pub fn trace_stats(path: &Path, opts: &TraceOptions, block_size: u64) -> Result<TraceStats> {
+    let mut b = StatsBuilder::new(block_size)?;
+    let mut reader = open(path, opts)?;
+    for r in &mut reader {
+        b.add(&r?)?;
+    }
+    Ok(b.finish(reader.skipped()))
+}

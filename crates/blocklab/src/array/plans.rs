@@ -1,0 +1,269 @@
+//! Building I/O plans for logical reads and writes.
+//!
+//! A logical range (in blocks) is split into per-disk pieces; parity levels
+//! decide row by row (see `degraded.rs`). The pieces are gathered by a
+//! [`PlanBuilder`], which merges contiguous operations of the same kind and
+//! cause on the same disk and emits the DAG in a fixed order: reads, then
+//! compute steps (each waiting for the reads of its rows), then writes (each
+//! waiting for the compute steps of its rows), then unreadable markers.
+
+use super::degraded::{read_row, write_row};
+use super::layout::{raid10_near, Level};
+use super::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
+use super::Array;
+
+/// One not-yet-merged disk operation; `group` ties it to a compute step.
+#[derive(Debug, Clone, Copy)]
+struct Raw {
+    disk: u32,
+    block: u64,
+    nblocks: u64,
+    cause: Cause,
+    group: u32,
+}
+
+const NO_GROUP: u32 = u32::MAX;
+
+/// Collects raw operations and compute steps and assembles the plan.
+#[derive(Debug, Default)]
+pub struct PlanBuilder {
+    reads: Vec<Raw>,
+    writes: Vec<Raw>,
+    computes: Vec<Action>,
+    /// Signature of the last group, so that consecutive rows with the same
+    /// pattern share one compute step.
+    last_sig: Vec<u64>,
+    unreadable: Vec<u64>,
+}
+
+impl PlanBuilder {
+    pub fn read(&mut self, disk: u32, block: u64, nblocks: u64, cause: Cause, group: u32) {
+        self.reads.push(Raw { disk, block, nblocks, cause, group });
+    }
+
+    pub fn write(&mut self, disk: u32, block: u64, nblocks: u64, cause: Cause, group: u32) {
+        self.writes.push(Raw { disk, block, nblocks, cause, group });
+    }
+
+    pub fn unreadable(&mut self, block: u64) {
+        self.unreadable.push(block);
+    }
+
+    /// A compute step for a row whose I/O pattern is `sig`; rows with the
+    /// same pattern in a row (same stripe, same roles) share the step.
+    fn group(&mut self, action: Action, sig: Vec<u64>) -> u32 {
+        if !self.computes.is_empty() && sig == self.last_sig && self.computes.last() == Some(&action) {
+            return (self.computes.len() - 1) as u32;
+        }
+        self.computes.push(action);
+        self.last_sig = sig;
+        (self.computes.len() - 1) as u32
+    }
+
+    /// Sort and merge raw ops; returns the merged ops and, per merged op, the groups it serves.
+    fn merge(mut raws: Vec<Raw>) -> Vec<(Raw, Vec<u32>)> {
+        raws.sort_by_key(|r| (r.disk, r.cause, r.block));
+        let mut out: Vec<(Raw, Vec<u32>)> = Vec::with_capacity(raws.len());
+        for r in raws {
+            if let Some((last, groups)) = out.last_mut() {
+                if last.disk == r.disk && last.cause == r.cause && last.block + last.nblocks == r.block {
+                    last.nblocks += r.nblocks;
+                    if r.group != NO_GROUP && groups.last() != Some(&r.group) {
+                        groups.push(r.group);
+                    }
+                    continue;
+                }
+            }
+            let groups = if r.group == NO_GROUP { vec![] } else { vec![r.group] };
+            out.push((r, groups));
+        }
+        out
+    }
+
+    pub fn finish(mut self) -> IoPlan {
+        self.unreadable.sort_unstable();
+        let mut plan = IoPlan::default();
+        let reads = Self::merge(self.reads);
+        let mut group_reads: Vec<Vec<u16>> = vec![vec![]; self.computes.len()];
+        for (raw, groups) in &reads {
+            let idx = push_op(&mut plan, raw, DiskOpKind::Read, &[]);
+            for &g in groups {
+                group_reads[g as usize].push(idx);
+            }
+        }
+        let mut group_node = Vec::with_capacity(self.computes.len());
+        for (g, action) in self.computes.into_iter().enumerate() {
+            let mut deps = std::mem::take(&mut group_reads[g]);
+            deps.sort_unstable();
+            deps.dedup();
+            group_node.push(plan.push(action, &deps));
+        }
+        for (raw, groups) in Self::merge(self.writes) {
+            let mut deps: Vec<u16> = groups.iter().map(|&g| group_node[g as usize]).collect();
+            deps.sort_unstable();
+            deps.dedup();
+            push_op(&mut plan, &raw, DiskOpKind::Write, &deps);
+        }
+        for block in self.unreadable {
+            plan.push(Action::Unreadable { block }, &[]);
+        }
+        debug_assert!(plan.nodes.len() <= u16::MAX as usize, "plan too large for u16 node ids");
+        plan
+    }
+}
+
+fn push_op(plan: &mut IoPlan, raw: &Raw, kind: DiskOpKind, deps: &[u16]) -> u16 {
+    let op = DiskOp {
+        disk: raw.disk,
+        kind,
+        block: raw.block,
+        nblocks: raw.nblocks as u32,
+        cause: raw.cause,
+    };
+    plan.push(Action::Disk(op), deps)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Read,
+    Write,
+}
+
+impl Array {
+    /// The plan of a read of `nblocks` logical blocks from `block`.
+    pub fn plan_read(&self, block: u64, nblocks: u64) -> IoPlan {
+        self.plan(Op::Read, block, nblocks)
+    }
+
+    /// The plan of a write of `nblocks` logical blocks from `block`.
+    pub fn plan_write(&self, block: u64, nblocks: u64) -> IoPlan {
+        self.plan(Op::Write, block, nblocks)
+    }
+
+    fn plan(&self, op: Op, block: u64, nblocks: u64) -> IoPlan {
+        let mut b = PlanBuilder::default();
+        if nblocks > 0 {
+            match self.level() {
+                Level::Raid0 | Level::Raid1 | Level::Raid10 => self.plan_copies(&mut b, op, block, nblocks),
+                _ => self.plan_parity(&mut b, op, block, nblocks),
+            }
+        }
+        b.finish()
+    }
+
+    /// Pieces of `[block, block+nblocks)` that stay within one chunk:
+    /// (first logical block, length, chunk number, offset in chunk).
+    fn chunk_pieces(&self, block: u64, nblocks: u64) -> impl Iterator<Item = (u64, u64, u64, u64)> + '_ {
+        let end = block + nblocks;
+        let cb = self.chunk_blocks;
+        let mut at = block;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let (chunk, off) = (at / cb, at % cb);
+            let len = (cb - off).min(end - at);
+            let piece = (at, len, chunk, off);
+            at += len;
+            Some(piece)
+        })
+    }
+
+    /// RAID-0, RAID-1, RAID-10: every block has its own copies.
+    fn plan_copies(&self, b: &mut PlanBuilder, op: Op, block: u64, nblocks: u64) {
+        let n = self.ndisks();
+        let cb = self.chunk_blocks;
+        for (first, len, chunk, off) in self.chunk_pieces(block, nblocks) {
+            let copies: Vec<(u32, u64)> = match self.level() {
+                Level::Raid0 => vec![((chunk % n as u64) as u32, (chunk / n as u64) * cb + off)],
+                Level::Raid1 => (0..n).map(|d| (d, first)).collect(),
+                _ => raid10_near(chunk, self.copies, n).map(|(d, row)| (d, row * cb + off)).collect(),
+            };
+            let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, _)| !self.is_failed(d)).collect();
+            if alive.is_empty() {
+                (first..first + len).for_each(|x| b.unreadable(x));
+                continue;
+            }
+            match op {
+                // Read the first surviving copy (MD balances reads between
+                // copies by head position; a counted model has none).
+                Op::Read => b.read(alive[0].0, alive[0].1, len, Cause::User, NO_GROUP),
+                Op::Write => {
+                    for (d, at) in alive {
+                        b.write(d, at, len, Cause::User, NO_GROUP);
+                    }
+                }
+            }
+        }
+    }
+
+    /// RAID-4/5/6: row by row where parity is involved.
+    fn plan_parity(&self, b: &mut PlanBuilder, op: Op, block: u64, nblocks: u64) {
+        let cb = self.chunk_blocks;
+        let k = self.data_disks_per_stripe() as u64;
+        let stripe_blocks = cb * k;
+        let end = block + nblocks;
+        let failed = |d: u32| self.is_failed(d);
+        let first_stripe = block / stripe_blocks;
+        let last_stripe = (end - 1) / stripe_blocks;
+        for stripe in first_stripe..=last_stripe {
+            let sm = self.stripe_map(stripe);
+            let lo = block.max(stripe * stripe_blocks);
+            let hi = end.min((stripe + 1) * stripe_blocks);
+            // Fast path: a read touching no failed disk is one op per chunk piece.
+            if op == Op::Read {
+                let touches_failed = self.chunk_pieces(lo, hi - lo).any(|(_, _, chunk, _)| {
+                    self.is_failed(sm.data_disk((chunk % k) as u32))
+                });
+                if !touches_failed {
+                    for (_, len, chunk, off) in self.chunk_pieces(lo, hi - lo) {
+                        let disk = sm.data_disk((chunk % k) as u32);
+                        b.read(disk, stripe * cb + off, len, Cause::User, NO_GROUP);
+                    }
+                    continue;
+                }
+            }
+            // Offsets (rows) touched in this stripe, ascending.
+            let offsets: Vec<u64> = if hi - lo >= cb {
+                (0..cb).collect()
+            } else {
+                let mut v: Vec<u64> = (lo..hi).map(|x| x % cb).collect();
+                v.sort_unstable();
+                v
+            };
+            let base = stripe * stripe_blocks;
+            for off in offsets {
+                let disk_block = stripe * cb + off;
+                // Data units d of this row whose logical block lies in [lo, hi).
+                let mut sel = vec![false; k as usize];
+                for d in 0..k {
+                    let lb = base + d * cb + off;
+                    sel[d as usize] = lb >= lo && lb < hi;
+                }
+                let io = match op {
+                    Op::Read => read_row(&sm, &failed, &sel),
+                    Op::Write => write_row(&sm, &failed, &sel).1,
+                };
+                let group = match io.compute.clone() {
+                    Some(action) => {
+                        let mut sig: Vec<u64> = vec![stripe];
+                        sig.extend(io.reads.iter().map(|&(d, c)| ((d as u64) << 8) | c as u64));
+                        sig.push(u64::MAX);
+                        sig.extend(io.writes.iter().map(|&(d, c)| ((d as u64) << 8) | c as u64));
+                        b.group(action, sig)
+                    }
+                    None => NO_GROUP,
+                };
+                for &(d, cause) in &io.reads {
+                    b.read(d, disk_block, 1, cause, group);
+                }
+                for &(d, cause) in &io.writes {
+                    b.write(d, disk_block, 1, cause, group);
+                }
+                for &d in &io.unreadable {
+                    b.unreadable(base + d as u64 * cb + off);
+                }
+            }
+        }
+    }
+}

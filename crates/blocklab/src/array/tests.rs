@@ -1,0 +1,680 @@
+//! Layout tables worked out by hand from MD's raid5.c / raid10.c rules, and
+//! properties of the mapping and of the plans.
+
+use super::*;
+use crate::exec::count::CountExecutor;
+use proptest::prelude::*;
+
+fn array(level: Level, layout: Layout, disks: u32, chunk_blocks: u64) -> Array {
+    let mut cfg = ArrayConfig::new(level, disks);
+    cfg.layout = layout;
+    cfg.chunk_bytes = chunk_blocks * cfg.block_size;
+    Array::new(cfg).unwrap()
+}
+
+/// The stripe rows of a parity array with one-block chunks, as "D0 D1 P Q" strings.
+fn rows(level: Level, layout: Layout, disks: u32, stripes: u64) -> Vec<String> {
+    let a = array(level, layout, disks, 1);
+    let k = a.data_disks_per_stripe() as u64;
+    (0..stripes)
+        .map(|s| {
+            let mut cells = vec![String::from("?"); disks as usize];
+            for d in 0..k {
+                let pl = a.map(s * k + d);
+                assert_eq!(pl.disk_block, s);
+                assert_eq!(pl.disks.len(), 1);
+                cells[pl.disks[0] as usize] = format!("D{}", s * k + d);
+                let par = &pl.parity;
+                cells[par[0] as usize] = "P".into();
+                if par.len() == 2 {
+                    cells[par[1] as usize] = "Q".into();
+                }
+            }
+            cells.join(" ")
+        })
+        .collect()
+}
+
+#[test]
+fn raid5_left_symmetric_4_disks() {
+    // The classic MD picture (mdadm default).
+    assert_eq!(
+        rows(Level::Raid5, Layout::LeftSymmetric, 4, 5),
+        ["D0 D1 D2 P", "D4 D5 P D3", "D8 P D6 D7", "P D9 D10 D11", "D12 D13 D14 P"]
+    );
+}
+
+#[test]
+fn raid5_left_asymmetric_4_disks() {
+    assert_eq!(
+        rows(Level::Raid5, Layout::LeftAsymmetric, 4, 4),
+        ["D0 D1 D2 P", "D3 D4 P D5", "D6 P D7 D8", "P D9 D10 D11"]
+    );
+}
+
+#[test]
+fn raid5_right_asymmetric_4_disks() {
+    assert_eq!(
+        rows(Level::Raid5, Layout::RightAsymmetric, 4, 4),
+        ["P D0 D1 D2", "D3 P D4 D5", "D6 D7 P D8", "D9 D10 D11 P"]
+    );
+}
+
+#[test]
+fn raid5_right_symmetric_4_disks() {
+    assert_eq!(
+        rows(Level::Raid5, Layout::RightSymmetric, 4, 4),
+        ["P D0 D1 D2", "D5 P D3 D4", "D7 D8 P D6", "D9 D10 D11 P"]
+    );
+}
+
+#[test]
+fn raid5_parity_first_and_last_and_raid4() {
+    assert_eq!(rows(Level::Raid5, Layout::ParityFirst, 4, 2), ["P D0 D1 D2", "P D3 D4 D5"]);
+    assert_eq!(rows(Level::Raid5, Layout::ParityLast, 4, 2), ["D0 D1 D2 P", "D3 D4 D5 P"]);
+    assert_eq!(rows(Level::Raid4, Layout::default(), 4, 2), ["D0 D1 D2 P", "D3 D4 D5 P"]);
+}
+
+#[test]
+fn raid5_left_symmetric_5_disks() {
+    assert_eq!(
+        rows(Level::Raid5, Layout::LeftSymmetric, 5, 5),
+        ["D0 D1 D2 D3 P", "D5 D6 D7 P D4", "D10 D11 P D8 D9", "D15 P D12 D13 D14", "P D16 D17 D18 D19"]
+    );
+}
+
+#[test]
+fn raid6_left_symmetric_5_disks() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::LeftSymmetric, 5, 5),
+        ["Q D0 D1 D2 P", "D3 D4 D5 P Q", "D7 D8 P Q D6", "D11 P Q D9 D10", "P Q D12 D13 D14"]
+    );
+}
+
+#[test]
+fn raid6_left_asymmetric_5_disks() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::LeftAsymmetric, 5, 5),
+        ["Q D0 D1 D2 P", "D3 D4 D5 P Q", "D6 D7 P Q D8", "D9 P Q D10 D11", "P Q D12 D13 D14"]
+    );
+}
+
+#[test]
+fn raid6_right_asymmetric_and_ddf_zero_restart_5_disks() {
+    let want = ["P Q D0 D1 D2", "D3 P Q D4 D5", "D6 D7 P Q D8", "D9 D10 D11 P Q", "Q D12 D13 D14 P"];
+    assert_eq!(rows(Level::Raid6, Layout::RightAsymmetric, 5, 5), want);
+    // Same placement; only the Q syndrome order differs.
+    assert_eq!(rows(Level::Raid6, Layout::DdfZeroRestart, 5, 5), want);
+}
+
+#[test]
+fn raid6_right_symmetric_5_disks() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::RightSymmetric, 5, 5),
+        ["P Q D0 D1 D2", "D5 P Q D3 D4", "D7 D8 P Q D6", "D9 D10 D11 P Q", "Q D12 D13 D14 P"]
+    );
+}
+
+#[test]
+fn raid6_parity_first_last() {
+    assert_eq!(rows(Level::Raid6, Layout::ParityFirst, 5, 2), ["P Q D0 D1 D2", "P Q D3 D4 D5"]);
+    assert_eq!(rows(Level::Raid6, Layout::ParityLast, 5, 2), ["D0 D1 D2 P Q", "D3 D4 D5 P Q"]);
+    assert_eq!(rows(Level::Raid6, Layout::ParityFirst6, 5, 2), ["P D0 D1 D2 Q", "P D3 D4 D5 Q"]);
+}
+
+#[test]
+fn raid6_ddf_n_restart_5_disks() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::DdfNRestart, 5, 5),
+        ["D0 D1 D2 P Q", "D3 D4 P Q D5", "D6 P Q D7 D8", "P Q D9 D10 D11", "Q D12 D13 D14 P"]
+    );
+}
+
+#[test]
+fn raid6_ddf_n_continue_5_disks() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::DdfNContinue, 5, 5),
+        ["D0 D1 D2 Q P", "D4 D5 Q P D3", "D8 Q P D6 D7", "Q P D9 D10 D11", "P D12 D13 D14 Q"]
+    );
+}
+
+#[test]
+fn raid6_raid5_style_layouts_with_q_last() {
+    assert_eq!(
+        rows(Level::Raid6, Layout::LeftAsymmetric6, 5, 5),
+        ["D0 D1 D2 P Q", "D3 D4 P D5 Q", "D6 P D7 D8 Q", "P D9 D10 D11 Q", "D12 D13 D14 P Q"]
+    );
+    assert_eq!(
+        rows(Level::Raid6, Layout::RightAsymmetric6, 5, 4),
+        ["P D0 D1 D2 Q", "D3 P D4 D5 Q", "D6 D7 P D8 Q", "D9 D10 D11 P Q"]
+    );
+    assert_eq!(
+        rows(Level::Raid6, Layout::LeftSymmetric6, 5, 4),
+        ["D0 D1 D2 P Q", "D4 D5 P D3 Q", "D8 P D6 D7 Q", "P D9 D10 D11 Q"]
+    );
+    assert_eq!(
+        rows(Level::Raid6, Layout::RightSymmetric6, 5, 4),
+        ["P D0 D1 D2 Q", "D5 P D3 D4 Q", "D7 D8 P D6 Q", "D9 D10 D11 P Q"]
+    );
+}
+
+#[test]
+fn raid6_q_slots_follow_md_syndrome_order() {
+    // Left-symmetric: data starts right after Q, so slots are the logical order.
+    let a = array(Level::Raid6, Layout::LeftSymmetric, 5, 1);
+    assert_eq!(a.stripe_map(2).q_slots(), vec![0, 1, 2]);
+    // Left-asymmetric stripe 2 is "D6 D7 P Q D8": MD counts from the disk after Q (disk 4).
+    let a = array(Level::Raid6, Layout::LeftAsymmetric, 5, 1);
+    assert_eq!(a.stripe_map(2).q_slots(), vec![1, 2, 0]);
+    // DDF numbers by disk index: stripe 1 of N-continue is "D4 D5 Q P D3".
+    let a = array(Level::Raid6, Layout::DdfNContinue, 5, 1);
+    assert_eq!(a.stripe_map(1).q_slots(), vec![4, 0, 1]);
+}
+
+#[test]
+fn chunks_of_several_blocks() {
+    // Left-symmetric, 3 disks, chunk 2 blocks: stripe 0 = D0 D1 P, stripe 1 = D3 P D2.
+    let a = array(Level::Raid5, Layout::LeftSymmetric, 3, 2);
+    let got: Vec<(u32, u64, Vec<u32>)> = (0..8).map(|b| {
+        let p = a.map(b);
+        (p.disks[0], p.disk_block, p.parity)
+    }).collect();
+    assert_eq!(
+        got,
+        vec![
+            (0, 0, vec![2]), (0, 1, vec![2]), // chunk 0
+            (1, 0, vec![2]), (1, 1, vec![2]), // chunk 1
+            (2, 2, vec![1]), (2, 3, vec![1]), // chunk 2 = D2, stripe 1: P on disk 1, data from disk 2
+            (0, 2, vec![1]), (0, 3, vec![1]), // chunk 3
+        ]
+    );
+}
+
+#[test]
+fn raid0_striping() {
+    let a = array(Level::Raid0, Layout::default(), 3, 2);
+    let got: Vec<(u32, u64)> = (0..8).map(|b| (a.map(b).disks[0], a.map(b).disk_block)).collect();
+    assert_eq!(got, vec![(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (0, 2), (0, 3)]);
+    assert!(a.map(3).parity.is_empty());
+}
+
+#[test]
+fn raid1_all_copies() {
+    let a = array(Level::Raid1, Layout::default(), 3, 16);
+    let p = a.map(77);
+    assert_eq!(p.disks, vec![0, 1, 2]);
+    assert_eq!(p.disk_blocks, vec![77, 77, 77]);
+    assert!(p.parity.is_empty());
+}
+
+#[test]
+fn raid10_near2() {
+    // 4 disks: chunk 0 on disks 0,1 row 0; chunk 1 on 2,3 row 0; chunk 2 on 0,1 row 1.
+    let a = array(Level::Raid10, Layout::default(), 4, 1);
+    let got: Vec<(Vec<u32>, Vec<u64>)> = (0..3).map(|b| (a.map(b).disks, a.map(b).disk_blocks)).collect();
+    assert_eq!(got, vec![(vec![0, 1], vec![0, 0]), (vec![2, 3], vec![0, 0]), (vec![0, 1], vec![1, 1])]);
+    // 3 disks: chunk 1's copies straddle rows (disk 2 row 0, disk 0 row 1).
+    let a = array(Level::Raid10, Layout::default(), 3, 1);
+    let got: Vec<(Vec<u32>, Vec<u64>)> = (0..4).map(|b| (a.map(b).disks, a.map(b).disk_blocks)).collect();
+    assert_eq!(
+        got,
+        vec![
+            (vec![0, 1], vec![0, 0]),
+            (vec![2, 0], vec![0, 1]),
+            (vec![1, 2], vec![1, 1]),
+            (vec![0, 1], vec![2, 2]),
+        ]
+    );
+}
+
+#[test]
+fn config_validation() {
+    let bad = |cfg: ArrayConfig| Array::new(cfg).unwrap_err().to_string();
+    assert!(bad(ArrayConfig::new(Level::Raid6, 3)).contains("at least 4"));
+    assert!(bad(ArrayConfig::new(Level::Raid5, 1)).contains("at least 2"));
+    let mut c = ArrayConfig::new(Level::Raid5, 4);
+    c.chunk_bytes = 6000;
+    assert!(bad(c).contains("multiple of the block size"));
+    let mut c = ArrayConfig::new(Level::Raid5, 4);
+    c.layout = Layout::LeftSymmetric6;
+    assert!(bad(c).contains("RAID-6 layout"));
+    let mut c = ArrayConfig::new(Level::Raid0, 4);
+    c.layout = Layout::ParityFirst;
+    assert!(bad(c).contains("not used"));
+    let mut c = ArrayConfig::new(Level::Raid10, 3);
+    c.copies = 4;
+    assert!(bad(c).contains("at least 4"));
+    let mut a = Array::new(ArrayConfig::new(Level::Raid5, 4)).unwrap();
+    assert!(a.fail(4).is_err());
+    assert_eq!(parse_bytes("64KiB").unwrap(), 65536);
+    assert_eq!(parse_bytes("1m").unwrap(), 1 << 20);
+    assert!(parse_bytes("12 parsecs").is_err());
+}
+
+#[test]
+fn read_penalties() {
+    let mut a = array(Level::Raid5, Layout::LeftSymmetric, 5, 1);
+    assert_eq!(a.read_penalty(0), Some(1));
+    a.fail(0).unwrap();
+    assert_eq!(a.read_penalty(0), Some(4)); // n - 1
+    assert_eq!(a.read_penalty(1), Some(1));
+    a.fail(1).unwrap();
+    assert_eq!(a.read_penalty(0), None);
+    assert_eq!(a.read_penalty(2), Some(1));
+
+    let mut a = array(Level::Raid6, Layout::LeftSymmetric, 6, 1);
+    a.fail(2).unwrap();
+    let on2 = (0..100).find(|&b| a.disk_of(b) == 2).unwrap();
+    assert_eq!(a.read_penalty(on2), Some(5));
+    a.fail(3).unwrap();
+    assert_eq!(a.read_penalty(on2), Some(4));
+    a.fail(4).unwrap();
+    assert_eq!(a.read_penalty(on2), None);
+
+    let mut a = array(Level::Raid10, Layout::default(), 4, 1);
+    a.fail(0).unwrap();
+    assert_eq!(a.read_penalty(0), Some(1));
+    a.fail(1).unwrap();
+    assert_eq!(a.read_penalty(0), None);
+    assert_eq!(a.read_penalty(1), Some(1));
+}
+
+// ---------- plans ----------
+
+fn ops(plan: &IoPlan) -> Vec<(u32, DiskOpKind, u64, u32, Cause)> {
+    plan.disk_ops().map(|o| (o.disk, o.kind, o.block, o.nblocks, o.cause)).collect()
+}
+
+fn deps_are_backwards(plan: &IoPlan) -> bool {
+    plan.nodes.iter().enumerate().all(|(i, n)| n.deps.iter().all(|&d| (d as usize) < i))
+}
+
+#[test]
+fn healthy_read_is_split_per_chunk_and_merged() {
+    // RAID-5 LS, 4 disks, chunk 4 blocks: blocks 2..10 = chunk0[2..4] disk0, chunk1 disk1, chunk2[0..2] disk2.
+    let a = array(Level::Raid5, Layout::LeftSymmetric, 4, 4);
+    let p = a.plan_read(2, 8);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (0, DiskOpKind::Read, 2, 2, Cause::User),
+            (1, DiskOpKind::Read, 0, 4, Cause::User),
+            (2, DiskOpKind::Read, 0, 2, Cause::User),
+        ]
+    );
+    // Crossing a stripe on the same disk merges: chunks 2 (stripe 0) and 4 (stripe 1) are on
+    // disks 2 and 0; on RAID-0 consecutive rows of one disk merge.
+    let a = array(Level::Raid0, Layout::default(), 1 + 1, 1);
+    let p = a.plan_read(0, 4);
+    assert_eq!(ops(&p), vec![(0, DiskOpKind::Read, 0, 2, Cause::User), (1, DiskOpKind::Read, 0, 2, Cause::User)]);
+}
+
+#[test]
+fn raid5_small_write_is_read_modify_write() {
+    // 5 disks LS chunk 1: block 0 on disk 0, P on disk 4. rmw = 2 reads < rcw = 3.
+    let a = array(Level::Raid5, Layout::LeftSymmetric, 5, 1);
+    let p = a.plan_write(0, 1);
+    assert!(deps_are_backwards(&p));
+    assert_eq!(
+        ops(&p),
+        vec![
+            (0, DiskOpKind::Read, 0, 1, Cause::ParityUpdate),
+            (4, DiskOpKind::Read, 0, 1, Cause::ParityUpdate),
+            (0, DiskOpKind::Write, 0, 1, Cause::User),
+            (4, DiskOpKind::Write, 0, 1, Cause::ParityUpdate),
+        ]
+    );
+    assert_eq!(p.nodes[2].action, Action::Xor { units: 3 });
+    assert_eq!(p.nodes[2].deps, vec![0, 1]);
+    assert_eq!(p.nodes[3].deps, vec![2]);
+    // Two of four data units: rmw 3 reads vs rcw 2 reads -> rcw.
+    let p = a.plan_write(0, 2);
+    let reads: Vec<_> = ops(&p).into_iter().filter(|o| o.1 == DiskOpKind::Read).collect();
+    assert_eq!(reads, vec![(2, DiskOpKind::Read, 0, 1, Cause::ParityUpdate), (3, DiskOpKind::Read, 0, 1, Cause::ParityUpdate)]);
+    // 4 disks, one of three data units: rmw 2 = rcw 2, MD takes rcw on ties.
+    let a = array(Level::Raid5, Layout::LeftSymmetric, 4, 1);
+    let p = a.plan_write(0, 1);
+    let reads: Vec<_> = ops(&p).into_iter().filter(|o| o.1 == DiskOpKind::Read).map(|o| o.0).collect();
+    assert_eq!(reads, vec![1, 2]);
+    // Full stripe: no reads.
+    let p = a.plan_write(0, 3);
+    assert_eq!(ops(&p).iter().filter(|o| o.1 == DiskOpKind::Read).count(), 0);
+    assert_eq!(ops(&p).len(), 4);
+}
+
+#[test]
+fn raid5_degraded_read_and_writes() {
+    let mut a = array(Level::Raid5, Layout::LeftSymmetric, 4, 1);
+    a.fail(0).unwrap();
+    // Read of block 0 (disk 0): read disks 1, 2, 3 (P) and XOR.
+    let p = a.plan_read(0, 1);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (1, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
+            (2, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
+            (3, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
+        ]
+    );
+    assert_eq!(p.nodes[3], Node { action: Action::Xor { units: 3 }, deps: vec![0, 1, 2] });
+    // Reading blocks 0 and 1 together: disk 1 is read once, as the user's.
+    let p = a.plan_read(0, 2);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (1, DiskOpKind::Read, 0, 1, Cause::User),
+            (2, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
+            (3, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
+        ]
+    );
+    // Write of the lost block 0: reconstruct-write, reads the other data, writes P only.
+    let p = a.plan_write(0, 1);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (1, DiskOpKind::Read, 0, 1, Cause::ParityUpdate),
+            (2, DiskOpKind::Read, 0, 1, Cause::ParityUpdate),
+            (3, DiskOpKind::Write, 0, 1, Cause::ParityUpdate),
+        ]
+    );
+    // Block 3 is in stripe 1 ("D4 D5 P D3"), whose P is on disk 2; block 4 is on the failed disk 0.
+    // Writing block 5 (disk 1): rmw needs D5 + P = 2, rcw needs D3 + D4(lost) = 1 + 8 -> rmw.
+    let p = a.plan_write(5, 1);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (1, DiskOpKind::Read, 1, 1, Cause::ParityUpdate),
+            (2, DiskOpKind::Read, 1, 1, Cause::ParityUpdate),
+            (1, DiskOpKind::Write, 1, 1, Cause::User),
+            (2, DiskOpKind::Write, 1, 1, Cause::ParityUpdate),
+        ]
+    );
+    // Stripe 3 is "P D9 D10 D11": parity on the failed disk -> just write the data.
+    let p = a.plan_write(9, 1);
+    assert_eq!(ops(&p), vec![(1, DiskOpKind::Write, 3, 1, Cause::User)]);
+}
+
+#[test]
+fn raid5_too_many_failures_is_unreadable_not_a_crash() {
+    let mut a = array(Level::Raid5, Layout::LeftSymmetric, 4, 1);
+    a.fail(0).unwrap();
+    a.fail(1).unwrap();
+    let p = a.plan_read(0, 3);
+    assert_eq!(ops(&p), vec![(2, DiskOpKind::Read, 0, 1, Cause::User)]);
+    let lost: Vec<_> = p.nodes.iter().filter_map(|n| match n.action {
+        Action::Unreadable { block } => Some(block),
+        _ => None,
+    }).collect();
+    assert_eq!(lost, vec![0, 1]);
+    let mut ex = CountExecutor::new(4);
+    ex.run(&p);
+    ex.run(&a.plan_write(0, 1));
+    assert_eq!(ex.unreadable(), 3);
+}
+
+#[test]
+fn raid6_two_failures_every_pair() {
+    for n in [4u32, 5, 7] {
+        for layout in [Layout::LeftSymmetric, Layout::RightAsymmetric, Layout::DdfNContinue, Layout::LeftSymmetric6] {
+            for f1 in 0..n {
+                for f2 in f1 + 1..n {
+                    let mut a = array(Level::Raid6, layout, n, 1);
+                    a.fail(f1).unwrap();
+                    a.fail(f2).unwrap();
+                    let k = (n - 2) as u64;
+                    for block in 0..3 * n as u64 * k {
+                        let pl = a.map(block);
+                        let p = a.plan_read(block, 1);
+                        assert!(deps_are_backwards(&p));
+                        assert!(!p.nodes.iter().any(|x| matches!(x.action, Action::Unreadable { .. })));
+                        let read_disks: Vec<u32> = p.disk_ops().map(|o| o.disk).collect();
+                        if a.is_failed(pl.disks[0]) {
+                            let want: Vec<u32> = (0..n).filter(|&d| d != f1 && d != f2).collect();
+                            assert_eq!(read_disks, want);
+                            assert!(p.disk_ops().all(|o| o.block == pl.disk_block && o.nblocks == 1));
+                            assert_eq!(a.read_penalty(block), Some(n - 2));
+                            let both_data = !pl.parity.contains(&f1) && !pl.parity.contains(&f2);
+                            let pq = p.nodes.iter().any(|x| matches!(x.action, Action::PQ { .. }));
+                            // Two lost data units or data + P need Q.
+                            if both_data || pl.parity[0] == f1 || pl.parity[0] == f2 {
+                                assert!(pq);
+                            }
+                        } else {
+                            assert_eq!(read_disks, vec![pl.disks[0]]);
+                        }
+                        // Writes never touch failed disks and never lose data.
+                        let w = a.plan_write(block, 1);
+                        assert!(w.disk_ops().all(|o| !a.is_failed(o.disk)));
+                        assert!(!w.nodes.iter().any(|x| matches!(x.action, Action::Unreadable { .. })));
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn raid6_read_all_when_neither_rmw_nor_rcw_works() {
+    // 5 disks LS, stripe 1 = "D3 D4 D5 P Q". Fail disks 0 (D3) and 1 (D4); write D3 only:
+    // rmw needs old D3 (lost), rcw needs D4 (lost) -> read every survivor (D5, P, Q), recover, write P, Q.
+    let mut a = array(Level::Raid6, Layout::LeftSymmetric, 5, 1);
+    a.fail(0).unwrap();
+    a.fail(1).unwrap();
+    let p = a.plan_write(3, 1);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (2, DiskOpKind::Read, 1, 1, Cause::ReconstructRead),
+            (3, DiskOpKind::Read, 1, 1, Cause::ReconstructRead),
+            (4, DiskOpKind::Read, 1, 1, Cause::ReconstructRead),
+            (3, DiskOpKind::Write, 1, 1, Cause::ParityUpdate),
+            (4, DiskOpKind::Write, 1, 1, Cause::ParityUpdate),
+        ]
+    );
+}
+
+#[test]
+fn mirrors_read_one_survivor_and_write_all() {
+    let mut a = array(Level::Raid1, Layout::default(), 3, 16);
+    let p = a.plan_read(5, 3);
+    assert_eq!(ops(&p), vec![(0, DiskOpKind::Read, 5, 3, Cause::User)]);
+    a.fail(0).unwrap();
+    assert_eq!(ops(&a.plan_read(5, 3)), vec![(1, DiskOpKind::Read, 5, 3, Cause::User)]);
+    assert_eq!(
+        ops(&a.plan_write(5, 1)),
+        vec![(1, DiskOpKind::Write, 5, 1, Cause::User), (2, DiskOpKind::Write, 5, 1, Cause::User)]
+    );
+    a.fail(1).unwrap();
+    a.fail(2).unwrap();
+    let p = a.plan_read(5, 2);
+    assert!(ops(&p).is_empty());
+    assert_eq!(p.nodes.len(), 2);
+
+    let mut a = array(Level::Raid10, Layout::default(), 3, 1);
+    a.fail(2).unwrap();
+    // chunk 1 lives on disk 2 row 0 and disk 0 row 1.
+    assert_eq!(ops(&a.plan_read(1, 1)), vec![(0, DiskOpKind::Read, 1, 1, Cause::User)]);
+    assert_eq!(ops(&a.plan_write(1, 1)), vec![(0, DiskOpKind::Write, 1, 1, Cause::User)]);
+}
+
+// ---------- properties ----------
+
+fn parity_config() -> impl Strategy<Value = (Level, Layout, u32, u64)> {
+    (0usize..3, 0usize..14, 2u32..9, 1u64..4).prop_filter_map("valid", |(l, lay, n, cb)| {
+        let level = [Level::Raid4, Level::Raid5, Level::Raid6][l];
+        let layout = Layout::all()[lay];
+        let mut cfg = ArrayConfig::new(level, n);
+        cfg.layout = layout;
+        cfg.chunk_bytes = cb * 4096;
+        cfg.validate().ok().map(|_| (level, layout, n, cb))
+    })
+}
+
+fn any_config() -> impl Strategy<Value = (Level, Layout, u32, u64)> {
+    prop_oneof![
+        parity_config(),
+        (2u32..7, 1u64..4).prop_map(|(n, cb)| (Level::Raid0, Layout::default(), n, cb)),
+        (2u32..5, 1u64..4).prop_map(|(n, cb)| (Level::Raid1, Layout::default(), n, cb)),
+        (2u32..7, 1u64..4).prop_map(|(n, cb)| (Level::Raid10, Layout::default(), n, cb)),
+    ]
+}
+
+/// Brute-force MD choice for one row write: reads of rmw and rcw, infinite
+/// (None) when a needed unit is lost; rmw only when strictly fewer.
+fn brute_write_reads(sm: &StripeMap, failed: &[u32], written: &[bool]) -> Option<Vec<u32>> {
+    let dead = |d: &u32| failed.contains(d);
+    let data = sm.data_disks();
+    let alive_par: Vec<u32> = sm.parity().into_iter().filter(|p| !dead(p)).collect();
+    if alive_par.is_empty() {
+        return Some(vec![]);
+    }
+    let mut rmw: Vec<u32> = data.iter().zip(written).filter(|(_, &w)| w).map(|(&d, _)| d).collect();
+    rmw.extend(&alive_par);
+    let rcw: Vec<u32> = data.iter().zip(written).filter(|(_, &w)| !w).map(|(&d, _)| d).collect();
+    let ok = |v: &Vec<u32>| v.iter().all(|d| !dead(d));
+    let mut pick = match (ok(&rmw), ok(&rcw)) {
+        (true, true) if rmw.len() < rcw.len() => rmw,
+        (_, true) => rcw,
+        (true, false) => rmw,
+        (false, false) => return None,
+    };
+    pick.sort_unstable();
+    Some(pick)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_block_has_one_home_and_none_collide((level, layout, n, cb) in any_config()) {
+        let a = array(level, layout, n, cb);
+        let stripes = 2 * n as u64 + 1;
+        let nblocks = stripes * cb * a.data_disks_per_stripe().max(1) as u64;
+        let mut seen = std::collections::HashSet::new();
+        for b in 0..nblocks {
+            let p = a.map(b);
+            prop_assert_eq!(p.disks.len(), a.config().effective_copies() as usize);
+            prop_assert_eq!(p.disk_blocks[0], p.disk_block);
+            for (&d, &db) in p.disks.iter().zip(&p.disk_blocks) {
+                prop_assert!(d < n);
+                prop_assert!(seen.insert((d, db)), "collision at disk {} block {}", d, db);
+            }
+            prop_assert_eq!(a.disk_of(b), p.disks[0]);
+            if !matches!(level, Level::Raid1 | Level::Raid10) {
+                let mut distinct = p.disks.clone();
+                distinct.dedup();
+                prop_assert_eq!(distinct.len(), p.disks.len());
+            }
+        }
+        // Parity positions never collide with data either.
+        if level.has_parity() {
+            for b in 0..nblocks {
+                let p = a.map(b);
+                for &q in &p.parity {
+                    prop_assert!(!seen.contains(&(q, p.disk_block)));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn parity_and_data_cover_each_disk_once((level, layout, n, _cb) in parity_config(), stripe in 0u64..1000) {
+        let a = array(level, layout, n, 1);
+        let k = a.data_disks_per_stripe() as u64;
+        let mut disks: Vec<u32> = (0..k).map(|d| a.map(stripe * k + d).disks[0]).collect();
+        let parity = a.map(stripe * k).parity;
+        for &p in &parity {
+            prop_assert!(!disks.contains(&p));
+        }
+        prop_assert_eq!(parity.len() as u32, level.parity_units());
+        disks.extend(parity);
+        disks.sort_unstable();
+        prop_assert_eq!(disks, (0..n).collect::<Vec<_>>());
+        // The stripe map's view agrees with the block map.
+        let sm = a.stripe_map(stripe);
+        prop_assert_eq!(sm.q_slots().len() as u64, k);
+    }
+
+    #[test]
+    fn degraded_read_reads_exactly_the_survivors((level, layout, n, cb) in parity_config(), fail_seed in 0u32..1000, block in 0u64..500) {
+        let mut a = array(level, layout, n, cb);
+        let f1 = fail_seed % n;
+        a.fail(f1).unwrap();
+        if level == Level::Raid6 && fail_seed % 2 == 0 {
+            a.fail((f1 + 1 + fail_seed / n % (n - 1)) % n).unwrap();
+        }
+        let pl = a.map(block);
+        let p = a.plan_read(block, 1);
+        let mut got: Vec<(u32, u64, u32)> = p.disk_ops().map(|o| (o.disk, o.block, o.nblocks)).collect();
+        got.sort_unstable();
+        if a.is_failed(pl.disks[0]) {
+            let want: Vec<(u32, u64, u32)> = (0..n).filter(|&d| !a.is_failed(d)).map(|d| (d, pl.disk_block, 1)).collect();
+            prop_assert_eq!(got.len() as u32, a.read_penalty(block).unwrap());
+            prop_assert_eq!(got, want);
+        } else {
+            prop_assert_eq!(got, vec![(pl.disks[0], pl.disk_block, 1)]);
+            prop_assert_eq!(a.read_penalty(block), Some(1));
+        }
+        prop_assert!(deps_are_backwards(&p));
+    }
+
+    #[test]
+    fn rmw_rcw_choice_matches_brute_force((level, layout, n, _cb) in parity_config(), stripe in 0u64..50, first in 0u64..8, len in 1u64..8, fails in proptest::collection::vec(0u32..9, 0..3)) {
+        let mut a = array(level, layout, n, 1);
+        let k = a.data_disks_per_stripe() as u64;
+        let first = first % k;
+        let len = len.min(k - first);
+        let mut failed: Vec<u32> = fails.into_iter().map(|f| f % n).collect();
+        failed.sort_unstable();
+        failed.dedup();
+        failed.truncate(level.parity_units() as usize);
+        for &f in &failed { a.fail(f).unwrap(); }
+        let sm = a.stripe_map(stripe);
+        let written: Vec<bool> = (0..k).map(|d| d >= first && d < first + len).collect();
+        let p = a.plan_write(stripe * k + first, len);
+        let mut reads: Vec<u32> = p.disk_ops().filter(|o| o.kind == DiskOpKind::Read).map(|o| o.disk).collect();
+        reads.sort_unstable();
+        match brute_write_reads(&sm, &failed, &written) {
+            Some(want) => prop_assert_eq!(reads, want),
+            // Neither works: every survivor is read.
+            None => prop_assert_eq!(reads, (0..n).filter(|d| !failed.contains(d)).collect::<Vec<_>>()),
+        }
+        // Writes: every surviving written data unit and every surviving parity.
+        let mut writes: Vec<u32> = p.disk_ops().filter(|o| o.kind == DiskOpKind::Write).map(|o| o.disk).collect();
+        writes.sort_unstable();
+        let mut want: Vec<u32> = (0..k as u32).filter(|&d| written[d as usize]).map(|d| sm.data_disk(d)).collect();
+        want.extend(sm.parity());
+        want.retain(|d| !failed.contains(d));
+        want.sort_unstable();
+        prop_assert_eq!(writes, want);
+        prop_assert!(p.disk_ops().all(|o| o.block == stripe && o.nblocks == 1));
+        prop_assert!(deps_are_backwards(&p));
+    }
+
+    #[test]
+    fn plans_of_ranges_equal_the_sum_of_blocks((level, layout, n, cb) in any_config(), start in 0u64..200, len in 1u64..40, f in 0u32..9) {
+        // Reads: the blocks a range plan reads (expanded) are the union of single-block plans.
+        let mut a = array(level, layout, n, cb);
+        a.fail(f % n).unwrap();
+        let expand = |p: &IoPlan| {
+            let mut v: Vec<(u32, u64, DiskOpKind)> = vec![];
+            for o in p.disk_ops() {
+                for i in 0..o.nblocks as u64 { v.push((o.disk, o.block + i, o.kind)); }
+            }
+            v.sort_unstable_by_key(|x| (x.0, x.1, x.2 as u8));
+            v
+        };
+        let whole = expand(&a.plan_read(start, len));
+        let mut parts: Vec<(u32, u64, DiskOpKind)> = (start..start + len).flat_map(|b| expand(&a.plan_read(b, 1))).collect();
+        parts.sort_unstable_by_key(|x| (x.0, x.1, x.2 as u8));
+        parts.dedup();
+        prop_assert_eq!(&whole, &parts);
+        // No disk block appears twice in one plan (merging never overlaps).
+        let mut dedup = whole.clone();
+        dedup.dedup();
+        prop_assert_eq!(dedup.len(), whole.len());
+        let w = a.plan_write(start, len);
+        prop_assert!(deps_are_backwards(&w));
+        prop_assert!(w.disk_ops().all(|o| !a.is_failed(o.disk)));
+    }
+}

@@ -1,0 +1,165 @@
+//! ARC (Megiddo & Modha, FAST'03), in blocks.
+//!
+//! T1 holds blocks seen once recently, T2 blocks seen at least twice; B1 and
+//! B2 are their ghost lists (ids only). The target size p of T1 adapts: a hit
+//! in B1 grows it by max(|B2|/|B1|, 1), a hit in B2 shrinks it by
+//! max(|B1|/|B2|, 1), clamped to [0, c]. p is real-valued as in the paper
+//! (libCacheSim's `ARC` also uses a double; integer division would differ).
+//!
+//! REPLACE moves the LRU block of T1 to B1 when |T1| > p (or |T1| = p and the
+//! request hit in B2), else the LRU block of T2 to B2. On a miss outside the
+//! ghosts with a full cache: if |T1|+|B1| = c, drop the LRU of B1 and REPLACE
+//! (or, when B1 is empty, drop the LRU of T1 outright); otherwise, when the
+//! directory holds 2c blocks drop the LRU of B2, then REPLACE.
+//!
+//! All four lists are threaded through one slab (at most 2c slots).
+
+use super::list::{Ends, Links32};
+use super::{Access, Policy};
+use rustc_hash::FxHashMap;
+
+const T1: u8 = 0;
+const T2: u8 = 1;
+const B1: u8 = 2;
+const B2: u8 = 3;
+
+pub struct Arc {
+    c: usize,
+    p: f64,
+    map: FxHashMap<u64, u32>,
+    blocks: Vec<u64>,
+    which: Vec<u8>,
+    links: Links32,
+    lists: [Ends; 4],
+    free: Vec<u32>,
+}
+
+impl Arc {
+    pub fn new(capacity: usize) -> Self {
+        let reserve = (2 * capacity).min(1 << 21);
+        let mut map = FxHashMap::default();
+        map.reserve(reserve);
+        Arc {
+            c: capacity,
+            p: 0.0,
+            map,
+            blocks: Vec::with_capacity(reserve),
+            which: Vec::with_capacity(reserve),
+            links: Links32::with_capacity(reserve),
+            lists: [Ends::default(); 4],
+            free: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn size(&self, l: u8) -> usize {
+        self.lists[l as usize].len
+    }
+
+    /// Move slot `s` from the list it is on to the head of list `to`.
+    #[inline]
+    fn move_to(&mut self, s: u32, to: u8) {
+        let from = self.which[s as usize];
+        self.links.unlink(&mut self.lists[from as usize], s);
+        self.links.push_head(&mut self.lists[to as usize], s);
+        self.which[s as usize] = to;
+    }
+
+    /// Forget the LRU block of list `l` entirely.
+    fn drop_tail(&mut self, l: u8) {
+        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+        self.map.remove(&self.blocks[s as usize]);
+        self.free.push(s);
+    }
+
+    /// REPLACE of the paper: demote one cached block to its ghost list.
+    fn replace(&mut self, hit_in_b2: bool) {
+        let t1 = self.size(T1) as f64;
+        let from_t1 = t1 > 0.0 && (t1 > self.p || (t1 == self.p && hit_in_b2));
+        let from_t1 = from_t1 || self.size(T2) == 0;
+        let (src, dst) = if from_t1 { (T1, B1) } else { (T2, B2) };
+        let s = self.lists[src as usize].tail;
+        self.move_to(s, dst);
+    }
+
+    /// Make room for one block on a miss that is not a ghost hit.
+    fn evict(&mut self) {
+        let (t1, b1) = (self.size(T1), self.size(B1));
+        if t1 + b1 >= self.c {
+            if t1 < self.c {
+                self.drop_tail(B1);
+                self.replace(false);
+            } else {
+                self.drop_tail(T1);
+            }
+        } else {
+            if t1 + b1 + self.size(T2) + self.size(B2) >= 2 * self.c {
+                self.drop_tail(B2);
+            }
+            self.replace(false);
+        }
+    }
+
+    fn cached(&self) -> usize {
+        self.size(T1) + self.size(T2)
+    }
+
+    fn new_slot(&mut self, block: u64, list: u8) {
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.blocks[s as usize] = block;
+                self.which[s as usize] = list;
+                s
+            }
+            None => {
+                self.blocks.push(block);
+                self.which.push(list);
+                (self.blocks.len() - 1) as u32
+            }
+        };
+        self.links.push_head(&mut self.lists[list as usize], s);
+        self.map.insert(block, s);
+    }
+}
+
+impl Policy for Arc {
+    fn access(&mut self, a: &Access) -> bool {
+        if let Some(&s) = self.map.get(&a.block) {
+            match self.which[s as usize] {
+                T1 | T2 => {
+                    self.move_to(s, T2);
+                    return true;
+                }
+                B1 => {
+                    let delta = (self.size(B2) as f64 / self.size(B1) as f64).max(1.0);
+                    self.p = (self.p + delta).min(self.c as f64);
+                    self.replace(false);
+                }
+                _ => {
+                    let delta = (self.size(B1) as f64 / self.size(B2) as f64).max(1.0);
+                    self.p = (self.p - delta).max(0.0);
+                    self.replace(true);
+                }
+            }
+            // The ghost comes back as a frequent block.
+            while self.cached() + 1 > self.c {
+                self.evict();
+            }
+            self.move_to(s, T2);
+            return false;
+        }
+        while self.cached() + 1 > self.c {
+            self.evict();
+        }
+        self.new_slot(a.block, T1);
+        false
+    }
+
+    fn len(&self) -> usize {
+        self.cached()
+    }
+
+    fn capacity(&self) -> usize {
+        self.c
+    }
+}

@@ -1,0 +1,209 @@
+//! Build an [`Hdd`] from a DiskSim `.parv` (or `.diskspecs`) parameter tree.
+//!
+//! Units, as DiskSim documents them: times in ms, skews and block offsets
+//! in sectors, "Empty space at zone front" in sectors, "Number of spares"
+//! in sectors (tracks under track sparing), slips as zone-relative slots.
+
+use std::path::Path;
+
+use crate::device::disksim_params::{parse_file, Block, ParamFile, Value};
+use crate::device::hdd::{
+    parse_seek_file, CacheParams, Hdd, HddParams, Layout, Overheads, SeekCurve, SpareUnit, ZoneSpec,
+};
+use crate::error::{Error, Location, Result};
+
+/// Load the (first) disk of a DiskSim parameter file.
+pub fn load_parv(path: &Path) -> Result<Hdd> {
+    let pf = parse_file(path)?;
+    let disk = find_disk(&pf, path)?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    // Bus time per sector: the disk's own plus the slowest bus it sits on.
+    let bus = |field: &str| -> Result<f64> {
+        let mut m: f64 = 0.0;
+        for b in pf.blocks_of("disksim_bus") {
+            m = m.max(b.num_or(field, 0.0)?);
+        }
+        Ok(m)
+    };
+    // DiskSim takes the largest of the disk's, the buses' and the controllers' per-sector times.
+    let bulk = disk.num_or("Bulk sector transfer time", 0.0)?;
+    let mut ctlr: f64 = 0.0;
+    for c in pf.blocks_of("disksim_ctlr") {
+        ctlr = ctlr.max(c.num_or("Bulk sector transfer time", 0.0)?);
+    }
+    let base = bulk.max(ctlr);
+    let (br, bw) = (base.max(bus("Read block transfer time")?), base.max(bus("Write block transfer time")?));
+    build(disk, dir, br, bw)
+}
+
+fn find_disk<'a>(pf: &'a ParamFile, path: &Path) -> Result<&'a Block> {
+    // Prefer an instantiated disk type; else the first disksim_disk block.
+    for inst in &pf.instances {
+        if let Some(b) = pf.block(&inst.type_name) {
+            if b.type_name == "disksim_disk" {
+                return Ok(b);
+            }
+        }
+    }
+    pf.blocks_of("disksim_disk").next().ok_or_else(|| {
+        Error::parse(path.display().to_string(), Location::Whole, "disksim_disk", "no disk defined")
+    })
+}
+
+fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd> {
+    let model = disk.block("Model")?;
+    let scale = disk.num_or("Time scale for overheads", 1.0)?;
+    let per_req = disk.num_or("Per-request overhead time", 0.0)?;
+    let surfaces = model.num("Number of data surfaces")? as u32;
+    let cylinders = model.num("Number of cylinders")? as u32;
+    let blocks = model.num("Block count")? as u64;
+    let lay = model.block("Layout Model")?;
+    let mech = model.block("Mechanical Model")?;
+
+    let scheme = lay.num_or("Sparing scheme used", 0.0)? as u32;
+    let range = lay.num_or("Rangesize for sparing", 1.0)? as u32;
+    let (unit, front) = match scheme {
+        0 | 7 => (SpareUnit::None, false),
+        1 => (SpareUnit::TracksPerZone, false),
+        2 | 4 => (SpareUnit::SectorsPerCylinder, false),
+        5 | 6 => (SpareUnit::SectorsPerCylinder, true),
+        3 => (SpareUnit::SectorsPerTrack, false),
+        8 => (SpareUnit::SectorsPerRange(range), false),
+        9 | 10 => (SpareUnit::SectorsPerZone, false),
+        _ => {
+            let p = lay.get("Sparing scheme used").expect("read above");
+            return Err(p.err(format!("unknown sparing scheme {scheme} (valid 0..=10)")));
+        }
+    };
+    let serp = lay.num_or("LBN-to-PBN mapping scheme", 0.0)? as u8;
+    let mut zones = Vec::new();
+    let zparam = lay.get("Zones").ok_or_else(|| Error::parse(&lay.file, Location::Line(lay.line), "Zones", "missing"))?;
+    let Value::List(zl) = &zparam.value else { return Err(zparam.err("expected a list of zones")) };
+    for z in zl {
+        let Value::Block(z) = z else { return Err(zparam.err("expected zone blocks")) };
+        let slips = match z.get("slips") {
+            Some(p) => p.nums()?.into_iter().map(|x| x as u64).collect(),
+            None => vec![],
+        };
+        zones.push(ZoneSpec {
+            first_cyl: z.num("First cylinder number")? as u32,
+            last_cyl: z.num("Last cylinder number")? as u32,
+            sectors_per_track: z.num("Blocks per track")? as u32,
+            track_skew: z.num_or("Skew for track switch", 0.0)?,
+            cyl_skew: z.num_or("Skew for cylinder switch", 0.0)?,
+            first_offset: z.num_or("Offset of first block", 0.0)?,
+            front_space: z.num_or("Empty space at zone front", 0.0)? as u64,
+            spares: z.num_or("Number of spares", 0.0)? as u64,
+            slips,
+        });
+    }
+    let layout = Layout::new(surfaces, cylinders, blocks, zones, unit, front, serp)
+        .map_err(|e| Error::parse(&lay.file, Location::Line(lay.line), "Zones", e.to_string()))?;
+
+    let single = mech.num_or("Single cylinder seek time", 0.0)?;
+    let seek_type = mech.word("Seek type")?;
+    let hpl = |first: Vec<f64>| -> Result<SeekCurve> {
+        let p = mech.get("HPL seek equation values").ok_or_else(|| {
+            Error::parse(&mech.file, Location::Line(mech.line), "HPL seek equation values", "missing")
+        })?;
+        let v = p.nums()?;
+        if v.len() < 5 {
+            return Err(p.err("expected [x0, a, b, c, e, single]"));
+        }
+        let mut first = first;
+        if first.is_empty() && v.len() > 5 && v[5] >= 0.0 {
+            first = vec![v[5]];
+        }
+        Ok(SeekCurve::Hpl { x0: v[0], a: v[1], b: v[2], c: v[3], e: v[4], first })
+    };
+    let curve = match seek_type.as_str() {
+        "extracted" => {
+            let f = mech.word("Full seek curve")?;
+            SeekCurve::Table(parse_seek_file(&dir.join(f))?)
+        }
+        "hpl" => hpl(vec![])?,
+        "hplplus10" => {
+            let p = mech.get("First ten seek times").ok_or_else(|| {
+                Error::parse(&mech.file, Location::Line(mech.line), "First ten seek times", "missing")
+            })?;
+            hpl(p.nums()?)?
+        }
+        "linear" | "3pt" | "curve" => SeekCurve::three_point(
+            single,
+            mech.num("Average seek time")?,
+            mech.num("Full strobe seek time")?,
+            cylinders as u64,
+        ),
+        other => {
+            let p = mech.get("Seek type").expect("read above");
+            return Err(p.err(format!("unknown seek type `{other}` (extracted, hpl, hplplus10, linear)")));
+        }
+    };
+    let single_cyl_ms = match (&curve, single > 0.0) {
+        (SeekCurve::Hpl { first, .. }, _) if !first.is_empty() => None,
+        (_, true) => Some(single),
+        _ => None,
+    };
+    let o = |name: &str| -> Result<f64> { Ok(disk.num_or(name, 0.0)? * scale + per_req) };
+    let overheads = Overheads {
+        read_hit: [o("Read hit over. after read")?, o("Read hit over. after write")?],
+        read_miss: [o("Read miss over. after read")?, o("Read miss over. after write")?],
+        write_hit: [o("Write hit over. after read")?, o("Write hit over. after write")?],
+        write_miss: [o("Write miss over. after read")?, o("Write miss over. after write")?],
+        read_complete: disk.num_or("Read completion overhead", 0.0)? * scale,
+        write_complete: disk.num_or("Write completion overhead", 0.0)? * scale,
+    };
+    let segments = disk.num_or("Number of buffer segments", 0.0)? as u32;
+    let cache = CacheParams {
+        enabled: disk.num_or("Enable caching in buffer", 0.0)? != 0.0 && segments > 0,
+        segments,
+        segment_sectors: disk.num_or("Segment size (in blks)", 0.0)? as u64,
+        max_readahead: disk.num_or("Maximum read-ahead (blks)", 0.0)? as u64,
+        readahead_over_requested: disk.num_or("Read-ahead over requested", 0.0)? != 0.0,
+        write_back: disk.num_or("Fast write level", 0.0)? != 0.0,
+        read_hits_on_write_data: disk.num_or("Allow read hits on write data", 0.0)? != 0.0,
+        separate_write_segment: disk.num_or("Use separate write segment", 0.0)? != 0.0,
+        read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0,
+        consume_on_hit: std::env::var("BL_CONSUME").map(|v| v == "1").unwrap_or(true),
+        prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
+        read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },
+        reselect_ms: disk.num_or("First reselect overhead", 0.0)? * scale,
+    };
+    Hdd::new(HddParams {
+        name: disk.name.clone().unwrap_or_default(),
+        layout,
+        rpm: mech.num("Rotation speed (in rpms)")?,
+        read_seek: curve,
+        write_seek: None,
+        single_cyl_ms,
+        head_switch_ms: mech.num_or("Head switch time", 0.0)?,
+        write_settle_ms: mech.num_or("Add. write settling delay", 0.0)?,
+        overheads,
+        bus_read_ms: bus_read,
+        bus_write_ms: bus_write,
+        cache,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::device::DeviceModel;
+
+    #[test]
+    fn every_validated_drive_loads_with_its_block_count() {
+        let Some(dir) = crate::device::validate::validation_dir() else { return };
+        for (name, blocks) in [
+            ("atlas10k", 17938986u64),
+            ("cheetah9LP", 17783240),
+            ("dec_rz26", 2050860),
+            ("hp_c2247a", 2051668),
+            ("hp_c3323a", 2056008),
+            ("ibm18es", 17916240),
+        ] {
+            let d = load_parv(&dir.join(format!("{name}.parv"))).unwrap();
+            assert!(d.capacity_sectors() >= blocks.min(d.capacity_sectors()), "{name}");
+            assert!(d.capacity_sectors() + 4000 >= blocks, "{name}: {}", d.capacity_sectors());
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The timed executor: runs I/O plans on devices in simulated time.
+//!
+//! A plan node starts when all its dependencies have completed: a disk
+//! operation joins its device's queue; an XOR or P+Q step takes a fixed
+//! compute time (default 0); an `Unreadable` node completes at once and
+//! marks the plan as unable to produce its data. A plan completes when all
+//! its nodes have. A single disk is the trivial one-node plan.
+//!
+//! The executor owns the engine. Its driver (the replayer) asks for the next
+//! [`Step`]: either one of its own wake-ups (`Wake`, scheduled with
+//! [`TimedExecutor::wake_at`]) or the completion of a submitted plan
+//! (`Done`). Device completions and compute steps are handled inside.
+
+use std::collections::VecDeque;
+
+use super::engine::{Engine, Ns};
+use super::metrics::{Recorder, Report};
+use super::queue::DevQueue;
+use super::sched;
+use crate::array::plan::{Action, IoPlan};
+use crate::device::{DevRequest, DeviceModel};
+use crate::error::{Error, Result};
+
+/// How the executor runs plans.
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    pub scheduler: String,
+    /// Requests handed to a device at once (its command queue), in-service included.
+    pub queue_depth: usize,
+    /// Compute time of an XOR node.
+    pub xor_ns: Ns,
+    /// Compute time of a P+Q node.
+    pub pq_ns: Ns,
+    /// 512-byte sectors per plan block (1 for a single disk addressed in sectors).
+    pub sectors_per_block: u64,
+    /// Time-series interval (None: no series).
+    pub interval_ns: Option<Ns>,
+}
+
+impl Default for ExecConfig {
+    fn default() -> Self {
+        ExecConfig {
+            scheduler: "fcfs".into(),
+            queue_depth: usize::MAX,
+            xor_ns: 0,
+            pq_ns: 0,
+            sectors_per_block: 1,
+            interval_ns: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Ev {
+    Wake(u64),
+    DevDone(u32),
+    NodeDone(u32, u16),
+}
+
+/// What the driver sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Wake { time: Ns, token: u64 },
+    Done { time: Ns, tag: u64, start: Ns, unreadable: bool },
+}
+
+struct Live {
+    tag: u64,
+    start: Ns,
+    plan: IoPlan,
+    /// Unfinished dependencies per node.
+    waiting: Vec<u16>,
+    /// Nodes that wait for each node.
+    children: Vec<Vec<u16>>,
+    left: usize,
+    unreadable: bool,
+}
+
+pub struct TimedExecutor {
+    engine: Engine<Ev>,
+    devs: Vec<DevQueue>,
+    live: Vec<Option<Live>>,
+    free: Vec<u32>,
+    ready: VecDeque<Step>,
+    cfg: ExecConfig,
+    pub metrics: Recorder,
+    in_flight: usize,
+    last_done: Ns,
+}
+
+impl TimedExecutor {
+    pub fn new(models: Vec<Box<dyn DeviceModel>>, cfg: ExecConfig) -> Result<Self> {
+        if models.is_empty() {
+            return Err(Error::config("the timed executor needs at least one device"));
+        }
+        if cfg.sectors_per_block == 0 {
+            return Err(Error::config("sectors per block must be at least 1"));
+        }
+        let devs = models
+            .into_iter()
+            .map(|m| Ok(DevQueue::new(m, sched::build(&cfg.scheduler)?, cfg.queue_depth)))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TimedExecutor {
+            engine: Engine::new(),
+            devs,
+            live: Vec::new(),
+            free: Vec::new(),
+            ready: VecDeque::new(),
+            metrics: Recorder::new(cfg.interval_ns),
+            cfg,
+            in_flight: 0,
+            last_done: 0,
+        })
+    }
+
+    pub fn now(&self) -> Ns {
+        self.engine.now()
+    }
+
+    /// Plans submitted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    pub fn devices(&self) -> usize {
+        self.devs.len()
+    }
+
+    /// Capacity of device `i` in sectors.
+    pub fn capacity_sectors(&self, i: usize) -> u64 {
+        self.devs[i].model.capacity_sectors()
+    }
+
+    /// Ask for a `Step::Wake { token }` at `time` (now if in the past).
+    pub fn wake_at(&mut self, time: Ns, token: u64) {
+        self.engine.schedule(time, Ev::Wake(token));
+    }
+
+    /// Start a plan now. Its completion comes back as `Step::Done { tag }`.
+    pub fn submit(&mut self, plan: IoPlan, tag: u64) -> Result<()> {
+        let n = plan.nodes.len();
+        if n > u16::MAX as usize {
+            return Err(Error::config(format!("an I/O plan of {n} nodes is too large")));
+        }
+        let spb = self.cfg.sectors_per_block;
+        let mut waiting = Vec::with_capacity(n);
+        let mut children = vec![Vec::new(); n];
+        for (i, node) in plan.nodes.iter().enumerate() {
+            for &d in &node.deps {
+                if d as usize >= i {
+                    return Err(Error::config(format!("I/O plan node {i} depends on later node {d}")));
+                }
+                children[d as usize].push(i as u16);
+            }
+            waiting.push(node.deps.len() as u16);
+            if let Action::Disk(op) = &node.action {
+                let dev = self.devs.get(op.disk as usize).ok_or_else(|| {
+                    Error::config(format!("I/O plan uses disk {} of {}", op.disk, self.devs.len()))
+                })?;
+                let cap = dev.model.capacity_sectors();
+                let end = (op.block + op.nblocks as u64) * spb;
+                if end > cap {
+                    return Err(Error::config(format!(
+                        "operation on disk {} at sector {} ({} sectors) is beyond its capacity of {} sectors",
+                        op.disk,
+                        op.block * spb,
+                        op.nblocks as u64 * spb,
+                        cap
+                    )));
+                }
+                if op.nblocks as u64 * spb > u32::MAX as u64 {
+                    return Err(Error::config("disk operation too large"));
+                }
+            }
+        }
+        let now = self.engine.now();
+        self.metrics.issue(now);
+        self.in_flight += 1;
+        if n == 0 {
+            self.finish_plan(now, tag, now, false);
+            return Ok(());
+        }
+        let live = Live { tag, start: now, plan, waiting, children, left: n, unreadable: false };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.live[s as usize] = Some(live);
+                s
+            }
+            None => {
+                self.live.push(Some(live));
+                (self.live.len() - 1) as u32
+            }
+        };
+        let roots: Vec<u16> = (0..n as u16)
+            .filter(|&i| self.live[slot as usize].as_ref().unwrap().waiting[i as usize] == 0)
+            .collect();
+        for i in roots {
+            self.start_node(slot, i);
+        }
+        Ok(())
+    }
+
+    fn start_node(&mut self, slot: u32, i: u16) {
+        let spb = self.cfg.sectors_per_block;
+        let live = self.live[slot as usize].as_mut().unwrap();
+        match &live.plan.nodes[i as usize].action {
+            Action::Disk(op) => {
+                let req = DevRequest { kind: op.kind, lbn: op.block * spb, sectors: (op.nblocks as u64 * spb) as u32 };
+                let d = op.disk;
+                let tag = ((slot as u64) << 16) | i as u64;
+                let now = self.engine.now();
+                if let Some((t, dur)) = self.devs[d as usize].arrive(now, tag, req) {
+                    self.started(d, t, dur);
+                }
+            }
+            Action::Xor { .. } => self.engine.after(self.cfg.xor_ns, Ev::NodeDone(slot, i)),
+            Action::PQ { .. } => self.engine.after(self.cfg.pq_ns, Ev::NodeDone(slot, i)),
+            Action::Unreadable { .. } => {
+                live.unreadable = true;
+                self.engine.after(0, Ev::NodeDone(slot, i));
+            }
+        }
+    }
+
+    fn started(&mut self, dev: u32, _tag: u64, dur: Ns) {
+        let now = self.engine.now();
+        self.metrics.busy(now, dur);
+        self.engine.after(dur, Ev::DevDone(dev));
+    }
+
+    fn node_done(&mut self, slot: u32, i: u16) {
+        let live = self.live[slot as usize].as_mut().unwrap();
+        live.left -= 1;
+        let mut ready = Vec::new();
+        for &c in &live.children[i as usize] {
+            live.waiting[c as usize] -= 1;
+            if live.waiting[c as usize] == 0 {
+                ready.push(c);
+            }
+        }
+        if live.left == 0 {
+            let live = self.live[slot as usize].take().unwrap();
+            self.free.push(slot);
+            let now = self.engine.now();
+            self.finish_plan(now, live.tag, live.start, live.unreadable);
+            return;
+        }
+        for c in ready {
+            self.start_node(slot, c);
+        }
+    }
+
+    fn finish_plan(&mut self, now: Ns, tag: u64, start: Ns, unreadable: bool) {
+        self.in_flight -= 1;
+        self.last_done = self.last_done.max(now);
+        self.metrics.complete(now, start, unreadable);
+        self.ready.push_back(Step::Done { time: now, tag, start, unreadable });
+    }
+
+    /// The next thing the driver must react to; `None` when nothing is left.
+    pub fn next(&mut self) -> Option<Step> {
+        loop {
+            if let Some(s) = self.ready.pop_front() {
+                return Some(s);
+            }
+            let (t, ev) = self.engine.pop()?;
+            match ev {
+                Ev::Wake(token) => return Some(Step::Wake { time: t, token }),
+                Ev::DevDone(d) => {
+                    let (tag, next) = self.devs[d as usize].complete(t);
+                    if let Some((nt, dur)) = next {
+                        self.started(d, nt, dur);
+                    }
+                    self.node_done((tag >> 16) as u32, (tag & 0xffff) as u16);
+                }
+                Ev::NodeDone(slot, i) => self.node_done(slot, i),
+            }
+        }
+    }
+
+    /// Events handled by the engine so far.
+    pub fn events(&self) -> u64 {
+        self.engine.processed()
+    }
+
+    /// Close the run and summarize it (call once `next` returned `None`).
+    pub fn report(&mut self) -> Report {
+        let end = self.last_done;
+        for d in &mut self.devs {
+            d.finish(end);
+        }
+        let stats: Vec<_> = self.devs.iter().map(|d| d.stats.clone()).collect();
+        let mut r = self.metrics.report(end, &stats, self.engine.processed());
+        r.scheduler = self.cfg.scheduler.to_ascii_lowercase();
+        r
+    }
+}

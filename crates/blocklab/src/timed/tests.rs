@@ -1,0 +1,458 @@
+//! Hand-computed timelines of the timed executor and the replay disciplines.
+
+use super::engine::Ns;
+use super::executor::{ExecConfig, Step, TimedExecutor};
+use super::replay::*;
+use super::toy::ToyDisk;
+use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
+use crate::device::{DevRequest, DeviceModel};
+use crate::trace::{Op, Request};
+
+const MS: Ns = 1_000_000;
+
+fn rq(t_ms: f64, lbn: u64, tenant: u32) -> Request {
+    Request { time: t_ms / 1000.0, op: Op::Read, offset: lbn * 512, len: 512, tenant }
+}
+
+fn toy(d: ToyDisk) -> impl Stack {
+    SingleDisk::new(move || Ok(Box::new(d.clone()) as Box<dyn DeviceModel>), false).unwrap()
+}
+
+fn cfg(d: Discipline) -> ReplayConfig {
+    ReplayConfig { discipline: d, exec: ExecConfig::default() }
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+/// Response times in completion order, via the executor's steps.
+fn responses(reqs: &[Request], disc: Discipline, dev: ToyDisk) -> super::Report {
+    let mut st = toy(dev);
+    run(&mut st, &mut [vec_source(reqs.to_vec())], &cfg(disc)).unwrap()
+}
+
+#[test]
+fn open_loop_constant_service_queueing() {
+    // Constant 10 ms; arrivals 0, 2, 4, 30 ms. Starts 0, 10, 20, 30;
+    // completions 10, 20, 30, 40; responses 10, 18, 26, 10 (mean 16).
+    let reqs = [rq(0.0, 0, 0), rq(2.0, 1, 0), rq(4.0, 2, 0), rq(30.0, 3, 0)];
+    let r = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::constant(10.0));
+    assert_eq!(r.requests, 4);
+    assert!(close(r.avg_response_ms, 16.0));
+    assert!(close(r.max_response_ms, 26.0));
+    assert!(close(r.sim_time_ms, 40.0));
+    assert!(close(r.utilization, 1.0));
+    assert!(close(r.avg_service_ms, 10.0));
+    // Waiting: 1 during [2,4), 2 during [4,10), 1 during [10,20): 24 ms·req / 40 ms.
+    assert!(close(r.devices[0].mean_queue, 0.6));
+    assert_eq!(r.devices[0].max_queue, 2);
+    // In flight: 1,2,3,2,1,1 over [0,2,4,10,20,30,40): 64 / 40.
+    assert!(close(r.mean_outstanding, 1.6));
+    assert_eq!(r.max_outstanding, 3);
+    assert!((r.p50_ms - 10.0).abs() < 0.02 || (r.p50_ms - 18.0).abs() < 0.02);
+    assert!((r.p99_ms - 26.0).abs() < 0.03);
+}
+
+#[test]
+fn open_loop_speedup_halves_interarrivals() {
+    // Speed-up 2: arrivals 0, 1, 2, 15 ms; starts 0, 10, 20, 30;
+    // responses 10, 19, 28, 25 (mean 20.5).
+    let reqs = [rq(0.0, 0, 0), rq(2.0, 1, 0), rq(4.0, 2, 0), rq(30.0, 3, 0)];
+    let r = responses(&reqs, Discipline::Open { speedup: 2.0 }, ToyDisk::constant(10.0));
+    assert!(close(r.avg_response_ms, 20.5));
+    assert!(close(r.sim_time_ms, 40.0));
+}
+
+#[test]
+fn open_loop_times_are_relative_to_the_first_request() {
+    let reqs = [rq(1000.0, 0, 0), rq(1005.0, 1, 0)];
+    let r = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::constant(10.0));
+    // Arrivals 0 and 5: responses 10 and 15; the run lasts 20 ms.
+    assert!(close(r.avg_response_ms, 12.5));
+    assert!(close(r.sim_time_ms, 20.0));
+    assert!(close(r.utilization, 1.0));
+}
+
+#[test]
+fn closed_loop_one_outstanding_is_back_to_back_service() {
+    // Linear toy: 1 ms + 0.5 ms per cylinder moved, 1000 sectors per cylinder.
+    // Cylinders 0, 5, 1, 9 from head 0: services 1, 3.5, 3, 5 back to back,
+    // whatever the timestamps say.
+    let reqs = [rq(0.0, 0, 0), rq(100.0, 5000, 0), rq(200.0, 1000, 0), rq(900.0, 9000, 0)];
+    let r = responses(&reqs, Discipline::Closed { outstanding: 1 }, ToyDisk::linear(1.0, 0.5, 1000));
+    assert_eq!(r.requests, 4);
+    assert!(close(r.avg_response_ms, 12.5 / 4.0));
+    assert!(close(r.sim_time_ms, 12.5));
+    assert!(close(r.utilization, 1.0));
+    assert!(close(r.avg_service_ms, 12.5 / 4.0));
+    assert_eq!(r.max_outstanding, 1);
+    assert!(close(r.max_response_ms, 5.0));
+}
+
+#[test]
+fn closed_loop_two_outstanding_queues() {
+    // Constant 10 ms, N = 2: requests 0,1 at t=0 (responses 10, 20); 2 issued at
+    // 10 (done 30, response 20), 3 issued at 20 (done 40, response 20).
+    let reqs = [rq(0.0, 0, 0), rq(0.0, 1, 0), rq(0.0, 2, 0), rq(0.0, 3, 0)];
+    let r = responses(&reqs, Discipline::Closed { outstanding: 2 }, ToyDisk::constant(10.0));
+    assert!(close(r.avg_response_ms, 17.5));
+    assert_eq!(r.max_outstanding, 2);
+}
+
+#[test]
+fn feedback_two_request_chain() {
+    // Traced system: constant 10 ms. R0 at 0 (done 10), R1 at 15: parent R0,
+    // think 5 ms. Replayed on a 4 ms disk: R0 done at 4, R1 issued at 4 + 5 = 9,
+    // done at 13. Open loop would have issued R1 at 15.
+    let reqs = vec![rq(0.0, 0, 0), rq(15.0, 1, 0)];
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let mut fast = toy(ToyDisk::constant(4.0));
+    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs.clone())], &cfg(fb)).unwrap();
+    assert_eq!(r.requests, 2);
+    assert!(close(r.sim_time_ms, 13.0));
+    assert!(close(r.avg_response_ms, 4.0));
+    assert!(close(r.utilization, 8.0 / 13.0));
+
+    // Infinitely fast processor: think 5 ms becomes 5 ms · (1 − f(0.005 s)).
+    let fb = Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW };
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
+    let f: f64 = 1.0 / (0.0857 * 0.005 + 0.0105) / 100.0; // 0.91503...
+    let think_ms = (5.0 * (1.0 - f) * 1e6).round() / 1e6;
+    assert!(close(r.sim_time_ms, 4.0 + think_ms + 4.0), "{} vs {}", r.sim_time_ms, 8.0 + think_ms);
+}
+
+#[test]
+fn feedback_request_issued_before_any_completion_has_no_parent() {
+    // Traced: 10 ms disk; R0 at 0, R1 at 5 (R0 not yet done: no parent, offset
+    // 5 ms), R2 at 30 (last completion before it: R1 at 20; think 10 ms).
+    // On a 2 ms disk: R0 0→2, R1 5→7, R2 7+10 = 17→19.
+    let reqs = vec![rq(0.0, 0, 0), rq(5.0, 1, 0), rq(30.0, 2, 0)];
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let mut fast = toy(ToyDisk::constant(2.0));
+    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
+    assert!(close(r.sim_time_ms, 19.0));
+    assert!(close(r.avg_response_ms, 2.0));
+}
+
+#[test]
+fn feedback_dependencies_are_per_tenant() {
+    // Traced 10 ms disk. Tenant 0: R0 at 0 (done 10). Tenant 1: R1 at 1 (queued,
+    // done 20). Tenant 0: R2 at 25: the last completion of *its* tenant is R0
+    // (at 10), think 15 — not R1 (at 20). On a 1 ms disk: R0 0→1, R1 1→2,
+    // R2 at 1 + 15 = 16 → 17.
+    let reqs = vec![rq(0.0, 0, 0), rq(1.0, 1, 1), rq(25.0, 2, 0)];
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let mut fast = toy(ToyDisk::constant(1.0));
+    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
+    assert!(close(r.sim_time_ms, 17.0));
+}
+
+#[test]
+fn feedback_window_limits_run_ahead() {
+    // Window 1: a request cannot issue before its predecessor in the trace.
+    // Traced 10 ms disk: R0 at 0, R1 at 1 (no parent, offset 1 ms), R2 at 2 (no
+    // parent). Replayed on a 10 ms disk with R0 as the only... all issue at
+    // their offsets 0, 1, 2 ms, in trace order; same result as open loop.
+    let reqs = vec![rq(0.0, 0, 0), rq(1.0, 1, 0), rq(2.0, 2, 0)];
+    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: 1 };
+    let r = responses(&reqs, fb, ToyDisk::constant(10.0));
+    let o = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::constant(10.0));
+    assert!(close(r.avg_response_ms, o.avg_response_ms));
+    assert!(close(r.sim_time_ms, 30.0));
+}
+
+#[test]
+fn feedback_on_the_traced_system_reproduces_open_loop() {
+    // Replaying on the system that produced the completion times, with the
+    // think times kept, every request is issued at its original time.
+    let reqs = random_trace(500, 7, 3);
+    let o = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::linear(0.5, 0.01, 100));
+    let f = responses(
+        &reqs,
+        Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW },
+        ToyDisk::linear(0.5, 0.01, 100),
+    );
+    assert_eq!(o.avg_response_ms, f.avg_response_ms);
+    assert_eq!(o.sim_time_ms, f.sim_time_ms);
+    assert_eq!(o.devices, f.devices);
+}
+
+#[test]
+fn feedback_merges_independent_streams() {
+    // Two traces, each a two-request chain like `feedback_two_request_chain`
+    // but replayed on the traced 10 ms disk: streams interleave on one disk.
+    let a = vec![rq(0.0, 0, 0), rq(15.0, 1, 0)];
+    let b = vec![rq(0.0, 100, 0), rq(25.0, 101, 0)];
+    let mut st = toy(ToyDisk::constant(10.0));
+    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let r = run(&mut st, &mut [vec_source(a), vec_source(b)], &cfg(fb)).unwrap();
+    // Pass 1 (open): A0 0→10, B0 0→20 (queued), A1 15: last A completion A0@10,
+    // think 5; B1 25: last B completion B0@20, think 5. A1 starts 20→30, B1 30→40.
+    // Pass 2 reproduces it: 4 requests, ends at 40.
+    assert_eq!(r.requests, 4);
+    assert_eq!(r.streams, 2);
+    assert!(close(r.sim_time_ms, 40.0));
+}
+
+#[test]
+fn speed_up_formula_at_hand_computed_points() {
+    // f(x) = 1/(0.0857 x + 0.0105) percent.
+    // x = 1 s: 1/0.0962 = 10.395010395 % -> n = 2: 1 - 0.05197505 = 0.94802495.
+    assert!((cpu_fraction(1.0) - 0.10395010395).abs() < 1e-10);
+    assert!((speed_up_interval(1.0, Some(2.0)) - 0.948024948).abs() < 1e-8);
+    assert!((speed_up_interval(1.0, None) - 0.896049896).abs() < 1e-8);
+    // x = 0.1 s: 1/0.01907 = 52.4383849 % -> n = 2: 0.1 (1 - 0.2621919) = 0.07378081.
+    assert!((speed_up_interval(0.1, Some(2.0)) - 0.0737808076).abs() < 1e-9);
+    assert!((speed_up_interval(0.1, None) - 0.0475616151).abs() < 1e-9);
+    // x = 10 s: 1/0.8675 = 1.15273775 % -> n = 4: 10 (1 - 0.75 · 0.0115273775).
+    assert!((speed_up_interval(10.0, Some(4.0)) - 9.913544669).abs() < 1e-8);
+    // n = 1 changes nothing; x = 0 stays 0; never negative.
+    assert_eq!(speed_up_interval(0.0, None), 0.0);
+    assert!((speed_up_interval(0.37, Some(1.0)) - 0.37).abs() < 1e-15);
+    assert!((cpu_fraction(0.0) - 1.0 / 1.05).abs() < 1e-12);
+}
+
+// ---- schedulers --------------------------------------------------------
+
+/// Completion order (tags) of plans all submitted at time 0.
+fn order(dev: Box<dyn DeviceModel>, sched: &str, depth: usize, lbns: &[u64]) -> Vec<u64> {
+    let cfg = ExecConfig { scheduler: sched.into(), queue_depth: depth, ..Default::default() };
+    let mut ex = TimedExecutor::new(vec![dev], cfg).unwrap();
+    for (i, &l) in lbns.iter().enumerate() {
+        let mut p = IoPlan::default();
+        p.push(
+            Action::Disk(DiskOp { disk: 0, kind: DiskOpKind::Read, block: l, nblocks: 1, cause: Cause::User }),
+            &[],
+        );
+        ex.submit(p, i as u64).unwrap();
+    }
+    let mut out = Vec::new();
+    while let Some(s) = ex.next() {
+        if let Step::Done { tag, .. } = s {
+            out.push(tag);
+        }
+    }
+    out
+}
+
+/// Cylinders 5, 8, 2, 6, 1 (1000 sectors each); request 0 starts at once.
+const CYLS: [u64; 5] = [5000, 8000, 2000, 6000, 1000];
+
+#[test]
+fn fcfs_serves_in_arrival_order() {
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "fcfs", usize::MAX, &CYLS), vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn sstf_serves_nearest_cylinder() {
+    // Head 5: 6 (d 1); head 6: 8 (d 2) vs 2 (d 4); head 8: 2 (d 6) vs 1 (d 7); then 1.
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &CYLS), vec![0, 3, 1, 2, 4]);
+    // Equal distances (7 and 3 from 5): the earlier arrival wins.
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &[5000, 7000, 3000]), vec![0, 1, 2]);
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &[5000, 3000, 7000]), vec![0, 1, 2]);
+}
+
+#[test]
+fn clook_sweeps_up_then_wraps_to_lowest() {
+    // Head 5 going up: 6, 8; wrap: 1, then 2.
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "clook", usize::MAX, &CYLS), vec![0, 3, 1, 4, 2]);
+}
+
+/// A device whose positioning estimate is a fixed table, unrelated to the
+/// cylinder distance, so that SATF and SSTF disagree.
+struct TableDev;
+impl DeviceModel for TableDev {
+    fn service(&mut self, _: f64, _: &DevRequest) -> f64 {
+        1.0
+    }
+    fn positioning_estimate(&self, _: f64, r: &DevRequest) -> f64 {
+        match r.lbn / 1000 {
+            8 => 0.5,
+            1 => 1.0,
+            6 => 2.0,
+            2 => 3.0,
+            _ => 9.0,
+        }
+    }
+    fn cylinder(&self, lbn: u64) -> u64 {
+        lbn / 1000
+    }
+    fn capacity_sectors(&self) -> u64 {
+        1 << 20
+    }
+}
+
+#[test]
+fn satf_serves_shortest_positioning_estimate() {
+    assert_eq!(order(Box::new(TableDev), "satf", usize::MAX, &CYLS), vec![0, 1, 4, 3, 2]);
+    assert_eq!(order(Box::new(TableDev), "sptf", usize::MAX, &CYLS), vec![0, 1, 4, 3, 2]);
+    // SSTF on the same device goes by cylinders instead.
+    assert_eq!(order(Box::new(TableDev), "sstf", usize::MAX, &CYLS), vec![0, 3, 1, 2, 4]);
+}
+
+#[test]
+fn queue_depth_limits_what_the_scheduler_sees() {
+    // Depth 2 (in service included): the device sees {8}, then {8, 2}: tie at
+    // distance 3 from 5 -> 8 (earlier); then {2, 6} from 8 -> 6; {2, 1} from 6 -> 2; 1.
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 2, &CYLS), vec![0, 1, 3, 2, 4]);
+    // Depth 1 is FCFS whatever the scheduler.
+    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 1, &CYLS), vec![0, 1, 2, 3, 4]);
+}
+
+#[test]
+fn unknown_scheduler_is_an_error() {
+    let e = TimedExecutor::new(vec![Box::new(ToyDisk::constant(1.0))], ExecConfig { scheduler: "elevator".into(), ..Default::default() });
+    assert!(e.err().unwrap().to_string().contains("valid: fcfs, sstf, clook, satf"));
+}
+
+// ---- plans --------------------------------------------------------------
+
+#[test]
+fn plan_nodes_wait_for_their_dependencies() {
+    // Read disk 0 (3 ms) and disk 1 (5 ms), XOR (2 ms) after both, then write
+    // disk 2 (4 ms): done at 5 + 2 + 4 = 11 ms.
+    let devs: Vec<Box<dyn DeviceModel>> =
+        vec![Box::new(ToyDisk::constant(3.0)), Box::new(ToyDisk::constant(5.0)), Box::new(ToyDisk::constant(4.0))];
+    let mut ex = TimedExecutor::new(devs, ExecConfig { xor_ns: 2 * MS, ..Default::default() }).unwrap();
+    let op = |disk, kind| Action::Disk(DiskOp { disk, kind, block: 0, nblocks: 8, cause: Cause::ParityUpdate });
+    let mut p = IoPlan::default();
+    let a = p.push(op(0, DiskOpKind::Read), &[]);
+    let b = p.push(op(1, DiskOpKind::Read), &[]);
+    let x = p.push(Action::Xor { units: 2 }, &[a, b]);
+    p.push(op(2, DiskOpKind::Write), &[x]);
+    ex.submit(p, 7).unwrap();
+    // An unreadable plan completes at once and is counted apart.
+    let mut u = IoPlan::default();
+    u.push(Action::Unreadable { block: 3 }, &[]);
+    ex.submit(u, 8).unwrap();
+    let mut done = Vec::new();
+    while let Some(s) = ex.next() {
+        if let Step::Done { time, tag, unreadable, .. } = s {
+            done.push((tag, time, unreadable));
+        }
+    }
+    assert_eq!(done, vec![(8, 0, true), (7, 11 * MS, false)]);
+    let r = ex.report();
+    assert_eq!(r.requests, 2);
+    assert_eq!(r.unreadable, 1);
+    assert!(close(r.avg_response_ms, 11.0));
+    assert_eq!(r.devices.iter().map(|d| d.ops).collect::<Vec<_>>(), vec![1, 1, 1]);
+    // Busy 3 + 5 + 4 ms over 11 ms on 3 devices.
+    assert!(close(r.utilization, 12.0 / 33.0));
+}
+
+#[test]
+fn out_of_capacity_is_an_error_unless_wrapped() {
+    let d = ToyDisk { capacity: 100, ..ToyDisk::constant(1.0) };
+    let d2 = d.clone();
+    let reqs = vec![rq(0.0, 150, 0)];
+    let mut st = SingleDisk::new(move || Ok(Box::new(d.clone()) as Box<dyn DeviceModel>), false).unwrap();
+    let e = run(&mut st, &mut [vec_source(reqs.clone())], &cfg(Discipline::Open { speedup: 1.0 })).unwrap_err();
+    assert!(e.to_string().contains("beyond the device"), "{e}");
+    let mut st = SingleDisk::new(move || Ok(Box::new(d2.clone()) as Box<dyn DeviceModel>), true).unwrap();
+    let r = run(&mut st, &mut [vec_source(reqs)], &cfg(Discipline::Open { speedup: 1.0 })).unwrap();
+    assert_eq!(r.requests, 1);
+}
+
+#[test]
+fn bad_discipline_parameters_are_errors() {
+    let reqs = vec![rq(0.0, 1, 0)];
+    for d in [
+        Discipline::Open { speedup: 0.0 },
+        Discipline::Open { speedup: f64::NAN },
+        Discipline::Closed { outstanding: 0 },
+        Discipline::Feedback { cpu_speedup: Some(-1.0), window: 64 },
+        Discipline::Feedback { cpu_speedup: Some(1.0), window: 0 },
+    ] {
+        let mut st = toy(ToyDisk::constant(1.0));
+        assert!(run(&mut st, &mut [vec_source(reqs.clone())], &cfg(d)).is_err());
+    }
+}
+
+// ---- determinism and completeness ---------------------------------------
+
+fn random_trace(n: usize, seed: u64, tenants: u32) -> Vec<Request> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut t = 0.0;
+    (0..n)
+        .map(|_| {
+            t += (next() % 20_000) as f64 * 1e-7 + 1e-7; // up to 2 ms apart, strictly increasing
+            Request {
+                time: t,
+                op: if next() % 3 == 0 { Op::Write } else { Op::Read },
+                offset: (next() % 1_000_000) * 512,
+                len: 512 * (1 + next() % 16),
+                tenant: (next() % tenants as u64) as u32,
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn two_runs_are_bit_identical() {
+    let reqs = random_trace(2000, 42, 4);
+    let go = || {
+        let mut st = toy(ToyDisk { per_sector_ms: 0.01, ..ToyDisk::linear(0.3, 0.0005, 200) });
+        let c = ReplayConfig {
+            discipline: Discipline::Feedback { cpu_speedup: Some(3.0), window: ISSUE_WINDOW },
+            exec: ExecConfig { scheduler: "satf".into(), interval_ns: Some(50 * MS), ..Default::default() },
+        };
+        let r = run(&mut st, &mut [vec_source(reqs.clone()), vec_source(random_trace(300, 9, 1))], &c).unwrap();
+        serde_json::to_string(&r).unwrap()
+    };
+    assert_eq!(go(), go());
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn trace() -> impl Strategy<Value = Vec<Request>> {
+        prop::collection::vec((0u32..50, 0u64..10_000, 1u64..64, 0u32..3, any::<bool>()), 1..60).prop_map(|v| {
+            let mut t = 0.0;
+            v.into_iter()
+                .map(|(dt, lbn, secs, tenant, w)| {
+                    t += dt as f64 * 1e-4;
+                    Request { time: t, op: if w { Op::Write } else { Op::Read }, offset: lbn * 512, len: secs * 512, tenant }
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+        #[test]
+        fn every_request_completes(a in trace(), b in trace(), sched in 0usize..4, disc in 0usize..4, n in 1usize..4) {
+            let d = match disc {
+                0 => Discipline::Open { speedup: 1.5 },
+                1 => Discipline::Closed { outstanding: n },
+                2 => Discipline::Feedback { cpu_speedup: Some(2.0), window: n },
+                _ => Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW },
+            };
+            let c = ReplayConfig {
+                discipline: d,
+                exec: ExecConfig { scheduler: SCHEDS[sched].into(), queue_depth: n * 2, ..Default::default() },
+            };
+            let mut st = toy(ToyDisk::linear(0.5, 0.001, 100));
+            let total = (a.len() + b.len()) as u64;
+            let r = run(&mut st, &mut [vec_source(a), vec_source(b)], &c).unwrap();
+            prop_assert_eq!(r.requests, total);
+            prop_assert_eq!(r.devices[0].ops, total);
+            prop_assert!(r.utilization <= 1.0 + 1e-9);
+            prop_assert!(r.avg_response_ms >= 0.5 - 1e-9);
+        }
+    }
+
+    const SCHEDS: [&str; 4] = ["fcfs", "sstf", "clook", "satf"];
+}

@@ -1,0 +1,98 @@
+"""`blocklab rgr` and `blocklab repro vdf`: JSON shape, invariants, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "data" / "wsrch-small.trace"
+KEYS = {"policy", "cache_blocks", "accesses", "misses", "surviving_reads", "surviving_writes", "rgr"}
+
+
+def blocklab(*args):
+    cmd = [sys.executable, "-c", "from blocklab.cli import main; main()", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def native(tmp_path, rows):
+    p = tmp_path / "t.csv"
+    p.write_text("timestamp,op,offset,size,tenant\n" + "".join(f"{t},{op},{o},{s},0\n" for t, op, o, s in rows))
+    return p
+
+
+def test_json_shape_and_rgr():
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--raid", "5", "--disks", "5", "--chunk", "64KiB",
+                 "--failed", "0", "--policy", "lru,vdf-lru,lfu,vdf-lfu", "--size", "1%,10%", "--reads-only", "--json")
+    assert r.returncode == 0, r.stderr
+    cells = json.loads(r.stdout)
+    assert len(cells) == 8
+    for c in cells:
+        assert set(c) == KEYS
+        assert c["accesses"] > 0 and 0 <= c["misses"] <= c["accesses"]
+        assert c["surviving_writes"] == 0  # reads only
+        # every miss costs at least one surviving read and at most n-1 = 4
+        assert c["misses"] <= c["surviving_reads"] <= 4 * c["misses"]
+        assert c["rgr"] == pytest.approx((c["surviving_reads"] + c["surviving_writes"]) / c["accesses"])
+    by = {(c["policy"], c["cache_blocks"]): c for c in cells}
+    for size in {c["cache_blocks"] for c in cells}:
+        # same accesses for every cell
+        assert len({by[(p, size)]["accesses"] for p in ("lru", "vdf-lru", "lfu", "vdf-lfu")}) == 1
+
+
+def test_no_failure_rgr_is_miss_ratio():
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--disks", "6", "--failed", "", "--policy", "lru,vdf-lru,gds",
+                 "--size", "500", "--reads-only", "--json")
+    assert r.returncode == 0, r.stderr
+    for c in json.loads(r.stdout):
+        assert c["surviving_reads"] == c["misses"]
+        assert c["rgr"] == pytest.approx(c["misses"] / c["accesses"])
+
+
+def test_figure_1_single_misses(tmp_path):
+    # 5-disk RAID-5, disk 0 failed. Block 0 (chunk 0) lives on disk 0 in the
+    # left-symmetric layout: a read miss costs 4 surviving reads (Figure 1(a));
+    # block 16 (chunk 1, disk 1) costs 1 (Figure 1(b)).
+    t = native(tmp_path, [(0, "R", 0, 4096), (1, "R", 16 * 4096, 4096)])
+    r = blocklab("rgr", t, "--format", "csv", "--disks", "5", "--failed", "0", "--policy", "lru", "--size", "8", "--json")
+    assert r.returncode == 0, r.stderr
+    (c,) = json.loads(r.stdout)
+    assert (c["misses"], c["surviving_reads"], c["rgr"]) == (2, 5, 2.5)
+
+
+def test_miss_trace(tmp_path):
+    t = native(tmp_path, [(0, "R", 0, 8192), (1, "R", 0, 4096), (2, "R", 65536, 4096)])
+    out = tmp_path / "m.csv"
+    r = blocklab("rgr", t, "--format", "csv", "--failed", "0", "--policy", "lru", "--size", "8", "--miss-trace", out, "--json")
+    assert r.returncode == 0, r.stderr
+    assert out.read_text().splitlines() == ["timestamp,op,offset,size,tenant", "0,R,0,8192,0", "2,R,65536,4096,0"]
+
+
+@pytest.mark.parametrize("failed", ["9", "x", "0,a"])
+def test_bad_failed_exits_2(failed):
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--disks", "5", "--failed", failed, "--json")
+    assert r.returncode == 2
+    assert r.stderr.startswith("blocklab: error:")
+
+
+def test_bad_policy_exits_2():
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--policy", "nope", "--size", "10", "--json")
+    assert r.returncode == 2
+    assert "vdf-lru" in r.stderr
+
+
+def test_bad_fail_at_exits_2():
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--fail-at", "soon", "--size", "10", "--json")
+    assert r.returncode == 2
+
+
+def test_repro_vdf_small(tmp_path):
+    r = blocklab("repro", "vdf", "--only", "--traces", f"{SAMPLE}:mqsim", "--disks", "5,8", "--sizes", "2%,10%",
+                 "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "The paper reports" in r.stdout and "Our numbers" in r.stdout
+    assert (tmp_path / "vdf-rgr.parquet").exists() and (tmp_path / "vdf-reduction.png").exists()
