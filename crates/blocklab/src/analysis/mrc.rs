@@ -268,9 +268,12 @@ pub struct Shards {
     max_samples: Option<usize>,
     /// (hash, key) of tracked keys, largest hash on top (fixed-size only).
     heap: BinaryHeap<(u64, u64)>,
+    /// Weights are stored divided by `scale` so that lowering the rate
+    /// rescales every count at once (true weight = stored * scale).
     hist: FxHashMap<u64, f64>,
     cold: f64,
     sampled: f64,
+    scale: f64,
     accesses: u64,
     adjust: bool,
 }
@@ -302,6 +305,7 @@ impl Shards {
             hist: FxHashMap::default(),
             cold: 0.0,
             sampled: 0.0,
+            scale: 1.0,
             accesses: 0,
             adjust: true,
         }
@@ -325,14 +329,15 @@ impl Shards {
         if h >= self.threshold {
             return;
         }
-        self.sampled += 1.0;
+        let one = 1.0 / self.scale;
+        self.sampled += one;
         match self.sd.access(key) {
             Some(d) => {
                 let scaled = ((d as f64 / self.rate()).round() as u64).max(1);
-                *self.hist.entry(scaled).or_insert(0.0) += 1.0;
+                *self.hist.entry(scaled).or_insert(0.0) += one;
             }
             None => {
-                self.cold += 1.0;
+                self.cold += one;
                 if let Some(max) = self.max_samples {
                     self.heap.push((h, key));
                     if self.sd.len() > max {
@@ -356,26 +361,23 @@ impl Shards {
             self.sd.remove(key);
         }
         self.threshold = top;
-        let scale = self.rate() / old;
-        for w in self.hist.values_mut() {
-            *w *= scale;
-        }
-        self.cold *= scale;
-        self.sampled *= scale;
+        self.scale *= self.rate() / old;
     }
 
     pub fn finish(self) -> Curve {
         let rate = self.rate();
         let expected = self.accesses as f64 * rate;
-        let mut hist = self.hist;
+        let scale = self.scale;
+        let mut hist: FxHashMap<u64, f64> = self.hist.into_iter().map(|(d, w)| (d, w * scale)).collect();
+        let sampled = self.sampled * scale;
         let total = if self.adjust {
-            *hist.entry(1).or_insert(0.0) += expected - self.sampled;
+            *hist.entry(1).or_insert(0.0) += expected - sampled;
             expected
         } else {
-            self.sampled
+            sampled
         };
         let unique = self.sd.len() as f64 / rate;
-        Curve::new(self.accesses, self.cold, hist.into_iter().collect(), total, unique)
+        Curve::new(self.accesses, self.cold * scale, hist.into_iter().collect(), total, unique)
     }
 }
 
