@@ -62,20 +62,8 @@ def ensure_trace() -> None:
     print(f"generated {TRACE} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
-def timed(cmd: list[str]) -> tuple[float, int, str]:
-    """Wall time, peak RSS (KiB) and stdout of one child process."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate()
-    wall = time.perf_counter() - t
-    # The child's resource usage: wait4 is done by communicate(), so use RUSAGE_CHILDREN deltas instead.
-    if p.returncode != 0:
-        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err}")
-    return wall, 0, out
-
-
-def timed_rss(cmd: list[str]) -> tuple[float, int, str]:
-    """Like timed() but with the child's own peak RSS from wait4."""
+def timed_rss(cmd: list[str]) -> tuple[float, int, str, float]:
+    """Wall time, peak RSS (KiB), stdout and CPU time (user + system) of one child process."""
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out = p.stdout.read()
@@ -84,7 +72,7 @@ def timed_rss(cmd: list[str]) -> tuple[float, int, str]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
-    return wall, ru.ru_maxrss, out
+    return wall, ru.ru_maxrss, out, ru.ru_utime + ru.ru_stime
 
 
 def cpu_model() -> str:
@@ -107,17 +95,21 @@ def main() -> None:
     # Warm the page cache once for both.
     timed_rss(bl_cmd)
     timed_rss(lc_cmd)
-    bl_times, lc_times = [], []
+    bl_times, lc_times, bl_cpu, lc_cpu = [], [], [], []
     bl_mr = lc_mr = None
     for i in range(RUNS):
-        w, _, out = timed_rss(bl_cmd)
+        w, _, out, cpu = timed_rss(bl_cmd)
         bl_times.append(w)
+        bl_cpu.append(cpu)
         bl_mr = json.loads(out)[0]["miss_ratio"]
-        w, _, out = timed_rss(lc_cmd)
+        w, _, out, cpu = timed_rss(lc_cmd)
         lc_times.append(w)
+        lc_cpu.append(cpu)
         lc_mr = float(out.strip())
-        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s, libCacheSim {lc_times[-1]:.3f} s", file=sys.stderr)
+        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s ({bl_cpu[-1]:.3f} s CPU), "
+              f"libCacheSim {lc_times[-1]:.3f} s ({lc_cpu[-1]:.3f} s CPU)", file=sys.stderr)
     bl, lc = statistics.median(bl_times), statistics.median(lc_times)
+    blc, lcc = statistics.median(bl_cpu), statistics.median(lc_cpu)
 
     # Start-up: the same command on a one-access trace.
     tiny = OUT / "one.csv"
@@ -130,7 +122,7 @@ def main() -> None:
     policies = list(_core.cache_policies())
     script = ("import sys, json; from blocklab import _core; "
               "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
-    w_all, _, out = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
+    w_all, _, out, _ = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
     per_policy = json.loads(out)["cells"]
 
     # Bytes per cached block of LRU: peak RSS at two sizes.
@@ -157,14 +149,15 @@ def main() -> None:
         "",
         "## blocklab against libCacheSim (whole process against whole process)",
         "",
-        "| tool | command | median wall time (s) | runs | miss ratio |",
-        "|---|---|---|---|---|",
+        "| tool | command | median wall time (s) | wall times of the runs (s) | median CPU time, user+sys (s) | miss ratio |",
+        "|---|---|---|---|---|---|",
         f"| blocklab | `blocklab cache TRACE --format oracle --policy lru --size {CACHE} --json` | {bl:.3f} | "
-        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {bl_mr:.6f} |",
+        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {blc:.3f} | {bl_mr:.7f} |",
         f"| libCacheSim {_lcs_version()} | `python -c '...LRU({CACHE}).process_trace(TraceReader(TRACE, ORACLE_GENERAL_TRACE))'` | "
-        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lc_mr:.6f} |",
+        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lcc:.3f} | {lc_mr:.7f} |",
         "",
-        f"**Ratio blocklab / libCacheSim: {ratio:.2f}** (target: at most 0.5). "
+        f"Runs alternate between the tools (one warm-up run each first). **Ratio blocklab / libCacheSim: {ratio:.2f} "
+        f"in wall time, {blc / lcc:.2f} in CPU time** (target: at most 0.5). "
         f"blocklab: {ACCESSES / bl / 1e6:.1f} M accesses/s whole process; libCacheSim: {ACCESSES / lc / 1e6:.1f} M accesses/s.",
         "",
         f"Start-up: `blocklab cache` on a one-access trace takes {startup:.3f} s (Python interpreter, typer, "
