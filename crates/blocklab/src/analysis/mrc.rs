@@ -197,7 +197,7 @@ impl Curve {
     pub fn points(&self) -> Vec<Point> {
         self.hist
             .iter()
-            .filter_map(|&(d, _)| self.miss_ratio(d).map(|m| Point { cache_blocks: d, miss_ratio: m }))
+            .map(|&(d, _)| Point { cache_blocks: d, miss_ratio: self.miss_ratio(d) })
             .collect()
     }
 }
@@ -206,7 +206,8 @@ impl Curve {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Point {
     pub cache_blocks: u64,
-    pub miss_ratio: f64,
+    /// None (JSON null) for an empty trace, as in the cache simulator.
+    pub miss_ratio: Option<f64>,
 }
 
 /// Exact MRC builder.
@@ -488,7 +489,7 @@ pub fn mrc_trace(
             };
             sizes::parse_sizes(list, blocks.block_size, unique)?
                 .into_iter()
-                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c).unwrap_or(0.0) })
+                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c) })
                 .collect()
         }
     };
