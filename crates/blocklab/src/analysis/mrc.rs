@@ -106,8 +106,9 @@ impl StackDistance {
         self.last.is_empty()
     }
 
-    /// Renumber live slots densely and size the tree to twice the live keys,
-    /// so the next compaction is at least as many accesses away.
+    /// Renumber live slots densely and size the tree to four times the live
+    /// keys (16 bytes a key), so the next compaction is at least three times
+    /// as many accesses away: compaction stays a small share of the work.
     fn compact(&mut self) {
         let mut slots: Vec<u32> = self.last.values().copied().collect();
         slots.sort_unstable();
@@ -115,7 +116,7 @@ impl StackDistance {
             *v = slots.binary_search(v).expect("live slot") as u32;
         }
         let n = slots.len();
-        let cap = (2 * n).max(MIN_SLOTS);
+        let cap = (4 * n).max(MIN_SLOTS);
         assert!(cap < u32::MAX as usize, "too many unique keys for the stack-distance tree");
         self.tree = Fenwick::with_ones(cap, n);
         self.next = n;
@@ -536,7 +537,7 @@ mod tests {
         let got: Vec<_> = keys.iter().map(|&k| sd.access(k)).collect();
         let want = brute_distances(&keys[..2000]);
         assert_eq!(&got[..2000], &want[..]);
-        assert!(sd.tree.len() <= MIN_SLOTS.max(2 * sd.len()) * 2);
+        assert!(sd.tree.len() <= MIN_SLOTS.max(4 * sd.len()) * 2);
         // Distances after compactions against a fresh brute force on a window.
         let mut last = FxHashMap::default();
         for (i, &k) in keys.iter().enumerate() {
