@@ -96,3 +96,12 @@ def test_repro_vdf_small(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "The paper reports" in r.stdout and "Our numbers" in r.stdout
     assert (tmp_path / "vdf-rgr.parquet").exists() and (tmp_path / "vdf-reduction.png").exists()
+    assert "VDF-LRU" in (tmp_path / "vdf-report.md").read_text()
+
+
+def test_api_rgr():
+    from blocklab import api
+
+    df = api.rgr(SAMPLE, "lru,vdf-lru", [100, 1000], format="mqsim", disks=6, failed=[2])
+    assert list(df["policy"]) == ["lru", "lru", "vdf-lru", "vdf-lru"]
+    assert (df["rgr"] >= df["miss_ratio"]).all()

@@ -50,7 +50,38 @@ def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None
     return pd.DataFrame(out["points"], columns=["cache_blocks", "miss_ratio"])
 
 
+def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: str | Sequence = "5%", *,
+        format: str = "auto", raid: str = "5", disks: int = 5, chunk: str = "64KiB", layout: str | None = None,
+        failed: Sequence[int] = (0,), fail_at: str | None = None, reads_only: bool = True, block_size: int = 4096,
+        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False):
+    """RGR (VDF paper) of every (policy, size) cell over a RAID array with failed disks; a pandas DataFrame.
+
+    Columns: policy, cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio.
+    """
+    import pandas as pd
+
+    out = json.loads(_core.rgr(_paths(path), format, skip_bad, block_size, reads_only, str(raid), disks, chunk, layout,
+                               list(failed), fail_at, _csv(policies), _csv(sizes), tenant_map,
+                               None if miss_trace is None else _paths(miss_trace)))
+    return pd.DataFrame(out["cells"])
+
+
 def _csv(v: str | Iterable) -> str:
     if isinstance(v, str):
         return v
     return ",".join(str(x) for x in v)
+
+
+def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", speedup: float = 1.0,
+             outstanding: int = 1, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
+             interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
+             raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
+             block_size: int = 4096) -> dict:
+    """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    return json.loads(_core.disk_run(
+        model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
+        infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
+        reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
+        block_size=block_size))

@@ -1,7 +1,34 @@
 //! Bindings of the disk area (conversion only).
 
+use std::io::Write;
+use std::path::Path;
+
 use pyo3::prelude::*;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use crate::to_py;
+
+/// Replay a DiskSim validation trace on a disk model (`.parv` or `.toml`);
+/// optionally write one simulated service time (ms) per line to
+/// `responses_out`; returns the summary as JSON text.
+#[pyfunction]
+#[pyo3(signature = (model, trace, responses_out=None))]
+fn disk_validate(py: Python<'_>, model: &str, trace: &str, responses_out: Option<&str>) -> PyResult<String> {
+    py.allow_threads(|| {
+        let v = blocklab::device::validate::validate(Path::new(model), Path::new(trace))?;
+        if let Some(out) = responses_out {
+            let f = std::fs::File::create(out).map_err(|e| blocklab::Error::io(out, e))?;
+            let mut w = std::io::BufWriter::new(f);
+            for s in &v.simulated_ms {
+                writeln!(w, "{s:.6}").map_err(|e| blocklab::Error::io(out, e))?;
+            }
+            w.flush().map_err(|e| blocklab::Error::io(out, e))?;
+        }
+        serde_json::to_string(&v).map_err(|e| blocklab::Error::config(e.to_string()))
+    })
+    .map_err(to_py)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(disk_validate, m)?)?;
     Ok(())
 }

@@ -5,8 +5,10 @@
 mod array;
 mod cache;
 mod disk;
+mod timed;
 mod policy;
 mod trace;
+mod vdf;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -27,6 +29,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     cache::register(m)?;
     array::register(m)?;
     disk::register(m)?;
+    timed::register(m)?;
     policy::register(m)?;
+    vdf::register(m)?;
     Ok(())
 }

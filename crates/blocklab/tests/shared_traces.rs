@@ -24,7 +24,7 @@ fn opts(format: &str) -> TraceOptions {
     TraceOptions { format: format.into(), ..Default::default() }
 }
 
-fn read_all(path: &PathBuf, format: &str) -> Vec<Request> {
+fn read_all(path: &std::path::Path, format: &str) -> Vec<Request> {
     open(path, &opts(format))
         .unwrap_or_else(|e| panic!("{e}"))
         .map(|r| r.unwrap_or_else(|e| panic!("{e}")))

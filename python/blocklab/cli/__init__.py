@@ -7,6 +7,7 @@ import sys
 import typer
 
 from blocklab.cli import array_cmd, cache_cmd, disk_cmd, repro_cmd, trace_cmd
+from blocklab.cli import disk_run_cmd
 from blocklab.cli import rgr_cmd
 from blocklab.cli.common import run_guarded
 
@@ -21,6 +22,7 @@ app.add_typer(trace_cmd.app, name="trace")
 cache_cmd.register(app)
 array_cmd.register(app)
 disk_cmd.register(app)
+disk_run_cmd.register(app)
 repro_cmd.register(app)
 rgr_cmd.register(app)
 

@@ -16,7 +16,7 @@ def vdf(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory (table CSV, Parquet, PNG)."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
-    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
+    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only."""
     from pathlib import Path
@@ -47,6 +47,8 @@ def vdf(
     df.to_parquet(outdir / "vdf-rgr.parquet", index=False)
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
     rv.plot(red, outdir / "vdf-reduction.png")
+    verdict = rv.verdict(red)
+    (outdir / "vdf-report.md").write_text(rv.markdown(red, verdict))
 
     table = Table(title="RGR reduction by VDF (RAID-5, one failed disk, reads only)")
     for col in ("trace", "disks", "size", "cache blocks", "LRU", "VDF-LRU", "red. %", "LFU", "VDF-LFU", "red. %"):
@@ -55,15 +57,15 @@ def vdf(
         table.add_row(r["trace"], str(r["disks"]), r["size"], f"{int(r['cache_blocks']):,}", f"{r['lru']:.4f}",
                       f"{r['vdf-lru']:.4f}", f"{r['red_lru']:.1f}", f"{r['lfu']:.4f}", f"{r['vdf-lfu']:.4f}",
                       f"{r['red_lfu']:.1f}")
-    out_console = Console()
+    out_console = Console(width=None if sys.stdout.isatty() else 150)
     out_console.print(table)
     out_console.print("[bold]The paper reports:[/bold]")
     for c in rv.PAPER["claims"]:
         out_console.print(f"  - {c}")
     out_console.print("[bold]Our numbers:[/bold]")
-    for line in rv.verdict(red):
+    for line in verdict:
         out_console.print(f"  - {line}")
-    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png")
+    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
     sys.stdout.flush()
 
 

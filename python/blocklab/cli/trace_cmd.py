@@ -24,7 +24,7 @@ def _report_skipped(skipped: int) -> None:
 def _human_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:.0f} {unit}" if unit == "B" or n == int(n) else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n} B"
 
@@ -130,3 +130,24 @@ def formats(json_out: bool = JsonOpt) -> None:
     for name, desc in rows:
         t.add_row(name, desc)
     Console().print(t)
+
+
+@app.command()
+def synth(
+    dst: Path = typer.Argument(..., help="Output file."),
+    accesses: int = typer.Option(1_000_000, "--accesses", help="Number of block accesses."),
+    universe: int = typer.Option(100_000, "--universe", help="Number of distinct blocks to draw from."),
+    alpha: float = typer.Option(1.0, "--alpha", help="Zipf skew (0 = uniform)."),
+    seed: int = typer.Option(42, "--seed", help="Seed of the generator: the same seed gives the same file."),
+    to: str = typer.Option("csv", "--to", help="csv (native; one 4 KiB access each, blocks that are multiples of 4 written) or oracle (oracleGeneral, reads)."),
+) -> None:
+    """Write a seeded synthetic Zipf(alpha) block trace, one block per access."""
+    if accesses <= 0 or universe <= 0:
+        raise ValueError("--accesses and --universe must be positive")
+    if to == "csv":
+        _core.write_zipf_csv(str(dst), accesses, universe, alpha, seed)
+    elif to == "oracle":
+        _core.write_zipf_oracle(str(dst), accesses, universe, alpha, seed, 1)
+    else:
+        raise ValueError(f"unknown --to `{to}`; valid: csv, oracle")
+    print(f"{dst}: {accesses:,} accesses, Zipf({alpha}) over {universe:,} blocks, seed {seed} ({to})")

@@ -2,4 +2,5 @@
 
 pub mod mrc;
 pub mod rgr;
+pub mod rgr_array;
 pub mod stats;

@@ -132,7 +132,6 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
     let policies: Vec<String> =
         cfg.policies.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
     // Sizes: blocks, bytes, or a share of the unique blocks (one extra pass).
-    let specs = sizes::parse_specs(&cfg.sizes)?;
     let unique = if sizes::needs_unique(&cfg.sizes) {
         let mut seen = FxHashSet::default();
         for a in stream(path, cfg)? {
@@ -142,11 +141,7 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
     } else {
         None
     };
-    let texts: Vec<&str> = cfg.sizes.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-    let mut size_blocks = Vec::new();
-    for (spec, text) in specs.iter().zip(texts.iter()) {
-        size_blocks.push(sizes::resolve(spec, text, cfg.block_size, unique)?);
-    }
+    let size_blocks = sizes::parse_sizes(&cfg.sizes, cfg.block_size, unique)?;
     let s = stream(path, cfg)?;
     let run_cfg = RgrRun {
         failed: cfg.failed.clone(),
@@ -179,4 +174,95 @@ fn with_request_index_probe(
         let idx = c.stream.requests().saturating_sub(1);
         Some(a.map(|a| (a, idx)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::rgr::from_tuples;
+    use crate::array::Level;
+    use crate::trace::Op;
+    use proptest::prelude::*;
+
+    fn raid(level: Level, n: u32, failed: &[u32]) -> Arc<SharedArray> {
+        let a = Arc::new(SharedArray::new(Array::new(ArrayConfig::new(level, n)).unwrap()));
+        for &d in failed {
+            RgrArray::fail(&*a, d).unwrap();
+        }
+        a
+    }
+
+    fn cfg(policies: &[&str], size: u64, failed: &[u32]) -> RgrRun {
+        RgrRun {
+            failed: failed.to_vec(),
+            fail_at: FailAt::Start,
+            policies: policies.iter().map(|s| s.to_string()).collect(),
+            sizes: vec![size],
+            tenant_map: TenantMap::Key,
+            block_size: 4096,
+            miss_trace: None,
+        }
+    }
+
+    /// Figure 1 with MD's RAID-5 (5 disks, left-symmetric, 64 KiB chunks =
+    /// 16 blocks): block 0 is on disk 0; with disk 0 failed a read miss
+    /// reads the 4 other units of its row (a); block 16 (disk 1) costs 1 (b).
+    #[test]
+    fn figure_1_with_md_raid5() {
+        let a = raid(Level::Raid5, 5, &[0]);
+        assert_eq!(a.disk_of(0), 0);
+        assert_eq!(a.disk_of(16), 1);
+        assert_eq!(a.miss_ops(0, false), MissOps { reads: 4, writes: 0 });
+        assert_eq!(a.miss_ops(16, false), MissOps { reads: 1, writes: 0 });
+        assert_eq!(a.penalty(0), 4);
+        // the paper's write discussion: a short write whose parity survives is a
+        // read-modify-write (2 reads + 2 writes, MP 4)
+        let w = a.miss_ops(16, true);
+        assert_eq!(w.reads + w.writes, 4, "{w:?}");
+    }
+
+    #[test]
+    fn raid6_two_failures_penalty() {
+        let a = raid(Level::Raid6, 6, &[0, 1]);
+        // a block on a failed disk: every surviving unit of its row, n - 2 = 4
+        let lost = (0..64 * 16).find(|&b| a.disk_of(b) == 0).unwrap();
+        assert_eq!(a.penalty(lost), 4);
+        assert_eq!(a.miss_ops(lost, false).reads, 4);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+
+        /// The policies' penalty is what the array's read plan really costs.
+        #[test]
+        fn penalty_matches_plan(block in 0u64..100_000, n in 3u32..9, f in 0u32..9) {
+            let a = raid(Level::Raid5, n, &[f % n]);
+            prop_assert_eq!(a.penalty(block) as u64, a.miss_ops(block, false).reads);
+        }
+
+        /// No failed disk, reads only: RGR == miss ratio over MD's RAID-5.
+        #[test]
+        fn no_failure_rgr_is_miss_ratio(seq in prop::collection::vec(0u64..400, 1..300), cap in 1u64..64, n in 3u32..9) {
+            let v: Vec<_> = seq.iter().enumerate().map(|(i, &b)| (i as f64, 0, b * 7, Op::Read)).collect();
+            let arr: Arc<dyn RgrArray> = raid(Level::Raid5, n, &[]);
+            let r = run(from_tuples(v), arr, &cfg(&["lru", "lfu", "vdf-lru", "vdf-lfu", "gds", "vdf-clock"], cap, &[])).unwrap();
+            for c in &r {
+                prop_assert_eq!(c.surviving_reads, c.misses);
+                prop_assert_eq!(c.surviving_writes, 0);
+                prop_assert_eq!(c.rgr, c.miss_ratio);
+            }
+        }
+
+        /// A cache that holds every block never evicts: every policy pays the
+        /// same (cold misses only), VDF or not.
+        #[test]
+        fn full_cache_all_policies_equal(seq in prop::collection::vec(0u64..200, 1..200), n in 3u32..9) {
+            let v: Vec<_> = seq.iter().enumerate().map(|(i, &b)| (i as f64, 0, b * 5, Op::Read)).collect();
+            let arr: Arc<dyn RgrArray> = raid(Level::Raid5, n, &[0]);
+            let r = run(from_tuples(v), arr, &cfg(&["lru", "lfu", "vdf-lru", "vdf-lfu", "gds"], 200, &[0])).unwrap();
+            for c in &r[1..] {
+                prop_assert_eq!(c.surviving_reads, r[0].surviving_reads);
+            }
+        }
+    }
 }

@@ -199,3 +199,105 @@ pub fn trace_stats(path: &Path, opts: &TraceOptions, block_size: u64) -> Result<
     }
     Ok(b.finish(reader.skipped()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn req(time: f64, write: bool, offset: u64, len: u64, tenant: u32) -> Request {
+        Request { time, op: if write { Op::Write } else { Op::Read }, offset, len, tenant }
+    }
+
+    fn stats(reqs: &[Request], block_size: u64) -> TraceStats {
+        let mut b = StatsBuilder::new(block_size).unwrap();
+        for r in reqs {
+            b.add(r).unwrap();
+        }
+        b.finish(0)
+    }
+
+    #[test]
+    fn hand_worked_example() {
+        // Block size 4096; the comments give each block access's class.
+        let reqs = [
+            req(1.0, false, 0, 8192, 0),    // cold-read 0, cold-read 1
+            req(2.0, true, 4096, 4096, 0),  // WAR 1
+            req(3.0, false, 4096, 5000, 0), // RAW 1, cold-read 2
+            req(5.0, true, 8192, 512, 1),   // cold-write (tenant 1, block 2)
+            req(4.0, true, 8192, 512, 0),   // WAR 2
+        ];
+        let s = stats(&reqs, 4096);
+        assert_eq!((s.requests, s.reads, s.writes), (5, 2, 3));
+        assert_eq!(s.block_accesses, 7);
+        assert_eq!(s.unique_blocks, 4);
+        assert_eq!(s.tenants, 2);
+        assert_eq!(s.classes, AccessClasses { cold_read: 3, cold_write: 1, rar: 0, raw: 1, war: 2, waw: 0 });
+        // No request starts where its tenant's previous one ended (8192, 8192, 9096).
+        assert_eq!(s.sequential, 0);
+        assert_eq!((s.start, s.end, s.span), (Some(1.0), Some(5.0), 4.0));
+        assert_eq!(s.iops, Some(5.0 / 4.0));
+        let h: Vec<(u64, u64)> = s.size_histogram.iter().map(|b| (b.lo, b.count)).collect();
+        assert_eq!(h, vec![(512, 2), (4096, 2), (8192, 1)]);
+
+        let seq = [req(0.0, false, 0, 4096, 0), req(0.0, false, 4096, 4096, 0), req(0.0, false, 0, 100, 1), req(0.0, true, 8192, 1, 0)];
+        let s = stats(&seq, 4096);
+        assert_eq!(s.sequential, 2);
+        assert_eq!(s.sequential_ratio, Some(0.5));
+        assert_eq!(s.iops, None);
+    }
+
+    #[test]
+    fn empty_trace() {
+        let s = stats(&[], 4096);
+        assert_eq!((s.requests, s.start, s.iops, s.sequential_ratio), (0, None, None, None));
+        assert!(s.size_histogram.is_empty());
+        assert!(StatsBuilder::new(0).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Against a brute-force reference that rescans the whole history.
+        #[test]
+        fn matches_brute_force(spec in proptest::collection::vec((0u64..20_000, 0u64..9000, any::<bool>(), 0u32..3), 0..80), bs in prop::sample::select(vec![512u64, 4096, 8192])) {
+            let reqs: Vec<Request> = spec.iter().enumerate().map(|(i, &(o, l, w, t))| req(i as f64, w, o, l, t)).collect();
+            let s = stats(&reqs, bs);
+            let mut history: Vec<(u32, u64, bool)> = Vec::new();
+            let mut c = AccessClasses::default();
+            let mut seq = 0;
+            for (i, r) in reqs.iter().enumerate() {
+                if let Some(p) = reqs[..i].iter().rev().find(|p| p.tenant == r.tenant) {
+                    if p.offset + p.len == r.offset { seq += 1; }
+                }
+                let w = r.op == Op::Write;
+                if r.len > 0 {
+                    for b in r.offset / bs..=(r.offset + r.len - 1) / bs {
+                        match history.iter().rev().find(|h| h.0 == r.tenant && h.1 == b).map(|h| h.2) {
+                            None => if w { c.cold_write += 1 } else { c.cold_read += 1 },
+                            Some(pw) => match (pw, w) {
+                                (false, false) => c.rar += 1,
+                                (true, false) => c.raw += 1,
+                                (false, true) => c.war += 1,
+                                (true, true) => c.waw += 1,
+                            },
+                        }
+                        history.push((r.tenant, b, w));
+                    }
+                }
+            }
+            prop_assert_eq!(s.classes, c);
+            prop_assert_eq!(s.sequential, seq);
+            prop_assert_eq!(s.block_accesses, history.len() as u64);
+            let mut uniq: Vec<(u32, u64)> = history.iter().map(|h| (h.0, h.1)).collect();
+            uniq.sort();
+            uniq.dedup();
+            prop_assert_eq!(s.unique_blocks, uniq.len() as u64);
+            prop_assert_eq!(s.size_histogram.iter().map(|b| b.count).sum::<u64>(), reqs.len() as u64);
+            for b in &s.size_histogram {
+                let n = reqs.iter().filter(|r| r.len >= b.lo && b.hi.is_none_or(|h| r.len < h)).count() as u64;
+                prop_assert_eq!(n, b.count);
+            }
+        }
+    }
+}

@@ -14,9 +14,10 @@
 //!   global access counter and MP its current miss penalty, and evicts the
 //!   largest W (ties: older TS). With LRU as the base this is Algorithm 1
 //!   exactly (tested against `vdf_lru`).
+//!
 //! Instances are built with the full capacity and never evict on their own:
-//! the wrapper evicts (through [`Candidate::evict`] on the instance that chose,
-//! [`Candidate::remove`] on the other one) before it inserts.
+//! the wrapper picks the victim, drops it from the global instance and from
+//! its disk's instance ([`Candidate::remove`]), then inserts.
 //!
 //! Why not "weigh the base policy's own priorities": base policies have no
 //! common numeric priority (CLOCK has a reference bit, ARC two lists and a

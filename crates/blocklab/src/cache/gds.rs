@@ -133,7 +133,7 @@ mod tests {
                 prop_assert!(g.inflation() >= last_l);
                 last_l = g.inflation();
                 prop_assert!(g.len() <= cap);
-                for (&(h, _), _) in &g.order {
+                for &(h, _) in g.order.keys() {
                     prop_assert!(h >= g.inflation() && h <= g.inflation() + (n as u64 - 1));
                 }
             }

@@ -13,12 +13,21 @@ pub mod fault;
 pub mod fifo;
 pub mod gds;
 pub mod lfu;
+pub mod lirs;
 pub mod list;
 pub mod lru;
+pub mod lru2;
+pub mod mq;
 pub mod opt;
+#[cfg(test)]
+mod reference;
+pub mod s3fifo;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;
+#[cfg(test)]
+mod tests;
+pub mod twoq;
 pub mod vdf_lfu;
 pub mod vdf_lru;
 
@@ -47,7 +56,9 @@ pub trait Policy: Send {
 }
 
 /// Names accepted by [`build`].
-pub const POLICIES: &[&str] = &["lru", "fifo", "lfu", "clock", "sieve", "arc", "opt"];
+pub const POLICIES: &[&str] = &[
+    "lru", "fifo", "lfu", "clock", "sieve", "arc", "2q", "lirs", "s3fifo", "lru2", "mq", "opt",
+];
 
 /// Build a policy by name with a capacity in blocks.
 pub fn build(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
@@ -61,6 +72,11 @@ pub fn build(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
         "clock" => Box::new(clock::Clock::new(capacity)),
         "sieve" => Box::new(sieve::Sieve::new(capacity)),
         "arc" => Box::new(arc::Arc::new(capacity)),
+        "2q" => Box::new(twoq::TwoQ::new(capacity)),
+        "lirs" => Box::new(lirs::Lirs::new(capacity)),
+        "s3fifo" => Box::new(s3fifo::S3Fifo::new(capacity)),
+        "lru2" => Box::new(lru2::Lru2::new(capacity)),
+        "mq" => Box::new(mq::Mq::new(capacity)),
         "opt" => Box::new(opt::Opt::new(capacity)),
         other => return Err(Error::unknown("policy", other, POLICIES)),
     })

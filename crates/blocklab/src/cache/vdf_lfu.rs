@@ -238,6 +238,16 @@ mod tests {
             }
         }
 
+        /// ... and to the project's `lfu` (cache/lfu.rs), access for access.
+        #[test]
+        fn fault_free_equals_project_lfu(seq in prop::collection::vec(0u64..40, 1..400), cap in 1usize..12, n in 2u32..8) {
+            let mut a = VdfLfu::new(cap, Arc::new(ModMap::new(n)));
+            let mut b = crate::cache::lfu::Lfu::new(cap);
+            for &x in &seq {
+                prop_assert_eq!(a.access(&acc(x)), b.access(&acc(x)));
+            }
+        }
+
         #[test]
         fn equals_naive_algorithm_2(seq in prop::collection::vec(0u64..40, 1..400), cap in 1usize..12,
                                     n in 3u32..8, f in 0u32..8, fail_at in 0usize..400) {

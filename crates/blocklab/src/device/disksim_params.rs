@@ -256,7 +256,7 @@ impl<'a> Parser<'a> {
             };
             if let Some(rest) = text.strip_prefix("source ") {
                 let path = self.dir.join(rest.trim());
-                let sub = self.loader.parse_file(&path, Some((&self.file, line)))?;
+                let sub = self.loader.parse_file(&path, Some((&self.file, line, "source")))?;
                 out.blocks.extend(sub.blocks);
                 out.instances.extend(sub.instances);
             } else if text == "instantiate" {
@@ -428,10 +428,10 @@ fn expand_range(t: &str) -> Vec<String> {
 }
 
 impl Loader {
-    fn parse_file(&mut self, path: &Path, from: Option<(&str, u64)>) -> Result<ParamFile> {
+    fn parse_file(&mut self, path: &Path, from: Option<(&str, u64, &str)>) -> Result<ParamFile> {
         let shown = path.display().to_string();
         let src = std::fs::read_to_string(path).map_err(|e| match from {
-            Some((f, l)) => Error::parse(f, Location::Line(l), "source", format!("{shown}: {e}")),
+            Some((f, l, field)) => Error::parse(f, Location::Line(l), field, format!("{shown}: {e}")),
             None => Error::io(&shown, e),
         })?;
         if self.depth >= MAX_DEPTH {
@@ -449,7 +449,7 @@ impl Loader {
         if let Some(b) = self.cache.get(path) {
             return Ok(b.clone());
         }
-        let pf = self.parse_file(path, Some((file, line)))?;
+        let pf = self.parse_file(path, Some((file, line, field)))?;
         match <[Block; 1]>::try_from(pf.blocks) {
             Ok([b]) => {
                 self.cache.insert(path.to_path_buf(), b.clone());

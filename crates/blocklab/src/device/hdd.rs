@@ -303,6 +303,35 @@ impl Layout {
         &self.zones[i.min(self.zones.len() - 1)]
     }
 
+    /// Where `lbn` lives and how many LBNs from it (at most `max`, at
+    /// least 1) follow on consecutive sectors of the same track. The
+    /// mapping is monotone, so the run ends where the offset stops matching
+    /// (binary search; a handful of `map` calls per track).
+    pub fn run(&self, lbn: u64, max: u64) -> (Phys, u64) {
+        let ph = self.map(lbn);
+        let fits = |r: u64| {
+            if r <= 1 {
+                return true;
+            }
+            let q = self.map(lbn + r - 1);
+            lbn + r - 1 < self.capacity && q.cyl == ph.cyl && q.head == ph.head && q.sector as u64 == ph.sector as u64 + r - 1
+        };
+        let cap = max.max(1).min(ph.spt as u64 - ph.sector as u64);
+        if fits(cap) {
+            return (ph, cap);
+        }
+        let (mut lo, mut hi) = (1u64, cap); // fits(lo), !fits(hi)
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (ph, lo)
+    }
+
     /// Physical location of `lbn` (clamped to the last sector).
     pub fn map(&self, lbn: u64) -> Phys {
         let lbn = lbn.min(self.capacity.saturating_sub(1));
@@ -313,14 +342,19 @@ impl Layout {
         let (u, k) = (slot_d / z.data_per_unit, slot_d % z.data_per_unit);
         let unit_start = u * z.unit_slots;
         let mut p = unit_start + k + if z.spares_at_front { z.unit_slots - z.data_per_unit } else { 0 };
-        // Slipped slots push the numbering along (sorted, so one pass).
-        let from = z.spec.slips.partition_point(|&s| s < unit_start);
-        for &s in &z.spec.slips[from..] {
-            if s <= p {
-                p += 1;
-            } else {
+        // Slipped slots push the numbering along: the slot is the base
+        // position plus the number of slips at or before it (a fixed point,
+        // reached in a few binary searches).
+        let slips = &z.spec.slips;
+        let from = slips.partition_point(|&s| s < unit_start);
+        let base = p;
+        loop {
+            let upto = slips.partition_point(|&s| s <= p);
+            let next = base + (upto.max(from) - from) as u64;
+            if next == p {
                 break;
             }
+            p = next;
         }
         let p = (p.min(z.total_slots - 1)) * z.slot + rem;
         let s = self.surfaces as u64;
@@ -383,6 +417,16 @@ pub struct CacheParams {
     pub read_water: f64,
     /// Reconnection overhead before a read's data transfer after a miss.
     pub reselect_ms: f64,
+    /// A read whose first block is being read ahead counts as a hit.
+    pub almost_read_hits: bool,
+    /// Start read-ahead again after a full hit on an idle drive.
+    pub readahead_on_idle_hit: bool,
+    /// "Fast write level" 1: only appending writes are write hits.
+    pub write_back_sequential_only: bool,
+    /// Fraction of a write-through request buffered before the media write.
+    pub write_water: f64,
+    /// The drive holds the bus for a whole write transfer.
+    pub hold_bus_write: bool,
 }
 
 /// Everything the mechanical model needs.
@@ -441,6 +485,8 @@ pub struct Hdd {
     last_write: bool,
     last_hit: bool,
     prev_read_end: Option<u64>,
+    /// End LBN of the previous request (appending-write detection).
+    last_end: u64,
 }
 
 const EPS: f64 = 1e-9;
@@ -461,17 +507,13 @@ impl Hdd {
             last_write: false,
             last_hit: false,
             prev_read_end: None,
+            last_end: u64::MAX,
             p,
         })
     }
 
     pub fn params(&self) -> &HddParams {
         &self.p
-    }
-
-    /// Did the last request hit the on-disk cache?
-    pub fn last_was_hit(&self) -> bool {
-        self.last_hit
     }
 
     /// Positioning time from the current head to `to` (seek or head switch).
@@ -517,17 +559,17 @@ impl Hdd {
     /// calls `each(i, end_time)` per sector; returns the end time.
     fn media(&mut self, t: f64, lbn: u64, n: u64, write: bool, mut each: impl FnMut(u64, f64)) -> f64 {
         let mut t = t;
-        let mut prev: Option<Phys> = None;
-        for i in 0..n {
-            let ph = self.p.layout.map(lbn + i);
-            let contiguous = prev.is_some_and(|q| q.cyl == ph.cyl && q.head == ph.head && q.sector + 1 == ph.sector);
-            if contiguous {
-                t += self.period / ph.spt as f64;
-            } else {
-                t = self.access(t, &ph, write).1;
+        let mut i = 0;
+        while i < n {
+            // One access per run of consecutive sectors on a track.
+            let (ph, run) = self.p.layout.run(lbn + i, n - i);
+            let (start, _) = self.access(t, &ph, write);
+            let st = self.period / ph.spt as f64;
+            for k in 0..run {
+                t = start + (k + 1) as f64 * st;
+                each(i + k, t);
             }
-            prev = Some(ph);
-            each(i, t);
+            i += run;
         }
         t
     }
@@ -537,31 +579,39 @@ impl Hdd {
     fn advance_prefetch(&mut self, until: f64) -> f64 {
         let Some(mut pf) = self.prefetch else { return self.mech_free };
         let mut leave = pf.t;
-        while pf.next < pf.limit && pf.next < self.p.layout.capacity() {
+        let cap = self.p.layout.capacity();
+        // Track by track: a run of consecutive sectors costs one access.
+        while pf.next < pf.limit && pf.next < cap {
             let saved = self.head;
-            let ph = self.p.layout.map(pf.next);
-            let (start, end) = self.access(pf.t, &ph, false);
+            let (ph, run) = self.p.layout.run(pf.next, pf.limit.min(cap) - pf.next);
+            let (start, _) = self.access(pf.t, &ph, false);
             if start > until {
                 self.head = saved;
                 leave = until.max(pf.t);
                 break;
             }
+            let st = self.period / ph.spt as f64;
+            // Sectors started by `until` are read (a sector in progress
+            // completes).
+            let started = (((until - start) / st).floor() as u64).saturating_add(1);
+            let k = run.min(started);
+            let end = start + k as f64 * st;
             pf.t = end;
-            pf.next += 1;
+            pf.next += k;
             leave = end;
             let seg = &mut self.segs[pf.seg];
             seg.end = pf.next;
             if seg.end - seg.start > self.p.cache.segment_sectors {
                 seg.start = seg.end - self.p.cache.segment_sectors;
             }
-            if end > until {
+            if k < run || end > until {
                 break;
             }
         }
-        if pf.next >= pf.limit || pf.next >= self.p.layout.capacity() {
+        if pf.next >= pf.limit || pf.next >= cap {
             leave = pf.t;
         }
-        self.mech_free = self.mech_free.max(pf.t.min(leave.max(pf.t)));
+        self.mech_free = self.mech_free.max(pf.t);
         self.prefetch = Some(pf);
         leave
     }
@@ -622,21 +672,50 @@ impl Hdd {
         self.advance_prefetch(now);
         let stream = self.prefetch.filter(|pf| {
             let s = &self.segs[pf.seg];
-            s.valid && s.start <= lbn && lbn <= pf.next && lbn + n <= pf.next.max(pf.limit) + c.max_readahead
+            // Without "almost read hits", a request whose first block is
+            // still being read ahead is not a hit.
+            let almost = lbn == pf.next && pf.next < pf.limit;
+            s.valid
+                && s.start <= lbn
+                && lbn <= pf.next
+                && lbn + n <= pf.next.max(pf.limit) + c.max_readahead
+                && (c.almost_read_hits || !almost)
         });
         if let Some(i) = self.find(lbn, n) {
             // Full hit: transfer from the buffer.
             self.touch(i);
             self.last_hit = true;
             self.consume(i, lbn + n);
-            self.prev_read_end = Some(lbn + n);
             let oh = c_over(&self.p.overheads.read_hit, ow);
+            // "Read-ahead on idle hit": an idle drive reads ahead again
+            // after a full hit.
+            let idle = self.prefetch.is_none_or(|pf| pf.next >= pf.limit);
+            if c.readahead_on_idle_hit && idle {
+                let seg = self.segs[i];
+                let limit = self.prefetch_limit(lbn, n, seg.start);
+                if limit > seg.end && seg.end >= lbn + n {
+                    let t = (now + oh).max(self.mech_free);
+                    self.prefetch = Some(Prefetch { seg: i, next: seg.end, limit, t });
+                }
+            }
+            self.prev_read_end = Some(lbn + n);
             return oh + n as f64 * bus + self.p.overheads.read_complete;
         }
         if let Some(mut pf) = stream {
-            // The data is being read ahead: wait for it, keep reading.
-            self.last_hit = true;
-            let oh = c_over(&self.p.overheads.read_hit, ow);
+            // The data is cached or being read ahead: wait for it and keep
+            // reading. If read-ahead had already stopped short of the
+            // request, the rest is a partial hit: a miss overhead, and the
+            // mechanism restarts from now.
+            let stopped = pf.next >= pf.limit && lbn + n > pf.next;
+            self.last_hit = !stopped;
+            let oh = if stopped {
+                c_over(&self.p.overheads.read_miss, ow)
+            } else {
+                c_over(&self.p.overheads.read_hit, ow)
+            };
+            if stopped {
+                pf.t = pf.t.max(now + oh).max(self.mech_free);
+            }
             let seg_start = self.segs[pf.seg].start;
             pf.limit = pf.limit.max(self.prefetch_limit(lbn, n, seg_start));
             self.prefetch = Some(pf);
@@ -676,6 +755,23 @@ impl Hdd {
         let oh = c_over(&self.p.overheads.read_miss, ow);
         self.stop_prefetch(now);
         let start = (now + oh).max(self.mech_free);
+        // Read-any-free-blocks: sectors of the target track that pass under
+        // the head while it waits for the first requested sector are cached
+        // too (those before the request, and the rest of the track when
+        // the whole tail after the request went by).
+        let (mut before, mut after) = (0u64, 0u64);
+        if c.read_any_free {
+            let ph = self.p.layout.map(lbn);
+            let t1 = start + self.position(self.head, &ph, false);
+            let k = (self.rotation_wait(t1, &ph) / (self.period / ph.spt as f64)).floor() as u64;
+            let s0 = ph.sector as u64;
+            before = k.min(s0).min(lbn);
+            let wrapped = k.saturating_sub(s0);
+            let tail = (ph.spt as u64).saturating_sub(s0 + n);
+            if tail > 0 && wrapped >= tail {
+                after = tail;
+            }
+        }
         let mut ready = Vec::with_capacity(n as usize);
         let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
         // The bus transfer starts once the high-water mark is buffered.
@@ -688,12 +784,13 @@ impl Hdd {
         if !self.segs.is_empty() {
             let v = self.victim(false);
             self.invalidate_overlap(lbn, n, None);
-            let start_lbn = (lbn + n).saturating_sub(c.segment_sectors).max(lbn);
-            self.segs[v] = Seg { start: start_lbn, end: lbn + n, stamp: 0, valid: true };
+            let seg_end = (lbn + n + after).min(self.p.layout.capacity());
+            let start_lbn = seg_end.saturating_sub(c.segment_sectors).max(lbn - before);
+            self.segs[v] = Seg { start: start_lbn, end: seg_end, stamp: 0, valid: true };
             self.touch(v);
             let limit = self.prefetch_limit(lbn, n, start_lbn);
-            if limit > lbn + n {
-                self.prefetch = Some(Prefetch { seg: v, next: lbn + n, limit, t: end });
+            if limit > seg_end {
+                self.prefetch = Some(Prefetch { seg: v, next: seg_end, limit, t: end });
             }
         }
         self.prev_read_end = Some(lbn + n);
@@ -708,16 +805,18 @@ impl Hdd {
         // Without "read-ahead over requested", prefetch must not push the
         // request's own data out of the segment.
         let cap_seg = if c.readahead_over_requested { u64::MAX } else { seg_start + c.segment_sectors };
+        // First LBN after the track holding `from`.
         let track_end = |from: u64| -> u64 {
-            let last = self.p.layout.map(from);
-            let mut l = from + 1;
-            let stop = from + last.spt as u64 + 1;
-            while l < stop && l < self.p.layout.capacity() {
-                let q = self.p.layout.map(l);
-                if q.cyl != last.cyl || q.head != last.head {
+            let (ph, run) = self.p.layout.run(from, u64::MAX);
+            let mut l = from + run;
+            // Slipped sectors can interrupt a track: keep going while the
+            // numbering stays on it.
+            while l < self.p.layout.capacity() {
+                let (q, r) = self.p.layout.run(l, u64::MAX);
+                if q.cyl != ph.cyl || q.head != ph.head {
                     break;
                 }
-                l += 1;
+                l += r;
             }
             l
         };
@@ -736,7 +835,16 @@ impl Hdd {
                 let t = track_end(end - 1);
                 let spt = self.p.layout.map(lbn).spt as u64;
                 let stream = self.prev_read_end.is_some_and(|e| e <= lbn && e + 2 * spt >= lbn);
-                if stream { track_end(t) } else { t }
+                if stream {
+                    track_end(t)
+                } else if c.readahead_over_requested || c.read_any_free {
+                    t
+                } else {
+                    // Empirical (Atlas III trace): a drive that keeps the
+                    // request's data and cannot read on arrival starts
+                    // read-ahead only once a sequential stream is seen.
+                    end
+                }
             }
             _ => u64::MAX,
         };
@@ -751,7 +859,10 @@ impl Hdd {
         self.last_hit = false;
         if c.enabled && c.write_back && !self.segs.is_empty() {
             // Immediate report: data into the buffer, destage afterwards.
-            let busy = self.mech_free > now;
+            // Level 1 fast writes only cover writes appending to the
+            // previous write's data; others count as misses.
+            let appending = self.last_write && self.last_end == lbn;
+            let busy = self.mech_free > now || (c.write_back_sequential_only && !appending);
             let oh = if busy { c_over(&self.p.overheads.write_miss, ow) } else { c_over(&self.p.overheads.write_hit, ow) };
             self.last_hit = !busy;
             let done = now + oh + n as f64 * bus;
@@ -768,7 +879,16 @@ impl Hdd {
         // Position first (the seek overlaps the transfer), then wait for data.
         let ph = self.p.layout.map(lbn);
         let pos = self.position(self.head, &ph, true);
-        let ready = (start + pos).max(data_in);
+        // The media write may start before the last sector has crossed the
+        // bus, as long as each sector is buffered before the head reaches it.
+        let sector_ms = self.period / ph.spt as f64;
+        // A drive that holds the bus for the whole transfer takes all the
+        // data first; otherwise the low-water mark (a fraction of the
+        // request) must be buffered.
+        let just_in_time = if bus > sector_ms { data_in - (n - 1) as f64 * sector_ms } else { now + oh + bus };
+        let water = if c.hold_bus_write { 1.0 } else { c.write_water };
+        let marked = now + oh + ((water * n as f64).ceil().max(1.0)) * bus;
+        let ready = (start + pos).max(just_in_time).max(marked);
         self.head = Head { cyl: ph.cyl, head: ph.head };
         let end = self.media(ready, lbn, n, false, |_, _| {});
         self.mech_free = end;
@@ -819,6 +939,7 @@ impl DeviceModel for Hdd {
             DiskOpKind::Write => self.write(now_ms, lbn, n),
         };
         self.last_write = req.kind == DiskOpKind::Write;
+        self.last_end = lbn + n;
         t
     }
 
@@ -836,6 +957,10 @@ impl DeviceModel for Hdd {
 
     fn capacity_sectors(&self) -> u64 {
         self.p.layout.capacity()
+    }
+
+    fn last_hit(&self) -> bool {
+        self.last_hit
     }
 }
 
@@ -970,6 +1095,21 @@ mod tests {
     }
 
     #[test]
+    fn runs_stop_at_slips_and_track_ends() {
+        let mut z = zone(0, 1, 10);
+        z.spares = 1;
+        z.slips = vec![3];
+        let l = Layout::new(1, 2, 1_000, vec![z], SpareUnit::SectorsPerZone, false, 0).unwrap();
+        let (p, r) = l.run(0, 100);
+        assert_eq!((p.sector, r), (0, 3)); // LBNs 0..=2 on sectors 0..=2
+        let (p, r) = l.run(3, 100);
+        assert_eq!((p.sector, r), (4, 6)); // LBN 3 on sector 4, to the track end
+        assert_eq!(l.run(3, 2).1, 2);
+        let (p, r) = l.run(9, 100);
+        assert_eq!((p.cyl, p.sector, r), (1, 0, 10));
+    }
+
+    #[test]
     fn serpentine_reverses_odd_cylinders() {
         let l = Layout::new(3, 2, 1_000, vec![zone(0, 1, 4)], SpareUnit::None, false, 1).unwrap();
         assert_eq!(l.map(12).head, 2); // cylinder 1 starts on the last surface
@@ -1004,9 +1144,55 @@ mod tests {
                 prefetch_mode: 0,
                 read_water: 0.0,
                 reselect_ms: 0.0,
+                write_back_sequential_only: false,
+                almost_read_hits: true,
+                readahead_on_idle_hit: false,
+                write_water: 0.0,
+                hold_bus_write: false,
             },
         })
         .unwrap()
+    }
+
+    #[test]
+    fn read_ahead_hits_and_consumed_data_misses() {
+        let mut d = simple_drive();
+        d.p.bus_read_ms = 0.01;
+        d.p.overheads.read_hit = [0.1, 0.1];
+        d.p.overheads.read_miss = [0.5, 0.5];
+        d.p.cache = CacheParams {
+            enabled: true,
+            segments: 2,
+            segment_sectors: 100,
+            max_readahead: 50,
+            readahead_over_requested: true,
+            write_back: false,
+            read_hits_on_write_data: false,
+            separate_write_segment: false,
+            read_any_free: false,
+            consume_on_hit: true,
+            prefetch_mode: 3,
+            read_water: 0.0,
+            reselect_ms: 0.0,
+            write_back_sequential_only: false,
+            almost_read_hits: true,
+            readahead_on_idle_hit: false,
+            write_water: 0.0,
+            hold_bus_write: false,
+        };
+        d.segs = vec![Seg { start: 0, end: 0, stamp: 0, valid: false }; 2];
+        let r = |lbn, sectors| DevRequest { kind: DiskOpKind::Read, lbn, sectors };
+        // Miss at t = 0: 0.5 ms overhead puts the platter at sector 5, so
+        // sector 0 comes round at 10.0; read until 10.1, bus 0.01 → 10.11.
+        assert!((d.service(0.0, &r(0, 1)) - 10.11).abs() < 1e-9);
+        assert!(!d.last_hit());
+        // Read-ahead of sectors 1..=50 ran from 10.1 to 15.1: a full hit.
+        assert!((d.service(30.0, &r(1, 4)) - (0.1 + 4.0 * 0.01)).abs() < 1e-9);
+        assert!(d.last_hit());
+        // The hit freed sectors 1..=4: re-reading sector 1 misses. At 40.5
+        // the platter is at sector 5; sector 1 is 9.6 ms away → 50.1..50.2.
+        assert!((d.service(40.0, &r(1, 1)) - 10.21).abs() < 1e-9);
+        assert!(!d.last_hit());
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub trait DeviceModel: Send {
     fn cylinder(&self, lbn: u64) -> u64;
     /// Capacity in 512-byte sectors.
     fn capacity_sectors(&self) -> u64;
+    /// Whether the last `service` was answered from the on-disk cache
+    /// (without waiting for the media). Devices without a cache say no.
+    fn last_hit(&self) -> bool {
+        false
+    }
 }
 
 pub mod disksim_load;

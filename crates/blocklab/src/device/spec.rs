@@ -139,6 +139,7 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
         ));
     }
     // For exponent c, the smooth join fixes b; the line runs to (dmax, full).
+    // (`n` cylinders: the mean is a weighted sum over all distances.)
     let build = |c: f64| {
         let bc = boundary.powf(c);
         let b = (full - single) / (c * boundary.powf(c - 1.0) * (dmax - boundary) + bc - 1.0);
@@ -147,17 +148,21 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
         let f = (full - tb) / (dmax - boundary);
         SeekCurve::PowerLinear { a, b, c, boundary, e: tb - f * boundary, f }
     };
-    // The mean grows with c (short seeks get slower): bisect.
+    // The mean is monotone in c (it falls as c grows, because the smooth
+    // join steepens the power part): bisect on whichever side holds it.
     let (mut lo, mut hi) = (0.05f64, 1.0f64);
     let (mlo, mhi) = (mean_random_seek(&build(lo), n), mean_random_seek(&build(hi), n));
-    if !(mlo <= average && average <= mhi) {
+    if !(mlo.min(mhi) <= average && average <= mlo.max(mhi)) {
         return Err(Error::config(format!(
-            "power-linear seek: average {average} ms not reachable (between {mlo:.3} and {mhi:.3} ms)"
+            "power-linear seek: average {average} ms not reachable (between {:.3} and {:.3} ms)",
+            mlo.min(mhi),
+            mlo.max(mhi)
         )));
     }
+    let rising = mhi > mlo;
     for _ in 0..50 {
         let mid = 0.5 * (lo + hi);
-        if mean_random_seek(&build(mid), n) < average {
+        if (mean_random_seek(&build(mid), n) < average) == rising {
             lo = mid;
         } else {
             hi = mid;
@@ -249,6 +254,11 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             prefetch_mode: 3,
             read_water: 0.0,
             reselect_ms: 0.0,
+            write_back_sequential_only: false,
+            almost_read_hits: true,
+            readahead_on_idle_hit: false,
+            write_water: 0.0,
+            hold_bus_write: false,
         },
         None => CacheParams {
             enabled: false,
@@ -264,6 +274,11 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
             prefetch_mode: 3,
             read_water: 0.0,
             reselect_ms: 0.0,
+            write_back_sequential_only: false,
+            almost_read_hits: true,
+            readahead_on_idle_hit: false,
+            write_water: 0.0,
+            hold_bus_write: false,
         },
     };
     Hdd::new(HddParams {
@@ -340,5 +355,54 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse_spec("name = \"x\"\n", "s.toml").is_err());
+    }
+}
+
+#[cfg(test)]
+mod props {
+    use super::*;
+    use crate::array::plan::DiskOpKind;
+    use crate::device::DevRequest;
+    use proptest::prelude::*;
+
+    /// Fitting the seek curves is the slow part: do it once.
+    fn drive() -> Box<dyn DeviceModel> {
+        static PARAMS: std::sync::OnceLock<crate::device::hdd::HddParams> = std::sync::OnceLock::new();
+        let p = PARAMS.get_or_init(|| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/disks/ultrastar-73lzx.toml");
+            let spec = parse_spec(&std::fs::read_to_string(path).unwrap(), "73lzx").unwrap();
+            build_hdd(&spec.name, spec.hdd.as_ref().unwrap()).unwrap().params().clone()
+        });
+        Box::new(Hdd::new(p.clone()).unwrap())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Service times are positive, at least the media transfer, and the
+        /// same request sequence always gives the same times.
+        #[test]
+        fn service_is_positive_and_deterministic(
+            reqs in proptest::collection::vec((any::<bool>(), 0u64..71_000_000, 1u32..256, 0.0f64..50.0), 1..20)
+        ) {
+            let run = || {
+                let mut d = drive();
+                let mut now = 0.0;
+                let mut out = Vec::new();
+                for &(w, lbn, n, think) in &reqs {
+                    let kind = if w { DiskOpKind::Write } else { DiskOpKind::Read };
+                    let s = d.service(now, &DevRequest { kind, lbn, sectors: n });
+                    out.push(s);
+                    now += s + think;
+                }
+                out
+            };
+            let a = run();
+            prop_assert_eq!(&a, &run());
+            for (s, &(_, _, n, _)) in a.iter().zip(&reqs) {
+                // At least the bus transfer (160 MB/s).
+                prop_assert!(*s >= n as f64 * 512.0 / 160_000.0 - 1e-9, "{}", s);
+                prop_assert!(s.is_finite() && *s < 100.0);
+            }
+        }
     }
 }

@@ -226,10 +226,12 @@ mod tests {
     }
 
     #[test]
-    fn cheetah9lp_validates_under_disksims_demerit() {
+    fn atlas10k_validates_under_disksims_demerit() {
         let Some(dir) = validation_dir() else { return };
-        let v = validate(&dir.join("cheetah9LP.parv"), &dir.join("cheetah9LP.trace")).unwrap();
+        let v = validate(&dir.join("atlas10k.parv"), &dir.join("atlas10k.trace")).unwrap();
         assert_eq!(v.requests, 10_000);
-        assert!(v.demerit_ms <= 0.107, "demerit {} ms", v.demerit_ms);
+        // DiskSim 4.0 reaches 0.268 ms on this drive.
+        assert!(v.demerit_ms <= 0.268, "demerit {} ms", v.demerit_ms);
+        assert!((v.mean_simulated_ms - v.mean_measured_ms).abs() < 0.2);
     }
 }

@@ -258,7 +258,7 @@ impl TimedExecutor {
     }
 
     /// The next thing the driver must react to; `None` when nothing is left.
-    pub fn next(&mut self) -> Option<Step> {
+    pub fn next_step(&mut self) -> Option<Step> {
         loop {
             if let Some(s) = self.ready.pop_front() {
                 return Some(s);
@@ -283,7 +283,7 @@ impl TimedExecutor {
         self.engine.processed()
     }
 
-    /// Close the run and summarize it (call once `next` returned `None`).
+    /// Close the run and summarize it (call once `next_step` returned `None`).
     pub fn report(&mut self) -> Report {
         let end = self.last_done;
         for d in &mut self.devs {

@@ -77,6 +77,12 @@ pub struct Report {
     pub timeseries: Option<Vec<Point>>,
 }
 
+impl Report {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a report always serializes")
+    }
+}
+
 /// Collects the measurements during a run.
 pub struct Recorder {
     hist: Histogram<u64>,
@@ -173,7 +179,8 @@ impl Recorder {
     /// Summarize; `end` is the time of the last completion.
     pub fn report(&mut self, end: Ns, devices: &[DeviceStats], events: u64) -> Report {
         self.account(end);
-        let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0.0 } else { h.value_at_quantile(p) as f64 / 1000.0 };
+        // Midpoint of the HDR bucket (error below 0.05 % at 3 significant digits).
+        let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0.0 } else { h.median_equivalent(h.value_at_quantile(p)) as f64 / 1000.0 };
         let timed = self.count - self.unreadable;
         let span = end.max(1) as f64;
         let total_busy: u128 = devices.iter().map(|d| d.busy_ns as u128).sum();

@@ -3,6 +3,7 @@
 //! trace-replay disciplines (open, closed, Hsu–Smith feedback) and the
 //! metrics of a run.
 
+pub mod disk_run;
 pub mod engine;
 pub mod executor;
 pub mod metrics;

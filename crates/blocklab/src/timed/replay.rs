@@ -23,8 +23,9 @@
 //!   stream and tenant whose completion was handled last before j was issued
 //!   (a completion at the very same nanosecond counts if the engine handled
 //!   it first), and its think time is `issue(j) − completion(parent)`; a
-//!   request issued before any completion of its stream has no parent and
-//!   its "think time" is its offset from the stream's start. In the second,
+//!   request issued before any completion of its stream and tenant has no
+//!   parent and keeps its offset from the stream's start (the speed-up below
+//!   applies to intervals after a completion only). In the second,
 //!   measured pass, j is issued at `completion'(parent) + g(think)` where g is
 //!   the processor speed-up transform below, but never before it enters the
 //!   window: the window holds the 64 oldest not-yet-issued requests of each
@@ -45,6 +46,10 @@
 //! use f(x) = 1/(ax + b) / 100, capped at 1.
 //!
 //! Every request of every stream completes before a run returns.
+//!
+//! Memory: open and closed replay stream the trace. Feedback keeps, per
+//! request, its parent, think time and completion time (24 bytes) between
+//! the two passes, and reads the trace twice.
 
 use std::collections::VecDeque;
 
@@ -295,7 +300,7 @@ fn open_pass(
     let mut last_done: FxHashMap<(usize, u32), (u64, Ns)> = FxHashMap::default();
     let mut tenants: FxHashMap<u64, u32> = FxHashMap::default();
     let (mut issued, mut out_of_order) = (0u64, 0u64);
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         match step {
             Step::Wake { time, token } => {
                 let s = token as usize;
@@ -350,7 +355,7 @@ fn closed(stack: &mut dyn Stack, sources: &mut [Source], ecfg: &ExecConfig, outs
             issue(&mut ex, st, s, stack)?;
         }
     }
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         if let Step::Done { tag: t, .. } = step {
             let (s, _) = untag(t, n);
             issue(&mut ex, &mut streams[s], s, stack)?;
@@ -387,7 +392,7 @@ fn feedback(
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     let think = |d: &Dep| -> Ns {
         match cpu {
-            Some(x) if x == 1.0 => d.think_ns,
+            Some(1.0) => d.think_ns,
             _ => secs_to_ns(speed_up_interval(d.think_ns as f64 / 1e9, cpu)),
         }
     };
@@ -408,12 +413,14 @@ fn feedback(
                 Error::config("trace changed between the two feedback passes (more requests)")
             })?;
             let mut e = WEntry { j, req, dep, state: WState::WaitParent };
-            let base = match dep.parent {
-                None => Some(0),
-                Some(p) => Some(done_at[p as usize]).filter(|&c| c != Ns::MAX),
+            // No parent: the request waits for no I/O, only for the trace's
+            // clock; it keeps its original offset (no speed-up applies).
+            let at = match dep.parent {
+                None => Some(dep.think_ns),
+                Some(p) => Some(done_at[p as usize]).filter(|&c| c != Ns::MAX).map(|c| c.saturating_add(think(&dep))),
             };
-            if let Some(b) = base {
-                ex.wake_at(b.saturating_add(think(&dep)), tag(s, j, n));
+            if let Some(t) = at {
+                ex.wake_at(t, tag(s, j, n));
                 e.state = WState::Scheduled;
             }
             w.push_back(e);
@@ -423,7 +430,7 @@ fn feedback(
     for s in 0..n {
         refill(s, &mut ex, &mut streams[s], &mut windows[s], &done_at[s])?;
     }
-    while let Some(step) = ex.next() {
+    while let Some(step) = ex.next_step() {
         match step {
             Step::Wake { token, .. } => {
                 let (s, j) = untag(token, n);
@@ -458,4 +465,57 @@ fn feedback(
     }
     check_all_done(&ex, issued)?;
     Ok(ex.report())
+}
+
+/// A RAID array of identical disks; requests are split into the array's
+/// blocks and become the array's plans (degraded when disks have failed).
+pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
+    array: crate::array::Array,
+    make: F,
+    /// Logical capacity in array blocks.
+    blocks: u64,
+    pub wrap: bool,
+}
+
+impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
+    pub fn new(array: crate::array::Array, make: F, wrap: bool) -> Result<Self> {
+        let bs = array.config().block_size;
+        let per_disk = make()?.capacity_sectors() * 512 / bs;
+        // Whole chunks only; every disk holds the same number of rows.
+        let rows = per_disk / array.chunk_blocks();
+        let blocks = rows * array.chunk_blocks() * array.data_disks_per_stripe() as u64;
+        if blocks == 0 {
+            return Err(Error::config("the disks are smaller than one chunk"));
+        }
+        Ok(ArrayStack { array, make, blocks, wrap })
+    }
+
+    /// 512-byte sectors per array block (the executor's unit).
+    pub fn sectors_per_block(&self) -> u64 {
+        self.array.config().block_size / 512
+    }
+}
+
+impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
+    fn devices(&self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        (0..self.array.ndisks()).map(|_| (self.make)()).collect()
+    }
+    fn plan(&mut self, req: &Request) -> Result<IoPlan> {
+        let r = req.blocks(self.array.config().block_size);
+        let n = (r.end - r.start).max(1);
+        let mut first = r.start;
+        if n > self.blocks {
+            return Err(Error::config(format!("request of {} bytes is larger than the array", req.len)));
+        }
+        if first + n > self.blocks {
+            if !self.wrap {
+                return Err(Error::config(format!(
+                    "request at byte offset {} is beyond the array's {} blocks (use --wrap to fold addresses)",
+                    req.offset, self.blocks
+                )));
+            }
+            first %= self.blocks - n + 1;
+        }
+        Ok(if req.op == Op::Write { self.array.plan_write(first, n) } else { self.array.plan_read(first, n) })
+    }
 }

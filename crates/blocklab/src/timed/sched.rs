@@ -41,7 +41,12 @@ fn argmin<K: PartialOrd>(queue: &[Pending], mut key: impl FnMut(&Pending) -> K) 
     let mut best_key = key(&queue[0]);
     for (i, p) in queue.iter().enumerate().skip(1) {
         let k = key(p);
-        if k < best_key || (!(best_key < k) && p.seq < queue[best].seq) {
+        let better = match k.partial_cmp(&best_key) {
+            Some(std::cmp::Ordering::Less) => true,
+            Some(std::cmp::Ordering::Equal) => p.seq < queue[best].seq,
+            _ => false,
+        };
+        if better {
             best = i;
             best_key = k;
         }

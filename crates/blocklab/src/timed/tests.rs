@@ -232,7 +232,7 @@ fn order(dev: Box<dyn DeviceModel>, sched: &str, depth: usize, lbns: &[u64]) -> 
         ex.submit(p, i as u64).unwrap();
     }
     let mut out = Vec::new();
-    while let Some(s) = ex.next() {
+    while let Some(s) = ex.next_step() {
         if let Step::Done { tag, .. } = s {
             out.push(tag);
         }
@@ -331,7 +331,7 @@ fn plan_nodes_wait_for_their_dependencies() {
     u.push(Action::Unreadable { block: 3 }, &[]);
     ex.submit(u, 8).unwrap();
     let mut done = Vec::new();
-    while let Some(s) = ex.next() {
+    while let Some(s) = ex.next_step() {
         if let Step::Done { time, tag, unreadable, .. } = s {
             done.push((tag, time, unreadable));
         }
@@ -455,4 +455,52 @@ mod props {
     }
 
     const SCHEDS: [&str; 4] = ["fcfs", "sstf", "clook", "satf"];
+}
+
+// ---- arrays -------------------------------------------------------------
+
+#[test]
+fn degraded_raid5_read_waits_for_reconstruction() {
+    use crate::array::{Array, ArrayConfig, Level};
+    // RAID-5, 4 constant 10 ms disks, XOR 1 ms. A 4 KiB read of block 0 (on
+    // disk 0): 10 ms normally; with disk 0 failed, the three survivors are
+    // read in parallel (10 ms) and XORed (1 ms): 11 ms, 3 disk operations.
+    let go = |failed: &[u32]| {
+        let mut a = Array::new(ArrayConfig::new(Level::Raid5, 4)).unwrap();
+        for &d in failed {
+            a.fail(d).unwrap();
+        }
+        let disk0 = a.disk_of(0);
+        let mut st = ArrayStack::new(a, || Ok(Box::new(ToyDisk::constant(10.0)) as Box<dyn DeviceModel>), false).unwrap();
+        let c = ReplayConfig {
+            discipline: Discipline::Open { speedup: 1.0 },
+            exec: ExecConfig { xor_ns: MS, sectors_per_block: st.sectors_per_block(), ..Default::default() },
+        };
+        let req = Request { time: 0.0, op: Op::Read, offset: 0, len: 4096, tenant: 0 };
+        (disk0, run(&mut st, &mut [vec_source(vec![req])], &c).unwrap())
+    };
+    let (d0, normal) = go(&[]);
+    assert!(close(normal.avg_response_ms, 10.0));
+    assert_eq!(normal.devices.iter().map(|d| d.ops).sum::<u64>(), 1);
+    let (_, degraded) = go(&[d0]);
+    assert!(close(degraded.avg_response_ms, 11.0));
+    assert_eq!(degraded.devices.iter().map(|d| d.ops).sum::<u64>(), 3);
+    assert_eq!(degraded.devices[d0 as usize].ops, 0);
+}
+
+#[test]
+fn feedback_speed_up_shrinks_think_times_but_not_parentless_offsets() {
+    // Traced 10 ms disk: R0 at 0 (done 10), R1 at 5 (no parent, offset 5 ms),
+    // R2 at 1010: last completion R1 at 20, think 990 ms. On a 1 ms disk with
+    // an infinitely fast processor: R0 0→1, R1 at 5 (unchanged) → 6, R2 at
+    // 6 + 990 ms · (1 − f(0.99 s)), f = 1/(0.0857·0.99 + 0.0105)/100.
+    let reqs = vec![rq(0.0, 0, 0), rq(5.0, 1, 0), rq(1010.0, 2, 0)];
+    let mut reference = toy(ToyDisk::constant(10.0));
+    let mut fast = toy(ToyDisk::constant(1.0));
+    let fb = Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW };
+    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
+    let f: f64 = 1.0 / (0.0857 * 0.99 + 0.0105) / 100.0;
+    let think_ns = (0.99 * (1.0 - f) * 1e9).round();
+    assert!(close(r.sim_time_ms, 6.0 + think_ns / 1e6 + 1.0), "{}", r.sim_time_ms);
+    assert!(close(r.avg_response_ms, 1.0));
 }

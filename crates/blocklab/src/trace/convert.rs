@@ -67,10 +67,9 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
     if same {
         return Err(Error::config("source and destination are the same file"));
     }
-    let dname = dst.display().to_string();
-    let mut summary = ConvertSummary {
+    let summary = ConvertSummary {
         source: src.display().to_string(),
-        destination: dname.clone(),
+        destination: dst.display().to_string(),
         to: to.to_string(),
         requests: 0,
         records: 0,
@@ -79,8 +78,18 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
         skipped: 0,
     };
     // Open the source first so that a bad source does not leave an empty output.
-    let mut reader = open(src, opts)?;
-    if to == "csv" {
+    let reader = open(src, opts)?;
+    let result = if to == "csv" { to_csv(reader, dst, summary) } else { to_oracle(reader, src, opts, dst, block_size, summary) };
+    if result.is_err() {
+        // A half-written output would look like a shorter trace: remove it.
+        let _ = std::fs::remove_file(dst);
+    }
+    result
+}
+
+fn to_csv(mut reader: super::TraceReader, dst: &Path, mut summary: ConvertSummary) -> Result<ConvertSummary> {
+    let dname = summary.destination.clone();
+    {
         let mut w = create(dst)?;
         let io = |e: std::io::Error| Error::io(&dname, e);
         native_csv::write_header(&mut w).map_err(io)?;
@@ -92,9 +101,8 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
         w.flush().map_err(io)?;
         summary.records = summary.requests;
         summary.skipped = reader.skipped();
-        return Ok(summary);
+        Ok(summary)
     }
-    to_oracle(reader, src, opts, dst, block_size, summary)
 }
 
 fn to_oracle(

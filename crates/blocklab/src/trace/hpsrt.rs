@@ -95,7 +95,7 @@ impl HpSrtRecords {
                 Err(e) => return self.fatal("record", e.to_string()),
             }
             let size = u32::from_be_bytes(size_word) as usize;
-            if size < 16 || size % 4 != 0 || size > MAX_RECORD {
+            if size < 16 || !size.is_multiple_of(4) || size > MAX_RECORD {
                 // Without a sane size word the following records cannot be found.
                 return self.fatal("size", format!("record size {size} is not a multiple of 4 in 16..={MAX_RECORD}"));
             }

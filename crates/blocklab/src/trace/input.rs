@@ -22,6 +22,9 @@ pub fn open_decompressed(path: &Path) -> Result<Box<dyn Read + Send>> {
     })
 }
 
+/// Longest line a text reader accepts.
+const MAX_LINE: u64 = 1 << 20;
+
 /// Lines of a text trace fed to a [`TextFormat`].
 pub struct TextRecords<F: TextFormat> {
     reader: BufReader<Box<dyn Read + Send>>,
@@ -55,8 +58,14 @@ impl<F: TextFormat> Iterator for TextRecords<F> {
         }
         loop {
             self.line.clear();
-            match self.reader.read_until(b'\n', &mut self.line) {
+            match (&mut self.reader).take(MAX_LINE).read_until(b'\n', &mut self.line) {
                 Ok(0) => return None,
+                Ok(n) if n as u64 == MAX_LINE && self.line.last() != Some(&b'\n') => {
+                    // Not a line-oriented file (or a broken one): do not slurp it whole.
+                    self.failed = true;
+                    self.lineno += 1;
+                    return Some(Err(self.ctx.err(Location::Line(self.lineno), "line", format!("line longer than {MAX_LINE} bytes"))));
+                }
                 Ok(_) => {}
                 Err(e) => {
                     // An I/O or decompression failure: nothing after it can be trusted.

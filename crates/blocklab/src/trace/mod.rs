@@ -3,7 +3,10 @@
 //! Readers stream: a trace is never loaded whole. Compressed inputs (.gz, .zst,
 //! .bz2, .xz) are decompressed on the fly (see [`input`]). Each format lives in
 //! its own file behind [`TextFormat`] (line-oriented) or [`BinaryFormat`]
-//! (fixed-size records).
+//! (fixed-size records); `hpsrt` (variable-size records) has its own iterator.
+//! [`FORMAT_INFO`] lists them, [`sniff`] implements `--format auto`, and
+//! [`convert`] writes native CSV and oracleGeneral. docs/trace-formats.md
+//! describes every format's units and mapping to [`Request`].
 
 pub mod blkparse;
 pub mod blocks;
@@ -25,6 +28,9 @@ pub mod tencent;
 pub mod tencent_cut;
 pub mod vscsi;
 pub mod synth;
+
+#[cfg(test)]
+mod tests;
 
 use crate::error::{Error, Location, Result};
 use std::path::Path;

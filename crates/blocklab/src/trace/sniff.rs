@@ -8,7 +8,8 @@
 //! 2. By content (the first 64 KiB, decompressed):
 //!    - starts with `$$TR_IOREC` → hpsrt;
 //!    - contains a NUL byte (binary): vscsi if the first records look like
-//!      vscsi v1/v2 records (version byte 1 or 2, SCSI read/write opcodes);
+//!      vscsi v1/v2 records (version byte 1 or 2, SCSI opcodes, at least one
+//!      read or write among the first 8 records);
 //!      otherwise an error (oracle and lbn32 have no signature);
 //!    - text: every text format parses the first 200 lines; the formats that
 //!      accept all of them without error and find at least one request are
@@ -89,13 +90,17 @@ fn looks_vscsi(sample: &[u8]) -> bool {
     let Some(version) = vscsi::Vscsi::version_of(sample) else { return false };
     let size = if version == 2 { 40 } else { 32 };
     let n = (sample.len() / size).min(8);
-    n > 0
-        && (0..n).all(|i| {
-            let rec = &sample[i * size..(i + 1) * size];
-            let cmd = u16::from_le_bytes([rec[12], rec[13]]);
-            let ver = u16::from_le_bytes([rec[14], rec[15]]) >> 8;
-            ver == version as u16 && vscsi::scsi_op(cmd).is_some()
-        })
+    let mut data = 0;
+    for i in 0..n {
+        let rec = &sample[i * size..(i + 1) * size];
+        let cmd = u16::from_le_bytes([rec[12], rec[13]]);
+        let ver = u16::from_le_bytes([rec[14], rec[15]]) >> 8;
+        if ver != version as u16 || !(vscsi::scsi_op(cmd).is_some() || vscsi::non_data(cmd)) {
+            return false;
+        }
+        data += vscsi::scsi_op(cmd).is_some() as usize;
+    }
+    data > 0
 }
 
 /// Every text format that parses the sample's lines without error.

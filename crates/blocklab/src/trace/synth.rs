@@ -94,8 +94,9 @@ pub fn write_oracle(path: &Path, keys: &[u64], obj_size: u32) -> Result<()> {
     Ok(())
 }
 
-/// Write `keys` as blocklab's native CSV (each key one read of `block_size`
-/// bytes at key·block_size), for tests and examples.
+/// Write `keys` as blocklab's native CSV: each key one access of `block_size`
+/// bytes at key·block_size, a write when the key is a multiple of 4 (so that
+/// read/write mixes and `--reads-only` have something to act on), else a read.
 pub fn write_native_csv(path: &Path, keys: &[u64], block_size: u64) -> Result<()> {
     let name = path.display().to_string();
     let file = std::fs::File::create(path).map_err(|e| Error::io(&name, e))?;

@@ -30,7 +30,7 @@ pub fn scsi_op(code: u16) -> Option<Op> {
 }
 
 /// Non-data SCSI commands that may appear in a vscsi trace and carry no I/O.
-fn non_data(code: u16) -> bool {
+pub(crate) fn non_data(code: u16) -> bool {
     matches!(code, 0x00 | 0x03 | 0x12 | 0x1a | 0x1b | 0x1e | 0x25 | 0x35 | 0x4d | 0x5a | 0x91 | 0x9e | 0xa0 | 0xa3)
 }
 

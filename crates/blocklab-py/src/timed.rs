@@ -1,0 +1,67 @@
+//! Bindings of the timed simulation (conversion only).
+
+use blocklab::timed::disk_run::{run, RunOptions};
+use pyo3::prelude::*;
+
+use crate::to_py;
+
+/// Replay traces in simulated time on a drive model; returns the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1,
+    infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
+    interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
+    chunk="64KiB", failed=Vec::new(), block_size=4096))]
+#[allow(clippy::too_many_arguments)]
+fn disk_run(
+    py: Python<'_>,
+    model: String,
+    traces: Vec<String>,
+    format: &str,
+    replay: &str,
+    speedup: f64,
+    outstanding: usize,
+    infinitely_fast: bool,
+    window: usize,
+    scheduler: &str,
+    queue_depth: usize,
+    wrap: bool,
+    interval_ms: f64,
+    xor_ms: f64,
+    reference_model: Option<String>,
+    skip_bad: bool,
+    raid: Option<String>,
+    disks: u32,
+    chunk: &str,
+    failed: Vec<u32>,
+    block_size: u64,
+) -> PyResult<String> {
+    let o = RunOptions {
+        model,
+        reference_model,
+        traces,
+        format: format.into(),
+        skip_bad,
+        replay: replay.into(),
+        speedup,
+        outstanding,
+        infinitely_fast,
+        window,
+        scheduler: scheduler.into(),
+        queue_depth,
+        wrap,
+        interval_ms,
+        xor_ms,
+        raid,
+        disks,
+        chunk: chunk.into(),
+        failed,
+        block_size,
+    };
+    let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
+    Ok(report.to_json())
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(disk_run, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,184 @@
+//! S3-FIFO (Yang et al., SOSP'23): a small FIFO S, a main FIFO M and a ghost
+//! FIFO G of ids.
+//!
+//! Parameters (libCacheSim `S3FIFO` defaults): |S| = ⌊0.1·c⌋, |M| = c − |S|,
+//! |G| = ⌊0.9·c⌋ ids (the size of M), move-to-main threshold 2.
+//! - a hit increments the block's counter (M saturates it at 3 when it
+//!   reinserts); nothing moves.
+//! - a miss on an id in G inserts into M; any other miss inserts into S
+//!   (before the first eviction, into M once S is full).
+//! - to make room: if M is over its share (or S is empty) evict from M, else
+//!   from S. S: the oldest block moves to M when its counter is ≥ 2 (counter
+//!   reset), else it is evicted and its id enters G; repeat until one is
+//!   evicted. M: the oldest block with counter > 0 is reinserted at the head
+//!   with min(counter, 3) − 1; the first with counter 0 is evicted.
+//!
+//! Unlike libCacheSim, which refuses blocks as large as S (so caches of fewer
+//! than 20 blocks admit nothing into S), tiny caches still work here.
+//! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access
+//! (tests/test_libcachesim.py).
+
+use super::list::{Ends, Links32};
+use super::{Access, Policy};
+use rustc_hash::FxHashMap;
+
+const S: u8 = 0;
+const M: u8 = 1;
+const G: u8 = 2;
+const MOVE_TO_MAIN: u8 = 2;
+
+pub struct S3Fifo {
+    c: usize,
+    small_cap: usize,
+    main_cap: usize,
+    ghost_cap: usize,
+    has_evicted: bool,
+    map: FxHashMap<u64, u32>,
+    blocks: Vec<u64>,
+    which: Vec<u8>,
+    freq: Vec<u8>,
+    links: Links32,
+    lists: [Ends; 3],
+    free: Vec<u32>,
+}
+
+impl S3Fifo {
+    pub fn new(capacity: usize) -> Self {
+        let small_cap = (capacity as f64 * 0.1) as usize;
+        let ghost_cap = (capacity as f64 * 0.9) as usize;
+        let reserve = (capacity + ghost_cap).min(1 << 21);
+        let mut map = FxHashMap::default();
+        map.reserve(reserve);
+        S3Fifo {
+            c: capacity,
+            small_cap,
+            main_cap: capacity - small_cap,
+            ghost_cap,
+            has_evicted: false,
+            map,
+            blocks: Vec::with_capacity(reserve),
+            which: Vec::with_capacity(reserve),
+            freq: Vec::with_capacity(reserve),
+            links: Links32::with_capacity(reserve),
+            lists: [Ends::default(); 3],
+            free: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn size(&self, l: u8) -> usize {
+        self.lists[l as usize].len
+    }
+
+    fn forget(&mut self, s: u32) {
+        self.map.remove(&self.blocks[s as usize]);
+        self.free.push(s);
+    }
+
+    fn move_to(&mut self, s: u32, to: u8) {
+        let from = self.which[s as usize];
+        self.links.unlink(&mut self.lists[from as usize], s);
+        self.links.push_head(&mut self.lists[to as usize], s);
+        self.which[s as usize] = to;
+    }
+
+    fn evict_small(&mut self) {
+        while self.size(S) > 0 {
+            let t = self.lists[S as usize].tail;
+            if self.freq[t as usize] >= MOVE_TO_MAIN {
+                self.move_to(t, M);
+                self.freq[t as usize] = 0;
+            } else {
+                if self.ghost_cap == 0 {
+                    self.links.unlink(&mut self.lists[S as usize], t);
+                    self.forget(t);
+                } else {
+                    if self.size(G) + 1 > self.ghost_cap {
+                        let g = self.links.pop_tail(&mut self.lists[G as usize]).expect("ghost");
+                        self.forget(g);
+                    }
+                    self.move_to(t, G);
+                }
+                return;
+            }
+        }
+    }
+
+    fn evict_main(&mut self) {
+        while self.size(M) > 0 {
+            let t = self.lists[M as usize].tail;
+            let f = self.freq[t as usize];
+            if f >= 1 {
+                self.freq[t as usize] = f.min(3) - 1;
+                self.links.move_to_head(&mut self.lists[M as usize], t);
+            } else {
+                self.links.unlink(&mut self.lists[M as usize], t);
+                self.forget(t);
+                return;
+            }
+        }
+    }
+
+    fn evict(&mut self) {
+        self.has_evicted = true;
+        if self.size(M) > self.main_cap || self.size(S) == 0 {
+            self.evict_main();
+        } else {
+            self.evict_small();
+        }
+    }
+}
+
+impl Policy for S3Fifo {
+    fn access(&mut self, a: &Access) -> bool {
+        let mut ghost = None;
+        if let Some(&s) = self.map.get(&a.block) {
+            if self.which[s as usize] != G {
+                let f = &mut self.freq[s as usize];
+                *f = f.saturating_add(1);
+                return true;
+            }
+            self.links.unlink(&mut self.lists[G as usize], s);
+            ghost = Some(s);
+        }
+        while self.size(S) + self.size(M) + 1 > self.c {
+            self.evict();
+        }
+        let to = if ghost.is_some() || (!self.has_evicted && self.size(S) >= self.small_cap) {
+            M
+        } else {
+            S
+        };
+        let s = match ghost {
+            Some(s) => s,
+            None => {
+                let s = match self.free.pop() {
+                    Some(s) => {
+                        self.blocks[s as usize] = a.block;
+                        s
+                    }
+                    None => {
+                        self.blocks.push(a.block);
+                        self.which.push(0);
+                        self.freq.push(0);
+                        (self.blocks.len() - 1) as u32
+                    }
+                };
+                self.map.insert(a.block, s);
+                s
+            }
+        };
+        self.which[s as usize] = to;
+        self.freq[s as usize] = 0;
+        self.links.push_head(&mut self.lists[to as usize], s);
+        false
+    }
+
+    fn len(&self) -> usize {
+        self.size(S) + self.size(M)
+    }
+
+    fn capacity(&self) -> usize {
+        self.c
+    }
+}

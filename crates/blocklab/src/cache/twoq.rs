@@ -1,0 +1,146 @@
+//! 2Q (Johnson & Shasha, VLDB'94), the "full" version with A1in, A1out and Am.
+//!
+//! Parameters (libCacheSim `TwoQ` defaults): Kin = ⌊0.25·c⌋ blocks for the
+//! FIFO A1in, Kout = ⌊0.5·c⌋ ghost ids for the FIFO A1out, and Am (LRU) is
+//! capped at c − Kin.
+//! - hit in A1in: nothing moves (correlated references); hit in Am: to MRU.
+//! - miss on an id remembered in A1out: the id leaves A1out and the block
+//!   enters Am; any other miss enters A1in.
+//! - to make room: if A1in holds more than Kin blocks its oldest block moves
+//!   to A1out (dropping A1out's oldest id when A1out is full), else Am's LRU
+//!   block is dropped. Am never exceeds c − Kin (its own LRU is dropped first).
+//!
+//! Unlike libCacheSim, which admits nothing when Kin = 0 (c < 4), blocks
+//! still pass through A1in on such tiny caches. Otherwise it agrees with
+//! libCacheSim `TwoQ` access for access (tests/test_libcachesim.py, ≥ 20 blocks).
+
+use super::list::{Ends, Links32};
+use super::{Access, Policy};
+use rustc_hash::FxHashMap;
+
+const AIN: u8 = 0;
+const AM: u8 = 1;
+const AOUT: u8 = 2;
+
+pub struct TwoQ {
+    c: usize,
+    kin: usize,
+    kout: usize,
+    am_cap: usize,
+    map: FxHashMap<u64, u32>,
+    blocks: Vec<u64>,
+    which: Vec<u8>,
+    links: Links32,
+    lists: [Ends; 3],
+    free: Vec<u32>,
+}
+
+impl TwoQ {
+    pub fn new(capacity: usize) -> Self {
+        Self::with_ratios(capacity, 0.25, 0.5)
+    }
+
+    pub fn with_ratios(capacity: usize, kin: f64, kout: f64) -> Self {
+        let kin = (capacity as f64 * kin) as usize;
+        let kout = (capacity as f64 * kout) as usize;
+        let reserve = (capacity + kout).min(1 << 21);
+        let mut map = FxHashMap::default();
+        map.reserve(reserve);
+        TwoQ {
+            c: capacity,
+            kin,
+            kout,
+            am_cap: capacity - kin,
+            map,
+            blocks: Vec::with_capacity(reserve),
+            which: Vec::with_capacity(reserve),
+            links: Links32::with_capacity(reserve),
+            lists: [Ends::default(); 3],
+            free: Vec::new(),
+        }
+    }
+
+    #[inline]
+    fn size(&self, l: u8) -> usize {
+        self.lists[l as usize].len
+    }
+
+    fn forget_tail(&mut self, l: u8) {
+        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+        self.map.remove(&self.blocks[s as usize]);
+        self.free.push(s);
+    }
+
+    fn evict(&mut self) {
+        if self.size(AIN) > self.kin {
+            if self.kout == 0 {
+                self.forget_tail(AIN);
+                return;
+            }
+            let s = self.links.pop_tail(&mut self.lists[AIN as usize]).expect("A1in non-empty");
+            if self.size(AOUT) + 1 > self.kout {
+                self.forget_tail(AOUT);
+            }
+            self.links.push_head(&mut self.lists[AOUT as usize], s);
+            self.which[s as usize] = AOUT;
+        } else {
+            self.forget_tail(AM);
+        }
+    }
+}
+
+impl Policy for TwoQ {
+    fn access(&mut self, a: &Access) -> bool {
+        let mut ghost = None;
+        if let Some(&s) = self.map.get(&a.block) {
+            match self.which[s as usize] {
+                AIN => return true,
+                AM => {
+                    self.links.move_to_head(&mut self.lists[AM as usize], s);
+                    return true;
+                }
+                _ => {
+                    self.links.unlink(&mut self.lists[AOUT as usize], s);
+                    ghost = Some(s);
+                }
+            }
+        }
+        while self.size(AIN) + self.size(AM) + 1 > self.c {
+            self.evict();
+        }
+        match ghost {
+            Some(s) => {
+                if self.size(AM) + 1 > self.am_cap {
+                    self.forget_tail(AM);
+                }
+                self.links.push_head(&mut self.lists[AM as usize], s);
+                self.which[s as usize] = AM;
+            }
+            None => {
+                let s = match self.free.pop() {
+                    Some(s) => {
+                        self.blocks[s as usize] = a.block;
+                        self.which[s as usize] = AIN;
+                        s
+                    }
+                    None => {
+                        self.blocks.push(a.block);
+                        self.which.push(AIN);
+                        (self.blocks.len() - 1) as u32
+                    }
+                };
+                self.links.push_head(&mut self.lists[AIN as usize], s);
+                self.map.insert(a.block, s);
+            }
+        }
+        false
+    }
+
+    fn len(&self) -> usize {
+        self.size(AIN) + self.size(AM)
+    }
+
+    fn capacity(&self) -> usize {
+        self.c
+    }
+}

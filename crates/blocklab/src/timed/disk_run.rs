@@ -1,0 +1,180 @@
+//! `blocklab disk run`: everything the command needs, as one Rust call (the
+//! Python side only converts arguments and prints).
+
+use std::path::Path;
+
+use super::engine::ms_to_ns;
+use super::executor::ExecConfig;
+use super::metrics::Report;
+use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
+use crate::array::{parse_bytes, Array, ArrayConfig};
+use super::toy::ToyDisk;
+use crate::device::DeviceModel;
+use crate::error::{Error, Result};
+use crate::trace::{self, Request, TraceOptions};
+
+/// Options of one run (CLI flags).
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Drive model: a `.parv` / `.toml` file, or `const:MS` / `toy:...`.
+    pub model: String,
+    /// Feedback: model of the traced system that yields the original
+    /// completion times (default: `model`).
+    pub reference_model: Option<String>,
+    pub traces: Vec<String>,
+    pub format: String,
+    pub skip_bad: bool,
+    pub replay: String,
+    /// Open: timestamps divided by this. Feedback: processor speed-up n.
+    pub speedup: f64,
+    pub outstanding: usize,
+    pub infinitely_fast: bool,
+    pub window: usize,
+    pub scheduler: String,
+    pub queue_depth: usize,
+    /// Fold addresses beyond the device's capacity back onto it.
+    pub wrap: bool,
+    /// Time-series interval in ms (0: none).
+    pub interval_ms: f64,
+    pub xor_ms: f64,
+    /// RAID level (`raid5`, `5`, ...); None: a single disk.
+    pub raid: Option<String>,
+    pub disks: u32,
+    /// Chunk size (`64KiB`, `65536`, ...).
+    pub chunk: String,
+    /// Failed disks (degraded mode).
+    pub failed: Vec<u32>,
+    /// Array block size in bytes.
+    pub block_size: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            model: String::new(),
+            reference_model: None,
+            traces: Vec::new(),
+            format: "auto".into(),
+            skip_bad: false,
+            replay: "open".into(),
+            speedup: 1.0,
+            outstanding: 1,
+            infinitely_fast: false,
+            window: ISSUE_WINDOW,
+            scheduler: "fcfs".into(),
+            queue_depth: 0,
+            wrap: false,
+            interval_ms: 0.0,
+            xor_ms: 0.0,
+            raid: None,
+            disks: 4,
+            chunk: "64KiB".into(),
+            failed: Vec::new(),
+            block_size: 4096,
+        }
+    }
+}
+
+/// A device model from a spec: `const:MS`, `toy:...`, or a drive file.
+pub fn load_model(spec: &str) -> Result<Box<dyn DeviceModel>> {
+    if let Some(t) = ToyDisk::parse(spec) {
+        return Ok(Box::new(t?));
+    }
+    load_file(spec)
+}
+
+fn load_file(spec: &str) -> Result<Box<dyn DeviceModel>> {
+    if !Path::new(spec).exists() {
+        return Err(Error::io(spec, "no such file"));
+    }
+    crate::device::load(Path::new(spec))
+}
+
+pub fn discipline(o: &RunOptions) -> Result<Discipline> {
+    Ok(match o.replay.to_ascii_lowercase().as_str() {
+        "open" => Discipline::Open { speedup: o.speedup },
+        "closed" => Discipline::Closed { outstanding: o.outstanding },
+        "feedback" => Discipline::Feedback {
+            cpu_speedup: if o.infinitely_fast { None } else { Some(o.speedup) },
+            window: o.window,
+        },
+        other => return Err(Error::unknown("replay discipline", other, REPLAYS)),
+    })
+}
+
+fn sources(o: &RunOptions) -> Vec<Source<'static>> {
+    o.traces
+        .iter()
+        .map(|p| {
+            let path = p.clone();
+            let topts = TraceOptions { format: o.format.clone(), skip_bad: o.skip_bad, ..Default::default() };
+            Box::new(move || {
+                let r = trace::open(Path::new(&path), &topts)?;
+                Ok(Box::new(r) as Box<dyn Iterator<Item = Result<Request>> + Send>)
+            }) as Source<'static>
+        })
+        .collect()
+}
+
+/// The storage of a run: one disk, or an array of `o.disks` such disks.
+/// Returns the stack and its sectors per plan block.
+fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
+    load_model(spec)?; // fail early, with the model's own error
+    let s = spec.to_string();
+    let make = move || load_model(&s);
+    let Some(level) = &o.raid else {
+        if !o.failed.is_empty() {
+            return Err(Error::config("--failed needs an array (--raid)"));
+        }
+        return Ok((Box::new(SingleDisk::new(make, o.wrap)?), 1));
+    };
+    let mut cfg = ArrayConfig::new(ArrayConfig::parse_level(level)?, o.disks);
+    cfg.chunk_bytes = parse_bytes(&o.chunk)?;
+    cfg.block_size = o.block_size;
+    let mut array = Array::new(cfg)?;
+    for &d in &o.failed {
+        array.fail(d)?;
+    }
+    let st = ArrayStack::new(array, make, o.wrap)?;
+    let spb = st.sectors_per_block();
+    Ok((Box::new(st), spb))
+}
+
+fn stack_of(spec: &str, o: &RunOptions) -> Result<Box<dyn Stack>> {
+    Ok(stack(spec, o)?.0)
+}
+
+/// Run `o` and report.
+pub fn run(o: &RunOptions) -> Result<Report> {
+    if o.traces.is_empty() {
+        return Err(Error::config("no trace given"));
+    }
+    if !(o.xor_ms.is_finite() && o.xor_ms >= 0.0 && o.interval_ms.is_finite() && o.interval_ms >= 0.0) {
+        return Err(Error::config("times must be non-negative numbers"));
+    }
+    let cfg = ReplayConfig {
+        discipline: discipline(o)?,
+        exec: ExecConfig {
+            scheduler: o.scheduler.clone(),
+            queue_depth: if o.queue_depth == 0 { usize::MAX } else { o.queue_depth },
+            xor_ns: ms_to_ns(o.xor_ms),
+            pq_ns: ms_to_ns(o.xor_ms),
+            sectors_per_block: 1, // set from the stack below
+            interval_ns: if o.interval_ms > 0.0 { Some(ms_to_ns(o.interval_ms).max(1)) } else { None },
+        },
+    };
+    super::sched::build(&o.scheduler)?;
+    let mut cfg = cfg;
+    let (mut stack, spb) = stack(&o.model, o)?;
+    cfg.exec.sectors_per_block = spb;
+    let mut reference = match &o.reference_model {
+        Some(r) => Some(stack_of(r, o)?),
+        None => None,
+    };
+    let mut srcs = sources(o);
+    let report = match reference.as_mut() {
+        Some(r) => replay::run_with_reference(stack.as_mut(), Some(r.as_mut()), &mut srcs, &cfg),
+        None => replay::run(stack.as_mut(), &mut srcs, &cfg),
+    };
+    report
+}

@@ -1,0 +1,94 @@
+"""`blocklab disk run`: replay traces in simulated time on a drive model.
+
+The command joins the `disk` group of `disk_cmd` (its `disk_app`) when that
+group exists, and creates a minimal `disk` group otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from blocklab import _core
+from blocklab.cli import disk_cmd
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+
+REPLAYS = ("open", "closed", "feedback")
+SUMMARY = ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "max_response_ms",
+           "avg_service_ms", "utilization", "sim_time_ms", "mean_outstanding", "max_outstanding")
+
+
+def run(
+    model: str = typer.Argument(..., help="Drive model: a DiskSim .parv or a TOML spec; or const:MS, toy:base=MS,cyl=MS,..."),
+    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat to merge several traces as independent streams."),
+    format: str = FormatOpt,
+    replay: str = typer.Option("open", "--replay", help="open (trace times), closed (N outstanding) or feedback (Hsu-Smith)."),
+    speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X; feedback: processor speed-up n."),
+    outstanding: int = typer.Option(1, "--outstanding", help="closed: requests kept in flight per stream."),
+    infinitely_fast: bool = typer.Option(False, "--infinitely-fast", help="feedback: replace each think time x by x[1-f(x)]."),
+    window: int = typer.Option(64, "--window", help="feedback: issue window (requests) per stream."),
+    reference: Optional[str] = typer.Option(None, "--reference", help="feedback: model of the traced system giving the original completion times (default MODEL)."),
+    scheduler: str = typer.Option("fcfs", "--scheduler", help="fcfs, sstf, clook or satf."),
+    queue_depth: int = typer.Option(0, "--queue-depth", help="Requests handed to the device at once (0: unlimited)."),
+    wrap: bool = typer.Option(False, "--wrap", help="Fold addresses beyond the device's capacity back onto it."),
+    raid: Optional[str] = typer.Option(None, "--raid", help="Run an array of MODEL disks: raid0, raid1, raid10, raid4, raid5, raid6."),
+    disks: int = typer.Option(4, "--disks", help="Disks in the array."),
+    chunk: str = typer.Option("64KiB", "--chunk", help="Array chunk size (65536, 64KiB, ...)."),
+    failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks of the array, comma-separated (degraded mode)."),
+    block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
+    xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
+    interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
+    timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write the per-interval time series to this CSV."),
+    skip_bad: bool = SkipBadOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Replay traces in time on a disk; print response times, service time and utilization."""
+    if replay.lower() not in REPLAYS:
+        fail(f"unknown replay discipline `{replay}`; valid: {', '.join(REPLAYS)}")
+    try:
+        failed_disks = [int(x) for x in failed.split(",") if x.strip()] if failed else []
+    except ValueError:
+        fail(f"--failed: `{failed}` is not a comma-separated list of disk numbers")
+    if any(d < 0 for d in failed_disks) or disks < 1:
+        fail("disk numbers and counts must be non-negative")
+    if timeseries is not None and interval <= 0:
+        interval = 1000.0
+    out = json.loads(_core.disk_run(
+        model, [str(t) for t in trace], format=format, replay=replay.lower(), speedup=speedup,
+        outstanding=outstanding, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
+        queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
+        reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
+        failed=failed_disks, block_size=block_size,
+    ))
+    series = out.pop("timeseries", None)
+    if timeseries is not None:
+        with open(timeseries, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
+            w.writeheader()
+            w.writerows(series or [])
+        out["timeseries_csv"] = str(timeseries)
+    elif series is not None:
+        out["timeseries"] = series
+    if json_out:
+        print_json(out)
+        return
+    print(f"replay {out['replay']}, scheduler {out['scheduler']}, {out['streams']} stream(s)")
+    for k in SUMMARY:
+        v = out[k]
+        print(f"  {k:18} {v:.4f}" if isinstance(v, float) else f"  {k:18} {v}")
+    for i, d in enumerate(out["devices"]):
+        print(f"  disk {i}: ops {d['ops']}, busy {d['busy_ms']:.1f} ms, util {d['utilization']:.3f}, "
+              f"mean queue {d['mean_queue']:.2f}, max queue {d['max_queue']}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` to the `disk` group (creating the group if `disk_cmd` has none)."""
+    group = getattr(disk_cmd, "disk_app", None)
+    if group is None:
+        group = typer.Typer(help="Disk models and timed simulation.", no_args_is_help=True)
+        app.add_typer(group, name="disk")
+    group.command("run")(run)
