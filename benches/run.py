@@ -62,20 +62,8 @@ def ensure_trace() -> None:
     print(f"generated {TRACE} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
 
-def timed(cmd: list[str]) -> tuple[float, int, str]:
-    """Wall time, peak RSS (KiB) and stdout of one child process."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    out, err = p.communicate()
-    wall = time.perf_counter() - t
-    # The child's resource usage: wait4 is done by communicate(), so use RUSAGE_CHILDREN deltas instead.
-    if p.returncode != 0:
-        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}\n{err}")
-    return wall, 0, out
-
-
-def timed_rss(cmd: list[str]) -> tuple[float, int, str]:
-    """Like timed() but with the child's own peak RSS from wait4."""
+def timed_rss(cmd: list[str]) -> tuple[float, int, str, float]:
+    """Wall time, peak RSS (KiB), stdout and CPU time (user + system) of one child process."""
     t = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out = p.stdout.read()
@@ -84,7 +72,67 @@ def timed_rss(cmd: list[str]) -> tuple[float, int, str]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
-    return wall, ru.ru_maxrss, out
+    return wall, ru.ru_maxrss, out, ru.ru_utime + ru.ru_stime
+
+
+def shards_accuracy() -> list[str]:
+    """SHARDS against the exact curve on a 1M-access Zipf(1.0) trace over 100k blocks, 100 sizes."""
+    from blocklab import _core
+
+    f = OUT / "zipf1.0-1000000-100000-seed42.oracleGeneral"
+    if not f.exists() or f.stat().st_size != 24 * 1_000_000:
+        _core.write_zipf_oracle(str(f), 1_000_000, 100_000, 1.0, 42, 1)
+    t = time.perf_counter()
+    whole = json.loads(_core.mrc(str(f), "oracle", "exact", None, None, None, 4096, False, False))
+    t_exact = time.perf_counter() - t
+    unique = max(p["cache_blocks"] for p in whole["points"])
+    sizes = ",".join(str(max(1, i * unique // 100)) for i in range(1, 101))
+    exact = json.loads(_core.mrc(str(f), "oracle", "exact", None, None, sizes, 4096, False, False))["points"]
+    rows = [
+        "## SHARDS accuracy",
+        "",
+        f"1,000,000 accesses, Zipf(1.0) over 100,000 blocks (seed 42); error of the SHARDS_adj curve against the "
+        f"exact one at 100 cache sizes evenly spread up to the footprint ({unique:,} blocks). Exact curve: "
+        f"{t_exact:.2f} s in process.",
+        "",
+        "| SHARDS | mean absolute error | max absolute error | time in process (s) |",
+        "|---|---|---|---|",
+    ]
+    for label, rate, k in [("fixed-rate R=0.1", 0.1, None), ("fixed-rate R=0.01", 0.01, None),
+                           ("fixed-rate R=0.001", 0.001, None), ("fixed-size 8192 samples", None, 8192),
+                           ("fixed-size 2048 samples", None, 2048)]:
+        t = time.perf_counter()
+        pts = json.loads(_core.mrc(str(f), "oracle", "shards", rate, k, sizes, 4096, False, False))["points"]
+        dt = time.perf_counter() - t
+        errs = [abs(a["miss_ratio"] - b["miss_ratio"]) for a, b in zip(exact, pts)]
+        rows.append(f"| {label} | {sum(errs) / len(errs):.4f} | {max(errs):.4f} | {dt:.2f} |")
+    return rows + [""]
+
+
+def criterion_rates() -> list[str]:
+    """Per-policy throughput from the last `cargo bench -p blocklab --bench policies`, if it ran."""
+    base = ROOT / "target" / "criterion"
+    rows = []
+    for group, label in (("policy access", "policy"), ("mrc", "MRC")):
+        d = base / group
+        if not d.is_dir():
+            continue
+        for bench in sorted(d.iterdir()):
+            est = bench / "new" / "estimates.json"
+            if est.exists():
+                ns = json.loads(est.read_text())["median"]["point_estimate"]
+                rows.append(f"| {label} | {bench.name} | {1_000_000 / (ns / 1e9) / 1e6:.1f} |")
+    if not rows:
+        return []
+    return [
+        "Each policy alone, from the last `cargo bench -p blocklab --bench policies` (criterion, median of 10 "
+        "samples; 1,000,000 accesses of Zipf(1.0) over 100,000 blocks, cache 10,000 blocks, accesses in memory):",
+        "",
+        "| kind | name | M accesses/s |",
+        "|---|---|---|",
+        *rows,
+        "",
+    ]
 
 
 def cpu_model() -> str:
@@ -107,17 +155,21 @@ def main() -> None:
     # Warm the page cache once for both.
     timed_rss(bl_cmd)
     timed_rss(lc_cmd)
-    bl_times, lc_times = [], []
+    bl_times, lc_times, bl_cpu, lc_cpu = [], [], [], []
     bl_mr = lc_mr = None
     for i in range(RUNS):
-        w, _, out = timed_rss(bl_cmd)
+        w, _, out, cpu = timed_rss(bl_cmd)
         bl_times.append(w)
+        bl_cpu.append(cpu)
         bl_mr = json.loads(out)[0]["miss_ratio"]
-        w, _, out = timed_rss(lc_cmd)
+        w, _, out, cpu = timed_rss(lc_cmd)
         lc_times.append(w)
+        lc_cpu.append(cpu)
         lc_mr = float(out.strip())
-        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s, libCacheSim {lc_times[-1]:.3f} s", file=sys.stderr)
+        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s ({bl_cpu[-1]:.3f} s CPU), "
+              f"libCacheSim {lc_times[-1]:.3f} s ({lc_cpu[-1]:.3f} s CPU)", file=sys.stderr)
     bl, lc = statistics.median(bl_times), statistics.median(lc_times)
+    blc, lcc = statistics.median(bl_cpu), statistics.median(lc_cpu)
 
     # Start-up: the same command on a one-access trace.
     tiny = OUT / "one.csv"
@@ -130,7 +182,7 @@ def main() -> None:
     policies = list(_core.cache_policies())
     script = ("import sys, json; from blocklab import _core; "
               "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
-    w_all, _, out = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
+    w_all, _, out, _ = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
     per_policy = json.loads(out)["cells"]
 
     # Bytes per cached block of LRU: peak RSS at two sizes.
@@ -157,14 +209,15 @@ def main() -> None:
         "",
         "## blocklab against libCacheSim (whole process against whole process)",
         "",
-        "| tool | command | median wall time (s) | runs | miss ratio |",
-        "|---|---|---|---|---|",
+        "| tool | command | median wall time (s) | wall times of the runs (s) | median CPU time, user+sys (s) | miss ratio |",
+        "|---|---|---|---|---|---|",
         f"| blocklab | `blocklab cache TRACE --format oracle --policy lru --size {CACHE} --json` | {bl:.3f} | "
-        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {bl_mr:.6f} |",
+        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {blc:.3f} | {bl_mr:.7f} |",
         f"| libCacheSim {_lcs_version()} | `python -c '...LRU({CACHE}).process_trace(TraceReader(TRACE, ORACLE_GENERAL_TRACE))'` | "
-        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lc_mr:.6f} |",
+        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lcc:.3f} | {lc_mr:.7f} |",
         "",
-        f"**Ratio blocklab / libCacheSim: {ratio:.2f}** (target: at most 0.5). "
+        f"Runs alternate between the tools (one warm-up run each first). **Ratio blocklab / libCacheSim: {ratio:.2f} "
+        f"in wall time, {blc / lcc:.2f} in CPU time** (target: at most 0.5). "
         f"blocklab: {ACCESSES / bl / 1e6:.1f} M accesses/s whole process; libCacheSim: {ACCESSES / lc / 1e6:.1f} M accesses/s.",
         "",
         f"Start-up: `blocklab cache` on a one-access trace takes {startup:.3f} s (Python interpreter, typer, "
@@ -173,7 +226,9 @@ def main() -> None:
         "## Accesses per second of every policy",
         "",
         f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
-        "in parallel on the cores); the rate is accesses divided by the time the engine spent in that cell.",
+        "in parallel on the cores); the rate is accesses divided by the wall time the engine spent feeding that "
+        "cell (on a loaded or shared machine this undercounts; `cargo bench -p blocklab --bench policies` "
+        "measures each policy alone). `opt`'s next-use pre-pass (8 bytes per access) is not in its cell time.",
         "",
         "| policy | miss ratio | M accesses/s |",
         "|---|---|---|",
@@ -181,14 +236,15 @@ def main() -> None:
     for c in per_policy:
         rate = c["accesses"] / c["seconds"] / 1e6 if c.get("seconds") else float("nan")
         lines.append(f"| {c['policy']} | {c['miss_ratio']:.6f} | {rate:.1f} |")
+    lines += [""] + criterion_rates()
     lines += [
-        "",
         "## Memory",
         "",
         f"LRU peak RSS: {rss[small] / 1024:.1f} MiB at {small:,} blocks, {rss[big] / 1024:.1f} MiB at {big:,} blocks: "
         f"**{bytes_per_block:.1f} bytes per cached block** (target: 64 or less).",
         "",
     ]
+    lines += shards_accuracy()
     text = "\n".join(lines)
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)

@@ -189,6 +189,19 @@ def test_progress_exception_stops_the_run(zipf):
         _core.simulate_cache(str(zipf), "csv", "lru", "10", BS, False, False, boom)
 
 
+def test_empty_trace_has_no_miss_ratio(tmp_path):
+    p = tmp_path / "empty.csv"
+    write_keys(p, [])
+    r = run("cache", p, "--format", "csv", "--size", "10", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)[0] == {"policy": "lru", "cache_blocks": 10, "accesses": 0, "hits": 0, "misses": 0,
+                                       "miss_ratio": None}
+    r = run("mrc", p, "--format", "csv", "--size", "10", "--json")
+    assert json.loads(r.stdout) == {"method": "exact", "points": [{"cache_blocks": 10, "miss_ratio": None}]}
+    r = run("mrc", p, "--format", "csv", "--json")
+    assert json.loads(r.stdout) == {"method": "exact", "points": []}
+
+
 @settings(max_examples=25, deadline=None)
 @given(keys=st.lists(st.integers(0, 30), min_size=1, max_size=300),
        writes=st.lists(st.booleans(), min_size=300, max_size=300),

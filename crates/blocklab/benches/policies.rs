@@ -1,28 +1,49 @@
-//! Criterion benches of the counted cache simulator (filled by the cache work).
-use criterion::{criterion_group, criterion_main, Criterion};
+//! Criterion benches of the counted cache simulator: access throughput of
+//! every policy on a seeded Zipf(1.0) trace, and of the exact MRC.
+//! `cargo bench -p blocklab --bench policies`.
+use blocklab::analysis::mrc::{curve_of, Method};
+use blocklab::cache::sim::next_uses_in_place;
+use blocklab::cache::{build, Access, POLICIES};
+use blocklab::trace::synth::zipf_keys;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
-fn lru(c: &mut Criterion) {
-    use blocklab::cache::{build, Access, NEVER};
-    let mut x: u64 = 1;
-    let blocks: Vec<u64> = (0..100_000)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % 20_000
-        })
-        .collect();
-    c.bench_function("lru 100k accesses", |b| {
-        b.iter(|| {
-            let mut p = build("lru", 5_000).unwrap();
-            let mut hits = 0;
-            for &blk in &blocks {
-                hits += p.access(&Access { block: blk, next_use: NEVER, write: false }) as u64;
-            }
-            hits
-        })
-    });
+const ACCESSES: u64 = 1_000_000;
+const UNIVERSE: u64 = 100_000;
+const CACHE: usize = 10_000;
+
+fn trace() -> Vec<Access> {
+    let keys = zipf_keys(ACCESSES, UNIVERSE, 1.0, 42).expect("valid Zipf parameters");
+    let mut next = keys.clone();
+    next_uses_in_place(&mut next);
+    keys.iter().zip(next).map(|(&block, next_use)| Access { block, next_use, write: false }).collect()
 }
 
-criterion_group!(benches, lru);
+fn policies(c: &mut Criterion) {
+    let accesses = trace();
+    let mut g = c.benchmark_group("policy access");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for &name in POLICIES {
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                let mut p = build(name, CACHE).expect("known policy");
+                accesses.iter().map(|a| p.access(a) as u64).sum::<u64>()
+            })
+        });
+    }
+    g.finish();
+}
+
+fn mrc(c: &mut Criterion) {
+    let keys = zipf_keys(ACCESSES, UNIVERSE, 1.0, 42).expect("valid Zipf parameters");
+    let mut g = c.benchmark_group("mrc");
+    g.throughput(Throughput::Elements(ACCESSES));
+    g.sample_size(10);
+    for (label, method) in [("exact", Method::Exact), ("shards 0.01", Method::ShardsRate(0.01))] {
+        g.bench_function(label, |b| b.iter(|| curve_of(keys.iter().map(|&k| Ok(k)), method).expect("curve").accesses));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, policies, mrc);
 criterion_main!(benches);

@@ -106,8 +106,9 @@ impl StackDistance {
         self.last.is_empty()
     }
 
-    /// Renumber live slots densely and size the tree to twice the live keys,
-    /// so the next compaction is at least as many accesses away.
+    /// Renumber live slots densely and size the tree to four times the live
+    /// keys (16 bytes a key), so the next compaction is at least three times
+    /// as many accesses away: compaction stays a small share of the work.
     fn compact(&mut self) {
         let mut slots: Vec<u32> = self.last.values().copied().collect();
         slots.sort_unstable();
@@ -115,7 +116,7 @@ impl StackDistance {
             *v = slots.binary_search(v).expect("live slot") as u32;
         }
         let n = slots.len();
-        let cap = (2 * n).max(MIN_SLOTS);
+        let cap = (4 * n).max(MIN_SLOTS);
         assert!(cap < u32::MAX as usize, "too many unique keys for the stack-distance tree");
         self.tree = Fenwick::with_ones(cap, n);
         self.next = n;
@@ -197,7 +198,7 @@ impl Curve {
     pub fn points(&self) -> Vec<Point> {
         self.hist
             .iter()
-            .filter_map(|&(d, _)| self.miss_ratio(d).map(|m| Point { cache_blocks: d, miss_ratio: m }))
+            .map(|&(d, _)| Point { cache_blocks: d, miss_ratio: self.miss_ratio(d) })
             .collect()
     }
 }
@@ -206,7 +207,8 @@ impl Curve {
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Point {
     pub cache_blocks: u64,
-    pub miss_ratio: f64,
+    /// None (JSON null) for an empty trace, as in the cache simulator.
+    pub miss_ratio: Option<f64>,
 }
 
 /// Exact MRC builder.
@@ -268,9 +270,12 @@ pub struct Shards {
     max_samples: Option<usize>,
     /// (hash, key) of tracked keys, largest hash on top (fixed-size only).
     heap: BinaryHeap<(u64, u64)>,
+    /// Weights are stored divided by `scale` so that lowering the rate
+    /// rescales every count at once (true weight = stored * scale).
     hist: FxHashMap<u64, f64>,
     cold: f64,
     sampled: f64,
+    scale: f64,
     accesses: u64,
     adjust: bool,
 }
@@ -302,6 +307,7 @@ impl Shards {
             hist: FxHashMap::default(),
             cold: 0.0,
             sampled: 0.0,
+            scale: 1.0,
             accesses: 0,
             adjust: true,
         }
@@ -325,14 +331,15 @@ impl Shards {
         if h >= self.threshold {
             return;
         }
-        self.sampled += 1.0;
+        let one = 1.0 / self.scale;
+        self.sampled += one;
         match self.sd.access(key) {
             Some(d) => {
                 let scaled = ((d as f64 / self.rate()).round() as u64).max(1);
-                *self.hist.entry(scaled).or_insert(0.0) += 1.0;
+                *self.hist.entry(scaled).or_insert(0.0) += one;
             }
             None => {
-                self.cold += 1.0;
+                self.cold += one;
                 if let Some(max) = self.max_samples {
                     self.heap.push((h, key));
                     if self.sd.len() > max {
@@ -356,26 +363,23 @@ impl Shards {
             self.sd.remove(key);
         }
         self.threshold = top;
-        let scale = self.rate() / old;
-        for w in self.hist.values_mut() {
-            *w *= scale;
-        }
-        self.cold *= scale;
-        self.sampled *= scale;
+        self.scale *= self.rate() / old;
     }
 
     pub fn finish(self) -> Curve {
         let rate = self.rate();
         let expected = self.accesses as f64 * rate;
-        let mut hist = self.hist;
+        let scale = self.scale;
+        let mut hist: FxHashMap<u64, f64> = self.hist.into_iter().map(|(d, w)| (d, w * scale)).collect();
+        let sampled = self.sampled * scale;
         let total = if self.adjust {
-            *hist.entry(1).or_insert(0.0) += expected - self.sampled;
+            *hist.entry(1).or_insert(0.0) += expected - sampled;
             expected
         } else {
-            self.sampled
+            sampled
         };
         let unique = self.sd.len() as f64 / rate;
-        Curve::new(self.accesses, self.cold, hist.into_iter().collect(), total, unique)
+        Curve::new(self.accesses, self.cold * scale, hist.into_iter().collect(), total, unique)
     }
 }
 
@@ -486,7 +490,7 @@ pub fn mrc_trace(
             };
             sizes::parse_sizes(list, blocks.block_size, unique)?
                 .into_iter()
-                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c).unwrap_or(0.0) })
+                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c) })
                 .collect()
         }
     };
@@ -533,7 +537,7 @@ mod tests {
         let got: Vec<_> = keys.iter().map(|&k| sd.access(k)).collect();
         let want = brute_distances(&keys[..2000]);
         assert_eq!(&got[..2000], &want[..]);
-        assert!(sd.tree.len() <= MIN_SLOTS.max(2 * sd.len()) * 2);
+        assert!(sd.tree.len() <= MIN_SLOTS.max(4 * sd.len()) * 2);
         // Distances after compactions against a fresh brute force on a window.
         let mut last = FxHashMap::default();
         for (i, &k) in keys.iter().enumerate() {

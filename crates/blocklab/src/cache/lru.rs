@@ -1,30 +1,170 @@
 //! LRU: evict the least recently used block.
+//!
+//! Speed matters here (it is the baseline every sweep runs), so the index and
+//! the recency list share one array: an open-addressing hash table (linear
+//! probing, at most half full) whose entries carry their own `prev`/`next`
+//! links. A hit touches the entry's cache line and its two neighbours'; no
+//! separate map bucket or slab node. Deleting the evicted entry shifts later
+//! probe-chain entries back (no tombstones) and repairs the links of every
+//! entry it moves. The table grows by doubling up to what `capacity` needs,
+//! so a huge nominal cache costs nothing until it fills. 16 bytes an entry.
 
-use super::list::{Ends, Links32};
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
+
+const NIL: u32 = u32::MAX;
+/// `prev` of an empty entry.
+const VACANT: u32 = u32::MAX - 1;
+const MIN_BITS: u32 = 4;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: u64,
+    prev: u32,
+    next: u32,
+}
+
+const EMPTY: Entry = Entry { key: 0, prev: VACANT, next: NIL };
 
 pub struct Lru {
     capacity: usize,
-    /// block -> slot
-    map: FxHashMap<u64, u32>,
-    /// slot -> block
-    blocks: Vec<u64>,
-    links: Links32,
-    order: Ends,
+    len: usize,
+    table: Vec<Entry>,
+    /// 64 - log2(table.len()): Fibonacci hashing keeps the high bits.
+    shift: u32,
+    /// Most recent end.
+    head: u32,
+    /// Eviction end.
+    tail: u32,
+}
+
+#[inline]
+fn home(key: u64, shift: u32) -> usize {
+    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
 }
 
 impl Lru {
     pub fn new(capacity: usize) -> Self {
-        let reserve = capacity.min(1 << 20);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
-        Lru {
-            capacity,
-            map,
-            blocks: Vec::with_capacity(reserve),
-            links: Links32::with_capacity(reserve),
-            order: Ends::default(),
+        let bits = Self::bits_for(capacity.min(1 << 16));
+        Lru { capacity, len: 0, table: vec![EMPTY; 1 << bits], shift: 64 - bits, head: NIL, tail: NIL }
+    }
+
+    /// Table bits so that `n` entries fill at most half of it.
+    fn bits_for(n: usize) -> u32 {
+        ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.table.len() - 1
+    }
+
+    #[inline]
+    fn find(&self, key: u64) -> Option<usize> {
+        let mask = self.mask();
+        let mut i = home(key, self.shift);
+        loop {
+            let e = &self.table[i];
+            if e.prev == VACANT {
+                return None;
+            }
+            if e.key == key {
+                return Some(i);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn unlink(&mut self, i: usize) {
+        let Entry { prev, next, .. } = self.table[i];
+        if prev != NIL {
+            self.table[prev as usize].next = next;
+        } else {
+            self.head = next;
+        }
+        if next != NIL {
+            self.table[next as usize].prev = prev;
+        } else {
+            self.tail = prev;
+        }
+    }
+
+    #[inline]
+    fn push_head(&mut self, i: usize) {
+        let old = self.head;
+        self.table[i].prev = NIL;
+        self.table[i].next = old;
+        if old != NIL {
+            self.table[old as usize].prev = i as u32;
+        } else {
+            self.tail = i as u32;
+        }
+        self.head = i as u32;
+    }
+
+    /// Vacate entry `i` (already unlinked), shifting back the entries of its
+    /// probe chain that would otherwise become unreachable.
+    fn remove_at(&mut self, mut i: usize) {
+        let mask = self.mask();
+        let mut j = i;
+        loop {
+            j = (j + 1) & mask;
+            if self.table[j].prev == VACANT {
+                break;
+            }
+            let h = home(self.table[j].key, self.shift);
+            // Entry j may stay iff its home lies cyclically in (i, j].
+            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
+            if !stays {
+                self.move_entry(j, i);
+                i = j;
+            }
+        }
+        self.table[i] = EMPTY;
+    }
+
+    /// Move the linked entry at `from` to the vacant slot `to`.
+    #[inline]
+    fn move_entry(&mut self, from: usize, to: usize) {
+        let e = self.table[from];
+        self.table[to] = e;
+        if e.prev != NIL {
+            self.table[e.prev as usize].next = to as u32;
+        } else {
+            self.head = to as u32;
+        }
+        if e.next != NIL {
+            self.table[e.next as usize].prev = to as u32;
+        } else {
+            self.tail = to as u32;
+        }
+    }
+
+    /// Place `key` in its first free slot (the key is absent).
+    #[inline]
+    fn insert_slot(&mut self, key: u64) -> usize {
+        let mask = self.mask();
+        let mut i = home(key, self.shift);
+        while self.table[i].prev != VACANT {
+            i = (i + 1) & mask;
+        }
+        self.table[i].key = key;
+        i
+    }
+
+    /// Double the table, re-inserting from the LRU end so the order survives.
+    fn grow(&mut self) {
+        let bits = 64 - self.shift + 1;
+        let old = std::mem::replace(&mut self.table, vec![EMPTY; 1 << bits]);
+        self.shift = 64 - bits;
+        let mut cur = self.tail;
+        self.head = NIL;
+        self.tail = NIL;
+        while cur != NIL {
+            let e = old[cur as usize];
+            let i = self.insert_slot(e.key);
+            self.push_head(i);
+            cur = e.prev;
         }
     }
 }
@@ -32,30 +172,91 @@ impl Lru {
 impl Policy for Lru {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
-        if let Some(&slot) = self.map.get(&a.block) {
-            self.links.move_to_head(&mut self.order, slot);
+        if let Some(i) = self.find(a.block) {
+            if self.head != i as u32 {
+                self.unlink(i);
+                self.push_head(i);
+            }
             return true;
         }
-        // Miss: reuse the victim's slot when full.
-        let slot = if self.map.len() >= self.capacity {
-            let victim = self.links.pop_tail(&mut self.order).expect("full cache has a tail");
-            self.map.remove(&self.blocks[victim as usize]);
-            self.blocks[victim as usize] = a.block;
-            victim
-        } else {
-            self.blocks.push(a.block);
-            (self.blocks.len() - 1) as u32
-        };
-        self.links.push_head(&mut self.order, slot);
-        self.map.insert(a.block, slot);
+        if self.len >= self.capacity {
+            let victim = self.tail as usize;
+            self.unlink(victim);
+            self.remove_at(victim);
+            self.len -= 1;
+        } else if 2 * (self.len + 1) > self.table.len() {
+            self.grow();
+        }
+        let i = self.insert_slot(a.block);
+        self.push_head(i);
+        self.len += 1;
         false
     }
 
     fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 
     fn capacity(&self) -> usize {
         self.capacity
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::NEVER;
+    use proptest::prelude::*;
+    use std::collections::VecDeque;
+
+    /// Brute-force LRU: a queue, most recent at the front.
+    fn brute(keys: &[u64], cap: usize) -> Vec<bool> {
+        let mut q: VecDeque<u64> = VecDeque::new();
+        keys.iter()
+            .map(|&k| {
+                if let Some(p) = q.iter().position(|&x| x == k) {
+                    q.remove(p);
+                    q.push_front(k);
+                    true
+                } else {
+                    if q.len() == cap {
+                        q.pop_back();
+                    }
+                    q.push_front(k);
+                    false
+                }
+            })
+            .collect()
+    }
+
+    fn run(keys: &[u64], cap: usize) -> Vec<bool> {
+        let mut l = Lru::new(cap);
+        let out = keys.iter().map(|&k| l.access(&Access { block: k, next_use: NEVER, write: false })).collect();
+        assert!(l.len() <= cap);
+        out
+    }
+
+    #[test]
+    fn by_hand() {
+        // cap 2: 1 2 1 3 2 1 -> miss miss hit miss(evict 2) miss(evict 1) miss(evict 3)
+        assert_eq!(run(&[1, 2, 1, 3, 2, 1], 2), vec![false, false, true, false, false, false]);
+    }
+
+    #[test]
+    fn colliding_keys_and_growth() {
+        // Keys that share a home slot (multiples of a large power of two) stress
+        // probe chains and backward-shift deletion; 3000 distinct keys force growth.
+        let keys: Vec<u64> = (0..20_000u64).map(|i| ((i * 7919) % 3000) << 40 | (i % 3)).collect();
+        for cap in [1, 2, 7, 100, 2999, 5000] {
+            assert_eq!(run(&keys, cap), brute(&keys, cap), "cap {cap}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+        #[test]
+        fn equals_brute_force(keys in prop::collection::vec(prop_oneof![0u64..40, any::<u64>()], 0..600), cap in 1usize..50) {
+            prop_assert_eq!(run(&keys, cap), brute(&keys, cap));
+        }
     }
 }

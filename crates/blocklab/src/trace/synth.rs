@@ -72,14 +72,10 @@ pub fn zipf_keys(accesses: u64, universe: u64, alpha: f64, seed: u64) -> Result<
     Ok((0..accesses).map(|_| z.sample(&mut rng) + 1).collect())
 }
 
-/// Bytes of one oracleGeneral record.
-pub const ORACLE_RECORD: usize = 24;
-
-/// Write `keys` as a libCacheSim oracleGeneral file: little-endian records
-/// `u32 time, u64 obj_id, u32 obj_size, i64 next_access_vtime`. Time is the
-/// access index (one access per second); next_access_vtime is the index of
-/// the next access to the same object, or -1 (libCacheSim's reader takes -1
-/// or INT64_MAX as "never"). libCacheSim skips objects of size 0, so
+/// Write `keys` as a libCacheSim oracleGeneral file (see [`super::oracle`]):
+/// time is the access index (one access per second); next_access_vtime is
+/// the 1-based index of the next access to the same object, or -1 (the
+/// convention of [`super::convert`]). libCacheSim skips objects of size 0, so
 /// `obj_size` must be positive (1 to count objects, or the block size).
 pub fn write_oracle(path: &Path, keys: &[u64], obj_size: u32) -> Result<()> {
     if obj_size == 0 {
@@ -90,14 +86,9 @@ pub fn write_oracle(path: &Path, keys: &[u64], obj_size: u32) -> Result<()> {
     next_uses_in_place(&mut next);
     let file = std::fs::File::create(path).map_err(|e| Error::io(&name, e))?;
     let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-    let mut rec = [0u8; ORACLE_RECORD];
     for (i, (&k, &n)) in keys.iter().zip(&next).enumerate() {
-        rec[0..4].copy_from_slice(&(i as u32).to_le_bytes());
-        rec[4..12].copy_from_slice(&k.to_le_bytes());
-        rec[12..16].copy_from_slice(&obj_size.to_le_bytes());
-        let na: i64 = if n == NEVER { -1 } else { n as i64 };
-        rec[16..24].copy_from_slice(&na.to_le_bytes());
-        w.write_all(&rec).map_err(|e| Error::io(&name, e))?;
+        let na: i64 = if n == NEVER { -1 } else { n as i64 + 1 };
+        super::oracle::write_record(&mut w, i as u32, k, obj_size, na).map_err(|e| Error::io(&name, e))?;
     }
     w.flush().map_err(|e| Error::io(&name, e))?;
     Ok(())
@@ -172,7 +163,7 @@ mod tests {
                 i64::from_le_bytes(r[16..24].try_into().unwrap()),
             )
         };
-        assert_eq!(rec(0), (0, 5, 1, 2));
+        assert_eq!(rec(0), (0, 5, 1, 3));
         assert_eq!(rec(1), (1, 6, 1, -1));
         assert_eq!(rec(2), (2, 5, 1, -1));
         assert!(write_oracle(&p, &[1], 0).is_err());
