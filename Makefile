@@ -20,10 +20,20 @@ $(BIN)/python:
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
+# The main job on the shipped sample (a real WebSearch trace), then the same
+# tools on a seeded synthetic Zipf trace, where caching has something to do.
+DISK := examples/disks/ultrastar-73lzx.toml
 demo: install
+	@mkdir -p out
 	$(BIN)/blocklab trace stats $(SAMPLE) --format mqsim
-	$(BIN)/blocklab cache $(SAMPLE) --format mqsim --policy lru,fifo,clock,sieve,arc,lfu,s3fifo,opt --size 1%,5%,20%
-	$(BIN)/blocklab mrc $(SAMPLE) --format mqsim --method exact --size 1%,5%,10%,20%,50%
+	$(BIN)/blocklab cache $(SAMPLE) --format mqsim --policy lru,arc,s3fifo,opt --size 1%,10%
+	$(BIN)/blocklab disk run $(DISK) --trace $(SAMPLE) --format mqsim --raid 5 --disks 6
+	$(BIN)/blocklab disk run $(DISK) --trace $(SAMPLE) --format mqsim --raid 5 --disks 6 --failed 0
+	$(BIN)/blocklab trace synth out/zipf.csv --accesses 1000000 --universe 200000 --alpha 0.9 --seed 1
+	$(BIN)/blocklab cache out/zipf.csv --format csv --policy lru,clock,sieve,arc,lirs,s3fifo,lfu,opt --size 1%,10%
+	$(BIN)/blocklab mrc out/zipf.csv --format csv --method exact --size 1%,5%,10%,20%
+	$(BIN)/blocklab rgr out/zipf.csv --format csv --raid 5 --disks 6 --failed 0 --reads-only \
+		--policy lru,vdf-lru,lfu,vdf-lfu --size 1%,10%
 
 test: install test-rust test-python
 
@@ -31,8 +41,10 @@ test-rust:
 	cargo test --workspace --exclude blocklab-py
 
 test-python: install
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests -q
 
+# Speed, recorded in BENCHMARKS.md: the counted simulator against libCacheSim,
+# every policy, memory, SHARDS accuracy, and the timed engine on a Cheetah 9LP.
 bench: install
 	$(BIN)/python benches/run.py
 
