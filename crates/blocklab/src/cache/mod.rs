@@ -12,6 +12,7 @@ pub mod cost_aware;
 pub mod fault;
 pub mod fifo;
 pub mod gds;
+mod ghost;
 mod lazy_heap;
 pub mod lfu;
 pub mod lirs;

@@ -15,6 +15,7 @@
 //!
 //! It agrees with libCacheSim `MQ` access for access (tests/test_libcachesim.py).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
@@ -25,7 +26,6 @@ const QOUT: u8 = u8::MAX;
 
 pub struct Mq {
     c: usize,
-    qout_cap: usize,
     vtime: u64,
     cached: usize,
     map: FxHashMap<u64, u32>,
@@ -35,7 +35,7 @@ pub struct Mq {
     expire: Vec<u64>,
     links: Links32,
     queues: [Ends; N_QUEUES],
-    qout: Ends,
+    qout: Ghosts,
     free: Vec<u32>,
 }
 
@@ -57,7 +57,6 @@ impl Mq {
         map.reserve(reserve);
         Mq {
             c: capacity,
-            qout_cap,
             vtime: 0,
             cached: 0,
             map,
@@ -67,7 +66,7 @@ impl Mq {
             expire: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             queues: [Ends::default(); N_QUEUES],
-            qout: Ends::default(),
+            qout: Ghosts::new(qout_cap),
             free: Vec::new(),
         }
     }
@@ -93,18 +92,10 @@ impl Mq {
         let k = (0..N_QUEUES).find(|&k| self.queues[k].len > 0).expect("full cache");
         let t = self.links.pop_tail(&mut self.queues[k]).expect("non-empty queue");
         self.cached -= 1;
-        if self.qout.len + 1 > self.qout_cap {
-            if let Some(g) = self.links.pop_tail(&mut self.qout) {
-                self.map.remove(&self.blocks[g as usize]);
-                self.free.push(g);
-            }
-        }
-        if self.qout_cap == 0 {
-            self.map.remove(&self.blocks[t as usize]);
-            self.free.push(t);
-        } else {
-            self.links.push_head(&mut self.qout, t);
-            self.which[t as usize] = QOUT;
+        self.which[t as usize] = QOUT;
+        if let Some(gone) = self.qout.remember(&mut self.links, t) {
+            self.map.remove(&self.blocks[gone as usize]);
+            self.free.push(gone);
         }
     }
 }
@@ -123,7 +114,7 @@ impl Policy for Mq {
                 self.adjust();
                 return true;
             }
-            self.links.unlink(&mut self.qout, s);
+            self.qout.take(&mut self.links, s);
             ghost = Some(s);
         }
         while self.cached + 1 > self.c {

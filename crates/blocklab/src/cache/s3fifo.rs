@@ -18,12 +18,14 @@
 //! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access
 //! (tests/test_libcachesim.py).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
 
 const S: u8 = 0;
 const M: u8 = 1;
+/// `which` of a slot remembered in G.
 const G: u8 = 2;
 const MOVE_TO_MAIN: u8 = 2;
 
@@ -31,14 +33,15 @@ pub struct S3Fifo {
     c: usize,
     small_cap: usize,
     main_cap: usize,
-    ghost_cap: usize,
     has_evicted: bool,
     map: FxHashMap<u64, u32>,
     blocks: Vec<u64>,
     which: Vec<u8>,
     freq: Vec<u8>,
     links: Links32,
-    lists: [Ends; 3],
+    /// S, M.
+    lists: [Ends; 2],
+    ghosts: Ghosts,
     free: Vec<u32>,
 }
 
@@ -53,14 +56,14 @@ impl S3Fifo {
             c: capacity,
             small_cap,
             main_cap: capacity - small_cap,
-            ghost_cap,
             has_evicted: false,
             map,
             blocks: Vec::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
-            lists: [Ends::default(); 3],
+            lists: [Ends::default(); 2],
+            ghosts: Ghosts::new(ghost_cap),
             free: Vec::new(),
         }
     }
@@ -89,15 +92,10 @@ impl S3Fifo {
                 self.move_to(t, M);
                 self.freq[t as usize] = 0;
             } else {
-                if self.ghost_cap == 0 {
-                    self.links.unlink(&mut self.lists[S as usize], t);
-                    self.forget(t);
-                } else {
-                    if self.size(G) + 1 > self.ghost_cap {
-                        let g = self.links.pop_tail(&mut self.lists[G as usize]).expect("ghost");
-                        self.forget(g);
-                    }
-                    self.move_to(t, G);
+                self.links.unlink(&mut self.lists[S as usize], t);
+                self.which[t as usize] = G;
+                if let Some(gone) = self.ghosts.remember(&mut self.links, t) {
+                    self.forget(gone);
                 }
                 return;
             }
@@ -138,7 +136,7 @@ impl Policy for S3Fifo {
                 *f = f.saturating_add(1);
                 return true;
             }
-            self.links.unlink(&mut self.lists[G as usize], s);
+            self.ghosts.take(&mut self.links, s);
             ghost = Some(s);
         }
         while self.size(S) + self.size(M) + 1 > self.c {

@@ -14,24 +14,28 @@
 //! still pass through A1in on such tiny caches. Otherwise it agrees with
 //! libCacheSim `TwoQ` access for access (tests/test_libcachesim.py, ≥ 20 blocks).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
 
 const AIN: u8 = 0;
 const AM: u8 = 1;
+/// `which` of a slot remembered in A1out.
 const AOUT: u8 = 2;
 
 pub struct TwoQ {
     c: usize,
     kin: usize,
-    kout: usize,
     am_cap: usize,
     map: FxHashMap<u64, u32>,
     blocks: Vec<u64>,
     which: Vec<u8>,
     links: Links32,
-    lists: [Ends; 3],
+    /// A1in, Am.
+    lists: [Ends; 2],
+    /// A1out.
+    aout: Ghosts,
     free: Vec<u32>,
 }
 
@@ -49,13 +53,13 @@ impl TwoQ {
         TwoQ {
             c: capacity,
             kin,
-            kout,
             am_cap: capacity - kin,
             map,
             blocks: Vec::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
-            lists: [Ends::default(); 3],
+            lists: [Ends::default(); 2],
+            aout: Ghosts::new(kout),
             free: Vec::new(),
         }
     }
@@ -65,24 +69,23 @@ impl TwoQ {
         self.lists[l as usize].len
     }
 
-    fn forget_tail(&mut self, l: u8) {
-        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+    fn forget(&mut self, s: u32) {
         self.map.remove(&self.blocks[s as usize]);
         self.free.push(s);
     }
 
+    fn forget_tail(&mut self, l: u8) {
+        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+        self.forget(s);
+    }
+
     fn evict(&mut self) {
         if self.size(AIN) > self.kin {
-            if self.kout == 0 {
-                self.forget_tail(AIN);
-                return;
-            }
             let s = self.links.pop_tail(&mut self.lists[AIN as usize]).expect("A1in non-empty");
-            if self.size(AOUT) + 1 > self.kout {
-                self.forget_tail(AOUT);
-            }
-            self.links.push_head(&mut self.lists[AOUT as usize], s);
             self.which[s as usize] = AOUT;
+            if let Some(gone) = self.aout.remember(&mut self.links, s) {
+                self.forget(gone);
+            }
         } else {
             self.forget_tail(AM);
         }
@@ -100,7 +103,7 @@ impl Policy for TwoQ {
                     return true;
                 }
                 _ => {
-                    self.links.unlink(&mut self.lists[AOUT as usize], s);
+                    self.aout.take(&mut self.links, s);
                     ghost = Some(s);
                 }
             }
