@@ -24,6 +24,7 @@ pub mod opt;
 #[cfg(test)]
 mod reference;
 pub mod s3fifo;
+mod slab;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;

@@ -17,8 +17,8 @@
 
 use super::ghost::Ghosts;
 use super::list::{Ends, Links32, NIL};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const N_QUEUES: usize = 8;
 const LIFETIME: u64 = 10_000;
@@ -28,15 +28,13 @@ pub struct Mq {
     c: usize,
     vtime: u64,
     cached: usize,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     freq: Vec<u32>,
     expire: Vec<u64>,
     links: Links32,
     queues: [Ends; N_QUEUES],
     qout: Ghosts,
-    free: Vec<u32>,
 }
 
 #[inline]
@@ -53,21 +51,17 @@ impl Mq {
     pub fn new(capacity: usize) -> Self {
         let qout_cap = capacity.saturating_mul(4);
         let reserve = (capacity + qout_cap).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Mq {
             c: capacity,
             vtime: 0,
             cached: 0,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             expire: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             queues: [Ends::default(); N_QUEUES],
             qout: Ghosts::new(qout_cap),
-            free: Vec::new(),
         }
     }
 
@@ -94,8 +88,7 @@ impl Mq {
         self.cached -= 1;
         self.which[t as usize] = QOUT;
         if let Some(gone) = self.qout.remember(&mut self.links, t) {
-            self.map.remove(&self.blocks[gone as usize]);
-            self.free.push(gone);
+            self.slots.forget(gone);
         }
     }
 }
@@ -103,7 +96,7 @@ impl Mq {
 impl Policy for Mq {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             let q = self.which[s as usize];
             if q != QOUT {
                 self.links.unlink(&mut self.queues[q as usize], s);
@@ -123,20 +116,12 @@ impl Policy for Mq {
         let (s, f) = match ghost {
             Some(s) => (s, self.freq[s as usize].saturating_add(1)),
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(0);
-                        self.freq.push(0);
-                        self.expire.push(0);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
-                self.map.insert(a.block, s);
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(0);
+                    self.freq.push(0);
+                    self.expire.push(0);
+                }
                 (s, 1)
             }
         };

@@ -20,8 +20,8 @@
 
 use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const S: u8 = 0;
 const M: u8 = 1;
@@ -34,15 +34,13 @@ pub struct S3Fifo {
     small_cap: usize,
     main_cap: usize,
     has_evicted: bool,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     freq: Vec<u8>,
     links: Links32,
     /// S, M.
     lists: [Ends; 2],
     ghosts: Ghosts,
-    free: Vec<u32>,
 }
 
 impl S3Fifo {
@@ -50,32 +48,23 @@ impl S3Fifo {
         let small_cap = (capacity as f64 * 0.1) as usize;
         let ghost_cap = (capacity as f64 * 0.9) as usize;
         let reserve = (capacity + ghost_cap).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         S3Fifo {
             c: capacity,
             small_cap,
             main_cap: capacity - small_cap,
             has_evicted: false,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             lists: [Ends::default(); 2],
             ghosts: Ghosts::new(ghost_cap),
-            free: Vec::new(),
         }
     }
 
     #[inline]
     fn size(&self, l: u8) -> usize {
         self.lists[l as usize].len
-    }
-
-    fn forget(&mut self, s: u32) {
-        self.map.remove(&self.blocks[s as usize]);
-        self.free.push(s);
     }
 
     fn move_to(&mut self, s: u32, to: u8) {
@@ -95,7 +84,7 @@ impl S3Fifo {
                 self.links.unlink(&mut self.lists[S as usize], t);
                 self.which[t as usize] = G;
                 if let Some(gone) = self.ghosts.remember(&mut self.links, t) {
-                    self.forget(gone);
+                    self.slots.forget(gone);
                 }
                 return;
             }
@@ -111,7 +100,7 @@ impl S3Fifo {
                 self.links.move_to_head(&mut self.lists[M as usize], t);
             } else {
                 self.links.unlink(&mut self.lists[M as usize], t);
-                self.forget(t);
+                self.slots.forget(t);
                 return;
             }
         }
@@ -130,7 +119,7 @@ impl S3Fifo {
 impl Policy for S3Fifo {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             if self.which[s as usize] != G {
                 let f = &mut self.freq[s as usize];
                 *f = f.saturating_add(1);
@@ -150,19 +139,11 @@ impl Policy for S3Fifo {
         let s = match ghost {
             Some(s) => s,
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(0);
-                        self.freq.push(0);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
-                self.map.insert(a.block, s);
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(0);
+                    self.freq.push(0);
+                }
                 s
             }
         };

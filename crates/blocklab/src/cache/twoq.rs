@@ -16,8 +16,8 @@
 
 use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const AIN: u8 = 0;
 const AM: u8 = 1;
@@ -28,15 +28,13 @@ pub struct TwoQ {
     c: usize,
     kin: usize,
     am_cap: usize,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     links: Links32,
     /// A1in, Am.
     lists: [Ends; 2],
     /// A1out.
     aout: Ghosts,
-    free: Vec<u32>,
 }
 
 impl TwoQ {
@@ -48,19 +46,15 @@ impl TwoQ {
         let kin = (capacity as f64 * kin) as usize;
         let kout = (capacity as f64 * kout) as usize;
         let reserve = (capacity + kout).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         TwoQ {
             c: capacity,
             kin,
             am_cap: capacity - kin,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             lists: [Ends::default(); 2],
             aout: Ghosts::new(kout),
-            free: Vec::new(),
         }
     }
 
@@ -69,14 +63,9 @@ impl TwoQ {
         self.lists[l as usize].len
     }
 
-    fn forget(&mut self, s: u32) {
-        self.map.remove(&self.blocks[s as usize]);
-        self.free.push(s);
-    }
-
     fn forget_tail(&mut self, l: u8) {
         let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
-        self.forget(s);
+        self.slots.forget(s);
     }
 
     fn evict(&mut self) {
@@ -84,7 +73,7 @@ impl TwoQ {
             let s = self.links.pop_tail(&mut self.lists[AIN as usize]).expect("A1in non-empty");
             self.which[s as usize] = AOUT;
             if let Some(gone) = self.aout.remember(&mut self.links, s) {
-                self.forget(gone);
+                self.slots.forget(gone);
             }
         } else {
             self.forget_tail(AM);
@@ -95,7 +84,7 @@ impl TwoQ {
 impl Policy for TwoQ {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             match self.which[s as usize] {
                 AIN => return true,
                 AM => {
@@ -120,20 +109,13 @@ impl Policy for TwoQ {
                 self.which[s as usize] = AM;
             }
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        self.which[s as usize] = AIN;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(AIN);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(AIN);
+                } else {
+                    self.which[s as usize] = AIN;
+                }
                 self.links.push_head(&mut self.lists[AIN as usize], s);
-                self.map.insert(a.block, s);
             }
         }
         false
