@@ -15,8 +15,8 @@
 //! All four lists are threaded through one slab (at most 2c slots).
 
 use super::list::{Ends, Links32};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const T1: u8 = 0;
 const T2: u8 = 1;
@@ -26,28 +26,22 @@ const B2: u8 = 3;
 pub struct Arc {
     c: usize,
     p: f64,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     links: Links32,
     lists: [Ends; 4],
-    free: Vec<u32>,
 }
 
 impl Arc {
     pub fn new(capacity: usize) -> Self {
         let reserve = (2 * capacity).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Arc {
             c: capacity,
             p: 0.0,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             lists: [Ends::default(); 4],
-            free: Vec::new(),
         }
     }
 
@@ -68,8 +62,7 @@ impl Arc {
     /// Forget the LRU block of list `l` entirely.
     fn drop_tail(&mut self, l: u8) {
         let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
-        self.map.remove(&self.blocks[s as usize]);
-        self.free.push(s);
+        self.slots.forget(s);
     }
 
     /// REPLACE of the paper: demote one cached block to its ghost list.
@@ -105,26 +98,19 @@ impl Arc {
     }
 
     fn new_slot(&mut self, block: u64, list: u8) {
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.blocks[s as usize] = block;
-                self.which[s as usize] = list;
-                s
-            }
-            None => {
-                self.blocks.push(block);
-                self.which.push(list);
-                (self.blocks.len() - 1) as u32
-            }
-        };
+        let (s, new) = self.slots.insert(block);
+        if new {
+            self.which.push(list);
+        } else {
+            self.which[s as usize] = list;
+        }
         self.links.push_head(&mut self.lists[list as usize], s);
-        self.map.insert(block, s);
     }
 }
 
 impl Policy for Arc {
     fn access(&mut self, a: &Access) -> bool {
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             match self.which[s as usize] {
                 T1 | T2 => {
                     self.move_to(s, T2);

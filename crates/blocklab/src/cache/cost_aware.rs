@@ -28,13 +28,11 @@
 //! are provided here (policies with ghost history, such as ARC, would need
 //! `remove` to record the ghost as their own eviction does).
 
-use super::fault::FaultMap;
+use super::fault::{AgeOverPenaltyPick, FaultMap};
 use super::list::{Ends, Links32, NIL};
-use super::vdf_lru::cmp_age_over_mp;
 use super::{Access, Policy};
 use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 /// A replacement order that can name and drop its victim on request.
@@ -90,25 +88,13 @@ impl CostAware {
         let victim = if !self.faults.any_failed() {
             self.global.candidate().expect("full cache")
         } else {
-            let mut best: Option<(u64, u64, u32)> = None; // (block, age, mp)
+            let mut pick = AgeOverPenaltyPick::new();
             for ls in self.local.iter_mut() {
                 let Some(c) = ls.candidate() else { continue };
                 let ts = self.meta[&c].1;
-                let age = self.gts - ts;
-                let mp = self.faults.penalty(c);
-                let better = match best {
-                    None => true,
-                    Some((b, bage, bmp)) => match cmp_age_over_mp(age, mp, bage, bmp) {
-                        Ordering::Greater => true,
-                        Ordering::Less => false,
-                        Ordering::Equal => ts < self.meta[&b].1,
-                    },
-                };
-                if better {
-                    best = Some((c, age, mp));
-                }
+                pick.offer(c, self.gts - ts, self.faults.penalty(c), ts);
             }
-            best.expect("full cache").0
+            pick.best().expect("full cache")
         };
         let (disk, _) = self.meta.remove(&victim).expect("victim cached");
         self.global.remove(victim);

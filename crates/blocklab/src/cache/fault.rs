@@ -14,6 +14,7 @@
 
 use super::{build, Policy, POLICIES};
 use crate::error::{Error, Result};
+use std::cmp::Ordering as CmpOrdering;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -34,6 +35,54 @@ pub trait FaultMap: Send + Sync {
     /// healthy disk, n-1 for a block lost on a RAID-5 failed disk, ...
     /// 0 when the block cannot be read at all (caching it saves nothing).
     fn penalty(&self, block: u64) -> u32;
+}
+
+/// Compare the weights of two candidates W = age / mp (mp = 0 is infinite).
+fn cmp_age_over_mp(age_a: u64, mp_a: u32, age_b: u64, mp_b: u32) -> CmpOrdering {
+    match (mp_a, mp_b) {
+        (0, 0) => CmpOrdering::Equal,
+        (0, _) => CmpOrdering::Greater,
+        (_, 0) => CmpOrdering::Less,
+        _ => (age_a as u128 * mp_b as u128).cmp(&(age_b as u128 * mp_a as u128)),
+    }
+}
+
+/// The faulty-mode victim choice of VDF-LRU (and of the cost-aware FIFO and
+/// CLOCK built on the same rule): among the candidates of the local stacks,
+/// evict the one with the largest W = (GTS - TS) / MP, where MP = 0 (the
+/// block cannot be read at all) counts as infinite; ties go to the older TS.
+/// Offer the candidates one by one; `T` is whatever identifies a candidate.
+pub(crate) struct AgeOverPenaltyPick<T> {
+    /// (candidate, age, mp, ts) of the best so far.
+    best: Option<(T, u64, u32, u64)>,
+}
+
+impl<T: Copy> AgeOverPenaltyPick<T> {
+    pub fn new() -> Self {
+        AgeOverPenaltyPick { best: None }
+    }
+
+    /// Consider candidate `c` with timestamp `ts` (age = gts - ts) and miss
+    /// penalty `mp`.
+    #[inline]
+    pub fn offer(&mut self, c: T, age: u64, mp: u32, ts: u64) {
+        let better = match self.best {
+            None => true,
+            Some((_, bage, bmp, bts)) => match cmp_age_over_mp(age, mp, bage, bmp) {
+                CmpOrdering::Greater => true,
+                CmpOrdering::Less => false,
+                CmpOrdering::Equal => ts < bts,
+            },
+        };
+        if better {
+            self.best = Some((c, age, mp, ts));
+        }
+    }
+
+    /// The candidate to evict (None if none was offered).
+    pub fn best(&self) -> Option<T> {
+        self.best.map(|b| b.0)
+    }
 }
 
 /// Test stand-in: disk = block mod n, RAID-5-like penalties (1 or n-1).

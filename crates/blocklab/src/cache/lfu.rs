@@ -5,24 +5,22 @@
 //! (libCacheSim `LFU` appends a block to the tail of its frequency bucket on
 //! every access and evicts from the bucket head: the same order).
 //!
-//! A binary min-heap keyed by (count, time of last access) with lazy deletion:
-//! every access pushes a fresh entry and an entry is live only while its time
-//! equals the block's last-access time (times are unique). Stale entries are
-//! swept when they outnumber the live ones, so the heap stays within about
-//! twice the cache size and the cost is O(log n) per access.
+//! A binary min-heap keyed by (count, time of last access) with lazy deletion
+//! ([`LazyHeap`]): every access pushes a fresh entry stamped with its time
+//! (times are unique), so the cost is O(log n) per access.
 
+use super::lazy_heap::LazyHeap;
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 pub struct Lfu {
     capacity: usize,
     map: FxHashMap<u64, u32>,
     blocks: Vec<u64>,
     freq: Vec<u64>,
-    last: Vec<u64>,
-    heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// (count, time of last access, slot), smallest first.
+    heap: LazyHeap<Reverse<(u64, u64, u32)>>,
     now: u64,
 }
 
@@ -36,32 +34,8 @@ impl Lfu {
             map,
             blocks: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
-            last: Vec::with_capacity(reserve),
-            heap: BinaryHeap::with_capacity(2 * reserve + 64),
+            heap: LazyHeap::with_capacity(reserve),
             now: 0,
-        }
-    }
-
-    #[inline]
-    fn live(&self, e: &(u64, u64, u32)) -> bool {
-        self.last[e.2 as usize] == e.1
-    }
-
-    fn sweep_if_needed(&mut self) {
-        if self.heap.len() > 2 * self.map.len() + 64 {
-            let last = &self.last;
-            self.heap.retain(|Reverse(e)| last[e.2 as usize] == e.1);
-        }
-    }
-
-    fn evict(&mut self) -> u32 {
-        loop {
-            let Reverse(e) = self.heap.pop().expect("full cache has live heap entries");
-            if self.live(&e) {
-                let slot = e.2;
-                self.map.remove(&self.blocks[slot as usize]);
-                return slot;
-            }
         }
     }
 }
@@ -74,26 +48,22 @@ impl Policy for Lfu {
         if let Some(&slot) = self.map.get(&a.block) {
             let s = slot as usize;
             self.freq[s] += 1;
-            self.last[s] = now;
             self.heap.push(Reverse((self.freq[s], now, slot)));
-            self.sweep_if_needed();
             return true;
         }
         let slot = if self.map.len() >= self.capacity {
-            let s = self.evict();
+            let s = self.heap.pop_live();
+            self.map.remove(&self.blocks[s as usize]);
             self.blocks[s as usize] = a.block;
             self.freq[s as usize] = 1;
-            self.last[s as usize] = now;
             s
         } else {
             self.blocks.push(a.block);
             self.freq.push(1);
-            self.last.push(now);
             (self.blocks.len() - 1) as u32
         };
         self.map.insert(a.block, slot);
         self.heap.push(Reverse((1, now, slot)));
-        self.sweep_if_needed();
         false
     }
 

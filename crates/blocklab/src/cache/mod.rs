@@ -12,6 +12,8 @@ pub mod cost_aware;
 pub mod fault;
 pub mod fifo;
 pub mod gds;
+mod ghost;
+mod lazy_heap;
 pub mod lfu;
 pub mod lirs;
 pub mod list;
@@ -22,6 +24,7 @@ pub mod opt;
 #[cfg(test)]
 mod reference;
 pub mod s3fifo;
+mod slab;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;

@@ -15,9 +15,10 @@
 //!
 //! It agrees with libCacheSim `MQ` access for access (tests/test_libcachesim.py).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32, NIL};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const N_QUEUES: usize = 8;
 const LIFETIME: u64 = 10_000;
@@ -25,18 +26,15 @@ const QOUT: u8 = u8::MAX;
 
 pub struct Mq {
     c: usize,
-    qout_cap: usize,
     vtime: u64,
     cached: usize,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     freq: Vec<u32>,
     expire: Vec<u64>,
     links: Links32,
     queues: [Ends; N_QUEUES],
-    qout: Ends,
-    free: Vec<u32>,
+    qout: Ghosts,
 }
 
 #[inline]
@@ -53,22 +51,17 @@ impl Mq {
     pub fn new(capacity: usize) -> Self {
         let qout_cap = capacity.saturating_mul(4);
         let reserve = (capacity + qout_cap).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Mq {
             c: capacity,
-            qout_cap,
             vtime: 0,
             cached: 0,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             expire: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             queues: [Ends::default(); N_QUEUES],
-            qout: Ends::default(),
-            free: Vec::new(),
+            qout: Ghosts::new(qout_cap),
         }
     }
 
@@ -93,18 +86,9 @@ impl Mq {
         let k = (0..N_QUEUES).find(|&k| self.queues[k].len > 0).expect("full cache");
         let t = self.links.pop_tail(&mut self.queues[k]).expect("non-empty queue");
         self.cached -= 1;
-        if self.qout.len + 1 > self.qout_cap {
-            if let Some(g) = self.links.pop_tail(&mut self.qout) {
-                self.map.remove(&self.blocks[g as usize]);
-                self.free.push(g);
-            }
-        }
-        if self.qout_cap == 0 {
-            self.map.remove(&self.blocks[t as usize]);
-            self.free.push(t);
-        } else {
-            self.links.push_head(&mut self.qout, t);
-            self.which[t as usize] = QOUT;
+        self.which[t as usize] = QOUT;
+        if let Some(gone) = self.qout.remember(&mut self.links, t) {
+            self.slots.forget(gone);
         }
     }
 }
@@ -112,7 +96,7 @@ impl Mq {
 impl Policy for Mq {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             let q = self.which[s as usize];
             if q != QOUT {
                 self.links.unlink(&mut self.queues[q as usize], s);
@@ -123,7 +107,7 @@ impl Policy for Mq {
                 self.adjust();
                 return true;
             }
-            self.links.unlink(&mut self.qout, s);
+            self.qout.take(&mut self.links, s);
             ghost = Some(s);
         }
         while self.cached + 1 > self.c {
@@ -132,20 +116,12 @@ impl Policy for Mq {
         let (s, f) = match ghost {
             Some(s) => (s, self.freq[s as usize].saturating_add(1)),
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(0);
-                        self.freq.push(0);
-                        self.expire.push(0);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
-                self.map.insert(a.block, s);
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(0);
+                    self.freq.push(0);
+                    self.expire.push(0);
+                }
                 (s, 1)
             }
         };

@@ -18,12 +18,14 @@
 //! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access
 //! (tests/test_libcachesim.py).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const S: u8 = 0;
 const M: u8 = 1;
+/// `which` of a slot remembered in G.
 const G: u8 = 2;
 const MOVE_TO_MAIN: u8 = 2;
 
@@ -31,15 +33,14 @@ pub struct S3Fifo {
     c: usize,
     small_cap: usize,
     main_cap: usize,
-    ghost_cap: usize,
     has_evicted: bool,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     freq: Vec<u8>,
     links: Links32,
-    lists: [Ends; 3],
-    free: Vec<u32>,
+    /// S, M.
+    lists: [Ends; 2],
+    ghosts: Ghosts,
 }
 
 impl S3Fifo {
@@ -47,32 +48,23 @@ impl S3Fifo {
         let small_cap = (capacity as f64 * 0.1) as usize;
         let ghost_cap = (capacity as f64 * 0.9) as usize;
         let reserve = (capacity + ghost_cap).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         S3Fifo {
             c: capacity,
             small_cap,
             main_cap: capacity - small_cap,
-            ghost_cap,
             has_evicted: false,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
-            lists: [Ends::default(); 3],
-            free: Vec::new(),
+            lists: [Ends::default(); 2],
+            ghosts: Ghosts::new(ghost_cap),
         }
     }
 
     #[inline]
     fn size(&self, l: u8) -> usize {
         self.lists[l as usize].len
-    }
-
-    fn forget(&mut self, s: u32) {
-        self.map.remove(&self.blocks[s as usize]);
-        self.free.push(s);
     }
 
     fn move_to(&mut self, s: u32, to: u8) {
@@ -89,15 +81,10 @@ impl S3Fifo {
                 self.move_to(t, M);
                 self.freq[t as usize] = 0;
             } else {
-                if self.ghost_cap == 0 {
-                    self.links.unlink(&mut self.lists[S as usize], t);
-                    self.forget(t);
-                } else {
-                    if self.size(G) + 1 > self.ghost_cap {
-                        let g = self.links.pop_tail(&mut self.lists[G as usize]).expect("ghost");
-                        self.forget(g);
-                    }
-                    self.move_to(t, G);
+                self.links.unlink(&mut self.lists[S as usize], t);
+                self.which[t as usize] = G;
+                if let Some(gone) = self.ghosts.remember(&mut self.links, t) {
+                    self.slots.forget(gone);
                 }
                 return;
             }
@@ -113,7 +100,7 @@ impl S3Fifo {
                 self.links.move_to_head(&mut self.lists[M as usize], t);
             } else {
                 self.links.unlink(&mut self.lists[M as usize], t);
-                self.forget(t);
+                self.slots.forget(t);
                 return;
             }
         }
@@ -132,13 +119,13 @@ impl S3Fifo {
 impl Policy for S3Fifo {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             if self.which[s as usize] != G {
                 let f = &mut self.freq[s as usize];
                 *f = f.saturating_add(1);
                 return true;
             }
-            self.links.unlink(&mut self.lists[G as usize], s);
+            self.ghosts.take(&mut self.links, s);
             ghost = Some(s);
         }
         while self.size(S) + self.size(M) + 1 > self.c {
@@ -152,19 +139,11 @@ impl Policy for S3Fifo {
         let s = match ghost {
             Some(s) => s,
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(0);
-                        self.freq.push(0);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
-                self.map.insert(a.block, s);
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(0);
+                    self.freq.push(0);
+                }
                 s
             }
         };

@@ -14,25 +14,27 @@
 //! still pass through A1in on such tiny caches. Otherwise it agrees with
 //! libCacheSim `TwoQ` access for access (tests/test_libcachesim.py, ≥ 20 blocks).
 
+use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
+use super::slab::Slab;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 const AIN: u8 = 0;
 const AM: u8 = 1;
+/// `which` of a slot remembered in A1out.
 const AOUT: u8 = 2;
 
 pub struct TwoQ {
     c: usize,
     kin: usize,
-    kout: usize,
     am_cap: usize,
-    map: FxHashMap<u64, u32>,
-    blocks: Vec<u64>,
+    slots: Slab,
     which: Vec<u8>,
     links: Links32,
-    lists: [Ends; 3],
-    free: Vec<u32>,
+    /// A1in, Am.
+    lists: [Ends; 2],
+    /// A1out.
+    aout: Ghosts,
 }
 
 impl TwoQ {
@@ -44,19 +46,15 @@ impl TwoQ {
         let kin = (capacity as f64 * kin) as usize;
         let kout = (capacity as f64 * kout) as usize;
         let reserve = (capacity + kout).min(1 << 21);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         TwoQ {
             c: capacity,
             kin,
-            kout,
             am_cap: capacity - kin,
-            map,
-            blocks: Vec::with_capacity(reserve),
+            slots: Slab::with_capacity(reserve),
             which: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
-            lists: [Ends::default(); 3],
-            free: Vec::new(),
+            lists: [Ends::default(); 2],
+            aout: Ghosts::new(kout),
         }
     }
 
@@ -67,22 +65,16 @@ impl TwoQ {
 
     fn forget_tail(&mut self, l: u8) {
         let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
-        self.map.remove(&self.blocks[s as usize]);
-        self.free.push(s);
+        self.slots.forget(s);
     }
 
     fn evict(&mut self) {
         if self.size(AIN) > self.kin {
-            if self.kout == 0 {
-                self.forget_tail(AIN);
-                return;
-            }
             let s = self.links.pop_tail(&mut self.lists[AIN as usize]).expect("A1in non-empty");
-            if self.size(AOUT) + 1 > self.kout {
-                self.forget_tail(AOUT);
-            }
-            self.links.push_head(&mut self.lists[AOUT as usize], s);
             self.which[s as usize] = AOUT;
+            if let Some(gone) = self.aout.remember(&mut self.links, s) {
+                self.slots.forget(gone);
+            }
         } else {
             self.forget_tail(AM);
         }
@@ -92,7 +84,7 @@ impl TwoQ {
 impl Policy for TwoQ {
     fn access(&mut self, a: &Access) -> bool {
         let mut ghost = None;
-        if let Some(&s) = self.map.get(&a.block) {
+        if let Some(s) = self.slots.get(a.block) {
             match self.which[s as usize] {
                 AIN => return true,
                 AM => {
@@ -100,7 +92,7 @@ impl Policy for TwoQ {
                     return true;
                 }
                 _ => {
-                    self.links.unlink(&mut self.lists[AOUT as usize], s);
+                    self.aout.take(&mut self.links, s);
                     ghost = Some(s);
                 }
             }
@@ -117,20 +109,13 @@ impl Policy for TwoQ {
                 self.which[s as usize] = AM;
             }
             None => {
-                let s = match self.free.pop() {
-                    Some(s) => {
-                        self.blocks[s as usize] = a.block;
-                        self.which[s as usize] = AIN;
-                        s
-                    }
-                    None => {
-                        self.blocks.push(a.block);
-                        self.which.push(AIN);
-                        (self.blocks.len() - 1) as u32
-                    }
-                };
+                let (s, new) = self.slots.insert(a.block);
+                if new {
+                    self.which.push(AIN);
+                } else {
+                    self.which[s as usize] = AIN;
+                }
                 self.links.push_head(&mut self.lists[AIN as usize], s);
-                self.map.insert(a.block, s);
             }
         }
         false

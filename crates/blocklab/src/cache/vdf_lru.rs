@@ -41,11 +41,10 @@
 //! - The mode is read from the array at every eviction, so a failure in the
 //!   middle of a run switches the policy without losing any state.
 
-use super::fault::FaultMap;
+use super::fault::{AgeOverPenaltyPick, FaultMap};
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
-use std::cmp::Ordering;
 use std::sync::Arc;
 
 pub struct VdfLru {
@@ -64,16 +63,6 @@ pub struct VdfLru {
     local: Vec<Ends>,
     /// Global timestamp GTS.
     gts: u64,
-}
-
-/// Compare the weights of two candidates W = age / mp (mp = 0 is infinite).
-pub(crate) fn cmp_age_over_mp(age_a: u64, mp_a: u32, age_b: u64, mp_b: u32) -> Ordering {
-    match (mp_a, mp_b) {
-        (0, 0) => Ordering::Equal,
-        (0, _) => Ordering::Greater,
-        (_, 0) => Ordering::Less,
-        _ => (age_a as u128 * mp_b as u128).cmp(&(age_b as u128 * mp_a as u128)),
-    }
 }
 
 impl VdfLru {
@@ -100,28 +89,15 @@ impl VdfLru {
         if !self.faults.any_failed() {
             return self.global.tail; // fault-free: plain LRU on GS
         }
-        let mut best = NIL;
-        let (mut best_age, mut best_mp) = (0u64, 1u32);
+        let mut pick = AgeOverPenaltyPick::new();
         for ls in &self.local {
             let c = ls.tail;
-            if c == NIL {
-                continue;
-            }
-            let age = self.gts - self.ts[c as usize];
-            let mp = self.faults.penalty(self.blocks[c as usize]);
-            let better = best == NIL
-                || match cmp_age_over_mp(age, mp, best_age, best_mp) {
-                    Ordering::Greater => true,
-                    Ordering::Less => false,
-                    Ordering::Equal => self.ts[c as usize] < self.ts[best as usize],
-                };
-            if better {
-                best = c;
-                best_age = age;
-                best_mp = mp;
+            if c != NIL {
+                let ts = self.ts[c as usize];
+                pick.offer(c, self.gts - ts, self.faults.penalty(self.blocks[c as usize]), ts);
             }
         }
-        best
+        pick.best().unwrap_or(NIL)
     }
 
     /// Blocks in cache from LRU to MRU of the global stack (tests).

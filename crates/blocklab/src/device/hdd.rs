@@ -429,6 +429,35 @@ pub struct CacheParams {
     pub hold_bus_write: bool,
 }
 
+impl CacheParams {
+    /// No buffer cache: every request goes to the media. The other switches
+    /// hold the defaults of a simple spec-file drive (read-ahead until the
+    /// segment is full, almost-read hits), so a cache that differs is written
+    /// `CacheParams { enabled: true, .., ..CacheParams::off() }`.
+    pub fn off() -> Self {
+        CacheParams {
+            enabled: false,
+            segments: 0,
+            segment_sectors: 0,
+            max_readahead: 0,
+            readahead_over_requested: true,
+            write_back: false,
+            read_hits_on_write_data: false,
+            separate_write_segment: false,
+            read_any_free: false,
+            consume_on_hit: false,
+            prefetch_mode: 3,
+            read_water: 0.0,
+            reselect_ms: 0.0,
+            write_back_sequential_only: false,
+            almost_read_hits: true,
+            readahead_on_idle_hit: false,
+            write_water: 0.0,
+            hold_bus_write: false,
+        }
+    }
+}
+
 /// Everything the mechanical model needs.
 #[derive(Debug, Clone)]
 pub struct HddParams {
@@ -1130,26 +1159,7 @@ mod tests {
             overheads: Overheads::default(),
             bus_read_ms: 0.0,
             bus_write_ms: 0.0,
-            cache: CacheParams {
-                enabled: false,
-                segments: 0,
-                segment_sectors: 0,
-                max_readahead: 0,
-                readahead_over_requested: true,
-                write_back: false,
-                read_hits_on_write_data: false,
-                separate_write_segment: false,
-                read_any_free: false,
-                consume_on_hit: false,
-                prefetch_mode: 0,
-                read_water: 0.0,
-                reselect_ms: 0.0,
-                write_back_sequential_only: false,
-                almost_read_hits: true,
-                readahead_on_idle_hit: false,
-                write_water: 0.0,
-                hold_bus_write: false,
-            },
+            cache: CacheParams { prefetch_mode: 0, ..CacheParams::off() },
         })
         .unwrap()
     }
@@ -1165,20 +1175,8 @@ mod tests {
             segments: 2,
             segment_sectors: 100,
             max_readahead: 50,
-            readahead_over_requested: true,
-            write_back: false,
-            read_hits_on_write_data: false,
-            separate_write_segment: false,
-            read_any_free: false,
             consume_on_hit: true,
-            prefetch_mode: 3,
-            read_water: 0.0,
-            reselect_ms: 0.0,
-            write_back_sequential_only: false,
-            almost_read_hits: true,
-            readahead_on_idle_hit: false,
-            write_water: 0.0,
-            hold_bus_write: false,
+            ..CacheParams::off()
         };
         d.segs = vec![Seg { start: 0, end: 0, stamp: 0, valid: false }; 2];
         let r = |lbn, sectors| DevRequest { kind: DiskOpKind::Read, lbn, sectors };
