@@ -5,6 +5,16 @@ Python API, experiment recipes and plots.
 """
 
 from blocklab._core import BlocklabError, __version__
-from blocklab.api import mrc, read_trace, simulate_cache
+from blocklab.api import array_map, array_plan, disk_run, mrc, read_trace, rgr, simulate_cache
 
-__all__ = ["BlocklabError", "__version__", "read_trace", "simulate_cache", "mrc"]
+__all__ = [
+    "BlocklabError",
+    "__version__",
+    "read_trace",
+    "simulate_cache",
+    "mrc",
+    "rgr",
+    "array_map",
+    "array_plan",
+    "disk_run",
+]

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
-from blocklab.cli import array_cmd, cache_cmd, disk_cmd, repro_cmd, trace_cmd
-from blocklab.cli import disk_run_cmd
-from blocklab.cli import rgr_cmd
+from blocklab.cli import array_cmd, cache_cmd, disk_cmd, disk_run_cmd, repro_cmd, rgr_cmd, trace_cmd
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(

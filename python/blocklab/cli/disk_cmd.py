@@ -40,9 +40,5 @@ def validate(
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `disk` group to the main app (and any commands other modules attach)."""
-    try:  # `disk run` lives in its own module when present.
-        from blocklab.cli import disk_run_cmd  # noqa: F401
-    except ImportError:
-        pass
+    """Add the `disk` group to the main app (`disk_run_cmd` attaches `run` to it)."""
     app.add_typer(disk_app, name="disk")

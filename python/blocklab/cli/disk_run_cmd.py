@@ -86,9 +86,5 @@ def run(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `run` to the `disk` group (creating the group if `disk_cmd` has none)."""
-    group = getattr(disk_cmd, "disk_app", None)
-    if group is None:
-        group = typer.Typer(help="Disk models and timed simulation.", no_args_is_help=True)
-        app.add_typer(group, name="disk")
-    group.command("run")(run)
+    """Add `run` to the `disk` group of `disk_cmd`."""
+    disk_cmd.disk_app.command("run")(run)
