@@ -7,7 +7,14 @@ use serde_json::json;
 
 use crate::to_py;
 
-fn build(level: &str, disks: u32, chunk_bytes: u64, layout: Option<&str>, block_size: u64, failed: &[u32]) -> blocklab::Result<Array> {
+fn build(
+    level: &str,
+    disks: u32,
+    chunk_bytes: u64,
+    layout: Option<&str>,
+    block_size: u64,
+    failed: &[u32],
+) -> blocklab::Result<Array> {
     let mut a = Array::new(ArrayConfig::from_names(level, disks, chunk_bytes, layout, block_size)?)?;
     for &d in failed {
         a.fail(d)?;
@@ -71,7 +78,11 @@ fn array_plan(
         other => return Err(to_py(blocklab::Error::unknown("operation", other, &["read", "write"]))),
     };
     py.allow_threads(|| {
-        let plan = if write { a.plan_write(block, nblocks) } else { a.plan_read(block, nblocks) };
+        let plan = if write {
+            a.plan_write(block, nblocks)
+        } else {
+            a.plan_read(block, nblocks)
+        };
         let mut ex = CountExecutor::new(a.ndisks());
         ex.run(&plan);
         let penalties: Vec<Option<u32>> = (block..block + nblocks).map(|b| a.read_penalty(b)).collect();

@@ -10,7 +10,11 @@ use pyo3::prelude::*;
 use std::path::PathBuf;
 
 fn trace_opts(format: &str, skip_bad: bool) -> TraceOptions {
-    TraceOptions { format: format.to_string(), skip_bad, ..Default::default() }
+    TraceOptions {
+        format: format.to_string(),
+        skip_bad,
+        ..Default::default()
+    }
 }
 
 fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
@@ -82,21 +86,40 @@ fn mrc(
     let method = Method::parse(method, rate, max_samples).map_err(to_py)?;
     let topts = trace_opts(format, skip_bad);
     let blocks = BlockOptions { block_size, reads_only };
-    let report = py.allow_threads(|| mrc_trace(&path, &topts, blocks, method, sizes.as_deref())).map_err(to_py)?;
+    let report = py
+        .allow_threads(|| mrc_trace(&path, &topts, blocks, method, sizes.as_deref()))
+        .map_err(to_py)?;
     json(&report)
 }
 
 /// Write a seeded Zipf(alpha) trace as a libCacheSim oracleGeneral file.
 #[pyfunction]
 #[pyo3(signature = (path, accesses, universe, alpha, seed, obj_size=1))]
-fn write_zipf_oracle(py: Python<'_>, path: PathBuf, accesses: u64, universe: u64, alpha: f64, seed: u64, obj_size: u32) -> PyResult<()> {
-    py.allow_threads(|| synth::write_zipf_oracle(&path, accesses, universe, alpha, seed, obj_size)).map_err(to_py)
+fn write_zipf_oracle(
+    py: Python<'_>,
+    path: PathBuf,
+    accesses: u64,
+    universe: u64,
+    alpha: f64,
+    seed: u64,
+    obj_size: u32,
+) -> PyResult<()> {
+    py.allow_threads(|| synth::write_zipf_oracle(&path, accesses, universe, alpha, seed, obj_size))
+        .map_err(to_py)
 }
 
 /// Write a seeded Zipf(alpha) trace as blocklab's native CSV (one block read per access).
 #[pyfunction]
 #[pyo3(signature = (path, accesses, universe, alpha, seed, block_size=4096))]
-fn write_zipf_csv(py: Python<'_>, path: PathBuf, accesses: u64, universe: u64, alpha: f64, seed: u64, block_size: u64) -> PyResult<()> {
+fn write_zipf_csv(
+    py: Python<'_>,
+    path: PathBuf,
+    accesses: u64,
+    universe: u64,
+    alpha: f64,
+    seed: u64,
+    block_size: u64,
+) -> PyResult<()> {
     py.allow_threads(|| {
         let keys = synth::zipf_keys(accesses, universe, alpha, seed)?;
         synth::write_native_csv(&path, &keys, block_size)

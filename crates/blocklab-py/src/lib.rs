@@ -5,8 +5,8 @@
 mod array;
 mod cache;
 mod disk;
-mod timed;
 mod policy;
+mod timed;
 mod trace;
 mod vdf;
 
@@ -14,7 +14,12 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 
-create_exception!(_core, BlocklabError, PyException, "Bad input or configuration (file, line, field).");
+create_exception!(
+    _core,
+    BlocklabError,
+    PyException,
+    "Bad input or configuration (file, line, field)."
+);
 
 /// Map an engine error to the Python exception the CLI reports with exit status 2.
 pub(crate) fn to_py(err: blocklab::Error) -> PyErr {

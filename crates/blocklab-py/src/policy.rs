@@ -35,7 +35,11 @@ fn policy_hits<'py>(
                 Some(n) if n[i] >= 0 => n[i] as u64,
                 _ => NEVER,
             };
-            out.push(policy.access(&Access { block, next_use: nu, write: false }) as u8);
+            out.push(policy.access(&Access {
+                block,
+                next_use: nu,
+                write: false,
+            }) as u8);
         }
         out
     });

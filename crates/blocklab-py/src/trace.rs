@@ -11,9 +11,17 @@ fn options(format: &str, skip_bad: bool, blkparse_event: &str) -> PyResult<Trace
     let mut chars = blkparse_event.chars();
     let event = match (chars.next(), chars.next()) {
         (Some(c), None) => c,
-        _ => return Err(to_py(blocklab::Error::config(format!("blkparse event must be Q or D, not `{blkparse_event}`")))),
+        _ => {
+            return Err(to_py(blocklab::Error::config(format!(
+                "blkparse event must be Q or D, not `{blkparse_event}`"
+            ))))
+        }
     };
-    Ok(TraceOptions { format: format.to_string(), skip_bad, blkparse_event: event })
+    Ok(TraceOptions {
+        format: format.to_string(),
+        skip_bad,
+        blkparse_event: event,
+    })
 }
 
 /// Read a trace into columns: a dict of lists `time, op ("R"/"W"), offset, len, tenant`
@@ -57,7 +65,14 @@ fn read_trace<'py>(
 /// Trace statistics in one streaming pass, as JSON text.
 #[pyfunction]
 #[pyo3(signature = (path, format="auto", block_size=4096, skip_bad=false, blkparse_event="Q"))]
-fn trace_stats(py: Python<'_>, path: PathBuf, format: &str, block_size: u64, skip_bad: bool, blkparse_event: &str) -> PyResult<String> {
+fn trace_stats(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_size: u64,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
     let opts = options(format, skip_bad, blkparse_event)?;
     let s = py.allow_threads(|| stats(&path, &opts, block_size)).map_err(to_py)?;
     serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
@@ -78,7 +93,9 @@ fn trace_convert(
     blkparse_event: &str,
 ) -> PyResult<String> {
     let opts = options(format, skip_bad, blkparse_event)?;
-    let s = py.allow_threads(|| convert::convert(&src, &opts, &dst, to, block_size)).map_err(to_py)?;
+    let s = py
+        .allow_threads(|| convert::convert(&src, &opts, &dst, to, block_size))
+        .map_err(to_py)?;
     serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
 }
 

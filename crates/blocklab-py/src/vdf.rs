@@ -29,7 +29,11 @@ fn rgr(
     miss_trace: Option<PathBuf>,
 ) -> PyResult<String> {
     let cfg = RgrTraceConfig {
-        trace: TraceOptions { format: format.to_string(), skip_bad, ..Default::default() },
+        trace: TraceOptions {
+            format: format.to_string(),
+            skip_bad,
+            ..Default::default()
+        },
         block_size,
         reads_only,
         raid: raid.to_string(),

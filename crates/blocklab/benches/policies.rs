@@ -15,7 +15,14 @@ fn trace() -> Vec<Access> {
     let keys = zipf_keys(ACCESSES, UNIVERSE, 1.0, 42).expect("valid Zipf parameters");
     let mut next = keys.clone();
     next_uses_in_place(&mut next);
-    keys.iter().zip(next).map(|(&block, next_use)| Access { block, next_use, write: false }).collect()
+    keys.iter()
+        .zip(next)
+        .map(|(&block, next_use)| Access {
+            block,
+            next_use,
+            write: false,
+        })
+        .collect()
 }
 
 fn policies(c: &mut Criterion) {
@@ -40,7 +47,9 @@ fn mrc(c: &mut Criterion) {
     g.throughput(Throughput::Elements(ACCESSES));
     g.sample_size(10);
     for (label, method) in [("exact", Method::Exact), ("shards 0.01", Method::ShardsRate(0.01))] {
-        g.bench_function(label, |b| b.iter(|| curve_of(keys.iter().map(|&k| Ok(k)), method).expect("curve").accesses));
+        g.bench_function(label, |b| {
+            b.iter(|| curve_of(keys.iter().map(|&k| Ok(k)), method).expect("curve").accesses)
+        });
     }
     g.finish();
 }

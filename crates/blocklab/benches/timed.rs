@@ -20,7 +20,9 @@ const N: usize = 100_000;
 
 fn model_path() -> PathBuf {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let shared = std::env::var_os("BLOCKLAB_SHARED").map(PathBuf::from).unwrap_or_else(|| repo.join("../shared"));
+    let shared = std::env::var_os("BLOCKLAB_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo.join("../shared"));
     let parv = shared.join("disk-models/disksim-valid/cheetah9LP.parv");
     if parv.exists() {
         parv
@@ -45,7 +47,13 @@ fn workload(capacity_sectors: u64, gap_ms: f64) -> Vec<Request> {
         .map(|_| {
             let u = ((next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
             t += -gap_ms * u.ln() / 1000.0;
-            Request { time: t, op: Op::Read, offset: (next() % slots) * 8 * 512, len: 4096, tenant: 0 }
+            Request {
+                time: t,
+                op: Op::Read,
+                offset: (next() % slots) * 8 * 512,
+                len: 4096,
+                tenant: 0,
+            }
         })
         .collect()
 }
@@ -58,7 +66,13 @@ fn cpu_secs() -> Option<f64> {
 }
 
 fn case(name: &str, make: &dyn Fn() -> Box<dyn DeviceModel>, reqs: &[Request], d: Discipline, sched: &str) {
-    let cfg = ReplayConfig { discipline: d, exec: ExecConfig { scheduler: sched.into(), ..Default::default() } };
+    let cfg = ReplayConfig {
+        discipline: d,
+        exec: ExecConfig {
+            scheduler: sched.into(),
+            ..Default::default()
+        },
+    };
     let go = || {
         let mut st = SingleDisk::new(|| Ok(make()), false).unwrap();
         let (t, c) = (Instant::now(), cpu_secs());
@@ -93,16 +107,43 @@ fn main() {
     let cap = load().capacity_sectors();
     println!("model {} ({} sectors); {N} random 4 KiB reads", path.display(), cap);
     let reqs = workload(cap, 10.0);
-    case("closed N=1 fcfs (back to back)", &load, &reqs, Discipline::Closed { outstanding: 1 }, "fcfs");
-    case("open, exp. arrivals mean 10 ms, fcfs", &load, &reqs, Discipline::Open { speedup: 1.0 }, "fcfs");
-    case("closed N=16 satf", &load, &reqs, Discipline::Closed { outstanding: 16 }, "satf");
+    case(
+        "closed N=1 fcfs (back to back)",
+        &load,
+        &reqs,
+        Discipline::Closed { outstanding: 1 },
+        "fcfs",
+    );
+    case(
+        "open, exp. arrivals mean 10 ms, fcfs",
+        &load,
+        &reqs,
+        Discipline::Open { speedup: 1.0 },
+        "fcfs",
+    );
+    case(
+        "closed N=16 satf",
+        &load,
+        &reqs,
+        Discipline::Closed { outstanding: 16 },
+        "satf",
+    );
     case(
         "feedback (2 passes) n=2",
         &load,
         &reqs,
-        Discipline::Feedback { cpu_speedup: Some(2.0), window: 64 },
+        Discipline::Feedback {
+            cpu_speedup: Some(2.0),
+            window: 64,
+        },
         "fcfs",
     );
     let toy = || Box::new(ToyDisk::constant(5.0)) as Box<dyn DeviceModel>;
-    case("engine only: constant 5 ms device, closed N=1", &toy, &reqs, Discipline::Closed { outstanding: 1 }, "fcfs");
+    case(
+        "engine only: constant 5 ms device, closed N=1",
+        &toy,
+        &reqs,
+        Discipline::Closed { outstanding: 1 },
+        "fcfs",
+    );
 }

@@ -7,7 +7,11 @@ use std::time::Instant;
 
 fn main() {
     let n = 1_000_000u64;
-    for (level, disks, failed) in [(Level::Raid5, 5, None), (Level::Raid5, 5, Some(0)), (Level::Raid6, 6, Some(1))] {
+    for (level, disks, failed) in [
+        (Level::Raid5, 5, None),
+        (Level::Raid5, 5, Some(0)),
+        (Level::Raid6, 6, Some(1)),
+    ] {
         let mut a = Array::new(ArrayConfig::new(level, disks)).unwrap();
         if let Some(f) = failed {
             a.fail(f).unwrap();
@@ -22,7 +26,11 @@ fn main() {
             x ^= x << 17;
             let block = x % (1 << 28);
             penalty += a.read_penalty(block).unwrap_or(0) as u64;
-            let plan = if i % 4 == 3 { a.plan_write(block, 1) } else { a.plan_read(block, 1) };
+            let plan = if i % 4 == 3 {
+                a.plan_write(block, 1)
+            } else {
+                a.plan_read(block, 1)
+            };
             ex.run(&plan);
         }
         let dt = t.elapsed().as_secs_f64();

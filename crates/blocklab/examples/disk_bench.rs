@@ -20,8 +20,20 @@ fn main() {
         x ^= x >> 27;
         let r = x.wrapping_mul(0x2545_F491_4F6C_DD1D);
         let lbn = (r % (cap / 8)) * 8;
-        now += d.service(now, &DevRequest { kind: DiskOpKind::Read, lbn, sectors: 8 });
+        now += d.service(
+            now,
+            &DevRequest {
+                kind: DiskOpKind::Read,
+                lbn,
+                sectors: 8,
+            },
+        );
     }
     let el = t0.elapsed().as_secs_f64();
-    println!("100000 reads, mean service {:.3} ms, wall {:.3} s ({:.0} requests/s)", now / 100_000.0, el, 100_000.0 / el);
+    println!(
+        "100000 reads, mean service {:.3} ms, wall {:.3} s ({:.0} requests/s)",
+        now / 100_000.0,
+        el,
+        100_000.0 / el
+    );
 }

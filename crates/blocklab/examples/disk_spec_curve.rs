@@ -11,10 +11,16 @@ fn main() {
         println!("{}: read {:?}", Path::new(&arg).display(), p.read_seek);
         println!("  write {:?}", p.write_seek);
         let n = h.cylinders as u64;
-        println!("  mean random read seek {:.3} ms", blocklab::device::spec::mean_random_seek(&p.read_seek, n));
+        println!(
+            "  mean random read seek {:.3} ms",
+            blocklab::device::spec::mean_random_seek(&p.read_seek, n)
+        );
         for d in [1u64, 10, 100, 1000, 5000, 10000, n - 1] {
-            println!("  d={d:6} read {:.3} write {:.3}", p.read_seek.time(d), p.write_seek.as_ref().map(|c| c.time(d)).unwrap_or(f64::NAN));
+            println!(
+                "  d={d:6} read {:.3} write {:.3}",
+                p.read_seek.time(d),
+                p.write_seek.as_ref().map(|c| c.time(d)).unwrap_or(f64::NAN)
+            );
         }
     }
 }
-

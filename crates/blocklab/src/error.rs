@@ -70,10 +70,7 @@ impl Error {
 
     /// An unknown name, listing the valid ones.
     pub fn unknown(what: &str, given: &str, valid: &[&str]) -> Self {
-        Error::Config(format!(
-            "unknown {what} `{given}`; valid: {}",
-            valid.join(", ")
-        ))
+        Error::Config(format!("unknown {what} `{given}`; valid: {}", valid.join(", ")))
     }
 }
 

@@ -33,7 +33,11 @@ fn bytes_per_block(name: &str, cap: usize) -> f64 {
     let before = LIVE.load(Ordering::Relaxed);
     let mut p = build(name, cap).unwrap();
     for b in 0..(3 * cap as u64) {
-        p.access(&Access { block: b, next_use: NEVER, write: false });
+        p.access(&Access {
+            block: b,
+            next_use: NEVER,
+            write: false,
+        });
     }
     let after = LIVE.load(Ordering::Relaxed);
     assert_eq!(p.len(), cap);

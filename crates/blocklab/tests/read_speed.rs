@@ -29,13 +29,25 @@ fn reader_throughput() {
         for i in 0..N {
             let r = next();
             let blk = r % 1_000_000;
-            writeln!(c, "{},{},{},{},{}", i as f64 * 1e-4, if r & 1 == 0 { 'R' } else { 'W' }, blk * 4096, 4096, r % 4).unwrap();
+            writeln!(
+                c,
+                "{},{},{},{},{}",
+                i as f64 * 1e-4,
+                if r & 1 == 0 { 'R' } else { 'W' },
+                blk * 4096,
+                4096,
+                r % 4
+            )
+            .unwrap();
             writeln!(m, "{} {} {} 8 {}", i * 100_000, r % 4, blk * 8, r & 1).unwrap();
             oracle::write_record(&mut o, i as u32, blk, 4096, -1).unwrap();
         }
     }
     for (path, format) in [(&csv, "csv"), (&mq, "mqsim"), (&ora, "oracle")] {
-        let opts = TraceOptions { format: format.into(), ..Default::default() };
+        let opts = TraceOptions {
+            format: format.into(),
+            ..Default::default()
+        };
         let t = Instant::now();
         let mut n = 0u64;
         for r in open(path, &opts).unwrap() {
@@ -48,6 +60,10 @@ fn reader_throughput() {
         let st = t.elapsed().as_secs_f64();
         assert_eq!(n, N);
         assert_eq!(s.requests, N);
-        println!("{format:7} read {:6.1} M requests/s   stats {:6.1} M requests/s", N as f64 / read / 1e6, N as f64 / st / 1e6);
+        println!(
+            "{format:7} read {:6.1} M requests/s   stats {:6.1} M requests/s",
+            N as f64 / read / 1e6,
+            N as f64 / st / 1e6
+        );
     }
 }

@@ -21,7 +21,10 @@ fn shared() -> Option<PathBuf> {
 }
 
 fn opts(format: &str) -> TraceOptions {
-    TraceOptions { format: format.into(), ..Default::default() }
+    TraceOptions {
+        format: format.into(),
+        ..Default::default()
+    }
 }
 
 fn read_all(path: &std::path::Path, format: &str) -> Vec<Request> {
@@ -33,27 +36,129 @@ fn read_all(path: &std::path::Path, format: &str) -> Vec<Request> {
 
 /// (file, format, requests, reads, what auto-detection gives: Some(format) or None for "ambiguous, asks for --format")
 const TRACES: &[(&str, &str, u64, u64, Option<&str>)] = &[
-    ("cloudphysics/cloudPhysicsIO.csv", "cloudphysics", 113_872, 46_974, Some("cloudphysics")),
-    ("cloudphysics/cloudPhysicsIO.vscsi", "vscsi", 113_872, 46_974, Some("vscsi")),
-    ("cloudphysics/w106.lbn_u32le.xz", "lbn32", 5_292_456, 5_292_456, Some("lbn32")),
-    ("tencent_cbs/cloud_storage-sample.bz2", "tencent", 50_000, 24_521, Some("tencent")),
-    ("tencent_cbs/tencent.cut.per_50k.most_rand_iops.537.trace", "tencent-cut", 50_000, 41_036, Some("tencent-cut")),
-    ("tencent_cbs/tencent.cut.per_50k.most_size_thpt.222.trace", "tencent-cut", 50_000, 41_638, Some("tencent-cut")),
-    ("tencent_cbs/tencent.cut.per_50k.rw_60_40.490.trace", "tencent-cut", 50_000, 30_012, Some("tencent-cut")),
-    ("tencent_cbs/tencent.cut.per_50k.rw_65_35.211.trace", "tencent-cut", 50_000, 32_961, Some("tencent-cut")),
-    ("tencent_cbs/tencent.cut.per_50k.rw_75_25.379.trace", "tencent-cut", 50_000, 37_885, Some("tencent-cut")),
-    ("msr_cambridge/msr.cut.per_10k.most_thpt_rand_iops.1006.trace", "msr-cut", 10_000, 8_316, None),
-    ("msr_cambridge/msr.cut.per_10k.rw_20_80.105.trace", "msr-cut", 10_000, 2_020, None),
-    ("msr_cambridge/msr.cut.per_10k.rw_40_60.1370.trace", "msr-cut", 10_000, 4_054, None),
-    ("msr_cambridge/msr-cambridge1-sample.csv", "msr", 1_000, 508, Some("msr")),
+    (
+        "cloudphysics/cloudPhysicsIO.csv",
+        "cloudphysics",
+        113_872,
+        46_974,
+        Some("cloudphysics"),
+    ),
+    (
+        "cloudphysics/cloudPhysicsIO.vscsi",
+        "vscsi",
+        113_872,
+        46_974,
+        Some("vscsi"),
+    ),
+    (
+        "cloudphysics/w106.lbn_u32le.xz",
+        "lbn32",
+        5_292_456,
+        5_292_456,
+        Some("lbn32"),
+    ),
+    (
+        "tencent_cbs/cloud_storage-sample.bz2",
+        "tencent",
+        50_000,
+        24_521,
+        Some("tencent"),
+    ),
+    (
+        "tencent_cbs/tencent.cut.per_50k.most_rand_iops.537.trace",
+        "tencent-cut",
+        50_000,
+        41_036,
+        Some("tencent-cut"),
+    ),
+    (
+        "tencent_cbs/tencent.cut.per_50k.most_size_thpt.222.trace",
+        "tencent-cut",
+        50_000,
+        41_638,
+        Some("tencent-cut"),
+    ),
+    (
+        "tencent_cbs/tencent.cut.per_50k.rw_60_40.490.trace",
+        "tencent-cut",
+        50_000,
+        30_012,
+        Some("tencent-cut"),
+    ),
+    (
+        "tencent_cbs/tencent.cut.per_50k.rw_65_35.211.trace",
+        "tencent-cut",
+        50_000,
+        32_961,
+        Some("tencent-cut"),
+    ),
+    (
+        "tencent_cbs/tencent.cut.per_50k.rw_75_25.379.trace",
+        "tencent-cut",
+        50_000,
+        37_885,
+        Some("tencent-cut"),
+    ),
+    (
+        "msr_cambridge/msr.cut.per_10k.most_thpt_rand_iops.1006.trace",
+        "msr-cut",
+        10_000,
+        8_316,
+        None,
+    ),
+    (
+        "msr_cambridge/msr.cut.per_10k.rw_20_80.105.trace",
+        "msr-cut",
+        10_000,
+        2_020,
+        None,
+    ),
+    (
+        "msr_cambridge/msr.cut.per_10k.rw_40_60.1370.trace",
+        "msr-cut",
+        10_000,
+        4_054,
+        None,
+    ),
+    (
+        "msr_cambridge/msr-cambridge1-sample.csv",
+        "msr",
+        1_000,
+        508,
+        Some("msr"),
+    ),
     // 24,783 records: the README's 24,782 is `wc -l`, which misses the last line (no final newline).
     ("mqsim_umass_like/wsrch-small.trace", "mqsim", 24_783, 24_779, None),
     ("mqsim_umass_like/tpcc-small.trace", "mqsim", 6_999, 4_381, None),
     ("hp_hplajw_1992/ajw.1week.srt", "hpsrt", 44_519, 13_040, Some("hpsrt")),
-    ("hp_hplajw_1992/ajw.1week.converted.csv", "hpsrt-csv", 44_519, 13_040, Some("hpsrt-csv")),
-    ("systor17/systor17-traces-sample.csv.gz", "systor", 999, 0, Some("systor")),
-    ("systor17/systor17-additional-sample.csv.gz", "systor", 999, 0, Some("systor")),
-    ("blktrace/apress_hadoop_blkparse.txt", "blkparse", 15_524, 80, Some("blkparse")),
+    (
+        "hp_hplajw_1992/ajw.1week.converted.csv",
+        "hpsrt-csv",
+        44_519,
+        13_040,
+        Some("hpsrt-csv"),
+    ),
+    (
+        "systor17/systor17-traces-sample.csv.gz",
+        "systor",
+        999,
+        0,
+        Some("systor"),
+    ),
+    (
+        "systor17/systor17-additional-sample.csv.gz",
+        "systor",
+        999,
+        0,
+        Some("systor"),
+    ),
+    (
+        "blktrace/apress_hadoop_blkparse.txt",
+        "blkparse",
+        15_524,
+        80,
+        Some("blkparse"),
+    ),
 ];
 
 #[test]
@@ -77,7 +182,10 @@ fn every_shared_trace_parses_with_its_counts() {
         }
         match (auto, sniff(&path)) {
             (Some(f), Ok(g)) => assert_eq!(f, g, "{file}: auto"),
-            (None, Err(e)) => assert!(e.to_string().contains("ambiguous") && e.to_string().contains(format), "{file}: {e}"),
+            (None, Err(e)) => assert!(
+                e.to_string().contains("ambiguous") && e.to_string().contains(format),
+                "{file}: {e}"
+            ),
             (want, got) => panic!("{file}: auto gave {got:?}, expected {want:?}"),
         }
     }
@@ -91,7 +199,11 @@ fn hpsrt_binary_agrees_with_its_csv_rendering() {
     let csv = read_all(&dir.join("hp_hplajw_1992/ajw.1week.converted.csv"), "hpsrt-csv");
     assert_eq!(bin.len(), csv.len());
     for (i, (a, b)) in bin.iter().zip(&csv).enumerate() {
-        assert_eq!((a.op, a.offset, a.len, a.tenant), (b.op, b.offset, b.len, b.tenant), "record {i}");
+        assert_eq!(
+            (a.op, a.offset, a.len, a.tenant),
+            (b.op, b.offset, b.len, b.tenant),
+            "record {i}"
+        );
         assert!((a.time - b.time).abs() < 1e-6, "record {i}: {} vs {}", a.time, b.time);
     }
     // Two disks, 7 days.
@@ -121,7 +233,12 @@ fn stats_of_shared_traces() {
     assert_eq!(s.block_accesses, 5_292_456);
     assert_eq!(s.classes.cold_read, 275_171);
     // README: 2,038 volumes in the Tencent sample.
-    let s = trace_stats(&dir.join("tencent_cbs/cloud_storage-sample.bz2"), &opts("tencent"), 4096).unwrap();
+    let s = trace_stats(
+        &dir.join("tencent_cbs/cloud_storage-sample.bz2"),
+        &opts("tencent"),
+        4096,
+    )
+    .unwrap();
     assert_eq!(s.tenants, 2_038);
     // README: the MSR sample spans 127 s.
     let s = trace_stats(&dir.join("msr_cambridge/msr-cambridge1-sample.csv"), &opts("msr"), 4096).unwrap();

@@ -18,8 +18,8 @@
 //! Both apply SHARDS_adj: the expected number of sampled references N·R minus
 //! the actual number is added to the first bucket (distance 1).
 
-use crate::cache::sizes;
 use crate::cache::sim::{count_unique, open_blocks};
+use crate::cache::sizes;
 use crate::error::{Error, Result};
 use crate::trace::blocks::BlockOptions;
 use crate::trace::TraceOptions;
@@ -94,7 +94,11 @@ impl Default for StackDistance {
 
 impl StackDistance {
     pub fn new() -> Self {
-        StackDistance { last: FxHashMap::default(), tree: Fenwick::new(MIN_SLOTS), next: 0 }
+        StackDistance {
+            last: FxHashMap::default(),
+            tree: Fenwick::new(MIN_SLOTS),
+            next: 0,
+        }
     }
 
     /// Keys tracked (unique keys seen and not removed).
@@ -117,7 +121,10 @@ impl StackDistance {
         }
         let n = slots.len();
         let cap = (4 * n).max(MIN_SLOTS);
-        assert!(cap < u32::MAX as usize, "too many unique keys for the stack-distance tree");
+        assert!(
+            cap < u32::MAX as usize,
+            "too many unique keys for the stack-distance tree"
+        );
         self.tree = Fenwick::with_ones(cap, n);
         self.next = n;
     }
@@ -181,7 +188,14 @@ impl Curve {
         for i in (0..hist.len()).rev() {
             suffix[i] = suffix[i + 1] + hist[i].1;
         }
-        Curve { accesses, cold, hist, total, unique, suffix }
+        Curve {
+            accesses,
+            cold,
+            hist,
+            total,
+            unique,
+            suffix,
+        }
     }
 
     /// Estimated LRU miss ratio of a cache of `c` blocks: (cold + weight of
@@ -198,7 +212,10 @@ impl Curve {
     pub fn points(&self) -> Vec<Point> {
         self.hist
             .iter()
-            .map(|&(d, _)| Point { cache_blocks: d, miss_ratio: self.miss_ratio(d) })
+            .map(|&(d, _)| Point {
+                cache_blocks: d,
+                miss_ratio: self.miss_ratio(d),
+            })
             .collect()
     }
 }
@@ -239,8 +256,20 @@ impl ExactMrc {
         }
     }
     pub fn finish(self) -> Curve {
-        let hist = self.counts.iter().enumerate().filter(|&(_, &n)| n > 0).map(|(d, &n)| (d as u64, n as f64)).collect();
-        Curve::new(self.accesses, self.cold as f64, hist, self.accesses as f64, self.sd.len() as f64)
+        let hist = self
+            .counts
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(d, &n)| (d as u64, n as f64))
+            .collect();
+        Curve::new(
+            self.accesses,
+            self.cold as f64,
+            hist,
+            self.accesses as f64,
+            self.sd.len() as f64,
+        )
     }
 }
 
@@ -379,7 +408,13 @@ impl Shards {
             sampled
         };
         let unique = self.sd.len() as f64 / rate;
-        Curve::new(self.accesses, self.cold * scale, hist.into_iter().collect(), total, unique)
+        Curve::new(
+            self.accesses,
+            self.cold * scale,
+            hist.into_iter().collect(),
+            total,
+            unique,
+        )
     }
 }
 
@@ -490,11 +525,19 @@ pub fn mrc_trace(
             };
             sizes::parse_sizes(list, blocks.block_size, unique)?
                 .into_iter()
-                .map(|c| Point { cache_blocks: c, miss_ratio: curve.miss_ratio(c) })
+                .map(|c| Point {
+                    cache_blocks: c,
+                    miss_ratio: curve.miss_ratio(c),
+                })
                 .collect()
         }
     };
-    Ok(MrcReport { method: method.name().into(), points, accesses: curve.accesses, skipped })
+    Ok(MrcReport {
+        method: method.name().into(),
+        points,
+        accesses: curve.accesses,
+        skipped,
+    })
 }
 
 #[cfg(test)]
@@ -518,7 +561,15 @@ mod tests {
 
     fn lru_misses(keys: &[u64], c: u64) -> u64 {
         let mut p = build("lru", c as usize).unwrap();
-        keys.iter().filter(|&&k| !p.access(&Access { block: k, next_use: NEVER, write: false })).count() as u64
+        keys.iter()
+            .filter(|&&k| {
+                !p.access(&Access {
+                    block: k,
+                    next_use: NEVER,
+                    write: false,
+                })
+            })
+            .count() as u64
     }
 
     #[test]
@@ -560,14 +611,20 @@ mod tests {
         assert_eq!(c.miss_ratio(1), Some(5.0 / 6.0));
         assert_eq!(c.miss_ratio(2), Some(4.0 / 6.0));
         assert_eq!(c.miss_ratio(3), Some(3.0 / 6.0));
-        assert_eq!(c.points().iter().map(|p| p.cache_blocks).collect::<Vec<_>>(), vec![1, 2, 3]);
+        assert_eq!(
+            c.points().iter().map(|p| p.cache_blocks).collect::<Vec<_>>(),
+            vec![1, 2, 3]
+        );
         assert_eq!(c.unique, 3.0);
     }
 
     #[test]
     fn method_parse() {
         assert_eq!(Method::parse("exact", None, None).unwrap(), Method::Exact);
-        assert_eq!(Method::parse("shards", Some(0.1), None).unwrap(), Method::ShardsRate(0.1));
+        assert_eq!(
+            Method::parse("shards", Some(0.1), None).unwrap(),
+            Method::ShardsRate(0.1)
+        );
         assert_eq!(Method::parse("shards", None, Some(10)).unwrap(), Method::ShardsSize(10));
         assert!(Method::parse("shards", Some(1.5), None).is_err());
         assert!(Method::parse("shards", Some(0.5), Some(3)).is_err());
@@ -628,9 +685,16 @@ mod tests {
         let keys = crate::trace::synth::zipf_keys(1_000_000, 100_000, 1.0, 42).unwrap();
         let exact = curve_of(keys.iter().map(|&k| Ok(k)), Method::Exact).unwrap();
         let sizes: Vec<u64> = (1..=100).map(|i| i * exact.unique as u64 / 100).collect();
-        for method in [Method::ShardsRate(0.01), Method::ShardsRate(0.1), Method::ShardsSize(8192)] {
+        for method in [
+            Method::ShardsRate(0.01),
+            Method::ShardsRate(0.1),
+            Method::ShardsSize(8192),
+        ] {
             let s = curve_of(keys.iter().map(|&k| Ok(k)), method).unwrap();
-            let mae: f64 = sizes.iter().map(|&c| (s.miss_ratio(c).unwrap() - exact.miss_ratio(c).unwrap()).abs()).sum::<f64>()
+            let mae: f64 = sizes
+                .iter()
+                .map(|&c| (s.miss_ratio(c).unwrap() - exact.miss_ratio(c).unwrap()).abs())
+                .sum::<f64>()
                 / sizes.len() as f64;
             println!("{method:?}: mean absolute error {mae:.5} over {} sizes", sizes.len());
             assert!(mae < 0.02, "{method:?}: MAE {mae}");

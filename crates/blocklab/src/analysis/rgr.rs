@@ -67,7 +67,11 @@ impl FailAt {
     /// `30`, `30s`, `2.5s` (seconds) or `1000req` (request index).
     pub fn parse(s: &str) -> Result<FailAt> {
         let t = s.trim();
-        let bad = || Error::config(format!("bad --fail-at `{s}`: expected seconds (`30`, `2.5s`) or a request index (`1000req`)"));
+        let bad = || {
+            Error::config(format!(
+                "bad --fail-at `{s}`: expected seconds (`30`, `2.5s`) or a request index (`1000req`)"
+            ))
+        };
         if let Some(n) = t.strip_suffix("req") {
             return n.trim().parse::<u64>().map(FailAt::Request).map_err(|_| bad());
         }
@@ -142,7 +146,11 @@ struct MissWriter {
 impl MissWriter {
     fn create(path: &Path) -> Result<Self> {
         let f = std::fs::File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?;
-        let mut w = MissWriter { out: std::io::BufWriter::new(f), path: path.display().to_string(), pending: None };
+        let mut w = MissWriter {
+            out: std::io::BufWriter::new(f),
+            path: path.display().to_string(),
+            pending: None,
+        };
         writeln!(w.out, "{}", crate::trace::native_csv::HEADER).map_err(|e| Error::io(&w.path, e))?;
         Ok(w)
     }
@@ -179,8 +187,14 @@ pub fn miss_trace_path(out: &Path, policy: &str, size: u64, single: bool) -> Pat
     if single {
         return out.to_path_buf();
     }
-    let stem = out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "misses".into());
-    let ext = out.extension().map(|e| format!(".{}", e.to_string_lossy())).unwrap_or_default();
+    let stem = out
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "misses".into());
+    let ext = out
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
     out.with_file_name(format!("{stem}.{policy}.{size}{ext}"))
 }
 
@@ -198,7 +212,10 @@ where
     let n = array.ndisks();
     for &d in &run.failed {
         if d >= n {
-            return Err(Error::config(format!("failed disk {d} does not exist: the array has disks 0..{}", n - 1)));
+            return Err(Error::config(format!(
+                "failed disk {d} does not exist: the array has disks 0..{}",
+                n - 1
+            )));
         }
     }
     if run.policies.is_empty() || run.sizes.is_empty() {
@@ -256,7 +273,11 @@ where
         }
         let block = run.tenant_map.block(&a);
         let write = a.op == Op::Write;
-        let acc = Access { block, next_use: NEVER, write };
+        let acc = Access {
+            block,
+            next_use: NEVER,
+            write,
+        };
         // The cost of a miss depends only on the block and the array state: compute once.
         let mut cost: Option<MissOps> = None;
         for c in cells.iter_mut() {
@@ -299,7 +320,16 @@ pub fn with_request_index(mut s: BlockStream) -> impl Iterator<Item = Result<(Bl
 /// Accesses from plain (time, tenant, block, op) tuples (tests, Python).
 pub fn from_tuples(v: Vec<(f64, u32, u64, Op)>) -> impl Iterator<Item = Result<(BlockAccess, u64)>> {
     v.into_iter().enumerate().map(|(i, (time, tenant, block, op))| {
-        Ok((BlockAccess { time, key: block_key(tenant, block)?, block, tenant, op }, i as u64))
+        Ok((
+            BlockAccess {
+                time,
+                key: block_key(tenant, block)?,
+                block,
+                tenant,
+                op,
+            },
+            i as u64,
+        ))
     })
 }
 
@@ -326,7 +356,10 @@ impl RgrArray for crate::cache::fault::ModMap {
         } else if p == 0 {
             MissOps::default()
         } else {
-            MissOps { reads: self.ndisks() as u64 - 2, writes: 1 }
+            MissOps {
+                reads: self.ndisks() as u64 - 2,
+                writes: 1,
+            }
         }
     }
 }
@@ -350,7 +383,11 @@ mod tests {
     }
 
     fn reads(blocks: &[u64]) -> Vec<(f64, u32, u64, Op)> {
-        blocks.iter().enumerate().map(|(i, &b)| (i as f64, 0, b, Op::Read)).collect()
+        blocks
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| (i as f64, 0, b, Op::Read))
+            .collect()
     }
 
     /// Figure 1 of the paper: a 5-disk RAID-5 with one faulty disk; a read
@@ -360,7 +397,12 @@ mod tests {
     fn figure_1_misses() {
         for (block, want) in [(0u64, 4u64), (1, 1)] {
             let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(5));
-            let r = run(from_tuples(reads(&[block])), arr, &cfg(&["lru"], &[4], &[0], FailAt::Start)).unwrap();
+            let r = run(
+                from_tuples(reads(&[block])),
+                arr,
+                &cfg(&["lru"], &[4], &[0], FailAt::Start),
+            )
+            .unwrap();
             assert_eq!(r[0].surviving_reads, want);
             assert_eq!(r[0].rgr, want as f64);
         }
@@ -373,7 +415,12 @@ mod tests {
         // VDF-LRU: 0,1 miss; 4 evicts 1 (W 1*2=2 vs block 0: W=2, tie -> older TS = block 0!)
         let seq = [0, 1, 4, 0, 1, 4];
         let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(3));
-        let r = run(from_tuples(reads(&seq)), arr, &cfg(&["lru", "vdf-lru"], &[2], &[0], FailAt::Start)).unwrap();
+        let r = run(
+            from_tuples(reads(&seq)),
+            arr,
+            &cfg(&["lru", "vdf-lru"], &[2], &[0], FailAt::Start),
+        )
+        .unwrap();
         assert_eq!(r[0].misses, 6);
         assert_eq!(r[0].surviving_reads, 8);
         // VDF-LRU, GTS 0..: 0 (TS0) 1 (TS1); 4 at GTS2: LS0 bottom 0 age 2 W=2,
@@ -389,7 +436,12 @@ mod tests {
         // weight GTS - TS <= 3 while a surviving block's is (GTS - TS) x 4 >= 4.
         let seq: Vec<u64> = (0..30).map(|i| [0, 1, 2, 3][i % 4]).collect();
         let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(5));
-        let r = run(from_tuples(reads(&seq)), arr, &cfg(&["lru", "vdf-lru", "vdf-lfu"], &[2], &[0], FailAt::Start)).unwrap();
+        let r = run(
+            from_tuples(reads(&seq)),
+            arr,
+            &cfg(&["lru", "vdf-lru", "vdf-lfu"], &[2], &[0], FailAt::Start),
+        )
+        .unwrap();
         assert_eq!((r[0].misses, r[0].surviving_reads), (30, 54));
         assert_eq!((r[1].misses, r[1].surviving_reads), (23, 4 + 22));
         assert!(r[2].surviving_reads < r[0].surviving_reads, "{r:?}");
@@ -399,11 +451,21 @@ mod tests {
     fn fail_at_switches_mid_run() {
         let seq: Vec<u64> = (0..20).collect();
         let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(4));
-        let r = run(from_tuples(reads(&seq)), arr, &cfg(&["lru"], &[4], &[1], FailAt::Request(10))).unwrap();
+        let r = run(
+            from_tuples(reads(&seq)),
+            arr,
+            &cfg(&["lru"], &[4], &[1], FailAt::Request(10)),
+        )
+        .unwrap();
         // misses 0..9 cost 1 each; 10..19: blocks 13, 17 on disk 1 cost 3.
         assert_eq!(r[0].surviving_reads, 10 + 8 + 2 * 3);
         let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(4));
-        let r = run(from_tuples(reads(&seq)), arr, &cfg(&["lru"], &[4], &[1], FailAt::Time(9.5))).unwrap();
+        let r = run(
+            from_tuples(reads(&seq)),
+            arr,
+            &cfg(&["lru"], &[4], &[1], FailAt::Time(9.5)),
+        )
+        .unwrap();
         assert_eq!(r[0].surviving_reads, 24);
     }
 
@@ -435,13 +497,21 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("blocklab-rgr-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("m.csv");
-        let v = vec![(0.5, 2, 10, Op::Read), (0.5, 2, 11, Op::Read), (1.0, 2, 10, Op::Read), (2.0, 2, 3, Op::Read)];
+        let v = vec![
+            (0.5, 2, 10, Op::Read),
+            (0.5, 2, 11, Op::Read),
+            (1.0, 2, 10, Op::Read),
+            (2.0, 2, 3, Op::Read),
+        ];
         let mut c = cfg(&["lru"], &[4], &[], FailAt::Start);
         c.miss_trace = Some(out.clone());
         let arr: Arc<dyn RgrArray> = Arc::new(ModMap::new(4));
         run(from_tuples(v), arr, &c).unwrap();
         let text = std::fs::read_to_string(&out).unwrap();
-        assert_eq!(text, "timestamp,op,offset,size,tenant\n0.5,R,40960,8192,2\n2,R,12288,4096,2\n");
+        assert_eq!(
+            text,
+            "timestamp,op,offset,size,tenant\n0.5,R,40960,8192,2\n2,R,12288,4096,2\n"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

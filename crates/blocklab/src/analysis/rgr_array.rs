@@ -21,7 +21,9 @@ pub struct SharedArray {
 
 impl SharedArray {
     pub fn new(array: Array) -> Self {
-        SharedArray { inner: RwLock::new(array) }
+        SharedArray {
+            inner: RwLock::new(array),
+        }
     }
 
     fn get(&self) -> std::sync::RwLockReadGuard<'_, Array> {
@@ -56,7 +58,11 @@ impl RgrArray for SharedArray {
     /// blocks its disk operations touch on disks that are alive now.
     fn miss_ops(&self, block: u64, write: bool) -> MissOps {
         let a = self.get();
-        let plan = if write { a.plan_write(block, 1) } else { a.plan_read(block, 1) };
+        let plan = if write {
+            a.plan_write(block, 1)
+        } else {
+            a.plan_read(block, 1)
+        };
         let mut ops = MissOps::default();
         for op in plan.disk_ops() {
             if a.is_failed(op.disk) {
@@ -118,7 +124,13 @@ pub fn build_array(cfg: &RgrTraceConfig) -> Result<Array> {
 
 fn stream(path: &Path, cfg: &RgrTraceConfig) -> Result<BlockStream> {
     let reader = trace::open(path, &cfg.trace)?;
-    BlockStream::new(reader, BlockOptions { block_size: cfg.block_size, reads_only: cfg.reads_only })
+    BlockStream::new(
+        reader,
+        BlockOptions {
+            block_size: cfg.block_size,
+            reads_only: cfg.reads_only,
+        },
+    )
 }
 
 /// Run every (policy, size) cell over a trace file.
@@ -129,8 +141,12 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
         None => FailAt::Start,
         Some(s) => FailAt::parse(s)?,
     };
-    let policies: Vec<String> =
-        cfg.policies.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+    let policies: Vec<String> = cfg
+        .policies
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
     // Sizes: blocks, bytes, or a share of the unique blocks (one extra pass).
     let unique = if sizes::needs_unique(&cfg.sizes) {
         let mut seen = FxHashSet::default();
@@ -156,7 +172,11 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
     // The reader's skipped count is read through a second handle after the run.
     let mut skipped_probe = SkipCounter { stream: s, skipped: 0 };
     let cells = run(with_request_index_probe(&mut skipped_probe), shared, &run_cfg)?;
-    Ok(RgrReport { cells, unique_blocks: unique, skipped: skipped_probe.skipped })
+    Ok(RgrReport {
+        cells,
+        unique_blocks: unique,
+        skipped: skipped_probe.skipped,
+    })
 }
 
 struct SkipCounter {

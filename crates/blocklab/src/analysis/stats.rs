@@ -98,7 +98,11 @@ pub struct StatsBuilder {
 
 impl StatsBuilder {
     pub fn new(block_size: u64) -> Result<Self> {
-        BlockOptions { block_size, reads_only: false }.validate()?;
+        BlockOptions {
+            block_size,
+            reads_only: false,
+        }
+        .validate()?;
         Ok(StatsBuilder {
             block_size,
             requests: 0,
@@ -130,7 +134,11 @@ impl StatsBuilder {
         }
         self.start = self.start.min(r.time);
         self.end = self.end.max(r.time);
-        let bucket = if r.len == 0 { 0 } else { 64 - r.len.leading_zeros() as usize };
+        let bucket = if r.len == 0 {
+            0
+        } else {
+            64 - r.len.leading_zeros() as usize
+        };
         self.sizes[bucket] += 1;
         let end = r.offset + r.len; // readers guarantee no overflow
         if let Some(prev) = self.tenant_end.insert(r.tenant, end) {
@@ -163,8 +171,16 @@ impl StatsBuilder {
             .enumerate()
             .filter(|(_, &n)| n > 0)
             .map(|(i, &count)| match i {
-                0 => SizeBucket { lo: 0, hi: Some(1), count },
-                i => SizeBucket { lo: 1u64 << (i - 1), hi: 1u64.checked_shl(i as u32), count },
+                0 => SizeBucket {
+                    lo: 0,
+                    hi: Some(1),
+                    count,
+                },
+                i => SizeBucket {
+                    lo: 1u64 << (i - 1),
+                    hi: 1u64.checked_shl(i as u32),
+                    count,
+                },
             })
             .collect();
         TraceStats {
@@ -206,7 +222,13 @@ mod tests {
     use proptest::prelude::*;
 
     fn req(time: f64, write: bool, offset: u64, len: u64, tenant: u32) -> Request {
-        Request { time, op: if write { Op::Write } else { Op::Read }, offset, len, tenant }
+        Request {
+            time,
+            op: if write { Op::Write } else { Op::Read },
+            offset,
+            len,
+            tenant,
+        }
     }
 
     fn stats(reqs: &[Request], block_size: u64) -> TraceStats {
@@ -232,7 +254,17 @@ mod tests {
         assert_eq!(s.block_accesses, 7);
         assert_eq!(s.unique_blocks, 4);
         assert_eq!(s.tenants, 2);
-        assert_eq!(s.classes, AccessClasses { cold_read: 3, cold_write: 1, rar: 0, raw: 1, war: 2, waw: 0 });
+        assert_eq!(
+            s.classes,
+            AccessClasses {
+                cold_read: 3,
+                cold_write: 1,
+                rar: 0,
+                raw: 1,
+                war: 2,
+                waw: 0
+            }
+        );
         // No request starts where its tenant's previous one ended (8192, 8192, 9096).
         assert_eq!(s.sequential, 0);
         assert_eq!((s.start, s.end, s.span), (Some(1.0), Some(5.0), 4.0));
@@ -240,7 +272,12 @@ mod tests {
         let h: Vec<(u64, u64)> = s.size_histogram.iter().map(|b| (b.lo, b.count)).collect();
         assert_eq!(h, vec![(512, 2), (4096, 2), (8192, 1)]);
 
-        let seq = [req(0.0, false, 0, 4096, 0), req(0.0, false, 4096, 4096, 0), req(0.0, false, 0, 100, 1), req(0.0, true, 8192, 1, 0)];
+        let seq = [
+            req(0.0, false, 0, 4096, 0),
+            req(0.0, false, 4096, 4096, 0),
+            req(0.0, false, 0, 100, 1),
+            req(0.0, true, 8192, 1, 0),
+        ];
         let s = stats(&seq, 4096);
         assert_eq!(s.sequential, 2);
         assert_eq!(s.sequential_ratio, Some(0.5));

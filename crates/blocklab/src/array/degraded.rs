@@ -85,7 +85,12 @@ pub fn write_row(sm: &StripeMap, failed: &dyn Fn(u32) -> bool, written: &[bool])
     let parity_alive: Vec<u32> = sm.parity().into_iter().filter(|&p| !failed(p)).collect();
     let lost = (0..n).filter(|&d| failed(d)).count() as u32;
     let nwritten = written.iter().filter(|&&w| w).count() as u32;
-    let mut io = RowIo { reads: vec![], compute: None, writes: vec![], unreadable: vec![] };
+    let mut io = RowIo {
+        reads: vec![],
+        compute: None,
+        writes: vec![],
+        unreadable: vec![],
+    };
 
     // Data writes common to every strategy: surviving written units.
     let data_writes = |io: &mut RowIo| {
@@ -144,7 +149,9 @@ pub fn write_row(sm: &StripeMap, failed: &dyn Fn(u32) -> bool, written: &[bool])
                     io.reads.push((disk, Cause::ReconstructRead));
                 }
             }
-            io.compute = Some(Action::PQ { units: n - lost + nwritten });
+            io.compute = Some(Action::PQ {
+                units: n - lost + nwritten,
+            });
         }
         WriteStrategy::Lost | WriteStrategy::DataOnly => {}
     }
@@ -165,7 +172,12 @@ pub fn read_row(sm: &StripeMap, failed: &dyn Fn(u32) -> bool, wanted: &[bool]) -
     let data = sm.data_disks();
     let lost = (0..n).filter(|&d| failed(d)).count() as u32;
     let lost_wanted = (0..k).any(|d| wanted[d as usize] && failed(data[d as usize]));
-    let mut io = RowIo { reads: vec![], compute: None, writes: vec![], unreadable: vec![] };
+    let mut io = RowIo {
+        reads: vec![],
+        compute: None,
+        writes: vec![],
+        unreadable: vec![],
+    };
     if lost_wanted && lost <= m {
         // Reconstruct: read every surviving unit of the row.
         let mut is_wanted = vec![false; n as usize];
@@ -174,7 +186,11 @@ pub fn read_row(sm: &StripeMap, failed: &dyn Fn(u32) -> bool, wanted: &[bool]) -
         }
         for disk in 0..n {
             if !failed(disk) {
-                let cause = if is_wanted[disk as usize] { Cause::User } else { Cause::ReconstructRead };
+                let cause = if is_wanted[disk as usize] {
+                    Cause::User
+                } else {
+                    Cause::ReconstructRead
+                };
                 io.reads.push((disk, cause));
             }
         }

@@ -113,15 +113,22 @@ pub enum Unit {
 pub fn recover(data: &mut [&mut [u8]], slots: &[u32], p: &mut [u8], q: &mut [u8], lost: &[Unit]) -> Result<()> {
     let len = p.len();
     if lost.len() > 2 || (lost.len() == 2 && lost[0] == lost[1]) {
-        return Err(Error::config(format!("P+Q recovers at most two distinct units, asked for {lost:?}")));
+        return Err(Error::config(format!(
+            "P+Q recovers at most two distinct units, asked for {lost:?}"
+        )));
     }
     if data.len() != slots.len() || data.iter().any(|d| d.len() != len) || q.len() != len {
-        return Err(Error::config("P+Q units must all have the same length, one slot per data unit"));
+        return Err(Error::config(
+            "P+Q units must all have the same length, one slot per data unit",
+        ));
     }
     if let Some(Unit::Data(i)) = lost.iter().find(|u| matches!(u, Unit::Data(i) if *i >= data.len())) {
         return Err(Error::config(format!("data unit {i} out of range")));
     }
-    let lost_data: Vec<usize> = lost.iter().filter_map(|u| if let Unit::Data(i) = u { Some(*i) } else { None }).collect();
+    let lost_data: Vec<usize> = lost
+        .iter()
+        .filter_map(|u| if let Unit::Data(i) = u { Some(*i) } else { None })
+        .collect();
     let p_lost = lost.contains(&Unit::P);
     let q_lost = lost.contains(&Unit::Q);
 
@@ -240,7 +247,9 @@ mod tests {
     fn syndrome_matches_horner() {
         // MD's gen_syndrome: wq = D_z0; for z down: wq = wq*2 ^ D_z.
         let mut seed = 7;
-        let data: Vec<Vec<u8>> = (0..5).map(|_| (0..16).map(|_| rng(&mut seed) as u8).collect()).collect();
+        let data: Vec<Vec<u8>> = (0..5)
+            .map(|_| (0..16).map(|_| rng(&mut seed) as u8).collect())
+            .collect();
         let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
         let slots: Vec<u32> = (0..5).collect();
         let (mut p, mut q) = (vec![0; 16], vec![0; 16]);
@@ -263,7 +272,9 @@ mod tests {
             // Non-trivial slot orders, as asymmetric and DDF layouts have.
             let slots: Vec<u32> = (0..ndata as u32).map(|i| (i * 3 + 1) % 251).collect();
             let len = 64;
-            let data: Vec<Vec<u8>> = (0..ndata).map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect()).collect();
+            let data: Vec<Vec<u8>> = (0..ndata)
+                .map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect())
+                .collect();
             let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
             let (mut p0, mut q0) = (vec![0; len], vec![0; len]);
             syndrome(&views, &slots, &mut p0, &mut q0);
@@ -300,6 +311,13 @@ mod tests {
         let mut b = vec![0u8; 4];
         let (mut p, mut q) = (vec![0; 4], vec![0; 4]);
         let mut refs: Vec<&mut [u8]> = vec![&mut a, &mut b];
-        assert!(recover(&mut refs, &[0, 1], &mut p, &mut q, &[Unit::Data(0), Unit::Data(1), Unit::P]).is_err());
+        assert!(recover(
+            &mut refs,
+            &[0, 1],
+            &mut p,
+            &mut q,
+            &[Unit::Data(0), Unit::Data(1), Unit::P]
+        )
+        .is_err());
     }
 }

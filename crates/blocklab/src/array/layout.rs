@@ -187,7 +187,10 @@ impl Layout {
 
     /// DDF layouts number the Q syndrome by absolute disk index.
     pub fn is_ddf(self) -> bool {
-        matches!(self, Layout::DdfZeroRestart | Layout::DdfNRestart | Layout::DdfNContinue)
+        matches!(
+            self,
+            Layout::DdfZeroRestart | Layout::DdfNRestart | Layout::DdfNContinue
+        )
     }
 }
 
@@ -245,7 +248,14 @@ impl StripeMap {
                 Layout::ParityFirst6 => (0, Some(n - 1)),
             },
         };
-        StripeMap { n, k, p, q, level, layout }
+        StripeMap {
+            n,
+            k,
+            p,
+            q,
+            level,
+            layout,
+        }
     }
 
     /// Disk of the `d`-th data unit (0-based, d < k) of this stripe.
@@ -262,10 +272,7 @@ impl StripeMap {
                 _ => d,
             },
             _ => match self.layout {
-                Layout::LeftAsymmetric
-                | Layout::RightAsymmetric
-                | Layout::DdfZeroRestart
-                | Layout::DdfNRestart => {
+                Layout::LeftAsymmetric | Layout::RightAsymmetric | Layout::DdfZeroRestart | Layout::DdfNRestart => {
                     if p == n - 1 {
                         d + 1 // Q D D D P
                     } else if d >= p {

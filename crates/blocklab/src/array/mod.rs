@@ -62,7 +62,13 @@ impl ArrayConfig {
 
     /// Build and validate a config from the names a user types (`raid5`,
     /// `left-symmetric`, ...); `layout` None takes the default.
-    pub fn from_names(level: &str, disks: u32, chunk_bytes: u64, layout: Option<&str>, block_size: u64) -> Result<ArrayConfig> {
+    pub fn from_names(
+        level: &str,
+        disks: u32,
+        chunk_bytes: u64,
+        layout: Option<&str>,
+        block_size: u64,
+    ) -> Result<ArrayConfig> {
         let mut cfg = ArrayConfig::new(Self::parse_level(level)?, disks);
         cfg.chunk_bytes = chunk_bytes;
         cfg.block_size = block_size;
@@ -122,9 +128,7 @@ impl ArrayConfig {
                     self.disks, self.copies
                 )))
             }
-            Level::Raid10 if self.copies == 1 => {
-                return Err(Error::config("raid10 needs at least 2 copies"))
-            }
+            Level::Raid10 if self.copies == 1 => return Err(Error::config("raid10 needs at least 2 copies")),
             Level::Raid0 | Level::Raid4 | Level::Raid5 | Level::Raid6 if self.copies > 1 => {
                 return Err(Error::config(format!("{lvl} keeps one copy of each block")))
             }
@@ -310,7 +314,12 @@ impl Array {
                 )
             }
         };
-        Placement { disk_block: disk_blocks[0], disks, disk_blocks, parity }
+        Placement {
+            disk_block: disk_blocks[0],
+            disks,
+            disk_blocks,
+            parity,
+        }
     }
 
     /// Surviving-disk block reads that a read miss of `block` costs: 1 when a

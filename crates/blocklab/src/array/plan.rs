@@ -43,11 +43,17 @@ pub struct DiskOp {
 pub enum Action {
     Disk(DiskOp),
     /// XOR of `units` equal-sized units (parity or reconstruction).
-    Xor { units: u32 },
+    Xor {
+        units: u32,
+    },
     /// RAID-6 P+Q computation or recovery over `units` units.
-    PQ { units: u32 },
+    PQ {
+        units: u32,
+    },
     /// The data cannot be produced: more failures than the level tolerates.
-    Unreadable { block: u64 },
+    Unreadable {
+        block: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -65,7 +71,10 @@ pub struct IoPlan {
 
 impl IoPlan {
     pub fn push(&mut self, action: Action, deps: &[u16]) -> u16 {
-        self.nodes.push(Node { action, deps: deps.to_vec() });
+        self.nodes.push(Node {
+            action,
+            deps: deps.to_vec(),
+        });
         (self.nodes.len() - 1) as u16
     }
 

@@ -38,11 +38,23 @@ pub struct PlanBuilder {
 
 impl PlanBuilder {
     pub fn read(&mut self, disk: u32, block: u64, nblocks: u64, cause: Cause, group: u32) {
-        self.reads.push(Raw { disk, block, nblocks, cause, group });
+        self.reads.push(Raw {
+            disk,
+            block,
+            nblocks,
+            cause,
+            group,
+        });
     }
 
     pub fn write(&mut self, disk: u32, block: u64, nblocks: u64, cause: Cause, group: u32) {
-        self.writes.push(Raw { disk, block, nblocks, cause, group });
+        self.writes.push(Raw {
+            disk,
+            block,
+            nblocks,
+            cause,
+            group,
+        });
     }
 
     pub fn unreadable(&mut self, block: u64) {
@@ -109,7 +121,10 @@ impl PlanBuilder {
             plan.push(Action::Unreadable { block }, &[]);
         }
         // Node ids are u16; only reads and compute steps are ever depended on.
-        debug_assert!(reads_and_computes <= u16::MAX as usize, "plan too large for u16 node ids");
+        debug_assert!(
+            reads_and_computes <= u16::MAX as usize,
+            "plan too large for u16 node ids"
+        );
         plan
     }
 }
@@ -211,8 +226,16 @@ impl Array {
         // Fast path (the common cache miss): one block readable in place.
         if op == Op::Read && nblocks == 1 {
             if let Some((disk, at)) = self.direct_copy(block) {
-                let mut plan = IoPlan { nodes: Vec::with_capacity(1) };
-                let op = DiskOp { disk, kind: DiskOpKind::Read, block: at, nblocks: 1, cause: Cause::User };
+                let mut plan = IoPlan {
+                    nodes: Vec::with_capacity(1),
+                };
+                let op = DiskOp {
+                    disk,
+                    kind: DiskOpKind::Read,
+                    block: at,
+                    nblocks: 1,
+                    cause: Cause::User,
+                };
                 plan.push(Action::Disk(op), &[]);
                 return plan;
             }
@@ -274,7 +297,9 @@ impl Array {
             let copies: Vec<(u32, u64)> = match self.level() {
                 Level::Raid0 => vec![((chunk % n as u64) as u32, (chunk / n as u64) * cb + off)],
                 Level::Raid1 => (0..n).map(|d| (d, first)).collect(),
-                _ => raid10_near(chunk, self.copies, n).map(|(d, row)| (d, row * cb + off)).collect(),
+                _ => raid10_near(chunk, self.copies, n)
+                    .map(|(d, row)| (d, row * cb + off))
+                    .collect(),
             };
             let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, _)| !self.is_failed(d)).collect();
             if alive.is_empty() {
@@ -309,9 +334,9 @@ impl Array {
             let hi = end.min((stripe + 1) * stripe_blocks);
             // Fast path: a read touching no failed disk is one op per chunk piece.
             if op == Op::Read {
-                let touches_failed = self.chunk_pieces(lo, hi - lo).any(|(_, _, chunk, _)| {
-                    self.is_failed(sm.data_disk((chunk % k) as u32))
-                });
+                let touches_failed = self
+                    .chunk_pieces(lo, hi - lo)
+                    .any(|(_, _, chunk, _)| self.is_failed(sm.data_disk((chunk % k) as u32)));
                 if !touches_failed {
                     for (_, len, chunk, off) in self.chunk_pieces(lo, hi - lo) {
                         let disk = sm.data_disk((chunk % k) as u32);

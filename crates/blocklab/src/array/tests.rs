@@ -40,7 +40,13 @@ fn raid5_left_symmetric_4_disks() {
     // The classic MD picture (mdadm default).
     assert_eq!(
         rows(Level::Raid5, Layout::LeftSymmetric, 4, 5),
-        ["D0 D1 D2 P", "D4 D5 P D3", "D8 P D6 D7", "P D9 D10 D11", "D12 D13 D14 P"]
+        [
+            "D0 D1 D2 P",
+            "D4 D5 P D3",
+            "D8 P D6 D7",
+            "P D9 D10 D11",
+            "D12 D13 D14 P"
+        ]
     );
 }
 
@@ -70,16 +76,31 @@ fn raid5_right_symmetric_4_disks() {
 
 #[test]
 fn raid5_parity_first_and_last_and_raid4() {
-    assert_eq!(rows(Level::Raid5, Layout::ParityFirst, 4, 2), ["P D0 D1 D2", "P D3 D4 D5"]);
-    assert_eq!(rows(Level::Raid5, Layout::ParityLast, 4, 2), ["D0 D1 D2 P", "D3 D4 D5 P"]);
-    assert_eq!(rows(Level::Raid4, Layout::default(), 4, 2), ["D0 D1 D2 P", "D3 D4 D5 P"]);
+    assert_eq!(
+        rows(Level::Raid5, Layout::ParityFirst, 4, 2),
+        ["P D0 D1 D2", "P D3 D4 D5"]
+    );
+    assert_eq!(
+        rows(Level::Raid5, Layout::ParityLast, 4, 2),
+        ["D0 D1 D2 P", "D3 D4 D5 P"]
+    );
+    assert_eq!(
+        rows(Level::Raid4, Layout::default(), 4, 2),
+        ["D0 D1 D2 P", "D3 D4 D5 P"]
+    );
 }
 
 #[test]
 fn raid5_left_symmetric_5_disks() {
     assert_eq!(
         rows(Level::Raid5, Layout::LeftSymmetric, 5, 5),
-        ["D0 D1 D2 D3 P", "D5 D6 D7 P D4", "D10 D11 P D8 D9", "D15 P D12 D13 D14", "P D16 D17 D18 D19"]
+        [
+            "D0 D1 D2 D3 P",
+            "D5 D6 D7 P D4",
+            "D10 D11 P D8 D9",
+            "D15 P D12 D13 D14",
+            "P D16 D17 D18 D19"
+        ]
     );
 }
 
@@ -87,7 +108,13 @@ fn raid5_left_symmetric_5_disks() {
 fn raid6_left_symmetric_5_disks() {
     assert_eq!(
         rows(Level::Raid6, Layout::LeftSymmetric, 5, 5),
-        ["Q D0 D1 D2 P", "D3 D4 D5 P Q", "D7 D8 P Q D6", "D11 P Q D9 D10", "P Q D12 D13 D14"]
+        [
+            "Q D0 D1 D2 P",
+            "D3 D4 D5 P Q",
+            "D7 D8 P Q D6",
+            "D11 P Q D9 D10",
+            "P Q D12 D13 D14"
+        ]
     );
 }
 
@@ -95,13 +122,25 @@ fn raid6_left_symmetric_5_disks() {
 fn raid6_left_asymmetric_5_disks() {
     assert_eq!(
         rows(Level::Raid6, Layout::LeftAsymmetric, 5, 5),
-        ["Q D0 D1 D2 P", "D3 D4 D5 P Q", "D6 D7 P Q D8", "D9 P Q D10 D11", "P Q D12 D13 D14"]
+        [
+            "Q D0 D1 D2 P",
+            "D3 D4 D5 P Q",
+            "D6 D7 P Q D8",
+            "D9 P Q D10 D11",
+            "P Q D12 D13 D14"
+        ]
     );
 }
 
 #[test]
 fn raid6_right_asymmetric_and_ddf_zero_restart_5_disks() {
-    let want = ["P Q D0 D1 D2", "D3 P Q D4 D5", "D6 D7 P Q D8", "D9 D10 D11 P Q", "Q D12 D13 D14 P"];
+    let want = [
+        "P Q D0 D1 D2",
+        "D3 P Q D4 D5",
+        "D6 D7 P Q D8",
+        "D9 D10 D11 P Q",
+        "Q D12 D13 D14 P",
+    ];
     assert_eq!(rows(Level::Raid6, Layout::RightAsymmetric, 5, 5), want);
     // Same placement; only the Q syndrome order differs.
     assert_eq!(rows(Level::Raid6, Layout::DdfZeroRestart, 5, 5), want);
@@ -111,22 +150,43 @@ fn raid6_right_asymmetric_and_ddf_zero_restart_5_disks() {
 fn raid6_right_symmetric_5_disks() {
     assert_eq!(
         rows(Level::Raid6, Layout::RightSymmetric, 5, 5),
-        ["P Q D0 D1 D2", "D5 P Q D3 D4", "D7 D8 P Q D6", "D9 D10 D11 P Q", "Q D12 D13 D14 P"]
+        [
+            "P Q D0 D1 D2",
+            "D5 P Q D3 D4",
+            "D7 D8 P Q D6",
+            "D9 D10 D11 P Q",
+            "Q D12 D13 D14 P"
+        ]
     );
 }
 
 #[test]
 fn raid6_parity_first_last() {
-    assert_eq!(rows(Level::Raid6, Layout::ParityFirst, 5, 2), ["P Q D0 D1 D2", "P Q D3 D4 D5"]);
-    assert_eq!(rows(Level::Raid6, Layout::ParityLast, 5, 2), ["D0 D1 D2 P Q", "D3 D4 D5 P Q"]);
-    assert_eq!(rows(Level::Raid6, Layout::ParityFirst6, 5, 2), ["P D0 D1 D2 Q", "P D3 D4 D5 Q"]);
+    assert_eq!(
+        rows(Level::Raid6, Layout::ParityFirst, 5, 2),
+        ["P Q D0 D1 D2", "P Q D3 D4 D5"]
+    );
+    assert_eq!(
+        rows(Level::Raid6, Layout::ParityLast, 5, 2),
+        ["D0 D1 D2 P Q", "D3 D4 D5 P Q"]
+    );
+    assert_eq!(
+        rows(Level::Raid6, Layout::ParityFirst6, 5, 2),
+        ["P D0 D1 D2 Q", "P D3 D4 D5 Q"]
+    );
 }
 
 #[test]
 fn raid6_ddf_n_restart_5_disks() {
     assert_eq!(
         rows(Level::Raid6, Layout::DdfNRestart, 5, 5),
-        ["D0 D1 D2 P Q", "D3 D4 P Q D5", "D6 P Q D7 D8", "P Q D9 D10 D11", "Q D12 D13 D14 P"]
+        [
+            "D0 D1 D2 P Q",
+            "D3 D4 P Q D5",
+            "D6 P Q D7 D8",
+            "P Q D9 D10 D11",
+            "Q D12 D13 D14 P"
+        ]
     );
 }
 
@@ -134,7 +194,13 @@ fn raid6_ddf_n_restart_5_disks() {
 fn raid6_ddf_n_continue_5_disks() {
     assert_eq!(
         rows(Level::Raid6, Layout::DdfNContinue, 5, 5),
-        ["D0 D1 D2 Q P", "D4 D5 Q P D3", "D8 Q P D6 D7", "Q P D9 D10 D11", "P D12 D13 D14 Q"]
+        [
+            "D0 D1 D2 Q P",
+            "D4 D5 Q P D3",
+            "D8 Q P D6 D7",
+            "Q P D9 D10 D11",
+            "P D12 D13 D14 Q"
+        ]
     );
 }
 
@@ -142,7 +208,13 @@ fn raid6_ddf_n_continue_5_disks() {
 fn raid6_raid5_style_layouts_with_q_last() {
     assert_eq!(
         rows(Level::Raid6, Layout::LeftAsymmetric6, 5, 5),
-        ["D0 D1 D2 P Q", "D3 D4 P D5 Q", "D6 P D7 D8 Q", "P D9 D10 D11 Q", "D12 D13 D14 P Q"]
+        [
+            "D0 D1 D2 P Q",
+            "D3 D4 P D5 Q",
+            "D6 P D7 D8 Q",
+            "P D9 D10 D11 Q",
+            "D12 D13 D14 P Q"
+        ]
     );
     assert_eq!(
         rows(Level::Raid6, Layout::RightAsymmetric6, 5, 4),
@@ -180,17 +252,23 @@ fn raid6_q_slots_follow_md_syndrome_order() {
 fn chunks_of_several_blocks() {
     // Left-symmetric, 3 disks, chunk 2 blocks: stripe 0 = D0 D1 P, stripe 1 = D3 P D2.
     let a = array(Level::Raid5, Layout::LeftSymmetric, 3, 2);
-    let got: Vec<(u32, u64, Vec<u32>)> = (0..8).map(|b| {
-        let p = a.map(b);
-        (p.disks[0], p.disk_block, p.parity)
-    }).collect();
+    let got: Vec<(u32, u64, Vec<u32>)> = (0..8)
+        .map(|b| {
+            let p = a.map(b);
+            (p.disks[0], p.disk_block, p.parity)
+        })
+        .collect();
     assert_eq!(
         got,
         vec![
-            (0, 0, vec![2]), (0, 1, vec![2]), // chunk 0
-            (1, 0, vec![2]), (1, 1, vec![2]), // chunk 1
-            (2, 2, vec![1]), (2, 3, vec![1]), // chunk 2 = D2, stripe 1: P on disk 1, data from disk 2
-            (0, 2, vec![1]), (0, 3, vec![1]), // chunk 3
+            (0, 0, vec![2]),
+            (0, 1, vec![2]), // chunk 0
+            (1, 0, vec![2]),
+            (1, 1, vec![2]), // chunk 1
+            (2, 2, vec![1]),
+            (2, 3, vec![1]), // chunk 2 = D2, stripe 1: P on disk 1, data from disk 2
+            (0, 2, vec![1]),
+            (0, 3, vec![1]), // chunk 3
         ]
     );
 }
@@ -199,7 +277,10 @@ fn chunks_of_several_blocks() {
 fn raid0_striping() {
     let a = array(Level::Raid0, Layout::default(), 3, 2);
     let got: Vec<(u32, u64)> = (0..8).map(|b| (a.map(b).disks[0], a.map(b).disk_block)).collect();
-    assert_eq!(got, vec![(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (0, 2), (0, 3)]);
+    assert_eq!(
+        got,
+        vec![(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1), (0, 2), (0, 3)]
+    );
     assert!(a.map(3).parity.is_empty());
 }
 
@@ -217,7 +298,14 @@ fn raid10_near2() {
     // 4 disks: chunk 0 on disks 0,1 row 0; chunk 1 on 2,3 row 0; chunk 2 on 0,1 row 1.
     let a = array(Level::Raid10, Layout::default(), 4, 1);
     let got: Vec<(Vec<u32>, Vec<u64>)> = (0..3).map(|b| (a.map(b).disks, a.map(b).disk_blocks)).collect();
-    assert_eq!(got, vec![(vec![0, 1], vec![0, 0]), (vec![2, 3], vec![0, 0]), (vec![0, 1], vec![1, 1])]);
+    assert_eq!(
+        got,
+        vec![
+            (vec![0, 1], vec![0, 0]),
+            (vec![2, 3], vec![0, 0]),
+            (vec![0, 1], vec![1, 1])
+        ]
+    );
     // 3 disks: chunk 1's copies straddle rows (disk 2 row 0, disk 0 row 1).
     let a = array(Level::Raid10, Layout::default(), 3, 1);
     let got: Vec<(Vec<u32>, Vec<u64>)> = (0..4).map(|b| (a.map(b).disks, a.map(b).disk_blocks)).collect();
@@ -287,11 +375,16 @@ fn read_penalties() {
 // ---------- plans ----------
 
 fn ops(plan: &IoPlan) -> Vec<(u32, DiskOpKind, u64, u32, Cause)> {
-    plan.disk_ops().map(|o| (o.disk, o.kind, o.block, o.nblocks, o.cause)).collect()
+    plan.disk_ops()
+        .map(|o| (o.disk, o.kind, o.block, o.nblocks, o.cause))
+        .collect()
 }
 
 fn deps_are_backwards(plan: &IoPlan) -> bool {
-    plan.nodes.iter().enumerate().all(|(i, n)| n.deps.iter().all(|&d| (d as usize) < i))
+    plan.nodes
+        .iter()
+        .enumerate()
+        .all(|(i, n)| n.deps.iter().all(|&d| (d as usize) < i))
 }
 
 #[test]
@@ -311,7 +404,13 @@ fn healthy_read_is_split_per_chunk_and_merged() {
     // disks 2 and 0; on RAID-0 consecutive rows of one disk merge.
     let a = array(Level::Raid0, Layout::default(), 1 + 1, 1);
     let p = a.plan_read(0, 4);
-    assert_eq!(ops(&p), vec![(0, DiskOpKind::Read, 0, 2, Cause::User), (1, DiskOpKind::Read, 0, 2, Cause::User)]);
+    assert_eq!(
+        ops(&p),
+        vec![
+            (0, DiskOpKind::Read, 0, 2, Cause::User),
+            (1, DiskOpKind::Read, 0, 2, Cause::User)
+        ]
+    );
 }
 
 #[test]
@@ -335,11 +434,21 @@ fn raid5_small_write_is_read_modify_write() {
     // Two of four data units: rmw 3 reads vs rcw 2 reads -> rcw.
     let p = a.plan_write(0, 2);
     let reads: Vec<_> = ops(&p).into_iter().filter(|o| o.1 == DiskOpKind::Read).collect();
-    assert_eq!(reads, vec![(2, DiskOpKind::Read, 0, 1, Cause::ParityUpdate), (3, DiskOpKind::Read, 0, 1, Cause::ParityUpdate)]);
+    assert_eq!(
+        reads,
+        vec![
+            (2, DiskOpKind::Read, 0, 1, Cause::ParityUpdate),
+            (3, DiskOpKind::Read, 0, 1, Cause::ParityUpdate)
+        ]
+    );
     // 4 disks, one of three data units: rmw 2 = rcw 2, MD takes rcw on ties.
     let a = array(Level::Raid5, Layout::LeftSymmetric, 4, 1);
     let p = a.plan_write(0, 1);
-    let reads: Vec<_> = ops(&p).into_iter().filter(|o| o.1 == DiskOpKind::Read).map(|o| o.0).collect();
+    let reads: Vec<_> = ops(&p)
+        .into_iter()
+        .filter(|o| o.1 == DiskOpKind::Read)
+        .map(|o| o.0)
+        .collect();
     assert_eq!(reads, vec![1, 2]);
     // Full stripe: no reads.
     let p = a.plan_write(0, 3);
@@ -361,7 +470,13 @@ fn raid5_degraded_read_and_writes() {
             (3, DiskOpKind::Read, 0, 1, Cause::ReconstructRead),
         ]
     );
-    assert_eq!(p.nodes[3], Node { action: Action::Xor { units: 3 }, deps: vec![0, 1, 2] });
+    assert_eq!(
+        p.nodes[3],
+        Node {
+            action: Action::Xor { units: 3 },
+            deps: vec![0, 1, 2]
+        }
+    );
     // Reading blocks 0 and 1 together: disk 1 is read once, as the user's.
     let p = a.plan_read(0, 2);
     assert_eq!(
@@ -406,10 +521,14 @@ fn raid5_too_many_failures_is_unreadable_not_a_crash() {
     a.fail(1).unwrap();
     let p = a.plan_read(0, 3);
     assert_eq!(ops(&p), vec![(2, DiskOpKind::Read, 0, 1, Cause::User)]);
-    let lost: Vec<_> = p.nodes.iter().filter_map(|n| match n.action {
-        Action::Unreadable { block } => Some(block),
-        _ => None,
-    }).collect();
+    let lost: Vec<_> = p
+        .nodes
+        .iter()
+        .filter_map(|n| match n.action {
+            Action::Unreadable { block } => Some(block),
+            _ => None,
+        })
+        .collect();
     assert_eq!(lost, vec![0, 1]);
     let mut ex = CountExecutor::new(4);
     ex.run(&p);
@@ -420,7 +539,12 @@ fn raid5_too_many_failures_is_unreadable_not_a_crash() {
 #[test]
 fn raid6_two_failures_every_pair() {
     for n in [4u32, 5, 7] {
-        for layout in [Layout::LeftSymmetric, Layout::RightAsymmetric, Layout::DdfNContinue, Layout::LeftSymmetric6] {
+        for layout in [
+            Layout::LeftSymmetric,
+            Layout::RightAsymmetric,
+            Layout::DdfNContinue,
+            Layout::LeftSymmetric6,
+        ] {
             for f1 in 0..n {
                 for f2 in f1 + 1..n {
                     let mut a = array(Level::Raid6, layout, n, 1);
@@ -487,7 +611,10 @@ fn mirrors_read_one_survivor_and_write_all() {
     assert_eq!(ops(&a.plan_read(5, 3)), vec![(1, DiskOpKind::Read, 5, 3, Cause::User)]);
     assert_eq!(
         ops(&a.plan_write(5, 1)),
-        vec![(1, DiskOpKind::Write, 5, 1, Cause::User), (2, DiskOpKind::Write, 5, 1, Cause::User)]
+        vec![
+            (1, DiskOpKind::Write, 5, 1, Cause::User),
+            (2, DiskOpKind::Write, 5, 1, Cause::User)
+        ]
     );
     a.fail(1).unwrap();
     a.fail(2).unwrap();
@@ -499,7 +626,10 @@ fn mirrors_read_one_survivor_and_write_all() {
     a.fail(2).unwrap();
     // chunk 1 lives on disk 2 row 0 and disk 0 row 1.
     assert_eq!(ops(&a.plan_read(1, 1)), vec![(0, DiskOpKind::Read, 1, 1, Cause::User)]);
-    assert_eq!(ops(&a.plan_write(1, 1)), vec![(0, DiskOpKind::Write, 1, 1, Cause::User)]);
+    assert_eq!(
+        ops(&a.plan_write(1, 1)),
+        vec![(0, DiskOpKind::Write, 1, 1, Cause::User)]
+    );
 }
 
 // ---------- properties ----------
@@ -703,7 +833,11 @@ fn parity_of(sm: &StripeMap, data: &[Vec<u8>]) -> Vec<Vec<u8>> {
     let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
     let (mut p, mut q) = (vec![0u8; UNIT], vec![0u8; UNIT]);
     gf256::syndrome(&views, &sm.q_slots(), &mut p, &mut q);
-    if sm.q.is_some() { vec![p, q] } else { vec![p] }
+    if sm.q.is_some() {
+        vec![p, q]
+    } else {
+        vec![p]
+    }
 }
 
 /// Fill the unknown units (None) of a row, indexed by disk, if at most m are unknown.
@@ -714,14 +848,24 @@ fn solve(sm: &StripeMap, known: &[Option<Vec<u8>>]) -> Option<Vec<Vec<u8>>> {
     if unknown.len() > par.len() {
         return None;
     }
-    let mut data: Vec<Vec<u8>> = data_disks.iter().map(|&d| known[d as usize].clone().unwrap_or(vec![0; UNIT])).collect();
+    let mut data: Vec<Vec<u8>> = data_disks
+        .iter()
+        .map(|&d| known[d as usize].clone().unwrap_or(vec![0; UNIT]))
+        .collect();
     let mut p = known[sm.p as usize].clone().unwrap_or(vec![0; UNIT]);
     let mut q = sm.q.and_then(|q| known[q as usize].clone()).unwrap_or(vec![0; UNIT]);
-    let lost: Vec<gf256::Unit> = unknown.iter().map(|&d| {
-        if d == sm.p { gf256::Unit::P }
-        else if Some(d) == sm.q { gf256::Unit::Q }
-        else { gf256::Unit::Data(data_disks.iter().position(|&x| x == d).unwrap()) }
-    }).collect();
+    let lost: Vec<gf256::Unit> = unknown
+        .iter()
+        .map(|&d| {
+            if d == sm.p {
+                gf256::Unit::P
+            } else if Some(d) == sm.q {
+                gf256::Unit::Q
+            } else {
+                gf256::Unit::Data(data_disks.iter().position(|&x| x == d).unwrap())
+            }
+        })
+        .collect();
     let mut refs: Vec<&mut [u8]> = data.iter_mut().map(|v| v.as_mut_slice()).collect();
     if sm.q.is_some() {
         gf256::recover(&mut refs, &sm.q_slots(), &mut p, &mut q, &lost).unwrap();
@@ -729,17 +873,32 @@ fn solve(sm: &StripeMap, known: &[Option<Vec<u8>>]) -> Option<Vec<Vec<u8>>> {
         // RAID-4/5: the unknown unit is the XOR of all the others.
         let mut x = p.clone();
         for (i, d) in refs.iter().enumerate() {
-            if *u != gf256::Unit::Data(i) { for j in 0..UNIT { x[j] ^= d[j]; } }
+            if *u != gf256::Unit::Data(i) {
+                for j in 0..UNIT {
+                    x[j] ^= d[j];
+                }
+            }
         }
         match u {
             gf256::Unit::Data(i) => refs[*i].copy_from_slice(&x),
-            _ => { p.fill(0); for d in &refs { for j in 0..UNIT { p[j] ^= d[j]; } } }
+            _ => {
+                p.fill(0);
+                for d in &refs {
+                    for j in 0..UNIT {
+                        p[j] ^= d[j];
+                    }
+                }
+            }
         }
     }
     let mut row = vec![vec![0u8; UNIT]; sm.n as usize];
-    for (i, &d) in data_disks.iter().enumerate() { row[d as usize] = data[i].clone(); }
+    for (i, &d) in data_disks.iter().enumerate() {
+        row[d as usize] = data[i].clone();
+    }
     row[sm.p as usize] = p;
-    if let Some(qd) = sm.q { row[qd as usize] = q; }
+    if let Some(qd) = sm.q {
+        row[qd as usize] = q;
+    }
     Some(row)
 }
 
@@ -850,7 +1009,13 @@ fn large_degraded_read_stays_compact() {
     assert_eq!(ex.blocks(DiskOpKind::Read, Cause::ReconstructRead), 80 * 16);
     assert_eq!(ex.unreadable(), 0);
     // One compute step per degraded stripe; reads merged across rows.
-    assert_eq!(p.nodes.iter().filter(|n| matches!(n.action, Action::Xor { .. })).count(), 80);
+    assert_eq!(
+        p.nodes
+            .iter()
+            .filter(|n| matches!(n.action, Action::Xor { .. }))
+            .count(),
+        80
+    );
     assert!(p.nodes.len() < 1000, "{} nodes", p.nodes.len());
     assert!(deps_are_backwards(&p));
 }

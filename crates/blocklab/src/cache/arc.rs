@@ -61,7 +61,10 @@ impl Arc {
 
     /// Forget the LRU block of list `l` entirely.
     fn drop_tail(&mut self, l: u8) {
-        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+        let s = self
+            .links
+            .pop_tail(&mut self.lists[l as usize])
+            .expect("non-empty list");
         self.slots.forget(s);
     }
 

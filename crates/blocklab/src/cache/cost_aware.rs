@@ -227,7 +227,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn acc(b: u64) -> Access {
-        Access { block: b, next_use: NEVER, write: false }
+        Access {
+            block: b,
+            next_use: NEVER,
+            write: false,
+        }
     }
 
     /// Plain CLOCK, naive: a circular buffer and a hand.

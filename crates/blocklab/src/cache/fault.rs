@@ -96,7 +96,10 @@ pub struct ModMap {
 impl ModMap {
     pub fn new(n: u32) -> Self {
         assert!((2..=64).contains(&n), "ModMap supports 2..=64 disks");
-        ModMap { n, failed: AtomicU64::new(0) }
+        ModMap {
+            n,
+            failed: AtomicU64::new(0),
+        }
     }
 
     pub fn with_failed(n: u32, failed: &[u32]) -> Self {

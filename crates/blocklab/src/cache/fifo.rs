@@ -20,7 +20,12 @@ impl Fifo {
         let reserve = capacity.min(1 << 20);
         let mut map = FxHashMap::default();
         map.reserve(reserve);
-        Fifo { capacity, map, ring: Vec::with_capacity(reserve), hand: 0 }
+        Fifo {
+            capacity,
+            map,
+            ring: Vec::with_capacity(reserve),
+            hand: 0,
+        }
     }
 }
 

@@ -30,7 +30,14 @@ pub struct Gds {
 
 impl Gds {
     pub fn new(capacity: usize, faults: Arc<dyn FaultMap>) -> Self {
-        Gds { capacity, faults, map: FxHashMap::default(), order: BTreeMap::new(), l: 0, seq: 0 }
+        Gds {
+            capacity,
+            faults,
+            map: FxHashMap::default(),
+            order: BTreeMap::new(),
+            l: 0,
+            seq: 0,
+        }
     }
 
     /// Current inflation value L.
@@ -87,7 +94,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn acc(b: u64) -> Access {
-        Access { block: b, next_use: NEVER, write: false }
+        Access {
+            block: b,
+            next_use: NEVER,
+            write: false,
+        }
     }
 
     #[test]

@@ -18,7 +18,10 @@ pub(crate) struct Ghosts {
 impl Ghosts {
     /// Room for `cap` ids; 0 remembers nothing.
     pub fn new(cap: usize) -> Self {
-        Ghosts { list: Ends::default(), cap }
+        Ghosts {
+            list: Ends::default(),
+            cap,
+        }
     }
 
     /// Remember slot `s` (already unlinked from its queue) as the newest
@@ -31,7 +34,11 @@ impl Ghosts {
         if self.cap == 0 {
             return Some(s);
         }
-        let dropped = if self.list.len + 1 > self.cap { links.pop_tail(&mut self.list) } else { None };
+        let dropped = if self.list.len + 1 > self.cap {
+            links.pop_tail(&mut self.list)
+        } else {
+            None
+        };
         links.push_head(&mut self.list, s);
         dropped
     }

@@ -53,7 +53,10 @@ pub(crate) struct LazyHeap<E> {
 impl<E: Stamped> LazyHeap<E> {
     /// Room for `slots` slots without reallocating.
     pub fn with_capacity(slots: usize) -> Self {
-        LazyHeap { heap: BinaryHeap::with_capacity(2 * slots + 64), stamps: Vec::with_capacity(slots) }
+        LazyHeap {
+            heap: BinaryHeap::with_capacity(2 * slots + 64),
+            stamps: Vec::with_capacity(slots),
+        }
     }
 
     /// Make `e` its slot's live entry (superseding any older one). A slot not

@@ -131,7 +131,10 @@ impl Lirs {
     }
 
     fn evict(&mut self) {
-        let v = self.q_links.pop_tail(&mut self.q).expect("full cache has a resident HIR");
+        let v = self
+            .q_links
+            .pop_tail(&mut self.q)
+            .expect("full cache has a resident HIR");
         self.resident[v as usize] = false;
         if self.in_s[v as usize] {
             self.q_links.push_head(&mut self.nr, v);
@@ -145,7 +148,9 @@ impl Lirs {
     /// Keep S within 2c entries by forgetting the oldest non-resident ones.
     fn limit_stack(&mut self) {
         while self.s.len > 2 * self.c {
-            let Some(old) = self.q_links.pop_tail(&mut self.nr) else { return };
+            let Some(old) = self.q_links.pop_tail(&mut self.nr) else {
+                return;
+            };
             self.s_links.unlink(&mut self.s, old);
             self.in_s[old as usize] = false;
             self.forget(old);
@@ -216,7 +221,6 @@ impl Lirs {
         }
         false
     }
-
 }
 
 impl Policy for Lirs {

@@ -26,13 +26,19 @@ pub struct Ends {
 
 impl Default for Ends {
     fn default() -> Self {
-        Ends { head: NIL, tail: NIL, len: 0 }
+        Ends {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+        }
     }
 }
 
 impl Links32 {
     pub fn with_capacity(n: usize) -> Self {
-        Links32 { links: Vec::with_capacity(n) }
+        Links32 {
+            links: Vec::with_capacity(n),
+        }
     }
 
     /// Make sure slot `i` exists.
@@ -58,7 +64,10 @@ impl Links32 {
     #[inline]
     pub fn push_head(&mut self, l: &mut Ends, i: u32) {
         self.ensure(i);
-        self.links[i as usize] = Links { prev: NIL, next: l.head };
+        self.links[i as usize] = Links {
+            prev: NIL,
+            next: l.head,
+        };
         if l.head != NIL {
             self.links[l.head as usize].prev = i;
         } else {

@@ -23,7 +23,11 @@ struct Entry {
     next: u32,
 }
 
-const EMPTY: Entry = Entry { key: 0, prev: VACANT, next: NIL };
+const EMPTY: Entry = Entry {
+    key: 0,
+    prev: VACANT,
+    next: NIL,
+};
 
 pub struct Lru {
     capacity: usize,
@@ -45,7 +49,14 @@ fn home(key: u64, shift: u32) -> usize {
 impl Lru {
     pub fn new(capacity: usize) -> Self {
         let bits = Self::bits_for(capacity.min(1 << 16));
-        Lru { capacity, len: 0, table: vec![EMPTY; 1 << bits], shift: 64 - bits, head: NIL, tail: NIL }
+        Lru {
+            capacity,
+            len: 0,
+            table: vec![EMPTY; 1 << bits],
+            shift: 64 - bits,
+            head: NIL,
+            tail: NIL,
+        }
     }
 
     /// Table bits so that `n` entries fill at most half of it.
@@ -231,7 +242,16 @@ mod tests {
 
     fn run(keys: &[u64], cap: usize) -> Vec<bool> {
         let mut l = Lru::new(cap);
-        let out = keys.iter().map(|&k| l.access(&Access { block: k, next_use: NEVER, write: false })).collect();
+        let out = keys
+            .iter()
+            .map(|&k| {
+                l.access(&Access {
+                    block: k,
+                    next_use: NEVER,
+                    write: false,
+                })
+            })
+            .collect();
         assert!(l.len() <= cap);
         out
     }
@@ -239,7 +259,10 @@ mod tests {
     #[test]
     fn by_hand() {
         // cap 2: 1 2 1 3 2 1 -> miss miss hit miss(evict 2) miss(evict 1) miss(evict 3)
-        assert_eq!(run(&[1, 2, 1, 3, 2, 1], 2), vec![false, false, true, false, false, false]);
+        assert_eq!(
+            run(&[1, 2, 1, 3, 2, 1], 2),
+            vec![false, false, true, false, false, false]
+        );
     }
 
     #[test]

@@ -78,7 +78,8 @@ impl Policy for Lru2 {
             self.last[i] = now;
             if self.heap.len() > 2 * self.map.len() + 64 {
                 let (last, twice) = (&self.last, &self.twice);
-                self.heap.retain(|Reverse(e)| twice[e.2 as usize] && last[e.2 as usize] == e.1);
+                self.heap
+                    .retain(|Reverse(e)| twice[e.2 as usize] && last[e.2 as usize] == e.1);
             }
             return true;
         }

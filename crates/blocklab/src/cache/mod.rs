@@ -24,10 +24,10 @@ pub mod opt;
 #[cfg(test)]
 mod reference;
 pub mod s3fifo;
-mod slab;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;
+mod slab;
 #[cfg(test)]
 mod tests;
 pub mod twoq;

@@ -148,7 +148,11 @@ pub struct RefSieve {
 }
 impl RefSieve {
     pub fn new(c: usize) -> Self {
-        RefSieve { c, q: vec![], hand: None }
+        RefSieve {
+            c,
+            q: vec![],
+            hand: None,
+        }
     }
 }
 impl Policy for RefSieve {
@@ -187,7 +191,14 @@ pub struct RefArc {
 }
 impl RefArc {
     pub fn new(c: usize) -> Self {
-        RefArc { c, p: 0.0, t1: vec![], t2: vec![], b1: vec![], b2: vec![] }
+        RefArc {
+            c,
+            p: 0.0,
+            t1: vec![],
+            t2: vec![],
+            b1: vec![],
+            b2: vec![],
+        }
     }
     fn replace(&mut self, in_b2: bool) {
         let t1 = self.t1.len() as f64;
@@ -452,10 +463,10 @@ impl Policy for RefLru2 {
             return true;
         }
         if self.v.len() == self.c {
-            let once = (0..self.v.len()).filter(|&i| self.v[i].1.is_none()).min_by_key(|&i| self.v[i].2);
-            let i = once.unwrap_or_else(|| {
-                (0..self.v.len()).min_by_key(|&i| self.v[i].1.unwrap()).unwrap()
-            });
+            let once = (0..self.v.len())
+                .filter(|&i| self.v[i].1.is_none())
+                .min_by_key(|&i| self.v[i].2);
+            let i = once.unwrap_or_else(|| (0..self.v.len()).min_by_key(|&i| self.v[i].1.unwrap()).unwrap());
             self.v.remove(i);
         }
         self.v.push((a.block, None, self.t));
@@ -478,7 +489,12 @@ impl RefMq {
     const M: usize = 8;
     const LIFE: u64 = 10_000;
     pub fn new(c: usize) -> Self {
-        RefMq { c, vtime: 0, q: vec![vec![]; Self::M], qout: vec![] }
+        RefMq {
+            c,
+            vtime: 0,
+            q: vec![vec![]; Self::M],
+            qout: vec![],
+        }
     }
     fn qnum(f: u32) -> usize {
         ((31 - f.leading_zeros()) as usize).min(Self::M - 1)
@@ -540,7 +556,14 @@ pub struct RefLirs {
 impl RefLirs {
     pub fn new(c: usize) -> Self {
         let hirs = ((c as f64 * 0.01) as usize).max(1);
-        RefLirs { c, lirs_limit: c.saturating_sub(hirs), s: vec![], q: vec![], nr: vec![], st: vec![] }
+        RefLirs {
+            c,
+            lirs_limit: c.saturating_sub(hirs),
+            s: vec![],
+            q: vec![],
+            nr: vec![],
+            st: vec![],
+        }
     }
     fn status(&self, b: u64) -> Option<(bool, bool)> {
         self.st.iter().find(|e| e.0 == b).map(|e| (e.1, e.2))

@@ -65,13 +65,22 @@ pub struct SimReport {
 pub fn cells(policies: &[String], sizes: &[u64]) -> Vec<Cell> {
     policies
         .iter()
-        .flat_map(|p| sizes.iter().map(move |&s| Cell { policy: p.clone(), cache_blocks: s }))
+        .flat_map(|p| {
+            sizes.iter().map(move |&s| Cell {
+                policy: p.clone(),
+                cache_blocks: s,
+            })
+        })
         .collect()
 }
 
 /// Split and check a comma-separated policy list (unknown names list the valid ones).
 pub fn parse_policies(list: &str) -> Result<Vec<String>> {
-    let names: Vec<String> = list.split(',').map(|s| s.trim().to_ascii_lowercase()).filter(|s| !s.is_empty()).collect();
+    let names: Vec<String> = list
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect();
     if names.is_empty() {
         return Err(Error::config("no cache policy given"));
     }
@@ -118,7 +127,12 @@ where
         .iter()
         .map(|c| {
             let cap = usize::try_from(c.cache_blocks).map_err(|_| Error::config("cache size too large"))?;
-            Ok(CellState { policy: build(&c.policy, cap)?, accesses: 0, hits: 0, seconds: 0.0 })
+            Ok(CellState {
+                policy: build(&c.policy, cap)?,
+                accesses: 0,
+                hits: 0,
+                seconds: 0.0,
+            })
         })
         .collect::<Result<_>>()?;
 
@@ -183,7 +197,9 @@ where
         }
         drop(full_rx);
         drop(empty_tx);
-        let src = reader.join().map_err(|_| Error::config("trace reader thread panicked"))?;
+        let src = reader
+            .join()
+            .map_err(|_| Error::config("trace reader thread panicked"))?;
         outcome.map(|_| src)
     })?;
 
@@ -238,7 +254,10 @@ pub struct Accesses {
 
 impl Accesses {
     pub fn new(stream: BlockStream, next_use: Option<Vec<u64>>) -> Self {
-        Accesses { stream, next_use: next_use.map(Vec::into_iter) }
+        Accesses {
+            stream,
+            next_use: next_use.map(Vec::into_iter),
+        }
     }
     pub fn skipped(&self) -> u64 {
         self.stream.skipped()
@@ -257,10 +276,18 @@ impl Iterator for Accesses {
             None => NEVER,
             Some(it) => match it.next() {
                 Some(n) => n,
-                None => return Some(Err(Error::config("trace changed between passes (more accesses than before)"))),
+                None => {
+                    return Some(Err(Error::config(
+                        "trace changed between passes (more accesses than before)",
+                    )))
+                }
             },
         };
-        Some(Ok(Access { block: a.key, next_use, write: a.op.is_write() }))
+        Some(Ok(Access {
+            block: a.key,
+            next_use,
+            write: a.op.is_write(),
+        }))
     }
 }
 
@@ -289,12 +316,23 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
     let open = || open_blocks(path, &cfg.trace, cfg.blocks);
-    let unique = if sizes::needs_unique(&cfg.sizes) { Some(count_unique(open()?)?) } else { None };
+    let unique = if sizes::needs_unique(&cfg.sizes) {
+        Some(count_unique(open()?)?)
+    } else {
+        None
+    };
     let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
     let cells = cells(&policies, &sizes);
-    let next_use = if policies.iter().any(|p| is_offline(p)) { Some(next_uses(open()?)?) } else { None };
+    let next_use = if policies.iter().any(|p| is_offline(p)) {
+        Some(next_uses(open()?)?)
+    } else {
+        None
+    };
     let (cells, source) = simulate_accesses(Accesses::new(open()?, next_use), &cells, progress)?;
-    Ok(SimReport { cells, skipped: source.skipped() })
+    Ok(SimReport {
+        cells,
+        skipped: source.skipped(),
+    })
 }
 
 #[cfg(test)]
@@ -305,7 +343,14 @@ mod tests {
     fn acc(keys: &[u64]) -> Vec<Access> {
         let mut nu: Vec<u64> = keys.to_vec();
         next_uses_in_place(&mut nu);
-        keys.iter().zip(nu).map(|(&k, n)| Access { block: k, next_use: n, write: k % 3 == 0 }).collect()
+        keys.iter()
+            .zip(nu)
+            .map(|(&k, n)| Access {
+                block: k,
+                next_use: n,
+                write: k % 3 == 0,
+            })
+            .collect()
     }
 
     fn alone(policy: &str, cap: u64, accesses: &[Access]) -> u64 {
@@ -324,7 +369,16 @@ mod tests {
     fn lru_by_hand() {
         // cap 2: a b a c b a -> miss miss hit miss(evict b) miss(evict a) miss
         let keys = [1, 2, 1, 3, 2, 1];
-        let cells = vec![Cell { policy: "lru".into(), cache_blocks: 2 }, Cell { policy: "lru".into(), cache_blocks: 3 }];
+        let cells = vec![
+            Cell {
+                policy: "lru".into(),
+                cache_blocks: 2,
+            },
+            Cell {
+                policy: "lru".into(),
+                cache_blocks: 3,
+            },
+        ];
         let (r, _) = simulate_accesses(acc(&keys).into_iter().map(Ok), &cells, &mut |_| Ok(())).unwrap();
         assert_eq!((r[0].hits, r[0].misses), (1, 5));
         assert_eq!((r[1].hits, r[1].misses), (3, 3));
@@ -333,8 +387,17 @@ mod tests {
 
     #[test]
     fn errors_stop_the_run_and_progress_counts_chunks() {
-        let good = (0..(CHUNK as u64 * 2 + 5)).map(|i| Ok(Access { block: i % 100, next_use: NEVER, write: false }));
-        let cells = vec![Cell { policy: "lru".into(), cache_blocks: 10 }];
+        let good = (0..(CHUNK as u64 * 2 + 5)).map(|i| {
+            Ok(Access {
+                block: i % 100,
+                next_use: NEVER,
+                write: false,
+            })
+        });
+        let cells = vec![Cell {
+            policy: "lru".into(),
+            cache_blocks: 10,
+        }];
         let mut seen = vec![];
         let (r, _) = simulate_accesses(good, &cells, &mut |n| {
             seen.push(n);
@@ -343,10 +406,26 @@ mod tests {
         .unwrap();
         assert_eq!(seen, vec![CHUNK as u64, 2 * CHUNK as u64, 2 * CHUNK as u64 + 5]);
         assert_eq!(r[0].accesses, 2 * CHUNK as u64 + 5);
-        let bad = (0..10u64).map(|i| if i == 7 { Err(Error::config("boom")) } else { Ok(Access { block: i, next_use: NEVER, write: false }) });
+        let bad = (0..10u64).map(|i| {
+            if i == 7 {
+                Err(Error::config("boom"))
+            } else {
+                Ok(Access {
+                    block: i,
+                    next_use: NEVER,
+                    write: false,
+                })
+            }
+        });
         let e = simulate_accesses(bad, &cells, &mut |_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("boom"));
-        let stop = (0..(CHUNK as u64 * 5)).map(|i| Ok(Access { block: i, next_use: NEVER, write: false }));
+        let stop = (0..(CHUNK as u64 * 5)).map(|i| {
+            Ok(Access {
+                block: i,
+                next_use: NEVER,
+                write: false,
+            })
+        });
         let e = simulate_accesses(stop, &cells, &mut |_| Err(Error::config("interrupted"))).unwrap_err();
         assert!(e.to_string().contains("interrupted"));
     }
@@ -372,7 +451,10 @@ mod tests {
         let path = tmp("csv");
         crate::trace::synth::write_native_csv(&path, &keys, 4096).unwrap();
         let cfg = SimConfig {
-            trace: TraceOptions { format: "csv".into(), ..Default::default() },
+            trace: TraceOptions {
+                format: "csv".into(),
+                ..Default::default()
+            },
             blocks: BlockOptions::default(),
             policies: super::super::POLICIES.join(","),
             sizes: "10,400KiB,25%".into(),
@@ -384,7 +466,12 @@ mod tests {
         })
         .unwrap();
         assert!(calls >= 1);
-        let unique = { let mut u = keys.clone(); u.sort(); u.dedup(); u.len() as u64 };
+        let unique = {
+            let mut u = keys.clone();
+            u.sort();
+            u.dedup();
+            u.len() as u64
+        };
         let accesses = acc(&keys);
         let want_sizes = [10, 100, unique / 4];
         assert_eq!(rep.cells.len(), super::super::POLICIES.len() * 3);
@@ -394,13 +481,24 @@ mod tests {
             assert_eq!(c.hits, alone(&c.policy, c.cache_blocks, &accesses));
         }
         // --reads-only drops the writes (keys divisible by 4).
-        let ro = SimConfig { blocks: BlockOptions { block_size: 4096, reads_only: true }, policies: "lru".into(), sizes: "10".into(), ..cfg.clone() };
+        let ro = SimConfig {
+            blocks: BlockOptions {
+                block_size: 4096,
+                reads_only: true,
+            },
+            policies: "lru".into(),
+            sizes: "10".into(),
+            ..cfg.clone()
+        };
         let rep = simulate_trace(&path, &ro, &mut |_| Ok(())).unwrap();
         let reads: Vec<u64> = keys.iter().copied().filter(|k| k % 4 != 0).collect();
         assert_eq!(rep.cells[0].accesses, reads.len() as u64);
         assert_eq!(rep.cells[0].hits, alone("lru", 10, &acc(&reads)));
         // Bad sizes are reported before any pass; an impossible one names itself.
-        let bad = SimConfig { sizes: "10,1KiB".into(), ..cfg.clone() };
+        let bad = SimConfig {
+            sizes: "10,1KiB".into(),
+            ..cfg.clone()
+        };
         let e = simulate_trace(&path, &bad, &mut |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("`1KiB`"), "{e}");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

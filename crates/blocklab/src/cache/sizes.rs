@@ -26,7 +26,10 @@ pub fn parse_size(text: &str) -> Result<SizeSpec> {
         return Err(bad(text, "empty"));
     }
     if let Some(num) = s.strip_suffix('%') {
-        let p: f64 = num.trim().parse().map_err(|_| bad(text, "expected a number before `%`"))?;
+        let p: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| bad(text, "expected a number before `%`"))?;
         if !p.is_finite() || p <= 0.0 || p > 100.0 {
             return Err(bad(text, "a percentage must be in (0, 100]"));
         }
@@ -38,7 +41,9 @@ pub fn parse_size(text: &str) -> Result<SizeSpec> {
         return Err(bad(text, "expected a number"));
     }
     if unit.is_empty() {
-        let n: u64 = num.parse().map_err(|_| bad(text, "a size in blocks must be a whole number"))?;
+        let n: u64 = num
+            .parse()
+            .map_err(|_| bad(text, "a size in blocks must be a whole number"))?;
         if n == 0 {
             return Err(bad(text, "a cache needs at least one block"));
         }
@@ -54,7 +59,12 @@ pub fn parse_size(text: &str) -> Result<SizeSpec> {
         "mb" => 1_000_000,
         "gb" => 1_000_000_000,
         "tb" => 1_000_000_000_000,
-        _ => return Err(bad(text, "unknown unit (use blocks, B, KiB, MiB, GiB, TiB, KB, MB, GB, TB or %)")),
+        _ => {
+            return Err(bad(
+                text,
+                "unknown unit (use blocks, B, KiB, MiB, GiB, TiB, KB, MB, GB, TB or %)",
+            ))
+        }
     };
     let v: f64 = num.parse().map_err(|_| bad(text, "expected a number"))?;
     let bytes = v * mult as f64;
@@ -86,7 +96,10 @@ pub fn resolve(spec: &SizeSpec, text: &str, block_size: u64, unique_blocks: Opti
         SizeSpec::Bytes(b) => {
             let n = b / block_size;
             if n == 0 {
-                return Err(bad(text, &format!("{b} bytes is less than one block of {block_size} bytes")));
+                return Err(bad(
+                    text,
+                    &format!("{b} bytes is less than one block of {block_size} bytes"),
+                ));
             }
             Ok(n)
         }

@@ -19,7 +19,11 @@ impl Slab {
     pub fn with_capacity(n: usize) -> Self {
         let mut map = FxHashMap::default();
         map.reserve(n);
-        Slab { map, blocks: Vec::with_capacity(n), free: Vec::new() }
+        Slab {
+            map,
+            blocks: Vec::with_capacity(n),
+            free: Vec::new(),
+        }
     }
 
     /// The slot of `block`, if the policy holds it (cached or ghost).

@@ -25,7 +25,11 @@ fn run(p: &mut dyn Policy, seq: &[u64]) -> Vec<bool> {
     seq.iter()
         .zip(&next)
         .map(|(&block, &next_use)| {
-            let hit = p.access(&Access { block, next_use, write: false });
+            let hit = p.access(&Access {
+                block,
+                next_use,
+                write: false,
+            });
             assert!(p.len() <= p.capacity(), "len {} > capacity {}", p.len(), p.capacity());
             hit
         })

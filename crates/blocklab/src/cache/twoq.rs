@@ -64,13 +64,19 @@ impl TwoQ {
     }
 
     fn forget_tail(&mut self, l: u8) {
-        let s = self.links.pop_tail(&mut self.lists[l as usize]).expect("non-empty list");
+        let s = self
+            .links
+            .pop_tail(&mut self.lists[l as usize])
+            .expect("non-empty list");
         self.slots.forget(s);
     }
 
     fn evict(&mut self) {
         if self.size(AIN) > self.kin {
-            let s = self.links.pop_tail(&mut self.lists[AIN as usize]).expect("A1in non-empty");
+            let s = self
+                .links
+                .pop_tail(&mut self.lists[AIN as usize])
+                .expect("A1in non-empty");
             self.which[s as usize] = AOUT;
             if let Some(gone) = self.aout.remember(&mut self.links, s) {
                 self.slots.forget(gone);

@@ -139,7 +139,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn acc(b: u64) -> Access {
-        Access { block: b, next_use: NEVER, write: false }
+        Access {
+            block: b,
+            next_use: NEVER,
+            write: false,
+        }
     }
 
     /// Algorithm 2 written naively: (block, F, TS) list and full scans.
@@ -162,7 +166,9 @@ mod tests {
             }
             if self.cache.len() == self.cap {
                 let idx = if self.failed.is_empty() {
-                    (0..self.cache.len()).min_by_key(|&i| (self.cache[i].1, self.cache[i].2)).unwrap()
+                    (0..self.cache.len())
+                        .min_by_key(|&i| (self.cache[i].1, self.cache[i].2))
+                        .unwrap()
                 } else {
                     let mut cands = vec![];
                     for j in 0..self.n {
@@ -186,7 +192,13 @@ mod tests {
 
     /// Plain LFU (ties: least recently accessed), naive.
     fn naive_lfu(cap: usize, n: u64) -> Naive {
-        Naive { cap, n, failed: vec![], gts: 0, cache: vec![] }
+        Naive {
+            cap,
+            n,
+            failed: vec![],
+            gts: 0,
+            cache: vec![],
+        }
     }
 
     #[test]

@@ -169,7 +169,11 @@ mod tests {
     use proptest::prelude::*;
 
     fn acc(b: u64) -> Access {
-        Access { block: b, next_use: NEVER, write: false }
+        Access {
+            block: b,
+            next_use: NEVER,
+            write: false,
+        }
     }
 
     fn run(p: &mut dyn Policy, seq: &[u64]) -> Vec<bool> {
@@ -203,7 +207,11 @@ mod tests {
                                 .min_by_key(|&i| self.cache[i].1)
                             {
                                 let age = self.gts - self.cache[i].1;
-                                let w = if self.failed.contains(&j) { age } else { age * (self.n - 1) };
+                                let w = if self.failed.contains(&j) {
+                                    age
+                                } else {
+                                    age * (self.n - 1)
+                                };
                                 cands.push((w, self.cache[i].1, i));
                             }
                         }
@@ -247,7 +255,10 @@ mod tests {
     fn hand_worked_fault_free_is_lru() {
         let m = Arc::new(ModMap::new(3));
         let mut p = VdfLru::new(3, m);
-        assert_eq!(run(&mut p, &[0, 1, 2, 0, 4, 1]), vec![false, false, false, true, false, false]);
+        assert_eq!(
+            run(&mut p, &[0, 1, 2, 0, 4, 1]),
+            vec![false, false, false, true, false, false]
+        );
         // LRU: after 0,1,2,0 order (LRU..MRU) 1,2,0; 4 evicts 1; 1 evicts 2.
         assert_eq!(p.global_order(), vec![0, 4, 1]);
     }

@@ -32,7 +32,10 @@ pub fn load_parv(path: &Path) -> Result<Hdd> {
         ctlr = ctlr.max(c.num_or("Bulk sector transfer time", 0.0)?);
     }
     let base = bulk.max(ctlr);
-    let (br, bw) = (base.max(bus("Read block transfer time")?), base.max(bus("Write block transfer time")?));
+    let (br, bw) = (
+        base.max(bus("Read block transfer time")?),
+        base.max(bus("Write block transfer time")?),
+    );
     build(disk, dir, br, bw)
 }
 
@@ -46,7 +49,12 @@ fn find_disk<'a>(pf: &'a ParamFile, path: &Path) -> Result<&'a Block> {
         }
     }
     pf.blocks_of("disksim_disk").next().ok_or_else(|| {
-        Error::parse(path.display().to_string(), Location::Whole, "disksim_disk", "no disk defined")
+        Error::parse(
+            path.display().to_string(),
+            Location::Whole,
+            "disksim_disk",
+            "no disk defined",
+        )
     })
 }
 
@@ -77,10 +85,16 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
     };
     let serp = lay.num_or("LBN-to-PBN mapping scheme", 0.0)? as u8;
     let mut zones = Vec::new();
-    let zparam = lay.get("Zones").ok_or_else(|| Error::parse(&lay.file, Location::Line(lay.line), "Zones", "missing"))?;
-    let Value::List(zl) = &zparam.value else { return Err(zparam.err("expected a list of zones")) };
+    let zparam = lay
+        .get("Zones")
+        .ok_or_else(|| Error::parse(&lay.file, Location::Line(lay.line), "Zones", "missing"))?;
+    let Value::List(zl) = &zparam.value else {
+        return Err(zparam.err("expected a list of zones"));
+    };
     for z in zl {
-        let Value::Block(z) = z else { return Err(zparam.err("expected zone blocks")) };
+        let Value::Block(z) = z else {
+            return Err(zparam.err("expected zone blocks"));
+        };
         let slips = match z.get("slips") {
             Some(p) => p.nums()?.into_iter().map(|x| x as u64).collect(),
             None => vec![],
@@ -104,7 +118,12 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
     let seek_type = mech.word("Seek type")?;
     let hpl = |first: Vec<f64>| -> Result<SeekCurve> {
         let p = mech.get("HPL seek equation values").ok_or_else(|| {
-            Error::parse(&mech.file, Location::Line(mech.line), "HPL seek equation values", "missing")
+            Error::parse(
+                &mech.file,
+                Location::Line(mech.line),
+                "HPL seek equation values",
+                "missing",
+            )
         })?;
         let v = p.nums()?;
         if v.len() < 5 {
@@ -114,7 +133,14 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         if first.is_empty() && v.len() > 5 && v[5] >= 0.0 {
             first = vec![v[5]];
         }
-        Ok(SeekCurve::Hpl { x0: v[0], a: v[1], b: v[2], c: v[3], e: v[4], first })
+        Ok(SeekCurve::Hpl {
+            x0: v[0],
+            a: v[1],
+            b: v[2],
+            c: v[3],
+            e: v[4],
+            first,
+        })
     };
     let curve = match seek_type.as_str() {
         "extracted" => {
@@ -136,7 +162,9 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         ),
         other => {
             let p = mech.get("Seek type").expect("read above");
-            return Err(p.err(format!("unknown seek type `{other}` (extracted, hpl, hplplus10, linear)")));
+            return Err(p.err(format!(
+                "unknown seek type `{other}` (extracted, hpl, hplplus10, linear)"
+            )));
         }
     };
     let single_cyl_ms = match (&curve, single > 0.0) {
@@ -172,12 +200,20 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         // out (DiskSim's documentation); the traces show re-reads miss.
         consume_on_hit: true,
         prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
-        read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("High (read) water mark", 0.0)? } else { 0.0 },
+        read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 {
+            disk.num_or("High (read) water mark", 0.0)?
+        } else {
+            0.0
+        },
         reselect_ms: disk.num_or("First reselect overhead", 0.0)? * scale,
         write_back_sequential_only: disk.num_or("Fast write level", 0.0)? == 1.0,
         almost_read_hits: disk.num_or("Allow almost read hits", 0.0)? != 0.0,
         readahead_on_idle_hit: disk.num_or("Read-ahead on idle hit", 0.0)? != 0.0,
-        write_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 { disk.num_or("Low (write) water mark", 0.0)? } else { 0.0 },
+        write_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 {
+            disk.num_or("Low (write) water mark", 0.0)?
+        } else {
+            0.0
+        },
         hold_bus_write: disk.num_or("Hold bus entire write xfer", 0.0)? != 0.0,
     };
     Hdd::new(HddParams {
@@ -189,7 +225,8 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         single_cyl_ms,
         head_switch_ms: mech.num_or("Head switch time", 0.0)?,
         write_settle_ms: mech.num_or("Add. write settling delay", 0.0)?,
-        same_track_switch: mech.get("Access time type").is_some() && mech.word("Access time type")? == "trackSwitchPlusRotation",
+        same_track_switch: mech.get("Access time type").is_some()
+            && mech.word("Access time type")? == "trackSwitchPlusRotation",
         overheads,
         bus_read_ms: bus_read,
         bus_write_ms: bus_write,
@@ -204,7 +241,9 @@ mod tests {
 
     #[test]
     fn every_validated_drive_loads_with_its_block_count() {
-        let Some(dir) = crate::device::validate::validation_dir() else { return };
+        let Some(dir) = crate::device::validate::validation_dir() else {
+            return;
+        };
         for (name, blocks) in [
             ("atlas_III", 17783250u64),
             ("barracuda", 4110000),
@@ -236,7 +275,9 @@ mod tests {
         .unwrap();
         std::fs::write(dir.join("x.parv"), "disksim_disk D {\n Model = source x.model\n}\n").unwrap();
         match load_parv(&dir.join("x.parv")) {
-            Err(Error::Parse { file, location, field, .. }) => {
+            Err(Error::Parse {
+                file, location, field, ..
+            }) => {
                 assert!(file.ends_with("x.model"), "{file}");
                 assert_eq!(location, Location::Line(8));
                 assert_eq!(field, "Seek type");

@@ -101,8 +101,12 @@ impl Block {
     /// A required word (or a number written as a word).
     pub fn word(&self, name: &str) -> Result<String> {
         match self.get(name) {
-            Some(Param { value: Value::Str(s), .. }) => Ok(s.clone()),
-            Some(Param { value: Value::Num(n), .. }) => Ok(n.to_string()),
+            Some(Param {
+                value: Value::Str(s), ..
+            }) => Ok(s.clone()),
+            Some(Param {
+                value: Value::Num(n), ..
+            }) => Ok(n.to_string()),
             Some(p) => Err(p.err("expected a word")),
             None => Err(self.missing(name)),
         }
@@ -111,7 +115,9 @@ impl Block {
     /// A required nested block.
     pub fn block(&self, name: &str) -> Result<&Block> {
         match self.get(name) {
-            Some(Param { value: Value::Block(b), .. }) => Ok(b),
+            Some(Param {
+                value: Value::Block(b), ..
+            }) => Ok(b),
             Some(p) => Err(p.err("expected a `TYPE { ... }` block")),
             None => Err(self.missing(name)),
         }
@@ -120,7 +126,9 @@ impl Block {
     /// A required list.
     pub fn list(&self, name: &str) -> Result<&[Value]> {
         match self.get(name) {
-            Some(Param { value: Value::List(l), .. }) => Ok(l),
+            Some(Param {
+                value: Value::List(l), ..
+            }) => Ok(l),
             Some(p) => Err(p.err("expected a `[ ... ]` list")),
             None => Err(self.missing(name)),
         }
@@ -341,7 +349,12 @@ impl<'a> Parser<'a> {
                     let line = self.toks[self.pos - 1].1;
                     self.expect('=', &name)?;
                     let value = self.value(&name)?;
-                    params.push(Param { name, value, file: self.file.clone(), line });
+                    params.push(Param {
+                        name,
+                        value,
+                        file: self.file.clone(),
+                        line,
+                    });
                 }
                 Some(Tok::Punct(c)) => {
                     self.pos -= 1;
@@ -435,7 +448,12 @@ impl Loader {
             None => Error::io(&shown, e),
         })?;
         if self.depth >= MAX_DEPTH {
-            return Err(Error::parse(&shown, Location::Whole, "source", "includes nested too deeply"));
+            return Err(Error::parse(
+                &shown,
+                Location::Whole,
+                "source",
+                "includes nested too deeply",
+            ));
         }
         self.depth += 1;
         let mut out = ParamFile::default();
@@ -466,19 +484,31 @@ impl Loader {
 }
 
 fn parse_str_into(src: &str, file: &str, dir: &Path, loader: &mut Loader, out: &mut ParamFile) -> Result<()> {
-    let mut p = Parser { toks: lex(src), pos: 0, file: file.to_string(), dir: dir.to_path_buf(), loader };
+    let mut p = Parser {
+        toks: lex(src),
+        pos: 0,
+        file: file.to_string(),
+        dir: dir.to_path_buf(),
+        loader,
+    };
     p.top(out)
 }
 
 /// Parse a parameter file and everything it sources (paths relative to it).
 pub fn parse_file(path: &Path) -> Result<ParamFile> {
-    let mut loader = Loader { depth: 0, cache: HashMap::new() };
+    let mut loader = Loader {
+        depth: 0,
+        cache: HashMap::new(),
+    };
     loader.parse_file(path, None)
 }
 
 /// Parse text (named `file` in errors); `source` paths are relative to `dir`.
 pub fn parse_str(src: &str, file: &str, dir: &Path) -> Result<ParamFile> {
-    let mut loader = Loader { depth: 0, cache: HashMap::new() };
+    let mut loader = Loader {
+        depth: 0,
+        cache: HashMap::new(),
+    };
     let mut out = ParamFile::default();
     parse_str_into(src, file, dir, &mut loader, &mut out)?;
     Ok(out)
@@ -525,7 +555,9 @@ mod tests {
 
     fn expect_parse_err(src: &str, want_line: u64, want_field: &str) {
         match parse(src) {
-            Err(Error::Parse { file, location, field, .. }) => {
+            Err(Error::Parse {
+                file, location, field, ..
+            }) => {
                 assert_eq!(file, "t.parv");
                 assert_eq!(location, Location::Line(want_line), "src: {src}");
                 assert_eq!(field, want_field, "src: {src}");
@@ -577,7 +609,9 @@ mod tests {
 
     #[test]
     fn every_shipped_file_parses() {
-        let Some(dir) = crate::device::validate::validation_dir() else { return };
+        let Some(dir) = crate::device::validate::validation_dir() else {
+            return;
+        };
         let Ok(entries) = std::fs::read_dir(&dir) else { return };
         let mut n = 0;
         for e in entries.flatten() {

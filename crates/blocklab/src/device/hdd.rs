@@ -26,13 +26,27 @@ pub enum SeekCurve {
     Table(Vec<(f64, f64)>),
     /// Ruemmler & Wilkes (HP) form: `a + b·√d` below `x0` cylinders,
     /// `c + e·d` from there on; `first` overrides distances 1..=first.len().
-    Hpl { x0: f64, a: f64, b: f64, c: f64, e: f64, first: Vec<f64> },
+    Hpl {
+        x0: f64,
+        a: f64,
+        b: f64,
+        c: f64,
+        e: f64,
+        first: Vec<f64>,
+    },
     /// Three-point fit through (1, single), (⅓·max, average), (max, full):
     /// `t = single + p·√(d−1) + q·(d−1)`.
     ThreePoint { single: f64, p: f64, q: f64 },
     /// Hsu–Smith form: power law `a + b·d^c` below `boundary`, `e + f·d`
     /// from there on.
-    PowerLinear { a: f64, b: f64, c: f64, boundary: f64, e: f64, f: f64 },
+    PowerLinear {
+        a: f64,
+        b: f64,
+        c: f64,
+        boundary: f64,
+        e: f64,
+        f: f64,
+    },
 }
 
 impl SeekCurve {
@@ -70,7 +84,14 @@ impl SeekCurve {
                 }
             }
             SeekCurve::ThreePoint { single, p, q } => single + p * (x - 1.0).sqrt() + q * (x - 1.0),
-            SeekCurve::PowerLinear { a, b, c, boundary, e, f } => {
+            SeekCurve::PowerLinear {
+                a,
+                b,
+                c,
+                boundary,
+                e,
+                f,
+            } => {
                 if x < *boundary {
                     a + b * x.powf(*c)
                 } else {
@@ -124,7 +145,9 @@ pub fn parse_seek_table(src: &str, file: &str) -> Result<Vec<(f64, f64)>> {
             );
             continue;
         }
-        let mut it = t.split(|c: char| c == ',' || c.is_whitespace()).filter(|s| !s.is_empty());
+        let mut it = t
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|s| !s.is_empty());
         let d = it.next().and_then(|s| s.parse::<f64>().ok());
         let ms = it.next().and_then(|s| s.parse::<f64>().ok());
         match (d, ms) {
@@ -134,8 +157,22 @@ pub fn parse_seek_table(src: &str, file: &str) -> Result<Vec<(f64, f64)>> {
                 }
                 pts.push((d, ms));
             }
-            (None, _) => return Err(Error::parse(file, ln, "distance", format!("expected `distance, ms`, got `{t}`"))),
-            _ => return Err(Error::parse(file, ln, "time", format!("expected `distance, ms`, got `{t}`"))),
+            (None, _) => {
+                return Err(Error::parse(
+                    file,
+                    ln,
+                    "distance",
+                    format!("expected `distance, ms`, got `{t}`"),
+                ))
+            }
+            _ => {
+                return Err(Error::parse(
+                    file,
+                    ln,
+                    "time",
+                    format!("expected `distance, ms`, got `{t}`"),
+                ))
+            }
         }
     }
     if let Some(n) = declared {
@@ -149,7 +186,12 @@ pub fn parse_seek_table(src: &str, file: &str) -> Result<Vec<(f64, f64)>> {
         }
     }
     if pts.is_empty() {
-        return Err(Error::parse(file, crate::error::Location::Whole, "distance", "no seek points"));
+        return Err(Error::parse(
+            file,
+            crate::error::Location::Whole,
+            "distance",
+            "no seek points",
+        ));
     }
     Ok(pts)
 }
@@ -263,7 +305,10 @@ impl Layout {
             };
             let spares = if unit == SpareUnit::None { 0 } else { z.spares };
             if spares >= unit_slots {
-                return Err(Error::config(format!("zone at cylinder {}: {spares} spares leave no data", z.first_cyl)));
+                return Err(Error::config(format!(
+                    "zone at cylinder {}: {spares} spares leave no data",
+                    z.first_cyl
+                )));
             }
             let total_slots = zone_sectors / slot;
             let units = total_slots.div_ceil(unit_slots);
@@ -286,8 +331,19 @@ impl Layout {
             next += lbns;
         }
         // Some extracted models number one cylinder past the declared count.
-        let cylinders = out.iter().map(|z| z.spec.last_cyl + 1).max().unwrap_or(0).max(cylinders);
-        Ok(Layout { surfaces, cylinders, zones: out, capacity: next, serpentine })
+        let cylinders = out
+            .iter()
+            .map(|z| z.spec.last_cyl + 1)
+            .max()
+            .unwrap_or(0)
+            .max(cylinders);
+        Ok(Layout {
+            surfaces,
+            cylinders,
+            zones: out,
+            capacity: next,
+            serpentine,
+        })
     }
 
     pub fn capacity(&self) -> u64 {
@@ -314,7 +370,10 @@ impl Layout {
                 return true;
             }
             let q = self.map(lbn + r - 1);
-            lbn + r - 1 < self.capacity && q.cyl == ph.cyl && q.head == ph.head && q.sector as u64 == ph.sector as u64 + r - 1
+            lbn + r - 1 < self.capacity
+                && q.cyl == ph.cyl
+                && q.head == ph.head
+                && q.sector as u64 == ph.sector as u64 + r - 1
         };
         let cap = max.max(1).min(ph.spt as u64 - ph.sector as u64);
         if fits(cap) {
@@ -341,7 +400,13 @@ impl Layout {
         let (slot_d, rem) = (d / z.slot, d % z.slot);
         let (u, k) = (slot_d / z.data_per_unit, slot_d % z.data_per_unit);
         let unit_start = u * z.unit_slots;
-        let mut p = unit_start + k + if z.spares_at_front { z.unit_slots - z.data_per_unit } else { 0 };
+        let mut p = unit_start
+            + k
+            + if z.spares_at_front {
+                z.unit_slots - z.data_per_unit
+            } else {
+                0
+            };
         // Slipped slots push the numbering along: the slot is the base
         // position plus the number of slips at or before it (a fixed point,
         // reached in a few binary searches).
@@ -374,7 +439,13 @@ impl Layout {
         let switches_t = (cz * (s - 1) + order as u64) as f64;
         let base = z.spec.first_offset + z.spec.track_skew * switches_t + z.spec.cyl_skew * cz as f64;
         let angle = (base + sector as f64).rem_euclid(spt as f64);
-        Phys { cyl, head, sector, spt: spt as u32, angle }
+        Phys {
+            cyl,
+            head,
+            sector,
+            spt: spt as u32,
+            angle,
+        }
     }
 }
 
@@ -530,10 +601,22 @@ impl Hdd {
         if !(p.rpm > 0.0) {
             return Err(Error::config(format!("{}: rotation speed must be positive", p.name)));
         }
-        let n = if p.cache.enabled { p.cache.segments.max(1) as usize } else { 0 };
+        let n = if p.cache.enabled {
+            p.cache.segments.max(1) as usize
+        } else {
+            0
+        };
         Ok(Hdd {
             period: 60_000.0 / p.rpm,
-            segs: vec![Seg { start: 0, end: 0, stamp: 0, valid: false }; n],
+            segs: vec![
+                Seg {
+                    start: 0,
+                    end: 0,
+                    stamp: 0,
+                    valid: false
+                };
+                n
+            ],
             clock: 0,
             head: Head { cyl: 0, head: 0 },
             mech_free: 0.0,
@@ -554,7 +637,11 @@ impl Hdd {
     fn position(&self, from: Head, to: &Phys, write: bool) -> f64 {
         let d = (from.cyl as i64 - to.cyl as i64).unsigned_abs();
         let mut t = if d == 0 {
-            if from.head != to.head { self.p.head_switch_ms } else { 0.0 }
+            if from.head != to.head {
+                self.p.head_switch_ms
+            } else {
+                0.0
+            }
         } else if write && self.p.write_seek.is_some() {
             return self.p.write_seek.as_ref().map(|c| c.time(d)).unwrap_or(0.0).max(0.0);
         } else if d == 1 && self.p.single_cyl_ms.is_some() {
@@ -585,7 +672,10 @@ impl Hdd {
         let pos = self.position(self.head, ph, write);
         let t1 = t + pos;
         let start = t1 + self.rotation_wait(t1, ph);
-        self.head = Head { cyl: ph.cyl, head: ph.head };
+        self.head = Head {
+            cyl: ph.cyl,
+            head: ph.head,
+        };
         (start, start + self.period / ph.spt as f64)
     }
 
@@ -611,7 +701,9 @@ impl Hdd {
     /// Advance read-ahead up to time `until`; returns the time at which the
     /// mechanism can leave (end of the sector in progress at `until`).
     fn advance_prefetch(&mut self, until: f64) -> f64 {
-        let Some(mut pf) = self.prefetch else { return self.mech_free };
+        let Some(mut pf) = self.prefetch else {
+            return self.mech_free;
+        };
         let mut leave = pf.t;
         let cap = self.p.layout.capacity();
         // Track by track: a run of consecutive sectors costs one access.
@@ -687,7 +779,9 @@ impl Hdd {
     }
 
     fn find(&self, lbn: u64, n: u64) -> Option<usize> {
-        self.segs.iter().position(|s| s.valid && s.start <= lbn && lbn + n <= s.end)
+        self.segs
+            .iter()
+            .position(|s| s.valid && s.start <= lbn && lbn + n <= s.end)
     }
 
     fn invalidate_overlap(&mut self, lbn: u64, n: u64, keep: Option<usize>) {
@@ -729,7 +823,12 @@ impl Hdd {
                 let limit = self.prefetch_limit(lbn, n, seg.start);
                 if limit > seg.end && seg.end >= lbn + n {
                     let t = (now + oh).max(self.mech_free);
-                    self.prefetch = Some(Prefetch { seg: i, next: seg.end, limit, t });
+                    self.prefetch = Some(Prefetch {
+                        seg: i,
+                        next: seg.end,
+                        limit,
+                        t,
+                    });
                 }
             }
             self.prev_read_end = Some(lbn + n);
@@ -828,11 +927,21 @@ impl Hdd {
             self.invalidate_overlap(lbn, n, None);
             let seg_end = (lbn + n + after).min(self.p.layout.capacity());
             let start_lbn = seg_end.saturating_sub(c.segment_sectors).max(lbn - before);
-            self.segs[v] = Seg { start: start_lbn, end: seg_end, stamp: 0, valid: true };
+            self.segs[v] = Seg {
+                start: start_lbn,
+                end: seg_end,
+                stamp: 0,
+                valid: true,
+            };
             self.touch(v);
             let limit = self.prefetch_limit(lbn, n, start_lbn);
             if limit > seg_end {
-                self.prefetch = Some(Prefetch { seg: v, next: seg_end, limit, t: end });
+                self.prefetch = Some(Prefetch {
+                    seg: v,
+                    next: seg_end,
+                    limit,
+                    t: end,
+                });
             }
         }
         self.prev_read_end = Some(lbn + n);
@@ -846,7 +955,11 @@ impl Hdd {
         let cap_ra = end + c.max_readahead;
         // Without "read-ahead over requested", prefetch must not push the
         // request's own data out of the segment.
-        let cap_seg = if c.readahead_over_requested { u64::MAX } else { seg_start + c.segment_sectors };
+        let cap_seg = if c.readahead_over_requested {
+            u64::MAX
+        } else {
+            seg_start + c.segment_sectors
+        };
         // First LBN after the track holding `from`.
         let track_end = |from: u64| -> u64 {
             let (ph, run) = self.p.layout.run(from, u64::MAX);
@@ -905,7 +1018,11 @@ impl Hdd {
             // previous write's data; others count as misses.
             let appending = self.last_write && self.last_end == lbn;
             let busy = self.mech_free > now || (c.write_back_sequential_only && !appending);
-            let oh = if busy { c_over(&self.p.overheads.write_miss, ow) } else { c_over(&self.p.overheads.write_hit, ow) };
+            let oh = if busy {
+                c_over(&self.p.overheads.write_miss, ow)
+            } else {
+                c_over(&self.p.overheads.write_hit, ow)
+            };
             self.last_hit = !busy;
             let done = now + oh + n as f64 * bus;
             self.cache_written(lbn, n);
@@ -927,11 +1044,18 @@ impl Hdd {
         // A drive that holds the bus for the whole transfer takes all the
         // data first; otherwise the low-water mark (a fraction of the
         // request) must be buffered.
-        let just_in_time = if bus > sector_ms { data_in - (n - 1) as f64 * sector_ms } else { now + oh + bus };
+        let just_in_time = if bus > sector_ms {
+            data_in - (n - 1) as f64 * sector_ms
+        } else {
+            now + oh + bus
+        };
         let water = if c.hold_bus_write { 1.0 } else { c.write_water };
         let marked = now + oh + ((water * n as f64).ceil().max(1.0)) * bus;
         let ready = (start + pos).max(just_in_time).max(marked);
-        self.head = Head { cyl: ph.cyl, head: ph.head };
+        self.head = Head {
+            cyl: ph.cyl,
+            head: ph.head,
+        };
         let end = self.media(ready, lbn, n, false, |_, _| {});
         self.mech_free = end;
         if c.enabled && !self.segs.is_empty() {
@@ -1039,7 +1163,14 @@ mod tests {
     #[test]
     fn hpl_equation_at_hand_computed_points() {
         // HP C2247A: x0 = 300, a = 3.81, b = 0.33, c = 7.75, e = 0.0059.
-        let c = SeekCurve::Hpl { x0: 300.0, a: 3.81, b: 0.33, c: 7.75, e: 0.0059, first: vec![2.89, 3.68] };
+        let c = SeekCurve::Hpl {
+            x0: 300.0,
+            a: 3.81,
+            b: 0.33,
+            c: 7.75,
+            e: 0.0059,
+            first: vec![2.89, 3.68],
+        };
         assert_eq!(c.time(1), 2.89);
         assert_eq!(c.time(2), 3.68);
         assert!((c.time(100) - (3.81 + 0.33 * 10.0)).abs() < 1e-12); // 7.11
@@ -1056,7 +1187,14 @@ mod tests {
 
     #[test]
     fn power_linear_form() {
-        let c = SeekCurve::PowerLinear { a: 0.5, b: 0.1, c: 0.5, boundary: 5000.0, e: 5.0, f: 0.001 };
+        let c = SeekCurve::PowerLinear {
+            a: 0.5,
+            b: 0.1,
+            c: 0.5,
+            boundary: 5000.0,
+            e: 5.0,
+            f: 0.001,
+        };
         assert!((c.time(400) - (0.5 + 0.1 * 20.0)).abs() < 1e-12);
         assert!((c.time(6000) - 11.0).abs() < 1e-12);
     }
@@ -1071,13 +1209,25 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(parse_seek_table("Seek distances measured: 3\n1, 0.8\n2, 1\n", "a.seek").is_err());
-        assert_eq!(parse_seek_table("Seek distances measured: 2\n1,\t0.8\n2,\t1\n", "a").unwrap(), vec![(1.0, 0.8), (2.0, 1.0)]);
+        assert_eq!(
+            parse_seek_table("Seek distances measured: 2\n1,\t0.8\n2,\t1\n", "a").unwrap(),
+            vec![(1.0, 0.8), (2.0, 1.0)]
+        );
     }
 
     #[test]
     fn zone_boundaries_map_to_hand_computed_locations() {
         // 2 surfaces; zone A cylinders 0..=1 with 10 sectors, zone B 2..=3 with 8.
-        let l = Layout::new(2, 4, 1_000, vec![zone(0, 1, 10), zone(2, 3, 8)], SpareUnit::None, false, 0).unwrap();
+        let l = Layout::new(
+            2,
+            4,
+            1_000,
+            vec![zone(0, 1, 10), zone(2, 3, 8)],
+            SpareUnit::None,
+            false,
+            0,
+        )
+        .unwrap();
         assert_eq!(l.capacity(), 40 + 32);
         let p = l.map(0);
         assert_eq!((p.cyl, p.head, p.sector), (0, 0, 0));
@@ -1173,7 +1323,10 @@ mod tests {
             overheads: Overheads::default(),
             bus_read_ms: 0.0,
             bus_write_ms: 0.0,
-            cache: CacheParams { prefetch_mode: 0, ..CacheParams::off() },
+            cache: CacheParams {
+                prefetch_mode: 0,
+                ..CacheParams::off()
+            },
         })
         .unwrap()
     }
@@ -1192,8 +1345,20 @@ mod tests {
             consume_on_hit: true,
             ..CacheParams::off()
         };
-        d.segs = vec![Seg { start: 0, end: 0, stamp: 0, valid: false }; 2];
-        let r = |lbn, sectors| DevRequest { kind: DiskOpKind::Read, lbn, sectors };
+        d.segs = vec![
+            Seg {
+                start: 0,
+                end: 0,
+                stamp: 0,
+                valid: false
+            };
+            2
+        ];
+        let r = |lbn, sectors| DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors,
+        };
         // Miss at t = 0: 0.5 ms overhead puts the platter at sector 5, so
         // sector 0 comes round at 10.0; read until 10.1, bus 0.01 → 10.11.
         assert!((d.service(0.0, &r(0, 1)) - 10.11).abs() < 1e-9);
@@ -1211,7 +1376,11 @@ mod tests {
     fn same_track_read_miss_pays_a_track_switch() {
         // Hand-worked on the simple drive (10 ms per revolution, 0.1 ms per
         // sector, 0.5 ms head switch, no cache).
-        let r = |lbn| DevRequest { kind: DiskOpKind::Read, lbn, sectors: 1 };
+        let r = |lbn| DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors: 1,
+        };
         let mut d = simple_drive();
         d.p.same_track_switch = true;
         // At t = 0 the head is over sector 0 of its own track: the read
@@ -1242,7 +1411,11 @@ mod tests {
     #[test]
     fn rotational_latency_follows_absolute_angle() {
         let mut d = simple_drive();
-        let r = |lbn| DevRequest { kind: DiskOpKind::Read, lbn, sectors: 1 };
+        let r = |lbn| DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors: 1,
+        };
         // At t = 0 the head is over sector 0: reading sector 0 takes 0.1 ms.
         assert!((d.service(0.0, &r(0)) - 0.1).abs() < 1e-9);
         // At t = 2.0 the platter is at sector 20; sector 50 is 3 ms away.

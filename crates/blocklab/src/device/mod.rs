@@ -52,6 +52,10 @@ pub fn load(path: &Path) -> Result<Box<dyn DeviceModel>> {
     match path.extension().and_then(|e| e.to_str()).unwrap_or("") {
         "parv" | "diskspecs" => Ok(Box::new(disksim_load::load_parv(path)?)),
         "toml" => spec::load_spec(path),
-        other => Err(Error::unknown("disk model file extension", other, &["parv", "diskspecs", "toml"])),
+        other => Err(Error::unknown(
+            "disk model file extension",
+            other,
+            &["parv", "diskspecs", "toml"],
+        )),
     }
 }

@@ -69,10 +69,27 @@ pub struct HddSpec {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(tag = "form", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum SeekSpec {
-    Table { points: Vec<(f64, f64)> },
-    Hpl { x0: f64, a: f64, b: f64, c: f64, e: f64 },
-    ThreePoint { single_ms: f64, average_ms: f64, full_ms: f64 },
-    PowerLinear { single_ms: f64, average_ms: f64, full_ms: f64, boundary: f64 },
+    Table {
+        points: Vec<(f64, f64)>,
+    },
+    Hpl {
+        x0: f64,
+        a: f64,
+        b: f64,
+        c: f64,
+        e: f64,
+    },
+    ThreePoint {
+        single_ms: f64,
+        average_ms: f64,
+        full_ms: f64,
+    },
+    PowerLinear {
+        single_ms: f64,
+        average_ms: f64,
+        full_ms: f64,
+        boundary: f64,
+    },
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -107,13 +124,25 @@ impl SeekSpec {
                 }
                 SeekCurve::Table(points.clone())
             }
-            SeekSpec::Hpl { x0, a, b, c, e } => SeekCurve::Hpl { x0: *x0, a: *a, b: *b, c: *c, e: *e, first: vec![] },
-            SeekSpec::ThreePoint { single_ms, average_ms, full_ms } => {
-                SeekCurve::three_point(*single_ms, *average_ms, *full_ms, cylinders)
-            }
-            SeekSpec::PowerLinear { single_ms, average_ms, full_ms, boundary } => {
-                power_linear_fit(*single_ms, *average_ms, *full_ms, *boundary, cylinders)?
-            }
+            SeekSpec::Hpl { x0, a, b, c, e } => SeekCurve::Hpl {
+                x0: *x0,
+                a: *a,
+                b: *b,
+                c: *c,
+                e: *e,
+                first: vec![],
+            },
+            SeekSpec::ThreePoint {
+                single_ms,
+                average_ms,
+                full_ms,
+            } => SeekCurve::three_point(*single_ms, *average_ms, *full_ms, cylinders),
+            SeekSpec::PowerLinear {
+                single_ms,
+                average_ms,
+                full_ms,
+                boundary,
+            } => power_linear_fit(*single_ms, *average_ms, *full_ms, *boundary, cylinders)?,
         })
     }
 }
@@ -127,7 +156,11 @@ pub fn mean_random_seek(curve: &SeekCurve, n: u64) -> f64 {
         s += wt * curve.time(d);
         w += wt;
     }
-    if w > 0.0 { s / w } else { 0.0 }
+    if w > 0.0 {
+        s / w
+    } else {
+        0.0
+    }
 }
 
 /// Fit the Hsu–Smith power-law + linear seek curve (see module docs).
@@ -146,7 +179,14 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
         let a = single - b;
         let tb = a + b * bc;
         let f = (full - tb) / (dmax - boundary);
-        SeekCurve::PowerLinear { a, b, c, boundary, e: tb - f * boundary, f }
+        SeekCurve::PowerLinear {
+            a,
+            b,
+            c,
+            boundary,
+            e: tb - f * boundary,
+            f,
+        }
     };
     // The mean is monotone in c (it falls as c grows, because the smooth
     // join steepens the power part): bisect on whichever side holds it.
@@ -172,7 +212,9 @@ pub fn power_linear_fit(single: f64, average: f64, full: f64, boundary: f64, n: 
 }
 
 fn toml_error(file: &str, src: &str, e: toml::de::Error) -> Error {
-    let line = e.span().map(|s| src[..s.start.min(src.len())].lines().count().max(1) as u64);
+    let line = e
+        .span()
+        .map(|s| src[..s.start.min(src.len())].lines().count().max(1) as u64);
     Error::parse(
         file,
         line.map(Location::Line).unwrap_or(Location::Whole),
@@ -184,7 +226,12 @@ fn toml_error(file: &str, src: &str, e: toml::de::Error) -> Error {
 pub fn parse_spec(src: &str, file: &str) -> Result<Spec> {
     let spec: Spec = toml::from_str(src).map_err(|e| toml_error(file, src, e))?;
     if spec.hdd.is_some() == spec.ssd.is_some() {
-        return Err(Error::parse(file, Location::Whole, "hdd/ssd", "give exactly one of [hdd] or [ssd]"));
+        return Err(Error::parse(
+            file,
+            Location::Whole,
+            "hdd/ssd",
+            "give exactly one of [hdd] or [ssd]",
+        ));
     }
     Ok(spec)
 }
@@ -199,16 +246,23 @@ pub fn build(spec: &Spec) -> Result<Box<dyn DeviceModel>> {
     if let Some(s) = &spec.ssd {
         return Ok(Box::new(Ssd::new(s.clone())?));
     }
-    let h = spec.hdd.as_ref().ok_or_else(|| Error::config("spec has neither [hdd] nor [ssd]"))?;
+    let h = spec
+        .hdd
+        .as_ref()
+        .ok_or_else(|| Error::config("spec has neither [hdd] nor [ssd]"))?;
     Ok(Box::new(build_hdd(&spec.name, h)?))
 }
 
 pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
     if !(h.rpm > 0.0) || h.surfaces == 0 || h.cylinders == 0 || h.zones == 0 || h.zones > h.cylinders {
-        return Err(Error::config(format!("{name}: rpm, surfaces, cylinders and zones must be positive (zones ≤ cylinders)")));
+        return Err(Error::config(format!(
+            "{name}: rpm, surfaces, cylinders and zones must be positive (zones ≤ cylinders)"
+        )));
     }
     if h.outer_sectors_per_track == 0 || h.inner_sectors_per_track == 0 || !(h.bus_mb_s > 0.0) {
-        return Err(Error::config(format!("{name}: sectors per track and bus_mb_s must be positive")));
+        return Err(Error::config(format!(
+            "{name}: sectors per track and bus_mb_s must be positive"
+        )));
     }
     let period = 60_000.0 / h.rpm;
     let cyls = h.cylinders as u64;
@@ -219,7 +273,11 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
     for z in 0..h.zones {
         let first = (z as u64 * cyls / h.zones as u64) as u32;
         let last = ((z as u64 + 1) * cyls / h.zones as u64 - 1) as u32;
-        let frac = if h.zones > 1 { z as f64 / (h.zones - 1) as f64 } else { 0.0 };
+        let frac = if h.zones > 1 {
+            z as f64 / (h.zones - 1) as f64
+        } else {
+            0.0
+        };
         let spt = (h.outer_sectors_per_track as f64
             + frac * (h.inner_sectors_per_track as f64 - h.outer_sectors_per_track as f64))
             .round() as u32;
@@ -291,7 +349,9 @@ mod tests {
         assert!((c.time(n - 1) - 10.5).abs() < 1e-6);
         assert!((mean_random_seek(&c, n) - 4.9).abs() < 1e-3);
         // Continuous at the boundary.
-        let SeekCurve::PowerLinear { a, b, c: k, e, f, .. } = c else { panic!() };
+        let SeekCurve::PowerLinear { a, b, c: k, e, f, .. } = c else {
+            panic!()
+        };
         assert!(((a + b * 5000f64.powf(k)) - (e + f * 5000.0)).abs() < 1e-9);
         assert!(power_linear_fit(0.6, 20.0, 10.5, 5000.0, n).is_err());
     }
@@ -308,7 +368,10 @@ mod tests {
         // Media rate at the edges: spt·512 B per revolution (6 ms).
         let outer = h.outer_sectors_per_track as f64 * 512.0 / 6.0e-3 / 1e6;
         let inner = h.inner_sectors_per_track as f64 * 512.0 / 6.0e-3 / 1e6;
-        assert!((outer - 57.0).abs() < 0.5 && (inner - 29.0).abs() < 0.5, "{outer} {inner}");
+        assert!(
+            (outer - 57.0).abs() < 0.5 && (inner - 29.0).abs() < 0.5,
+            "{outer} {inner}"
+        );
         let r = h.seek.curve(h.cylinders as u64).unwrap();
         assert!((mean_random_seek(&r, h.cylinders as u64) - 4.9).abs() < 0.01);
         for f in ["sata-7200.toml", "ssd.toml"] {
@@ -342,7 +405,10 @@ mod props {
         let p = PARAMS.get_or_init(|| {
             let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/disks/ultrastar-73lzx.toml");
             let spec = parse_spec(&std::fs::read_to_string(path).unwrap(), "73lzx").unwrap();
-            build_hdd(&spec.name, spec.hdd.as_ref().unwrap()).unwrap().params().clone()
+            build_hdd(&spec.name, spec.hdd.as_ref().unwrap())
+                .unwrap()
+                .params()
+                .clone()
         });
         Box::new(Hdd::new(p.clone()).unwrap())
     }

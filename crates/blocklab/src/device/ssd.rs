@@ -45,7 +45,9 @@ pub struct Ssd {
 impl Ssd {
     pub fn new(p: SsdParams) -> Result<Ssd> {
         if p.channels == 0 || !(p.channel_mb_s > 0.0) || p.page_kib == 0 || !(p.capacity_gb > 0.0) {
-            return Err(Error::config("ssd: channels, channel_mb_s, page_kib and capacity_gb must be positive"));
+            return Err(Error::config(
+                "ssd: channels, channel_mb_s, page_kib and capacity_gb must be positive",
+            ));
         }
         if p.read_latency_us < 0.0 || p.write_latency_us < 0.0 || p.overhead_us < 0.0 {
             return Err(Error::config("ssd: latencies must not be negative"));
@@ -118,13 +120,21 @@ mod tests {
     #[test]
     fn pages_spread_over_channels_and_queue_behind_each_other() {
         let mut d = ssd();
-        let r = |lbn, sectors| DevRequest { kind: DiskOpKind::Read, lbn, sectors };
+        let r = |lbn, sectors| DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors,
+        };
         // One page: 50 + 10 µs.
         assert!((d.service(0.0, &r(0, 8)) - 0.060).abs() < 1e-12);
         // Three pages at t = 1 ms over two channels: channel 0 serves pages
         // 0 and 2 back to back → 120 µs.
         assert!((d.service(1.0, &r(0, 24)) - 0.120).abs() < 1e-12);
-        let w = DevRequest { kind: DiskOpKind::Write, lbn: 8, sectors: 8 };
+        let w = DevRequest {
+            kind: DiskOpKind::Write,
+            lbn: 8,
+            sectors: 8,
+        };
         assert!((d.service(2.0, &w) - 0.510).abs() < 1e-12);
     }
 }

@@ -55,17 +55,30 @@ pub fn parse_line(line: &str, file: &str, n: u64) -> Result<Option<ValRequest>> 
     let f: Vec<&str> = t.split_whitespace().collect();
     let at = Location::Line(n);
     if f.len() != 6 {
-        return Err(Error::parse(file, at, "line", format!("expected 6 fields, found {}", f.len())));
+        return Err(Error::parse(
+            file,
+            at,
+            "line",
+            format!("expected 6 fields, found {}", f.len()),
+        ));
     }
     let kind = match f[0] {
         "R" | "r" => DiskOpKind::Read,
         "W" | "w" => DiskOpKind::Write,
         o => return Err(Error::parse(file, at, "op", format!("expected R or W, got `{o}`"))),
     };
-    let int = |s: &str, name: &str| s.parse::<u64>().map_err(|_| Error::parse(file, at, name, format!("not a whole number: `{s}`")));
+    let int = |s: &str, name: &str| {
+        s.parse::<u64>()
+            .map_err(|_| Error::parse(file, at, name, format!("not a whole number: `{s}`")))
+    };
     let num = |s: &str, name: &str| match s.parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(Error::parse(file, at, name, format!("not a non-negative number: `{s}`"))),
+        _ => Err(Error::parse(
+            file,
+            at,
+            name,
+            format!("not a non-negative number: `{s}`"),
+        )),
     };
     let lbn = int(f[2], "blkno")?;
     let sectors = int(f[3], "bcount")?;
@@ -95,7 +108,14 @@ pub fn replay(model: &mut dyn DeviceModel, reqs: &[ValRequest]) -> Result<Vec<f6
                 r.sectors
             )));
         }
-        let s = model.service(now, &DevRequest { kind: r.kind, lbn: r.lbn, sectors: r.sectors });
+        let s = model.service(
+            now,
+            &DevRequest {
+                kind: r.kind,
+                lbn: r.lbn,
+                sectors: r.sectors,
+            },
+        );
         out.push(s);
         now += s + r.think_ms;
     }
@@ -118,7 +138,11 @@ pub fn demerit(a: &[f64], b: &[f64]) -> f64 {
     let mut sum = 0.0;
     while i < n && j < m {
         let (ni, nj) = ((i + 1) as u128 * m as u128, (j + 1) as u128 * n as u128);
-        let next = if ni <= nj { (i + 1) as f64 / n as f64 } else { (j + 1) as f64 / m as f64 };
+        let next = if ni <= nj {
+            (i + 1) as f64 / n as f64
+        } else {
+            (j + 1) as f64 / m as f64
+        };
         let d = a[i] - b[j];
         sum += d * d * (next - prev);
         prev = next;
@@ -163,7 +187,13 @@ pub fn validate(model_path: &Path, trace: &Path) -> Result<Validation> {
 pub fn validate_model(model: &mut dyn DeviceModel, reqs: &[ValRequest]) -> Result<Validation> {
     let sim = replay(model, reqs)?;
     let meas: Vec<f64> = reqs.iter().map(|r| r.measured_ms).collect();
-    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let mean = |v: &[f64]| {
+        if v.is_empty() {
+            0.0
+        } else {
+            v.iter().sum::<f64>() / v.len() as f64
+        }
+    };
     let d = demerit(&sim, &meas);
     let mm = mean(&meas);
     Ok(Validation {

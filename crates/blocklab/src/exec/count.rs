@@ -8,7 +8,13 @@ use serde::Serialize;
 
 use crate::array::{Action, Cause, DiskOpKind, IoPlan};
 
-const CAUSES: [Cause; 5] = [Cause::User, Cause::ReconstructRead, Cause::ParityUpdate, Cause::Rebuild, Cause::Destage];
+const CAUSES: [Cause; 5] = [
+    Cause::User,
+    Cause::ReconstructRead,
+    Cause::ParityUpdate,
+    Cause::Rebuild,
+    Cause::Destage,
+];
 
 #[inline]
 fn cause_index(c: Cause) -> usize {
@@ -87,7 +93,10 @@ pub struct CountSummary {
 impl CountExecutor {
     /// An executor for an array of `ndisks` disks (grows if a plan names more).
     pub fn new(ndisks: u32) -> CountExecutor {
-        CountExecutor { per_disk: vec![Default::default(); ndisks as usize], ..Default::default() }
+        CountExecutor {
+            per_disk: vec![Default::default(); ndisks as usize],
+            ..Default::default()
+        }
     }
 
     /// Run one plan: every node completes at once.
@@ -125,12 +134,16 @@ impl CountExecutor {
 
     /// Blocks read from `disk` (all causes).
     pub fn reads(&self, disk: u32) -> u64 {
-        self.per_disk.get(disk as usize).map_or(0, |_| self.disk_total(disk as usize).read.blocks)
+        self.per_disk
+            .get(disk as usize)
+            .map_or(0, |_| self.disk_total(disk as usize).read.blocks)
     }
 
     /// Blocks written to `disk` (all causes).
     pub fn writes(&self, disk: u32) -> u64 {
-        self.per_disk.get(disk as usize).map_or(0, |_| self.disk_total(disk as usize).write.blocks)
+        self.per_disk
+            .get(disk as usize)
+            .map_or(0, |_| self.disk_total(disk as usize).write.blocks)
     }
 
     /// Blocks of `kind` issued for `cause`, all disks.
@@ -179,7 +192,12 @@ impl CountExecutor {
             }
             let t = self.disk_total(d);
             total.add(&t);
-            disks.push(DiskCounts { disk: d as u32, read: t.read, write: t.write, by_cause: disk_cause });
+            disks.push(DiskCounts {
+                disk: d as u32,
+                read: t.read,
+                write: t.write,
+                by_cause: disk_cause,
+            });
         }
         CountSummary {
             plans: self.plans,

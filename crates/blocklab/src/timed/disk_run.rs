@@ -7,8 +7,8 @@ use super::engine::ms_to_ns;
 use super::executor::ExecConfig;
 use super::metrics::Report;
 use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
-use crate::array::{parse_bytes, Array, ArrayConfig};
 use super::toy::ToyDisk;
+use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
 use crate::trace::{self, Request, TraceOptions};
@@ -93,7 +93,9 @@ fn load_file(spec: &str) -> Result<Box<dyn DeviceModel>> {
 pub fn discipline(o: &RunOptions) -> Result<Discipline> {
     Ok(match o.replay.to_ascii_lowercase().as_str() {
         "open" => Discipline::Open { speedup: o.speedup },
-        "closed" => Discipline::Closed { outstanding: o.outstanding },
+        "closed" => Discipline::Closed {
+            outstanding: o.outstanding,
+        },
         "feedback" => Discipline::Feedback {
             cpu_speedup: if o.infinitely_fast { None } else { Some(o.speedup) },
             window: o.window,
@@ -107,7 +109,11 @@ fn sources(o: &RunOptions) -> Vec<Source<'static>> {
         .iter()
         .map(|p| {
             let path = p.clone();
-            let topts = TraceOptions { format: o.format.clone(), skip_bad: o.skip_bad, ..Default::default() };
+            let topts = TraceOptions {
+                format: o.format.clone(),
+                skip_bad: o.skip_bad,
+                ..Default::default()
+            };
             Box::new(move || {
                 let r = trace::open(Path::new(&path), &topts)?;
                 Ok(Box::new(r) as Box<dyn Iterator<Item = Result<Request>> + Send>)
@@ -160,7 +166,11 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             xor_ns: ms_to_ns(o.xor_ms),
             pq_ns: ms_to_ns(o.xor_ms),
             sectors_per_block: 1, // set from the stack below
-            interval_ns: if o.interval_ms > 0.0 { Some(ms_to_ns(o.interval_ms).max(1)) } else { None },
+            interval_ns: if o.interval_ms > 0.0 {
+                Some(ms_to_ns(o.interval_ms).max(1))
+            } else {
+                None
+            },
         },
     };
     super::sched::build(&o.scheduler)?;

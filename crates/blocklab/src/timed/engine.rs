@@ -86,7 +86,12 @@ impl<E> Default for Engine<E> {
 
 impl<E> Engine<E> {
     pub fn new() -> Self {
-        Engine { heap: BinaryHeap::new(), now: 0, seq: 0, processed: 0 }
+        Engine {
+            heap: BinaryHeap::new(),
+            now: 0,
+            seq: 0,
+            processed: 0,
+        }
     }
 
     /// The time of the event being handled (or last handled).
@@ -100,7 +105,11 @@ impl<E> Engine<E> {
     #[inline]
     pub fn schedule(&mut self, time: Ns, ev: E) {
         let time = time.max(self.now);
-        self.heap.push(Entry { time, seq: self.seq, ev });
+        self.heap.push(Entry {
+            time,
+            seq: self.seq,
+            ev,
+        });
         self.seq += 1;
     }
 

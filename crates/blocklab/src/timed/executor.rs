@@ -60,8 +60,16 @@ enum Ev {
 /// What the driver sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    Wake { time: Ns, token: u64 },
-    Done { time: Ns, tag: u64, start: Ns, unreadable: bool },
+    Wake {
+        time: Ns,
+        token: u64,
+    },
+    Done {
+        time: Ns,
+        tag: u64,
+        start: Ns,
+        unreadable: bool,
+    },
 }
 
 struct Live {
@@ -154,9 +162,10 @@ impl TimedExecutor {
             }
             waiting.push(node.deps.len() as u16);
             if let Action::Disk(op) = &node.action {
-                let dev = self.devs.get(op.disk as usize).ok_or_else(|| {
-                    Error::config(format!("I/O plan uses disk {} of {}", op.disk, self.devs.len()))
-                })?;
+                let dev = self
+                    .devs
+                    .get(op.disk as usize)
+                    .ok_or_else(|| Error::config(format!("I/O plan uses disk {} of {}", op.disk, self.devs.len())))?;
                 let cap = dev.model.capacity_sectors();
                 let end = (op.block + op.nblocks as u64) * spb;
                 if end > cap {
@@ -180,7 +189,15 @@ impl TimedExecutor {
             self.finish_plan(now, tag, now, false);
             return Ok(());
         }
-        let live = Live { tag, start: now, plan, waiting, children, left: n, unreadable: false };
+        let live = Live {
+            tag,
+            start: now,
+            plan,
+            waiting,
+            children,
+            left: n,
+            unreadable: false,
+        };
         let slot = match self.free.pop() {
             Some(s) => {
                 self.live[s as usize] = Some(live);
@@ -205,7 +222,11 @@ impl TimedExecutor {
         let live = self.live[slot as usize].as_mut().unwrap();
         match &live.plan.nodes[i as usize].action {
             Action::Disk(op) => {
-                let req = DevRequest { kind: op.kind, lbn: op.block * spb, sectors: (op.nblocks as u64 * spb) as u32 };
+                let req = DevRequest {
+                    kind: op.kind,
+                    lbn: op.block * spb,
+                    sectors: (op.nblocks as u64 * spb) as u32,
+                };
                 let d = op.disk;
                 let tag = ((slot as u64) << 16) | i as u64;
                 let now = self.engine.now();
@@ -254,7 +275,12 @@ impl TimedExecutor {
         self.in_flight -= 1;
         self.last_done = self.last_done.max(now);
         self.metrics.complete(now, start, unreadable);
-        self.ready.push_back(Step::Done { time: now, tag, start, unreadable });
+        self.ready.push_back(Step::Done {
+            time: now,
+            tag,
+            start,
+            unreadable,
+        });
     }
 
     /// The next thing the driver must react to; `None` when nothing is left.

@@ -180,7 +180,13 @@ impl Recorder {
     pub fn report(&mut self, end: Ns, devices: &[DeviceStats], events: u64) -> Report {
         self.account(end);
         // Midpoint of the HDR bucket (error below 0.05 % at 3 significant digits).
-        let q = |h: &Histogram<u64>, p: f64| if h.is_empty() { 0.0 } else { h.median_equivalent(h.value_at_quantile(p)) as f64 / 1000.0 };
+        let q = |h: &Histogram<u64>, p: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.median_equivalent(h.value_at_quantile(p)) as f64 / 1000.0
+            }
+        };
         let timed = self.count - self.unreadable;
         let span = end.max(1) as f64;
         let total_busy: u128 = devices.iter().map(|d| d.busy_ns as u128).sum();
@@ -189,7 +195,11 @@ impl Recorder {
             .map(|d| DeviceReport {
                 ops: d.ops,
                 busy_ms: ns_to_ms(d.busy_ns),
-                avg_service_ms: if d.ops > 0 { ns_to_ms(d.busy_ns) / d.ops as f64 } else { 0.0 },
+                avg_service_ms: if d.ops > 0 {
+                    ns_to_ms(d.busy_ns) / d.ops as f64
+                } else {
+                    0.0
+                },
                 utilization: if end > 0 { d.busy_ns as f64 / span } else { 0.0 },
                 mean_queue: if end > 0 { d.queue_area as f64 / span } else { 0.0 },
                 max_queue: d.max_queue,
@@ -204,7 +214,11 @@ impl Recorder {
                     t_ms: ns_to_ms(i as u64 * iv),
                     issued: b.issued,
                     completed: b.completed,
-                    avg_response_ms: if b.completed > 0 { b.resp_ns as f64 / b.completed as f64 / 1e6 } else { 0.0 },
+                    avg_response_ms: if b.completed > 0 {
+                        b.resp_ns as f64 / b.completed as f64 / 1e6
+                    } else {
+                        0.0
+                    },
                     utilization: b.busy_ns as f64 / (iv as f64 * ndev),
                 })
                 .collect()
@@ -215,15 +229,27 @@ impl Recorder {
             streams: 0,
             requests: self.count,
             unreadable: self.unreadable,
-            avg_response_ms: if timed > 0 { self.resp_sum_ns as f64 / timed as f64 / 1e6 } else { 0.0 },
+            avg_response_ms: if timed > 0 {
+                self.resp_sum_ns as f64 / timed as f64 / 1e6
+            } else {
+                0.0
+            },
             p50_ms: q(&self.hist, 0.50),
             p95_ms: q(&self.hist, 0.95),
             p99_ms: q(&self.hist, 0.99),
             max_response_ms: ns_to_ms(self.max_resp_ns),
-            avg_service_ms: if self.count > 0 { total_busy as f64 / self.count as f64 / 1e6 } else { 0.0 },
+            avg_service_ms: if self.count > 0 {
+                total_busy as f64 / self.count as f64 / 1e6
+            } else {
+                0.0
+            },
             utilization: if end > 0 { total_busy as f64 / span / ndev } else { 0.0 },
             sim_time_ms: ns_to_ms(end),
-            mean_outstanding: if end > 0 { self.outstanding_area as f64 / span } else { 0.0 },
+            mean_outstanding: if end > 0 {
+                self.outstanding_area as f64 / span
+            } else {
+                0.0
+            },
             max_outstanding: self.max_outstanding,
             out_of_order: 0,
             events,
@@ -241,7 +267,15 @@ mod tests {
     fn busy_spreads_over_intervals() {
         let mut r = Recorder::new(Some(10));
         r.busy(5, 20); // [5,25): 5 in [0,10), 10 in [10,20), 5 in [20,30)
-        let rep = r.report(30, &[DeviceStats { ops: 1, busy_ns: 20, ..Default::default() }], 0);
+        let rep = r.report(
+            30,
+            &[DeviceStats {
+                ops: 1,
+                busy_ns: 20,
+                ..Default::default()
+            }],
+            0,
+        );
         let u: Vec<f64> = rep.timeseries.unwrap().iter().map(|p| p.utilization).collect();
         assert_eq!(u, vec![0.5, 1.0, 0.5]);
     }

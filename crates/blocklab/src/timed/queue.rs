@@ -91,7 +91,12 @@ impl DevQueue {
     /// service at once (the device was idle).
     pub fn arrive(&mut self, now: Ns, tag: u64, req: DevRequest) -> Option<(u64, Ns)> {
         self.account(now);
-        let p = Pending { tag, req, arrival: now, seq: self.seq };
+        let p = Pending {
+            tag,
+            req,
+            arrival: now,
+            seq: self.seq,
+        };
         self.seq += 1;
         let held = self.device_q.len() + self.in_service.is_some() as usize;
         if held < self.depth {
@@ -99,7 +104,11 @@ impl DevQueue {
         } else {
             self.host_q.push_back(p);
         }
-        let started = if self.in_service.is_none() { self.start_next(now) } else { None };
+        let started = if self.in_service.is_none() {
+            self.start_next(now)
+        } else {
+            None
+        };
         self.note_max();
         started
     }
@@ -125,7 +134,11 @@ impl DevQueue {
         }
         let now_ms = ns_to_ms(now);
         let i = {
-            let ctx = SchedCtx { now_ms, head_cyl: self.head_cyl, dev: self.model.as_ref() };
+            let ctx = SchedCtx {
+                now_ms,
+                head_cyl: self.head_cyl,
+                dev: self.model.as_ref(),
+            };
             self.sched.pick(&self.device_q, &ctx)
         };
         // `remove` keeps arrival order among the rest (FCFS picks index 0).

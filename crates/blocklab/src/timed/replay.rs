@@ -86,11 +86,18 @@ pub fn speed_up_interval(x_s: f64, n: Option<f64>) -> f64 {
 /// When requests are issued.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Discipline {
-    Open { speedup: f64 },
-    Closed { outstanding: usize },
+    Open {
+        speedup: f64,
+    },
+    Closed {
+        outstanding: usize,
+    },
     /// `cpu_speedup`: the processor speed-up n (1 keeps the think times);
     /// `None`: infinitely fast.
-    Feedback { cpu_speedup: Option<f64>, window: usize },
+    Feedback {
+        cpu_speedup: Option<f64>,
+        window: usize,
+    },
 }
 
 impl Discipline {
@@ -104,13 +111,15 @@ impl Discipline {
 
     fn check(&self) -> Result<()> {
         match self {
-            Discipline::Open { speedup } if !(speedup.is_finite() && *speedup > 0.0) => {
-                Err(Error::config(format!("speed-up must be a positive number, got {speedup}")))
-            }
+            Discipline::Open { speedup } if !(speedup.is_finite() && *speedup > 0.0) => Err(Error::config(format!(
+                "speed-up must be a positive number, got {speedup}"
+            ))),
             Discipline::Closed { outstanding: 0 } => Err(Error::config("outstanding requests must be at least 1")),
-            Discipline::Feedback { cpu_speedup: Some(n), .. } if !(n.is_finite() && *n > 0.0) => {
-                Err(Error::config(format!("processor speed-up must be a positive number, got {n}")))
-            }
+            Discipline::Feedback {
+                cpu_speedup: Some(n), ..
+            } if !(n.is_finite() && *n > 0.0) => Err(Error::config(format!(
+                "processor speed-up must be a positive number, got {n}"
+            ))),
             Discipline::Feedback { window: 0, .. } => Err(Error::config("issue window must be at least 1")),
             _ => Ok(()),
         }
@@ -160,7 +169,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for SingleDisk<F> {
     fn plan(&mut self, req: &Request) -> Result<IoPlan> {
         let (mut first, count) = sector_range(req);
         if count > self.capacity || count > u32::MAX as u64 {
-            return Err(Error::config(format!("request of {} bytes is larger than the device", req.len)));
+            return Err(Error::config(format!(
+                "request of {} bytes is larger than the device",
+                req.len
+            )));
         }
         if first + count > self.capacity {
             if !self.wrap {
@@ -171,9 +183,22 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for SingleDisk<F> {
             }
             first %= self.capacity - count + 1;
         }
-        let kind = if req.op == Op::Write { DiskOpKind::Write } else { DiskOpKind::Read };
+        let kind = if req.op == Op::Write {
+            DiskOpKind::Write
+        } else {
+            DiskOpKind::Read
+        };
         let mut p = IoPlan::default();
-        p.push(Action::Disk(DiskOp { disk: 0, kind, block: first, nblocks: count as u32, cause: Cause::User }), &[]);
+        p.push(
+            Action::Disk(DiskOp {
+                disk: 0,
+                kind,
+                block: first,
+                nblocks: count as u32,
+                cause: Cause::User,
+            }),
+            &[],
+        );
         Ok(p)
     }
 }
@@ -214,7 +239,12 @@ impl Stream {
         let mut it = src()?;
         let next = it.next().transpose()?;
         let base = next.map(|r| r.time).unwrap_or(0.0);
-        Ok(Stream { it, next, base, pulled: 0 })
+        Ok(Stream {
+            it,
+            next,
+            base,
+            pulled: 0,
+        })
     }
     /// Take the current request (index `pulled`) and read the following one.
     fn take(&mut self) -> Result<Option<(u64, Request)>> {
@@ -309,8 +339,14 @@ fn open_pass(
                 issued += 1;
                 if let Some(d) = deps.as_deref_mut() {
                     let dep = match last_done.get(&(s, r.tenant)) {
-                        Some(&(p, c)) => Dep { parent: Some(p), think_ns: time - c },
-                        None => Dep { parent: None, think_ns: time },
+                        Some(&(p, c)) => Dep {
+                            parent: Some(p),
+                            think_ns: time - c,
+                        },
+                        None => Dep {
+                            parent: None,
+                            think_ns: time,
+                        },
                     };
                     d[s].push(dep);
                     tenants.insert(tag(s, j, n), r.tenant);
@@ -401,32 +437,35 @@ fn feedback(
     let mut issued = 0u64;
 
     // Fill stream s's window, scheduling entries whose parent is known.
-    let refill = |s: usize,
-                      ex: &mut TimedExecutor,
-                      st: &mut Stream,
-                      w: &mut VecDeque<WEntry>,
-                      done_at: &[Ns]|
-     -> Result<()> {
-        while w.len() < window {
-            let Some((j, req)) = st.take()? else { break };
-            let dep = *deps[s].get(j as usize).ok_or_else(|| {
-                Error::config("trace changed between the two feedback passes (more requests)")
-            })?;
-            let mut e = WEntry { j, req, dep, state: WState::WaitParent };
-            // No parent: the request waits for no I/O, only for the trace's
-            // clock; it keeps its original offset (no speed-up applies).
-            let at = match dep.parent {
-                None => Some(dep.think_ns),
-                Some(p) => Some(done_at[p as usize]).filter(|&c| c != Ns::MAX).map(|c| c.saturating_add(think(&dep))),
-            };
-            if let Some(t) = at {
-                ex.wake_at(t, tag(s, j, n));
-                e.state = WState::Scheduled;
+    let refill =
+        |s: usize, ex: &mut TimedExecutor, st: &mut Stream, w: &mut VecDeque<WEntry>, done_at: &[Ns]| -> Result<()> {
+            while w.len() < window {
+                let Some((j, req)) = st.take()? else { break };
+                let dep = *deps[s]
+                    .get(j as usize)
+                    .ok_or_else(|| Error::config("trace changed between the two feedback passes (more requests)"))?;
+                let mut e = WEntry {
+                    j,
+                    req,
+                    dep,
+                    state: WState::WaitParent,
+                };
+                // No parent: the request waits for no I/O, only for the trace's
+                // clock; it keeps its original offset (no speed-up applies).
+                let at = match dep.parent {
+                    None => Some(dep.think_ns),
+                    Some(p) => Some(done_at[p as usize])
+                        .filter(|&c| c != Ns::MAX)
+                        .map(|c| c.saturating_add(think(&dep))),
+                };
+                if let Some(t) = at {
+                    ex.wake_at(t, tag(s, j, n));
+                    e.state = WState::Scheduled;
+                }
+                w.push_back(e);
             }
-            w.push_back(e);
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     for s in 0..n {
         refill(s, &mut ex, &mut streams[s], &mut windows[s], &done_at[s])?;
     }
@@ -435,7 +474,10 @@ fn feedback(
             Step::Wake { token, .. } => {
                 let (s, j) = untag(token, n);
                 let w = &mut windows[s];
-                let e = w.iter_mut().find(|e| e.j == j).expect("wake of a request outside the window");
+                let e = w
+                    .iter_mut()
+                    .find(|e| e.j == j)
+                    .expect("wake of a request outside the window");
                 e.state = WState::Issued;
                 let req = e.req;
                 ex.submit(stack.plan(&req)?, token)?;
@@ -487,7 +529,12 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
         if blocks == 0 {
             return Err(Error::config("the disks are smaller than one chunk"));
         }
-        Ok(ArrayStack { array, make, blocks, wrap })
+        Ok(ArrayStack {
+            array,
+            make,
+            blocks,
+            wrap,
+        })
     }
 
     /// 512-byte sectors per array block (the executor's unit).
@@ -505,7 +552,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
         let n = (r.end - r.start).max(1);
         let mut first = r.start;
         if n > self.blocks {
-            return Err(Error::config(format!("request of {} bytes is larger than the array", req.len)));
+            return Err(Error::config(format!(
+                "request of {} bytes is larger than the array",
+                req.len
+            )));
         }
         if first + n > self.blocks {
             if !self.wrap {
@@ -516,6 +566,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
             }
             first %= self.blocks - n + 1;
         }
-        Ok(if req.op == Op::Write { self.array.plan_write(first, n) } else { self.array.plan_read(first, n) })
+        Ok(if req.op == Op::Write {
+            self.array.plan_write(first, n)
+        } else {
+            self.array.plan_read(first, n)
+        })
     }
 }

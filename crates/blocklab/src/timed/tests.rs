@@ -11,7 +11,13 @@ use crate::trace::{Op, Request};
 const MS: Ns = 1_000_000;
 
 fn rq(t_ms: f64, lbn: u64, tenant: u32) -> Request {
-    Request { time: t_ms / 1000.0, op: Op::Read, offset: lbn * 512, len: 512, tenant }
+    Request {
+        time: t_ms / 1000.0,
+        op: Op::Read,
+        offset: lbn * 512,
+        len: 512,
+        tenant,
+    }
 }
 
 fn toy(d: ToyDisk) -> impl Stack {
@@ -19,7 +25,10 @@ fn toy(d: ToyDisk) -> impl Stack {
 }
 
 fn cfg(d: Discipline) -> ReplayConfig {
-    ReplayConfig { discipline: d, exec: ExecConfig::default() }
+    ReplayConfig {
+        discipline: d,
+        exec: ExecConfig::default(),
+    }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -79,8 +88,17 @@ fn closed_loop_one_outstanding_is_back_to_back_service() {
     // Linear toy: 1 ms + 0.5 ms per cylinder moved, 1000 sectors per cylinder.
     // Cylinders 0, 5, 1, 9 from head 0: services 1, 3.5, 3, 5 back to back,
     // whatever the timestamps say.
-    let reqs = [rq(0.0, 0, 0), rq(100.0, 5000, 0), rq(200.0, 1000, 0), rq(900.0, 9000, 0)];
-    let r = responses(&reqs, Discipline::Closed { outstanding: 1 }, ToyDisk::linear(1.0, 0.5, 1000));
+    let reqs = [
+        rq(0.0, 0, 0),
+        rq(100.0, 5000, 0),
+        rq(200.0, 1000, 0),
+        rq(900.0, 9000, 0),
+    ];
+    let r = responses(
+        &reqs,
+        Discipline::Closed { outstanding: 1 },
+        ToyDisk::linear(1.0, 0.5, 1000),
+    );
     assert_eq!(r.requests, 4);
     assert!(close(r.avg_response_ms, 12.5 / 4.0));
     assert!(close(r.sim_time_ms, 12.5));
@@ -108,20 +126,37 @@ fn feedback_two_request_chain() {
     let reqs = vec![rq(0.0, 0, 0), rq(15.0, 1, 0)];
     let mut reference = toy(ToyDisk::constant(10.0));
     let mut fast = toy(ToyDisk::constant(4.0));
-    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
-    let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs.clone())], &cfg(fb)).unwrap();
+    let fb = Discipline::Feedback {
+        cpu_speedup: Some(1.0),
+        window: ISSUE_WINDOW,
+    };
+    let r = run_with_reference(
+        &mut fast,
+        Some(&mut reference),
+        &mut [vec_source(reqs.clone())],
+        &cfg(fb),
+    )
+    .unwrap();
     assert_eq!(r.requests, 2);
     assert!(close(r.sim_time_ms, 13.0));
     assert!(close(r.avg_response_ms, 4.0));
     assert!(close(r.utilization, 8.0 / 13.0));
 
     // Infinitely fast processor: think 5 ms becomes 5 ms · (1 − f(0.005 s)).
-    let fb = Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW };
+    let fb = Discipline::Feedback {
+        cpu_speedup: None,
+        window: ISSUE_WINDOW,
+    };
     let mut reference = toy(ToyDisk::constant(10.0));
     let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
     let f: f64 = 1.0 / (0.0857 * 0.005 + 0.0105) / 100.0; // 0.91503...
     let think_ms = (5.0 * (1.0 - f) * 1e6).round() / 1e6;
-    assert!(close(r.sim_time_ms, 4.0 + think_ms + 4.0), "{} vs {}", r.sim_time_ms, 8.0 + think_ms);
+    assert!(
+        close(r.sim_time_ms, 4.0 + think_ms + 4.0),
+        "{} vs {}",
+        r.sim_time_ms,
+        8.0 + think_ms
+    );
 }
 
 #[test]
@@ -132,7 +167,10 @@ fn feedback_request_issued_before_any_completion_has_no_parent() {
     let reqs = vec![rq(0.0, 0, 0), rq(5.0, 1, 0), rq(30.0, 2, 0)];
     let mut reference = toy(ToyDisk::constant(10.0));
     let mut fast = toy(ToyDisk::constant(2.0));
-    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let fb = Discipline::Feedback {
+        cpu_speedup: Some(1.0),
+        window: ISSUE_WINDOW,
+    };
     let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
     assert!(close(r.sim_time_ms, 19.0));
     assert!(close(r.avg_response_ms, 2.0));
@@ -147,7 +185,10 @@ fn feedback_dependencies_are_per_tenant() {
     let reqs = vec![rq(0.0, 0, 0), rq(1.0, 1, 1), rq(25.0, 2, 0)];
     let mut reference = toy(ToyDisk::constant(10.0));
     let mut fast = toy(ToyDisk::constant(1.0));
-    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let fb = Discipline::Feedback {
+        cpu_speedup: Some(1.0),
+        window: ISSUE_WINDOW,
+    };
     let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
     assert!(close(r.sim_time_ms, 17.0));
 }
@@ -159,7 +200,10 @@ fn feedback_window_limits_run_ahead() {
     // parent). Replayed on a 10 ms disk with R0 as the only... all issue at
     // their offsets 0, 1, 2 ms, in trace order; same result as open loop.
     let reqs = vec![rq(0.0, 0, 0), rq(1.0, 1, 0), rq(2.0, 2, 0)];
-    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: 1 };
+    let fb = Discipline::Feedback {
+        cpu_speedup: Some(1.0),
+        window: 1,
+    };
     let r = responses(&reqs, fb, ToyDisk::constant(10.0));
     let o = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::constant(10.0));
     assert!(close(r.avg_response_ms, o.avg_response_ms));
@@ -171,10 +215,17 @@ fn feedback_on_the_traced_system_reproduces_open_loop() {
     // Replaying on the system that produced the completion times, with the
     // think times kept, every request is issued at its original time.
     let reqs = random_trace(500, 7, 3);
-    let o = responses(&reqs, Discipline::Open { speedup: 1.0 }, ToyDisk::linear(0.5, 0.01, 100));
+    let o = responses(
+        &reqs,
+        Discipline::Open { speedup: 1.0 },
+        ToyDisk::linear(0.5, 0.01, 100),
+    );
     let f = responses(
         &reqs,
-        Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW },
+        Discipline::Feedback {
+            cpu_speedup: Some(1.0),
+            window: ISSUE_WINDOW,
+        },
         ToyDisk::linear(0.5, 0.01, 100),
     );
     assert_eq!(o.avg_response_ms, f.avg_response_ms);
@@ -189,7 +240,10 @@ fn feedback_merges_independent_streams() {
     let a = vec![rq(0.0, 0, 0), rq(15.0, 1, 0)];
     let b = vec![rq(0.0, 100, 0), rq(25.0, 101, 0)];
     let mut st = toy(ToyDisk::constant(10.0));
-    let fb = Discipline::Feedback { cpu_speedup: Some(1.0), window: ISSUE_WINDOW };
+    let fb = Discipline::Feedback {
+        cpu_speedup: Some(1.0),
+        window: ISSUE_WINDOW,
+    };
     let r = run(&mut st, &mut [vec_source(a), vec_source(b)], &cfg(fb)).unwrap();
     // Pass 1 (open): A0 0→10, B0 0→20 (queued), A1 15: last A completion A0@10,
     // think 5; B1 25: last B completion B0@20, think 5. A1 starts 20→30, B1 30→40.
@@ -221,12 +275,22 @@ fn speed_up_formula_at_hand_computed_points() {
 
 /// Completion order (tags) of plans all submitted at time 0.
 fn order(dev: Box<dyn DeviceModel>, sched: &str, depth: usize, lbns: &[u64]) -> Vec<u64> {
-    let cfg = ExecConfig { scheduler: sched.into(), queue_depth: depth, ..Default::default() };
+    let cfg = ExecConfig {
+        scheduler: sched.into(),
+        queue_depth: depth,
+        ..Default::default()
+    };
     let mut ex = TimedExecutor::new(vec![dev], cfg).unwrap();
     for (i, &l) in lbns.iter().enumerate() {
         let mut p = IoPlan::default();
         p.push(
-            Action::Disk(DiskOp { disk: 0, kind: DiskOpKind::Read, block: l, nblocks: 1, cause: Cause::User }),
+            Action::Disk(DiskOp {
+                disk: 0,
+                kind: DiskOpKind::Read,
+                block: l,
+                nblocks: 1,
+                cause: Cause::User,
+            }),
             &[],
         );
         ex.submit(p, i as u64).unwrap();
@@ -245,22 +309,47 @@ const CYLS: [u64; 5] = [5000, 8000, 2000, 6000, 1000];
 
 #[test]
 fn fcfs_serves_in_arrival_order() {
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "fcfs", usize::MAX, &CYLS), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "fcfs", usize::MAX, &CYLS),
+        vec![0, 1, 2, 3, 4]
+    );
 }
 
 #[test]
 fn sstf_serves_nearest_cylinder() {
     // Head 5: 6 (d 1); head 6: 8 (d 2) vs 2 (d 4); head 8: 2 (d 6) vs 1 (d 7); then 1.
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &CYLS), vec![0, 3, 1, 2, 4]);
+    assert_eq!(
+        order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &CYLS),
+        vec![0, 3, 1, 2, 4]
+    );
     // Equal distances (7 and 3 from 5): the earlier arrival wins.
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &[5000, 7000, 3000]), vec![0, 1, 2]);
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", usize::MAX, &[5000, 3000, 7000]), vec![0, 1, 2]);
+    assert_eq!(
+        order(
+            Box::new(ToyDisk::linear(1.0, 0.1, 1000)),
+            "sstf",
+            usize::MAX,
+            &[5000, 7000, 3000]
+        ),
+        vec![0, 1, 2]
+    );
+    assert_eq!(
+        order(
+            Box::new(ToyDisk::linear(1.0, 0.1, 1000)),
+            "sstf",
+            usize::MAX,
+            &[5000, 3000, 7000]
+        ),
+        vec![0, 1, 2]
+    );
 }
 
 #[test]
 fn clook_sweeps_up_then_wraps_to_lowest() {
     // Head 5 going up: 6, 8; wrap: 1, then 2.
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "clook", usize::MAX, &CYLS), vec![0, 3, 1, 4, 2]);
+    assert_eq!(
+        order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "clook", usize::MAX, &CYLS),
+        vec![0, 3, 1, 4, 2]
+    );
 }
 
 /// A device whose positioning estimate is a fixed table, unrelated to the
@@ -289,24 +378,45 @@ impl DeviceModel for TableDev {
 
 #[test]
 fn satf_serves_shortest_positioning_estimate() {
-    assert_eq!(order(Box::new(TableDev), "satf", usize::MAX, &CYLS), vec![0, 1, 4, 3, 2]);
-    assert_eq!(order(Box::new(TableDev), "sptf", usize::MAX, &CYLS), vec![0, 1, 4, 3, 2]);
+    assert_eq!(
+        order(Box::new(TableDev), "satf", usize::MAX, &CYLS),
+        vec![0, 1, 4, 3, 2]
+    );
+    assert_eq!(
+        order(Box::new(TableDev), "sptf", usize::MAX, &CYLS),
+        vec![0, 1, 4, 3, 2]
+    );
     // SSTF on the same device goes by cylinders instead.
-    assert_eq!(order(Box::new(TableDev), "sstf", usize::MAX, &CYLS), vec![0, 3, 1, 2, 4]);
+    assert_eq!(
+        order(Box::new(TableDev), "sstf", usize::MAX, &CYLS),
+        vec![0, 3, 1, 2, 4]
+    );
 }
 
 #[test]
 fn queue_depth_limits_what_the_scheduler_sees() {
     // Depth 2 (in service included): the device sees {8}, then {8, 2}: tie at
     // distance 3 from 5 -> 8 (earlier); then {2, 6} from 8 -> 6; {2, 1} from 6 -> 2; 1.
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 2, &CYLS), vec![0, 1, 3, 2, 4]);
+    assert_eq!(
+        order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 2, &CYLS),
+        vec![0, 1, 3, 2, 4]
+    );
     // Depth 1 is FCFS whatever the scheduler.
-    assert_eq!(order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 1, &CYLS), vec![0, 1, 2, 3, 4]);
+    assert_eq!(
+        order(Box::new(ToyDisk::linear(1.0, 0.1, 1000)), "sstf", 1, &CYLS),
+        vec![0, 1, 2, 3, 4]
+    );
 }
 
 #[test]
 fn unknown_scheduler_is_an_error() {
-    let e = TimedExecutor::new(vec![Box::new(ToyDisk::constant(1.0))], ExecConfig { scheduler: "elevator".into(), ..Default::default() });
+    let e = TimedExecutor::new(
+        vec![Box::new(ToyDisk::constant(1.0))],
+        ExecConfig {
+            scheduler: "elevator".into(),
+            ..Default::default()
+        },
+    );
     assert!(e.err().unwrap().to_string().contains("valid: fcfs, sstf, clook, satf"));
 }
 
@@ -316,10 +426,28 @@ fn unknown_scheduler_is_an_error() {
 fn plan_nodes_wait_for_their_dependencies() {
     // Read disk 0 (3 ms) and disk 1 (5 ms), XOR (2 ms) after both, then write
     // disk 2 (4 ms): done at 5 + 2 + 4 = 11 ms.
-    let devs: Vec<Box<dyn DeviceModel>> =
-        vec![Box::new(ToyDisk::constant(3.0)), Box::new(ToyDisk::constant(5.0)), Box::new(ToyDisk::constant(4.0))];
-    let mut ex = TimedExecutor::new(devs, ExecConfig { xor_ns: 2 * MS, ..Default::default() }).unwrap();
-    let op = |disk, kind| Action::Disk(DiskOp { disk, kind, block: 0, nblocks: 8, cause: Cause::ParityUpdate });
+    let devs: Vec<Box<dyn DeviceModel>> = vec![
+        Box::new(ToyDisk::constant(3.0)),
+        Box::new(ToyDisk::constant(5.0)),
+        Box::new(ToyDisk::constant(4.0)),
+    ];
+    let mut ex = TimedExecutor::new(
+        devs,
+        ExecConfig {
+            xor_ns: 2 * MS,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let op = |disk, kind| {
+        Action::Disk(DiskOp {
+            disk,
+            kind,
+            block: 0,
+            nblocks: 8,
+            cause: Cause::ParityUpdate,
+        })
+    };
     let mut p = IoPlan::default();
     let a = p.push(op(0, DiskOpKind::Read), &[]);
     let b = p.push(op(1, DiskOpKind::Read), &[]);
@@ -332,7 +460,10 @@ fn plan_nodes_wait_for_their_dependencies() {
     ex.submit(u, 8).unwrap();
     let mut done = Vec::new();
     while let Some(s) = ex.next_step() {
-        if let Step::Done { time, tag, unreadable, .. } = s {
+        if let Step::Done {
+            time, tag, unreadable, ..
+        } = s
+        {
             done.push((tag, time, unreadable));
         }
     }
@@ -348,14 +479,27 @@ fn plan_nodes_wait_for_their_dependencies() {
 
 #[test]
 fn out_of_capacity_is_an_error_unless_wrapped() {
-    let d = ToyDisk { capacity: 100, ..ToyDisk::constant(1.0) };
+    let d = ToyDisk {
+        capacity: 100,
+        ..ToyDisk::constant(1.0)
+    };
     let d2 = d.clone();
     let reqs = vec![rq(0.0, 150, 0)];
     let mut st = SingleDisk::new(move || Ok(Box::new(d.clone()) as Box<dyn DeviceModel>), false).unwrap();
-    let e = run(&mut st, &mut [vec_source(reqs.clone())], &cfg(Discipline::Open { speedup: 1.0 })).unwrap_err();
+    let e = run(
+        &mut st,
+        &mut [vec_source(reqs.clone())],
+        &cfg(Discipline::Open { speedup: 1.0 }),
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("beyond the device"), "{e}");
     let mut st = SingleDisk::new(move || Ok(Box::new(d2.clone()) as Box<dyn DeviceModel>), true).unwrap();
-    let r = run(&mut st, &mut [vec_source(reqs)], &cfg(Discipline::Open { speedup: 1.0 })).unwrap();
+    let r = run(
+        &mut st,
+        &mut [vec_source(reqs)],
+        &cfg(Discipline::Open { speedup: 1.0 }),
+    )
+    .unwrap();
     assert_eq!(r.requests, 1);
 }
 
@@ -366,8 +510,14 @@ fn bad_discipline_parameters_are_errors() {
         Discipline::Open { speedup: 0.0 },
         Discipline::Open { speedup: f64::NAN },
         Discipline::Closed { outstanding: 0 },
-        Discipline::Feedback { cpu_speedup: Some(-1.0), window: 64 },
-        Discipline::Feedback { cpu_speedup: Some(1.0), window: 0 },
+        Discipline::Feedback {
+            cpu_speedup: Some(-1.0),
+            window: 64,
+        },
+        Discipline::Feedback {
+            cpu_speedup: Some(1.0),
+            window: 0,
+        },
     ] {
         let mut st = toy(ToyDisk::constant(1.0));
         assert!(run(&mut st, &mut [vec_source(reqs.clone())], &cfg(d)).is_err());
@@ -403,12 +553,27 @@ fn random_trace(n: usize, seed: u64, tenants: u32) -> Vec<Request> {
 fn two_runs_are_bit_identical() {
     let reqs = random_trace(2000, 42, 4);
     let go = || {
-        let mut st = toy(ToyDisk { per_sector_ms: 0.01, ..ToyDisk::linear(0.3, 0.0005, 200) });
+        let mut st = toy(ToyDisk {
+            per_sector_ms: 0.01,
+            ..ToyDisk::linear(0.3, 0.0005, 200)
+        });
         let c = ReplayConfig {
-            discipline: Discipline::Feedback { cpu_speedup: Some(3.0), window: ISSUE_WINDOW },
-            exec: ExecConfig { scheduler: "satf".into(), interval_ns: Some(50 * MS), ..Default::default() },
+            discipline: Discipline::Feedback {
+                cpu_speedup: Some(3.0),
+                window: ISSUE_WINDOW,
+            },
+            exec: ExecConfig {
+                scheduler: "satf".into(),
+                interval_ns: Some(50 * MS),
+                ..Default::default()
+            },
         };
-        let r = run(&mut st, &mut [vec_source(reqs.clone()), vec_source(random_trace(300, 9, 1))], &c).unwrap();
+        let r = run(
+            &mut st,
+            &mut [vec_source(reqs.clone()), vec_source(random_trace(300, 9, 1))],
+            &c,
+        )
+        .unwrap();
         serde_json::to_string(&r).unwrap()
     };
     assert_eq!(go(), go());
@@ -424,7 +589,13 @@ mod props {
             v.into_iter()
                 .map(|(dt, lbn, secs, tenant, w)| {
                     t += dt as f64 * 1e-4;
-                    Request { time: t, op: if w { Op::Write } else { Op::Read }, offset: lbn * 512, len: secs * 512, tenant }
+                    Request {
+                        time: t,
+                        op: if w { Op::Write } else { Op::Read },
+                        offset: lbn * 512,
+                        len: secs * 512,
+                        tenant,
+                    }
                 })
                 .collect()
         })
@@ -471,12 +642,27 @@ fn degraded_raid5_read_waits_for_reconstruction() {
             a.fail(d).unwrap();
         }
         let disk0 = a.disk_of(0);
-        let mut st = ArrayStack::new(a, || Ok(Box::new(ToyDisk::constant(10.0)) as Box<dyn DeviceModel>), false).unwrap();
+        let mut st = ArrayStack::new(
+            a,
+            || Ok(Box::new(ToyDisk::constant(10.0)) as Box<dyn DeviceModel>),
+            false,
+        )
+        .unwrap();
         let c = ReplayConfig {
             discipline: Discipline::Open { speedup: 1.0 },
-            exec: ExecConfig { xor_ns: MS, sectors_per_block: st.sectors_per_block(), ..Default::default() },
+            exec: ExecConfig {
+                xor_ns: MS,
+                sectors_per_block: st.sectors_per_block(),
+                ..Default::default()
+            },
         };
-        let req = Request { time: 0.0, op: Op::Read, offset: 0, len: 4096, tenant: 0 };
+        let req = Request {
+            time: 0.0,
+            op: Op::Read,
+            offset: 0,
+            len: 4096,
+            tenant: 0,
+        };
         (disk0, run(&mut st, &mut [vec_source(vec![req])], &c).unwrap())
     };
     let (d0, normal) = go(&[]);
@@ -497,7 +683,10 @@ fn feedback_speed_up_shrinks_think_times_but_not_parentless_offsets() {
     let reqs = vec![rq(0.0, 0, 0), rq(5.0, 1, 0), rq(1010.0, 2, 0)];
     let mut reference = toy(ToyDisk::constant(10.0));
     let mut fast = toy(ToyDisk::constant(1.0));
-    let fb = Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW };
+    let fb = Discipline::Feedback {
+        cpu_speedup: None,
+        window: ISSUE_WINDOW,
+    };
     let r = run_with_reference(&mut fast, Some(&mut reference), &mut [vec_source(reqs)], &cfg(fb)).unwrap();
     let f: f64 = 1.0 / (0.0857 * 0.99 + 0.0105) / 100.0;
     let think_ns = (0.99 * (1.0 - f) * 1e9).round();

@@ -36,7 +36,11 @@ impl ToyDisk {
     }
 
     pub fn linear(base_ms: f64, per_cyl_ms: f64, sectors_per_cyl: u64) -> Self {
-        ToyDisk { per_cyl_ms, sectors_per_cyl: sectors_per_cyl.max(1), ..Self::constant(base_ms) }
+        ToyDisk {
+            per_cyl_ms,
+            sectors_per_cyl: sectors_per_cyl.max(1),
+            ..Self::constant(base_ms)
+        }
     }
 
     /// Parse a `const:` / `toy:` spec; `None` if `spec` is neither.
@@ -51,7 +55,9 @@ impl ToyDisk {
                     .ok_or_else(|| Error::config(format!("model `{spec}`: `const:` needs a service time in ms >= 0"))),
             );
         }
-        let body = spec.strip_prefix("toy:").or(if spec == "toy" { Some("") } else { None })?;
+        let body = spec
+            .strip_prefix("toy:")
+            .or(if spec == "toy" { Some("") } else { None })?;
         let mut d = ToyDisk::linear(1.0, 0.001, 1000);
         for kv in body.split(',').filter(|s| !s.trim().is_empty()) {
             let (k, v) = match kv.split_once('=') {
@@ -62,12 +68,30 @@ impl ToyDisk {
             let f = || v.trim().parse::<f64>().ok().filter(|x| x.is_finite() && *x >= 0.0);
             let n = || v.trim().parse::<u64>().ok().filter(|x| *x > 0);
             match k.trim() {
-                "base" => match f() { Some(x) => d.base_ms = x, None => return Some(Err(bad())) },
-                "cyl" => match f() { Some(x) => d.per_cyl_ms = x, None => return Some(Err(bad())) },
-                "sector" => match f() { Some(x) => d.per_sector_ms = x, None => return Some(Err(bad())) },
-                "write" => match f() { Some(x) => d.write_extra_ms = x, None => return Some(Err(bad())) },
-                "spc" => match n() { Some(x) => d.sectors_per_cyl = x, None => return Some(Err(bad())) },
-                "cap" => match n() { Some(x) => d.capacity = x, None => return Some(Err(bad())) },
+                "base" => match f() {
+                    Some(x) => d.base_ms = x,
+                    None => return Some(Err(bad())),
+                },
+                "cyl" => match f() {
+                    Some(x) => d.per_cyl_ms = x,
+                    None => return Some(Err(bad())),
+                },
+                "sector" => match f() {
+                    Some(x) => d.per_sector_ms = x,
+                    None => return Some(Err(bad())),
+                },
+                "write" => match f() {
+                    Some(x) => d.write_extra_ms = x,
+                    None => return Some(Err(bad())),
+                },
+                "spc" => match n() {
+                    Some(x) => d.sectors_per_cyl = x,
+                    None => return Some(Err(bad())),
+                },
+                "cap" => match n() {
+                    Some(x) => d.capacity = x,
+                    None => return Some(Err(bad())),
+                },
                 other => {
                     return Some(Err(Error::unknown(
                         "toy model key",
@@ -85,7 +109,11 @@ impl DeviceModel for ToyDisk {
     fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
         let t = self.positioning_estimate(now_ms, req)
             + self.per_sector_ms * req.sectors as f64
-            + if req.kind == DiskOpKind::Write { self.write_extra_ms } else { 0.0 };
+            + if req.kind == DiskOpKind::Write {
+                self.write_extra_ms
+            } else {
+                0.0
+            };
         self.head = self.cylinder(req.lbn + req.sectors.max(1) as u64 - 1);
         t
     }

@@ -26,7 +26,10 @@ pub struct Blkparse {
 
 impl Blkparse {
     pub fn new(event: char) -> Self {
-        Blkparse { event, devices: Vec::new() }
+        Blkparse {
+            event,
+            devices: Vec::new(),
+        }
     }
 
     fn tenant(&mut self, dev: (u32, u32)) -> u32 {

@@ -43,7 +43,10 @@ pub struct BlockOptions {
 
 impl Default for BlockOptions {
     fn default() -> Self {
-        BlockOptions { block_size: 4096, reads_only: false }
+        BlockOptions {
+            block_size: 4096,
+            reads_only: false,
+        }
     }
 }
 
@@ -67,7 +70,12 @@ pub struct BlockStream {
 impl BlockStream {
     pub fn new(reader: TraceReader, opts: BlockOptions) -> Result<Self> {
         opts.validate()?;
-        Ok(BlockStream { reader, opts, current: None, requests: 0 })
+        Ok(BlockStream {
+            reader,
+            opts,
+            current: None,
+            requests: 0,
+        })
     }
 
     /// Requests consumed so far (after the reads-only filter).

@@ -53,7 +53,11 @@ fn create(path: &Path) -> Result<Box<dyn Write>> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     Ok(match ext {
         "gz" => Box::new(flate2::write::GzEncoder::new(buf, flate2::Compression::default())),
-        "zst" | "zstd" => Box::new(zstd::stream::write::Encoder::new(buf, 3).map_err(|e| Error::io(&name, e))?.auto_finish()),
+        "zst" | "zstd" => Box::new(
+            zstd::stream::write::Encoder::new(buf, 3)
+                .map_err(|e| Error::io(&name, e))?
+                .auto_finish(),
+        ),
         _ => Box::new(buf),
     })
 }
@@ -63,7 +67,11 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
     if !TARGETS.contains(&to) {
         return Err(Error::unknown("output format", to, TARGETS));
     }
-    let same = src.canonicalize().ok().zip(dst.canonicalize().ok()).is_some_and(|(a, b)| a == b);
+    let same = src
+        .canonicalize()
+        .ok()
+        .zip(dst.canonicalize().ok())
+        .is_some_and(|(a, b)| a == b);
     if same {
         return Err(Error::config("source and destination are the same file"));
     }
@@ -79,7 +87,11 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
     };
     // Open the source first so that a bad source does not leave an empty output.
     let reader = open(src, opts)?;
-    let result = if to == "csv" { to_csv(reader, dst, summary) } else { to_oracle(reader, src, opts, dst, block_size, summary) };
+    let result = if to == "csv" {
+        to_csv(reader, dst, summary)
+    } else {
+        to_oracle(reader, src, opts, dst, block_size, summary)
+    };
     if result.is_err() {
         // A half-written output would look like a shorter trace: remove it.
         let _ = std::fs::remove_file(dst);
@@ -113,9 +125,15 @@ fn to_oracle(
     block_size: u64,
     mut summary: ConvertSummary,
 ) -> Result<ConvertSummary> {
-    let bopts = BlockOptions { block_size, reads_only: false };
-    let obj_size = u32::try_from(block_size)
-        .map_err(|_| Error::config(format!("block size {block_size} does not fit oracleGeneral's u32 obj_size")))?;
+    let bopts = BlockOptions {
+        block_size,
+        reads_only: false,
+    };
+    let obj_size = u32::try_from(block_size).map_err(|_| {
+        Error::config(format!(
+            "block size {block_size} does not fit oracleGeneral's u32 obj_size"
+        ))
+    })?;
     // Pass 1: the block-key sequence.
     let mut keys: Vec<u64> = Vec::new();
     let mut stream = BlockStream::new(reader, bopts)?;
@@ -140,7 +158,10 @@ fn to_oracle(
     for a in &mut stream {
         let a = a?;
         let Some(&next) = keys.get(i) else {
-            return Err(Error::config(format!("{}: changed while being converted", summary.source)));
+            return Err(Error::config(format!(
+                "{}: changed while being converted",
+                summary.source
+            )));
         };
         if !(a.time >= 0.0 && a.time < 4294967296.0) {
             return Err(Error::config(format!(
@@ -153,7 +174,10 @@ fn to_oracle(
         i += 1;
     }
     if i != keys.len() {
-        return Err(Error::config(format!("{}: changed while being converted", summary.source)));
+        return Err(Error::config(format!(
+            "{}: changed while being converted",
+            summary.source
+        )));
     }
     w.flush().map_err(io)?;
     summary.requests = stream.requests();

@@ -37,7 +37,10 @@ impl TextFormat for DiskSim {
         let blkno = size_field(cols.next(), "blkno", lineno, ctx)?;
         let bcount = size_field(cols.next(), "bcount", lineno, ctx)?;
         let flags_s = cols.next().ok_or_else(|| missing("flags", lineno, ctx))?;
-        let hex = flags_s.strip_prefix("0x").or_else(|| flags_s.strip_prefix("0X")).unwrap_or(flags_s);
+        let hex = flags_s
+            .strip_prefix("0x")
+            .or_else(|| flags_s.strip_prefix("0X"))
+            .unwrap_or(flags_s);
         let flags = u32::from_str_radix(hex, 16)
             .map_err(|e| ctx.err(Location::Line(lineno), "flags", format!("`{flags_s}`: {e}")))?;
         let op = if flags & 1 == 1 { Op::Read } else { Op::Write };

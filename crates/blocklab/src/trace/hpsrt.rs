@@ -62,7 +62,13 @@ impl HpSrtRecords {
                 Err(e) => return Err(bad_header(&ctx, &e.to_string())),
             }
         }
-        Ok(HpSrtRecords { reader, ctx, buf: Vec::with_capacity(64), index: 0, done: false })
+        Ok(HpSrtRecords {
+            reader,
+            ctx,
+            buf: Vec::with_capacity(64),
+            index: 0,
+            done: false,
+        })
     }
 
     /// An error after which the record framing is lost: the stream ends.
@@ -97,7 +103,10 @@ impl HpSrtRecords {
             let size = u32::from_be_bytes(size_word) as usize;
             if size < 16 || !size.is_multiple_of(4) || size > MAX_RECORD {
                 // Without a sane size word the following records cannot be found.
-                return self.fatal("size", format!("record size {size} is not a multiple of 4 in 16..={MAX_RECORD}"));
+                return self.fatal(
+                    "size",
+                    format!("record size {size} is not a multiple of 4 in 16..={MAX_RECORD}"),
+                );
             }
             self.buf.resize(size - 4, 0);
             match Self::fill(&mut self.reader, &mut self.buf) {
@@ -115,7 +124,11 @@ impl HpSrtRecords {
             }
             let loc = Location::Record(index);
             if size < 13 * 4 {
-                return Some(Err(self.ctx.err(loc, "size", format!("I/O record of {size} bytes, need at least 52"))));
+                return Some(Err(self.ctx.err(
+                    loc,
+                    "size",
+                    format!("I/O record of {size} bytes, need at least 52"),
+                )));
             }
             let (sec, usec) = (w(2), w(3));
             if usec >= 1_000_000 {
@@ -127,7 +140,13 @@ impl HpSrtRecords {
             let flags = w(11);
             let op = if flags & 1 == 1 { Op::Read } else { Op::Write };
             let time = sec as f64 + usec as f64 * 1e-6;
-            return Some(Ok(Request { time, op, offset: sector * 512, len: bytes, tenant: disk }));
+            return Some(Ok(Request {
+                time,
+                op,
+                offset: sector * 512,
+                len: bytes,
+                tenant: disk,
+            }));
         }
     }
 }

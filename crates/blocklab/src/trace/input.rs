@@ -64,7 +64,11 @@ impl<F: TextFormat> Iterator for TextRecords<F> {
                     // Not a line-oriented file (or a broken one): do not slurp it whole.
                     self.failed = true;
                     self.lineno += 1;
-                    return Some(Err(self.ctx.err(Location::Line(self.lineno), "line", format!("line longer than {MAX_LINE} bytes"))));
+                    return Some(Err(self.ctx.err(
+                        Location::Line(self.lineno),
+                        "line",
+                        format!("line longer than {MAX_LINE} bytes"),
+                    )));
                 }
                 Ok(_) => {}
                 Err(e) => {
@@ -79,7 +83,11 @@ impl<F: TextFormat> Iterator for TextRecords<F> {
             let text = match std::str::from_utf8(&self.line) {
                 Ok(t) => t,
                 Err(_) => {
-                    return Some(Err(self.ctx.err(Location::Line(self.lineno), "line", "not valid UTF-8 text")));
+                    return Some(Err(self.ctx.err(
+                        Location::Line(self.lineno),
+                        "line",
+                        "not valid UTF-8 text",
+                    )));
                 }
             };
             let mut text = text.trim_end_matches(['\n', '\r']);
@@ -124,12 +132,26 @@ impl<F: BinaryFormat> BinaryRecords<F> {
         let header = format.header_size();
         if header > 0 {
             let mut skip = vec![0u8; header];
-            reader
-                .read_exact(&mut skip)
-                .map_err(|_| ctx.err(Location::Whole, "header", format!("file shorter than its {header}-byte header")))?;
+            reader.read_exact(&mut skip).map_err(|_| {
+                ctx.err(
+                    Location::Whole,
+                    "header",
+                    format!("file shorter than its {header}-byte header"),
+                )
+            })?;
         }
         let block = vec![0u8; format.record_size().max(1) * RECORDS_PER_BLOCK];
-        Ok(BinaryRecords { reader, format, ctx, block, pos: 0, filled: 0, eof: false, index: 0, done: false })
+        Ok(BinaryRecords {
+            reader,
+            format,
+            ctx,
+            block,
+            pos: 0,
+            filled: 0,
+            eof: false,
+            index: 0,
+            done: false,
+        })
     }
 
     /// Keep the unread tail, then read until the block is full or the input ends.
@@ -203,7 +225,11 @@ where
 pub fn time_field(s: Option<&str>, name: &str, lineno: u64, ctx: &ParseCtx) -> Result<f64> {
     let v: f64 = field(s, name, lineno, ctx)?;
     if !v.is_finite() || v < 0.0 {
-        return Err(ctx.err(Location::Line(lineno), name, format!("`{v}` is not a finite non-negative time")));
+        return Err(ctx.err(
+            Location::Line(lineno),
+            name,
+            format!("`{v}` is not a finite non-negative time"),
+        ));
     }
     Ok(v)
 }
@@ -230,14 +256,28 @@ pub fn scaled(value: u64, unit: u64, name: &str, loc: Location, ctx: &ParseCtx) 
 /// Build a request, checking that its byte range fits in 64 bits (so that
 /// every consumer can compute `offset + len` safely).
 #[inline]
-pub fn request(time: f64, op: super::Op, offset: u64, len: u64, tenant: u32, loc: Location, ctx: &ParseCtx) -> Result<Request> {
+pub fn request(
+    time: f64,
+    op: super::Op,
+    offset: u64,
+    len: u64,
+    tenant: u32,
+    loc: Location,
+    ctx: &ParseCtx,
+) -> Result<Request> {
     if offset.checked_add(len).is_none() {
         return Err(ctx.err(loc, "size", format!("offset {offset} + size {len} overflows 64 bits")));
     }
     if !time.is_finite() {
         return Err(ctx.err(loc, "timestamp", "not a finite time"));
     }
-    Ok(Request { time, op, offset, len, tenant })
+    Ok(Request {
+        time,
+        op,
+        offset,
+        len,
+        tenant,
+    })
 }
 
 /// Error for a missing column.
@@ -258,7 +298,9 @@ pub fn peek(path: &Path, n: usize) -> Result<Vec<u8>> {
 
 /// The compression extension of a file name, if any.
 pub fn compression_ext(name: &str) -> Option<&'static str> {
-    [".gz", ".zst", ".zstd", ".bz2", ".xz"].into_iter().find(|e| name.ends_with(e))
+    [".gz", ".zst", ".zstd", ".bz2", ".xz"]
+        .into_iter()
+        .find(|e| name.ends_with(e))
 }
 
 #[cfg(test)]
@@ -280,14 +322,19 @@ mod binary_records_tests {
     }
 
     fn ctx(p: &Path) -> ParseCtx {
-        ParseCtx { file: p.display().to_string() }
+        ParseCtx {
+            file: p.display().to_string(),
+        }
     }
 
     #[test]
     fn records_across_block_boundaries() {
         let n = (RECORDS_PER_BLOCK * 2 + 5) as u64;
         let p = file("many", n, &[]);
-        let reqs: Vec<Request> = BinaryRecords::open(&p, ctx(&p), Oracle).unwrap().collect::<Result<_>>().unwrap();
+        let reqs: Vec<Request> = BinaryRecords::open(&p, ctx(&p), Oracle)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap();
         assert_eq!(reqs.len() as u64, n);
         assert!(reqs.iter().enumerate().all(|(i, r)| r.offset == (i as u64 + 1) * 4096));
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
@@ -300,7 +347,10 @@ mod binary_records_tests {
         assert_eq!(got.len(), 3);
         assert!(got[0].is_ok() && got[1].is_ok());
         let e = got[2].as_ref().unwrap_err().to_string();
-        assert!(e.contains("record 2") && e.contains("truncated record: 10 of 24 bytes"), "{e}");
+        assert!(
+            e.contains("record 2") && e.contains("truncated record: 10 of 24 bytes"),
+            "{e}"
+        );
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 }

@@ -18,6 +18,12 @@ impl BinaryFormat for Lbn32 {
 
     fn parse_record(&mut self, rec: &[u8], index: u64, _ctx: &ParseCtx) -> Result<Option<Request>> {
         let lbn = u32::from_le_bytes(rec[0..4].try_into().unwrap()) as u64;
-        Ok(Some(Request { time: index as f64, op: Op::Read, offset: lbn * ORACLE_BLOCK, len: ORACLE_BLOCK, tenant: 0 }))
+        Ok(Some(Request {
+            time: index as f64,
+            op: Op::Read,
+            offset: lbn * ORACLE_BLOCK,
+            len: ORACLE_BLOCK,
+            tenant: 0,
+        }))
     }
 }

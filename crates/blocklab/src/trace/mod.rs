@@ -23,11 +23,11 @@ pub mod native_csv;
 pub mod oracle;
 pub mod sniff;
 pub mod spc;
+pub mod synth;
 pub mod systor;
 pub mod tencent;
 pub mod tencent_cut;
 pub mod vscsi;
-pub mod synth;
 
 #[cfg(test)]
 mod tests;
@@ -136,28 +136,84 @@ impl Default for TraceOptions {
 
 /// Every format name the readers accept (besides `auto`).
 pub const FORMATS: &[&str] = &[
-    "csv", "spc", "msr", "msr-cut", "disksim", "mqsim", "blkparse", "vscsi", "cloudphysics", "oracle", "lbn32",
-    "tencent", "tencent-cut", "systor", "hpsrt", "hpsrt-csv",
+    "csv",
+    "spc",
+    "msr",
+    "msr-cut",
+    "disksim",
+    "mqsim",
+    "blkparse",
+    "vscsi",
+    "cloudphysics",
+    "oracle",
+    "lbn32",
+    "tencent",
+    "tencent-cut",
+    "systor",
+    "hpsrt",
+    "hpsrt-csv",
 ];
 
 /// One-line description of every format, in the order of [`FORMATS`].
 pub const FORMAT_INFO: &[(&str, &str)] = &[
-    ("csv", "blocklab native CSV: timestamp,op,offset,size[,tenant] (seconds, R/W, bytes)"),
-    ("spc", "SPC/UMass CSV: ASU,LBA,Size,Opcode,Timestamp (512 B sectors, bytes, r/w, s; ASU = tenant)"),
-    ("msr", "MSR Cambridge CSV: Timestamp(filetime),Hostname,DiskNumber,Type,Offset,Size,ResponseTime"),
-    ("msr-cut", "MSR Cambridge cuts: ts_ms dev offset_bytes size_bytes op(1=R,0=W), space-separated"),
-    ("disksim", "DiskSim ASCII: time_ms devno blkno bcount flags (512 B sectors, flags bit0 = read)"),
-    ("mqsim", "MQSim/DiskSim ASCII with times in ns: time_ns devno blkno bcount flags"),
-    ("blkparse", "default blkparse text output (Q events; D with --blkparse-event D)"),
-    ("vscsi", "CloudPhysics vscsi binary (v1 32-byte / v2 40-byte records, µs, 512 B sectors)"),
-    ("cloudphysics", "CloudPhysics CSV: version,time,op(hex SCSI),size,lbn (s, bytes, 512 B sectors)"),
-    ("oracle", "libCacheSim oracleGeneral binary: 24-byte records, one 4 KiB block access each"),
-    ("lbn32", "little-endian u32 block numbers, one 4 KiB block read each, no time"),
-    ("tencent", "Tencent CBS CSV: ts_s,offset_sectors,size_sectors,type(0=R,1=W),volume_id"),
-    ("tencent-cut", "Tencent CBS cuts: ts_ms,latency_us,op(1=R,0=W),size_bytes,offset_bytes,..."),
+    (
+        "csv",
+        "blocklab native CSV: timestamp,op,offset,size[,tenant] (seconds, R/W, bytes)",
+    ),
+    (
+        "spc",
+        "SPC/UMass CSV: ASU,LBA,Size,Opcode,Timestamp (512 B sectors, bytes, r/w, s; ASU = tenant)",
+    ),
+    (
+        "msr",
+        "MSR Cambridge CSV: Timestamp(filetime),Hostname,DiskNumber,Type,Offset,Size,ResponseTime",
+    ),
+    (
+        "msr-cut",
+        "MSR Cambridge cuts: ts_ms dev offset_bytes size_bytes op(1=R,0=W), space-separated",
+    ),
+    (
+        "disksim",
+        "DiskSim ASCII: time_ms devno blkno bcount flags (512 B sectors, flags bit0 = read)",
+    ),
+    (
+        "mqsim",
+        "MQSim/DiskSim ASCII with times in ns: time_ns devno blkno bcount flags",
+    ),
+    (
+        "blkparse",
+        "default blkparse text output (Q events; D with --blkparse-event D)",
+    ),
+    (
+        "vscsi",
+        "CloudPhysics vscsi binary (v1 32-byte / v2 40-byte records, µs, 512 B sectors)",
+    ),
+    (
+        "cloudphysics",
+        "CloudPhysics CSV: version,time,op(hex SCSI),size,lbn (s, bytes, 512 B sectors)",
+    ),
+    (
+        "oracle",
+        "libCacheSim oracleGeneral binary: 24-byte records, one 4 KiB block access each",
+    ),
+    (
+        "lbn32",
+        "little-endian u32 block numbers, one 4 KiB block read each, no time",
+    ),
+    (
+        "tencent",
+        "Tencent CBS CSV: ts_s,offset_sectors,size_sectors,type(0=R,1=W),volume_id",
+    ),
+    (
+        "tencent-cut",
+        "Tencent CBS cuts: ts_ms,latency_us,op(1=R,0=W),size_bytes,offset_bytes,...",
+    ),
     ("systor", "SYSTOR'17 CSV: Timestamp,Response,IOType,LUN,Offset,Size"),
     ("hpsrt", "HP SRT binary (HP Labs 1992, DiskSim's HPL format)"),
-    ("hpsrt-csv", "CSV rendering of an HP SRT trace: time_s,devno,lba512,size_bytes,op,service_us"),
+    (
+        "hpsrt-csv",
+        "CSV rendering of an HP SRT trace: time_s,devno,lba512,size_bytes,op,service_us",
+    ),
 ];
 
 /// A streaming trace reader: an iterator of requests.
@@ -216,7 +272,11 @@ pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader> {
     if path.is_dir() {
         return Err(Error::io(ctx.file, "is a directory, not a trace file"));
     }
-    let format = if opts.format == "auto" { sniff::sniff(path)? } else { opts.format.as_str() };
+    let format = if opts.format == "auto" {
+        sniff::sniff(path)?
+    } else {
+        opts.format.as_str()
+    };
     let inner = open_format(format, path, ctx, opts)?;
     Ok(TraceReader {
         inner,
@@ -241,7 +301,10 @@ pub(crate) fn open_format(format: &str, path: &Path, ctx: ParseCtx, opts: &Trace
         "blkparse" => {
             let event = opts.blkparse_event.to_ascii_uppercase();
             if event != 'Q' && event != 'D' {
-                return Err(Error::config(format!("blkparse event must be Q or D, not `{}`", opts.blkparse_event)));
+                return Err(Error::config(format!(
+                    "blkparse event must be Q or D, not `{}`",
+                    opts.blkparse_event
+                )));
             }
             Box::new(TextRecords::open(path, ctx, blkparse::Blkparse::new(event))?)
         }
@@ -258,8 +321,13 @@ pub(crate) fn open_format(format: &str, path: &Path, ctx: ParseCtx, opts: &Trace
             let version = if first.is_empty() {
                 1
             } else {
-                vscsi::Vscsi::version_of(&first)
-                    .ok_or_else(|| ctx.err(Location::Record(0), "ver", "not a vscsi v1 or v2 record (version byte not 1 or 2)"))?
+                vscsi::Vscsi::version_of(&first).ok_or_else(|| {
+                    ctx.err(
+                        Location::Record(0),
+                        "ver",
+                        "not a vscsi v1 or v2 record (version byte not 1 or 2)",
+                    )
+                })?
             };
             Box::new(BinaryRecords::open(path, ctx, vscsi::Vscsi::new(version))?)
         }

@@ -27,7 +27,13 @@ impl TextFormat for Msr {
         let op = match cols.next().map(str::trim) {
             Some(t) if t.eq_ignore_ascii_case("read") => Op::Read,
             Some(t) if t.eq_ignore_ascii_case("write") => Op::Write,
-            Some(other) => return Err(ctx.err(Location::Line(lineno), "Type", format!("`{other}` is not Read or Write"))),
+            Some(other) => {
+                return Err(ctx.err(
+                    Location::Line(lineno),
+                    "Type",
+                    format!("`{other}` is not Read or Write"),
+                ))
+            }
             None => return Err(missing("Type", lineno, ctx)),
         };
         let offset = size_field(cols.next(), "Offset", lineno, ctx)?;

@@ -22,7 +22,13 @@ impl TextFormat for MsrCut {
         let op = match cols.next() {
             Some("1") => Op::Read,
             Some("0") => Op::Write,
-            Some(other) => return Err(ctx.err(Location::Line(lineno), "op", format!("`{other}` is not 1 (read) or 0 (write)"))),
+            Some(other) => {
+                return Err(ctx.err(
+                    Location::Line(lineno),
+                    "op",
+                    format!("`{other}` is not 1 (read) or 0 (write)"),
+                ))
+            }
             None => return Err(ctx.err(Location::Line(lineno), "op", "missing column")),
         };
         request(ms * 1e-3, op, offset, len, dev, Location::Line(lineno), ctx).map(Some)

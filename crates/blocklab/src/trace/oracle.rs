@@ -55,7 +55,13 @@ impl BinaryFormat for Oracle {
 
 /// Write one oracleGeneral record.
 #[inline]
-pub fn write_record(w: &mut impl Write, time: u32, obj_id: u64, obj_size: u32, next_access: i64) -> std::io::Result<()> {
+pub fn write_record(
+    w: &mut impl Write,
+    time: u32,
+    obj_id: u64,
+    obj_size: u32,
+    next_access: i64,
+) -> std::io::Result<()> {
     let mut rec = [0u8; RECORD];
     rec[0..4].copy_from_slice(&time.to_le_bytes());
     rec[4..12].copy_from_slice(&obj_id.to_le_bytes());

@@ -30,7 +30,10 @@ const SAMPLE_LINES: usize = 200;
 /// The format name for `path` by the rules above.
 pub fn sniff(path: &Path) -> Result<&'static str> {
     let file = path.display().to_string();
-    let name = path.file_name().map(|n| n.to_string_lossy().to_lowercase()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_lowercase())
+        .unwrap_or_default();
     let stem = match compression_ext(&name) {
         Some(ext) => &name[..name.len() - ext.len()],
         None => name.as_str(),
@@ -40,7 +43,9 @@ pub fn sniff(path: &Path) -> Result<&'static str> {
     }
     let sample = peek(path, SAMPLE_BYTES)?;
     if sample.is_empty() {
-        return Err(Error::config(format!("{file}: empty file; cannot recognise its format, pass --format")));
+        return Err(Error::config(format!(
+            "{file}: empty file; cannot recognise its format, pass --format"
+        )));
     }
     if sample.starts_with(b"$$TR_IOREC") {
         return Ok("hpsrt");
@@ -87,7 +92,9 @@ fn by_name(stem: &str) -> Option<&'static str> {
 
 /// Whether the first (up to 8) records look like vscsi v1 or v2 records.
 fn looks_vscsi(sample: &[u8]) -> bool {
-    let Some(version) = vscsi::Vscsi::version_of(sample) else { return false };
+    let Some(version) = vscsi::Vscsi::version_of(sample) else {
+        return false;
+    };
     let size = if version == 2 { 40 } else { 32 };
     let n = (sample.len() / size).min(8);
     let mut data = 0;
@@ -132,7 +139,11 @@ fn by_content(sample: &[u8], truncated: bool) -> Vec<&'static str> {
             let mut requests = 0;
             for (i, line) in lines.iter().enumerate() {
                 let line = line.trim_end_matches('\r');
-                let line = if i == 0 { line.strip_prefix('\u{feff}').unwrap_or(line) } else { line };
+                let line = if i == 0 {
+                    line.strip_prefix('\u{feff}').unwrap_or(line)
+                } else {
+                    line
+                };
                 if line.trim().is_empty() {
                     continue;
                 }

@@ -43,7 +43,9 @@ impl Zipf {
             return Err(Error::config("Zipf universe must hold at least one block"));
         }
         if !alpha.is_finite() || alpha < 0.0 {
-            return Err(Error::config(format!("Zipf alpha must be finite and >= 0, got {alpha}")));
+            return Err(Error::config(format!(
+                "Zipf alpha must be finite and >= 0, got {alpha}"
+            )));
         }
         let mut cdf = Vec::with_capacity(n as usize);
         let mut s = 0.0;
@@ -113,7 +115,14 @@ pub fn write_native_csv(path: &Path, keys: &[u64], block_size: u64) -> Result<()
 }
 
 /// Generate a Zipf trace and write it as oracleGeneral.
-pub fn write_zipf_oracle(path: &Path, accesses: u64, universe: u64, alpha: f64, seed: u64, obj_size: u32) -> Result<()> {
+pub fn write_zipf_oracle(
+    path: &Path,
+    accesses: u64,
+    universe: u64,
+    alpha: f64,
+    seed: u64,
+    obj_size: u32,
+) -> Result<()> {
     let keys = zipf_keys(accesses, universe, alpha, seed)?;
     write_oracle(path, &keys, obj_size)
 }

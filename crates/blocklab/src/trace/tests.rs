@@ -19,7 +19,14 @@ fn file_with(name: &str, bytes: &[u8]) -> (tempfile::TempDir, std::path::PathBuf
 }
 
 fn read(path: &Path, format: &str) -> Result<Vec<Request>> {
-    open(path, &TraceOptions { format: format.into(), ..Default::default() })?.collect()
+    open(
+        path,
+        &TraceOptions {
+            format: format.into(),
+            ..Default::default()
+        },
+    )?
+    .collect()
 }
 
 fn one(format: &mut dyn TextFormat, line: &str) -> Request {
@@ -27,7 +34,13 @@ fn one(format: &mut dyn TextFormat, line: &str) -> Request {
 }
 
 fn req(time: f64, op: Op, offset: u64, len: u64, tenant: u32) -> Request {
-    Request { time, op, offset, len, tenant }
+    Request {
+        time,
+        op,
+        offset,
+        len,
+        tenant,
+    }
 }
 
 // ---- hand-worked records ------------------------------------------------------------
@@ -43,8 +56,14 @@ fn spc_record() {
 #[test]
 fn msr_times_are_relative_to_the_first_record() {
     let mut f = msr::Msr::default();
-    let a = f.parse_line("128166385295514663,hm,0,Write,9056014336,2048,2833", 1, &ctx()).unwrap().unwrap();
-    let b = f.parse_line("128166385305514663,hm,1,Read,4096,512,10", 2, &ctx()).unwrap().unwrap();
+    let a = f
+        .parse_line("128166385295514663,hm,0,Write,9056014336,2048,2833", 1, &ctx())
+        .unwrap()
+        .unwrap();
+    let b = f
+        .parse_line("128166385305514663,hm,1,Read,4096,512,10", 2, &ctx())
+        .unwrap()
+        .unwrap();
     assert_eq!(a, req(0.0, Op::Write, 9056014336, 2048, 0));
     // 10,000,000 ticks of 100 ns = 1 s
     assert_eq!(b, req(1.0, Op::Read, 4096, 512, 1));
@@ -57,7 +76,10 @@ fn disksim_and_mqsim_differ_only_in_time_unit() {
     let ns = one(&mut disksim::DiskSim::nanos(), line);
     assert_eq!(ms, req(11413.0, Op::Read, 657728 * 512, 16 * 512, 3));
     assert_eq!(ns.time, 11413000.0 * 1e-9);
-    assert_eq!((ns.op, ns.offset, ns.len, ns.tenant), (ms.op, ms.offset, ms.len, ms.tenant));
+    assert_eq!(
+        (ns.op, ns.offset, ns.len, ns.tenant),
+        (ms.op, ms.offset, ms.len, ms.tenant)
+    );
     // flags are hexadecimal, bit 0 = read
     assert_eq!(one(&mut disksim::DiskSim::millis(), "0.5 0 8 8 0x10").op, Op::Write);
     assert_eq!(one(&mut disksim::DiskSim::millis(), "0.5 0 8 8 b").op, Op::Read);
@@ -77,29 +99,67 @@ fn blkparse_events() {
                  Total (sdb):\n";
     let (_d, path) = file_with("x.blkparse", lines.as_bytes());
     let q = read(&path, "blkparse").unwrap();
-    assert_eq!(q, vec![req(0.00000185, Op::Read, 1444645666 * 512, 256 * 512, 0), req(0.5, Op::Write, 51200, 4096, 1)]);
-    let d: Vec<Request> = open(&path, &TraceOptions { format: "blkparse".into(), blkparse_event: 'D', ..Default::default() })
-        .unwrap()
-        .collect::<Result<_>>()
-        .unwrap();
+    assert_eq!(
+        q,
+        vec![
+            req(0.00000185, Op::Read, 1444645666 * 512, 256 * 512, 0),
+            req(0.5, Op::Write, 51200, 4096, 1)
+        ]
+    );
+    let d: Vec<Request> = open(
+        &path,
+        &TraceOptions {
+            format: "blkparse".into(),
+            blkparse_event: 'D',
+            ..Default::default()
+        },
+    )
+    .unwrap()
+    .collect::<Result<_>>()
+    .unwrap();
     assert_eq!(d, vec![req(0.000031865, Op::Read, 1444645666 * 512, 256 * 512, 0)]);
     assert_eq!(sniff::sniff(&path).unwrap(), "blkparse");
-    let e = open(&path, &TraceOptions { format: "blkparse".into(), blkparse_event: 'X', ..Default::default() });
+    let e = open(
+        &path,
+        &TraceOptions {
+            format: "blkparse".into(),
+            blkparse_event: 'X',
+            ..Default::default()
+        },
+    );
     assert!(e.is_err());
 }
 
 #[test]
 fn cloudphysics_tencent_systor_hpsrt_csv_records() {
-    assert_eq!(one(&mut cloudphysics::CloudPhysics, "1,5633898,2a,512,42932745"), req(5633898.0, Op::Write, 42932745 * 512, 512, 0));
-    assert_eq!(one(&mut cloudphysics::CloudPhysics, "1,7,28,4096,8").op, Op::Read);
-    assert_eq!(one(&mut tencent::Tencent, "1538323199,13896880,128,0,1063"), req(1538323199.0, Op::Read, 13896880 * 512, 128 * 512, 1063));
-    assert_eq!(one(&mut tencent_cut::TencentCut, "1500.000,134,0,4096,42242048,0.100,4096"), req(1.5, Op::Write, 42242048, 4096, 0));
-    assert_eq!(one(&mut msr_cut::MsrCut, "250.5 2 11562803200 4096 1"), req(0.2505, Op::Read, 11562803200, 4096, 2));
     assert_eq!(
-        one(&mut systor::Systor, "1456095145.133076000,0.000806000,R,3,899056122368,131072"),
+        one(&mut cloudphysics::CloudPhysics, "1,5633898,2a,512,42932745"),
+        req(5633898.0, Op::Write, 42932745 * 512, 512, 0)
+    );
+    assert_eq!(one(&mut cloudphysics::CloudPhysics, "1,7,28,4096,8").op, Op::Read);
+    assert_eq!(
+        one(&mut tencent::Tencent, "1538323199,13896880,128,0,1063"),
+        req(1538323199.0, Op::Read, 13896880 * 512, 128 * 512, 1063)
+    );
+    assert_eq!(
+        one(&mut tencent_cut::TencentCut, "1500.000,134,0,4096,42242048,0.100,4096"),
+        req(1.5, Op::Write, 42242048, 4096, 0)
+    );
+    assert_eq!(
+        one(&mut msr_cut::MsrCut, "250.5 2 11562803200 4096 1"),
+        req(0.2505, Op::Read, 11562803200, 4096, 2)
+    );
+    assert_eq!(
+        one(
+            &mut systor::Systor,
+            "1456095145.133076000,0.000806000,R,3,899056122368,131072"
+        ),
         req(1456095145.133076, Op::Read, 899056122368, 131072, 3)
     );
-    assert_eq!(one(&mut hpsrt_csv::HpSrtCsv, "0.022479,1,1040,4096,W,9962"), req(0.022479, Op::Write, 1040 * 512, 4096, 1));
+    assert_eq!(
+        one(&mut hpsrt_csv::HpSrtCsv, "0.022479,1,1040,4096,W,9962"),
+        req(0.022479, Op::Write, 1040 * 512, 4096, 1)
+    );
 }
 
 fn vscsi_record(cmd: u16, ver: u16, len: u32, lbn: u64, ts: u64) -> Vec<u8> {
@@ -122,16 +182,28 @@ fn vscsi_records_and_truncation() {
     let (_d, path) = file_with("t.bin", &bytes);
     assert_eq!(sniff::sniff(&path).unwrap(), "vscsi");
     let rs = read(&path, "vscsi").unwrap();
-    assert_eq!(rs, vec![req(5633898.5, Op::Write, 42932745 * 512, 512, 0), req(5633899.0, Op::Read, 4096, 4096, 0)]);
+    assert_eq!(
+        rs,
+        vec![
+            req(5633898.5, Op::Write, 42932745 * 512, 512, 0),
+            req(5633899.0, Op::Read, 4096, 4096, 0)
+        ]
+    );
     // truncated last record
     bytes.truncate(bytes.len() - 5);
     let (_d, path) = file_with("t.vscsi", &bytes);
     let e = read(&path, "vscsi").unwrap_err();
-    assert!(matches!(e, Error::Parse { location: Location::Record(2), ref field, .. } if field == "record"), "{e}");
+    assert!(
+        matches!(e, Error::Parse { location: Location::Record(2), ref field, .. } if field == "record"),
+        "{e}"
+    );
     // unknown opcode
     let (_d, path) = file_with("u.vscsi", &vscsi_record(0x77, 0x100, 512, 1, 1));
     let e = read(&path, "vscsi").unwrap_err();
-    assert!(matches!(e, Error::Parse { location: Location::Record(0), ref field, .. } if field == "cmd"), "{e}");
+    assert!(
+        matches!(e, Error::Parse { location: Location::Record(0), ref field, .. } if field == "cmd"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -142,21 +214,46 @@ fn oracle_and_lbn32_records() {
     let (_d, path) = file_with("x.oracleGeneral.bin", &bytes);
     assert_eq!(sniff::sniff(&path).unwrap(), "oracle");
     let rs = read(&path, "oracle").unwrap();
-    assert_eq!(rs, vec![req(7.0, Op::Read, 5 * 4096, 4096, 0), req(8.0, Op::Read, 9 * 4096, 4096, 3)]);
+    assert_eq!(
+        rs,
+        vec![
+            req(7.0, Op::Read, 5 * 4096, 4096, 0),
+            req(8.0, Op::Read, 9 * 4096, 4096, 3)
+        ]
+    );
     // The cache key of each access is the obj_id.
-    let keys: Vec<u64> = blocks::BlockStream::new(open(&path, &TraceOptions { format: "oracle".into(), ..Default::default() }).unwrap(), Default::default())
-        .unwrap()
-        .map(|a| a.unwrap().key)
-        .collect();
+    let keys: Vec<u64> = blocks::BlockStream::new(
+        open(
+            &path,
+            &TraceOptions {
+                format: "oracle".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+        Default::default(),
+    )
+    .unwrap()
+    .map(|a| a.unwrap().key)
+    .collect();
     assert_eq!(keys, vec![5, (3u64 << 40) | 9]);
     bytes.pop();
     let (_d, path) = file_with("y.oracle", &bytes);
     let e = read(&path, "oracle").unwrap_err();
-    assert!(e.to_string().contains("record 1") && e.to_string().contains("truncated"), "{e}");
+    assert!(
+        e.to_string().contains("record 1") && e.to_string().contains("truncated"),
+        "{e}"
+    );
 
     let (_d, path) = file_with("w.lbn32", &[1, 0, 0, 0, 2, 1, 0, 0]);
     let rs = read(&path, "lbn32").unwrap();
-    assert_eq!(rs, vec![req(0.0, Op::Read, 4096, 4096, 0), req(1.0, Op::Read, 258 * 4096, 4096, 0)]);
+    assert_eq!(
+        rs,
+        vec![
+            req(0.0, Op::Read, 4096, 4096, 0),
+            req(1.0, Op::Read, 258 * 4096, 4096, 0)
+        ]
+    );
 }
 
 fn srt_record(words: &[u32]) -> Vec<u8> {
@@ -171,18 +268,61 @@ fn srt_record(words: &[u32]) -> Vec<u8> {
 fn hpsrt_records() {
     let mut bytes = b"$$TR_IOREC-1.3\nversion = 1.3;\n\x0c".to_vec();
     // id, sec, usec, start, stop, bytes, sector, devno, drivertype, cylno, flags, info, queuelen
-    bytes.extend(srt_record(&[0x0004_0001, 2, 500000, 10, 20, 4096, 1056, 0x0800_0107, 4, 1, 0x1b, 0, 1]));
+    bytes.extend(srt_record(&[
+        0x0004_0001,
+        2,
+        500000,
+        10,
+        20,
+        4096,
+        1056,
+        0x0800_0107,
+        4,
+        1,
+        0x1b,
+        0,
+        1,
+    ]));
     bytes.extend(srt_record(&[0x0004_0004, 3, 0, 10, 20, 4096, 1, 0, 4, 1, 0, 0, 1, 0])); // suspect I/O: skipped
-    bytes.extend(srt_record(&[0x0004_0001, 3, 1, 10, 20, 8192, 8, 0x0800_0008, 4, 1, 0x8810a, 0, 1]));
+    bytes.extend(srt_record(&[
+        0x0004_0001,
+        3,
+        1,
+        10,
+        20,
+        8192,
+        8,
+        0x0800_0008,
+        4,
+        1,
+        0x8810a,
+        0,
+        1,
+    ]));
     let (_d, path) = file_with("a.srt", &bytes);
     let rs = read(&path, "hpsrt").unwrap();
-    assert_eq!(rs, vec![req(2.5, Op::Read, 1056 * 512, 4096, 1), req(3.000001, Op::Write, 8 * 512, 8192, 0)]);
+    assert_eq!(
+        rs,
+        vec![
+            req(2.5, Op::Read, 1056 * 512, 4096, 1),
+            req(3.000001, Op::Write, 8 * 512, 8192, 0)
+        ]
+    );
     let (_d, path) = file_with("a.dat", &bytes);
     assert_eq!(sniff::sniff(&path).unwrap(), "hpsrt");
     bytes.truncate(bytes.len() - 3);
     let (_d, path) = file_with("b.srt", &bytes);
     let e = read(&path, "hpsrt").unwrap_err();
-    assert!(matches!(e, Error::Parse { location: Location::Record(2), .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error::Parse {
+                location: Location::Record(2),
+                ..
+            }
+        ),
+        "{e}"
+    );
     let (_d, path) = file_with("c.srt", b"not a trace");
     assert!(read(&path, "hpsrt").is_err());
 }
@@ -204,7 +344,12 @@ fn compressed_input_is_read_transparently() {
 fn parse_error(format: &str, text: &str) -> (Location, String, String) {
     let (_d, path) = file_with("bad.txt", text.as_bytes());
     match read(&path, format) {
-        Err(Error::Parse { file, location, field, message }) => {
+        Err(Error::Parse {
+            file,
+            location,
+            field,
+            message,
+        }) => {
             assert!(file.ends_with("bad.txt"), "{file}");
             (location, field, message)
         }
@@ -215,7 +360,12 @@ fn parse_error(format: &str, text: &str) -> (Location, String, String) {
 #[test]
 fn malformed_lines_name_line_and_field() {
     let cases: &[(&str, &str, u64, &str)] = &[
-        ("csv", "timestamp,op,offset,size\n0.1,R,0,512\n0.2,R,x12,512\n", 3, "offset"),
+        (
+            "csv",
+            "timestamp,op,offset,size\n0.1,R,0,512\n0.2,R,x12,512\n",
+            3,
+            "offset",
+        ),
         ("csv", "0.1,Q,0,512\n", 1, "op"),
         ("csv", "0.1,R,0,-512\n", 1, "size"),
         ("csv", "0.1,R,0\n", 1, "size"),
@@ -258,8 +408,15 @@ fn overflowing_offsets_are_errors_not_panics() {
 
 #[test]
 fn skip_bad_counts_skipped_records() {
-    let (_d, path) = file_with("s.csv", b"0.1,R,0,512\n0.2,Q,0,512\nnot,a,line\n0.3,W,512,512\n\xff\xfe,R,0,1\n");
-    let opts = TraceOptions { format: "csv".into(), skip_bad: true, ..Default::default() };
+    let (_d, path) = file_with(
+        "s.csv",
+        b"0.1,R,0,512\n0.2,Q,0,512\nnot,a,line\n0.3,W,512,512\n\xff\xfe,R,0,1\n",
+    );
+    let opts = TraceOptions {
+        format: "csv".into(),
+        skip_bad: true,
+        ..Default::default()
+    };
     let mut r = open(&path, &opts).unwrap();
     let got: Vec<Request> = (&mut r).collect::<Result<_>>().unwrap();
     assert_eq!(got.len(), 2);
@@ -274,7 +431,11 @@ fn overlong_lines_stop_the_reader() {
     let mut bytes = b"0.1,R,0,512\n".to_vec();
     bytes.extend(std::iter::repeat_n(b'7', (1 << 20) + 10));
     let (_d, path) = file_with("long.csv", &bytes);
-    let opts = TraceOptions { format: "csv".into(), skip_bad: true, ..Default::default() };
+    let opts = TraceOptions {
+        format: "csv".into(),
+        skip_bad: true,
+        ..Default::default()
+    };
     let mut r = open(&path, &opts).unwrap();
     assert_eq!((&mut r).count(), 1);
     assert_eq!(r.skipped(), 1);
@@ -285,7 +446,10 @@ fn overlong_lines_stop_the_reader() {
 #[test]
 fn failed_conversion_leaves_no_output() {
     let (d, path) = file_with("bad.csv", b"0.1,R,0,512\n0.2,R,0,512\n0.3,R,zz,512\n");
-    let opts = TraceOptions { format: "csv".into(), ..Default::default() };
+    let opts = TraceOptions {
+        format: "csv".into(),
+        ..Default::default()
+    };
     for to in ["csv", "oracle"] {
         let dst = d.path().join(format!("out.{to}"));
         let e = convert::convert(&path, &opts, &dst, to, 4096).unwrap_err();
@@ -307,7 +471,10 @@ fn time_order_is_not_checked() {
 fn unknown_format_and_missing_file() {
     let (_d, path) = file_with("o.csv", b"5,R,0,512\n");
     let e = read(&path, "nope").unwrap_err().to_string();
-    assert!(e.contains("nope") && e.contains("blkparse") && e.contains("auto"), "{e}");
+    assert!(
+        e.contains("nope") && e.contains("blkparse") && e.contains("auto"),
+        "{e}"
+    );
     let e = read(Path::new("/no/such/trace.csv"), "csv").unwrap_err().to_string();
     assert!(e.contains("/no/such/trace.csv") && e.contains("no such file"), "{e}");
 }
@@ -318,11 +485,23 @@ fn sniffing_rules() {
         ("a.txt", b"timestamp,op,offset,size\n0.5,R,0,512\n", Ok("csv")),
         ("a.txt", b"0,20941264,8192,W,0.551706\n1,1,512,r,0.6\n", Ok("spc")),
         ("a", b"128166385295514663,hm,0,Write,9056014336,2048,2833\n", Ok("msr")),
-        ("a", b"Timestamp,Response,IOType,LUN,Offset,Size\n1456095145.1,0.0008,R,0,899056122368,131072\n", Ok("systor")),
+        (
+            "a",
+            b"Timestamp,Response,IOType,LUN,Offset,Size\n1456095145.1,0.0008,R,0,899056122368,131072\n",
+            Ok("systor"),
+        ),
         ("a", b"1538323200,4247200,128,1,1058\n", Ok("tencent")),
         ("a", b"0.000,134,1,4096,42242048,0.100,4096\n", Ok("tencent-cut")),
-        ("a", b"version,time,op,size,lbn\n1,5633898,2a,512,42932745\n", Ok("cloudphysics")),
-        ("a", b"time_s,devno,lba512,size_bytes,op,service_us\n0.000000,1,1056,4096,R,19513\n", Ok("hpsrt-csv")),
+        (
+            "a",
+            b"version,time,op,size,lbn\n1,5633898,2a,512,42932745\n",
+            Ok("cloudphysics"),
+        ),
+        (
+            "a",
+            b"time_s,devno,lba512,size_bytes,op,service_us\n0.000000,1,1056,4096,R,19513\n",
+            Ok("hpsrt-csv"),
+        ),
         ("a", b"11413000 0 657728 16 1\n", Err("ambiguous")),
         ("a", b"hello world\n", Err("could not recognise")),
         ("a", b"", Err("empty")),
@@ -445,13 +624,24 @@ proptest! {
 #[test]
 fn convert_round_trips_and_next_access() {
     use proptest::test_runner::TestRunner;
-    let mut runner = TestRunner::new(ProptestConfig { cases: 48, ..ProptestConfig::default() });
+    let mut runner = TestRunner::new(ProptestConfig {
+        cases: 48,
+        ..ProptestConfig::default()
+    });
     let strat = proptest::collection::vec((0u32..100, any::<bool>(), 0u64..40, 1u64..3, 0u32..3), 0..60);
     runner
         .run(&strat, |spec| {
             let reqs: Vec<Request> = spec
                 .iter()
-                .map(|&(t, w, blk, n, ten)| req(t as f64, if w { Op::Write } else { Op::Read }, blk * 4096, n * 4096, ten))
+                .map(|&(t, w, blk, n, ten)| {
+                    req(
+                        t as f64,
+                        if w { Op::Write } else { Op::Read },
+                        blk * 4096,
+                        n * 4096,
+                        ten,
+                    )
+                })
                 .collect();
             let dir = tempfile::tempdir().unwrap();
             let src = dir.path().join("src.csv");
@@ -461,7 +651,10 @@ fn convert_round_trips_and_next_access() {
                 native_csv::write_record(&mut f, r).unwrap();
             }
             drop(f);
-            let opts = TraceOptions { format: "csv".into(), ..Default::default() };
+            let opts = TraceOptions {
+                format: "csv".into(),
+                ..Default::default()
+            };
             let csv = dir.path().join("out.csv.gz");
             let s = convert::convert(&src, &opts, &csv, "csv", 4096).unwrap();
             prop_assert_eq!(s.requests, reqs.len() as u64);
@@ -491,14 +684,28 @@ fn convert_round_trips_and_next_access() {
             prop_assert_eq!(recs.len(), accesses.len());
             prop_assert_eq!(s.records, accesses.len() as u64);
             for (i, &(t, k)) in accesses.iter().enumerate() {
-                let next = accesses[i + 1..].iter().position(|&(_, k2)| k2 == k).map(|j| (i + 1 + j) as i64 + 1).unwrap_or(-1);
+                let next = accesses[i + 1..]
+                    .iter()
+                    .position(|&(_, k2)| k2 == k)
+                    .map(|j| (i + 1 + j) as i64 + 1)
+                    .unwrap_or(-1);
                 prop_assert_eq!(recs[i], (t, k, 4096, next));
             }
             // Reading the oracle file back gives the same block-key sequence.
-            let back: Vec<u64> = blocks::BlockStream::new(open(&ora, &TraceOptions { format: "oracle".into(), ..Default::default() }).unwrap(), Default::default())
-                .unwrap()
-                .map(|a| a.unwrap().key)
-                .collect();
+            let back: Vec<u64> = blocks::BlockStream::new(
+                open(
+                    &ora,
+                    &TraceOptions {
+                        format: "oracle".into(),
+                        ..Default::default()
+                    },
+                )
+                .unwrap(),
+                Default::default(),
+            )
+            .unwrap()
+            .map(|a| a.unwrap().key)
+            .collect();
             prop_assert_eq!(back, accesses.iter().map(|a| a.1).collect::<Vec<_>>());
             Ok(())
         })
