@@ -3,11 +3,12 @@
 
 use super::rgr::{run, FailAt, MissOps, RgrArray, RgrCell, RgrRun, TenantMap};
 use crate::array::{parse_bytes, Array, ArrayConfig, DiskOpKind, Layout};
-use crate::cache::fault::FaultMap;
+use crate::cache::fault::{all_policies, FaultMap};
+use crate::cache::sim::{open_blocks, parse_policy_list};
 use crate::cache::sizes;
 use crate::error::{Error, Result};
 use crate::trace::blocks::{BlockOptions, BlockStream};
-use crate::trace::{self, TraceOptions};
+use crate::trace::TraceOptions;
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -123,9 +124,9 @@ pub fn build_array(cfg: &RgrTraceConfig) -> Result<Array> {
 }
 
 fn stream(path: &Path, cfg: &RgrTraceConfig) -> Result<BlockStream> {
-    let reader = trace::open(path, &cfg.trace)?;
-    BlockStream::new(
-        reader,
+    open_blocks(
+        path,
+        &cfg.trace,
         BlockOptions {
             block_size: cfg.block_size,
             reads_only: cfg.reads_only,
@@ -141,12 +142,8 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
         None => FailAt::Start,
         Some(s) => FailAt::parse(s)?,
     };
-    let policies: Vec<String> = cfg
-        .policies
-        .split(',')
-        .map(|s| s.trim().to_ascii_lowercase())
-        .filter(|s| !s.is_empty())
-        .collect();
+    // Names are checked before any pass over the trace.
+    let policies = parse_policy_list(&cfg.policies, &all_policies())?;
     // Sizes: blocks, bytes, or a share of the unique blocks (one extra pass).
     let unique = if sizes::needs_unique(&cfg.sizes) {
         let mut seen = FxHashSet::default();

@@ -14,7 +14,7 @@
 //! oracleGeneral `next_access` field) can skip that pass by feeding
 //! [`simulate_accesses`] directly with `Access::next_use` filled in.
 
-use super::{build, sizes, Access, Policy, NEVER};
+use super::{build, sizes, Access, Policy, NEVER, POLICIES};
 use crate::error::{Error, Result};
 use crate::trace::blocks::{BlockOptions, BlockStream};
 use crate::trace::{self, TraceOptions};
@@ -76,6 +76,12 @@ pub fn cells(policies: &[String], sizes: &[u64]) -> Vec<Cell> {
 
 /// Split and check a comma-separated policy list (unknown names list the valid ones).
 pub fn parse_policies(list: &str) -> Result<Vec<String>> {
+    parse_policy_list(list, POLICIES)
+}
+
+/// Split a comma-separated policy list and check every name against `valid`
+/// (the fault-aware commands accept more names than [`build`]).
+pub fn parse_policy_list(list: &str, valid: &[&str]) -> Result<Vec<String>> {
     let names: Vec<String> = list
         .split(',')
         .map(|s| s.trim().to_ascii_lowercase())
@@ -84,8 +90,8 @@ pub fn parse_policies(list: &str) -> Result<Vec<String>> {
     if names.is_empty() {
         return Err(Error::config("no cache policy given"));
     }
-    for n in &names {
-        build(n, 1)?;
+    if let Some(bad) = names.iter().find(|n| !valid.contains(&n.as_str())) {
+        return Err(Error::unknown("policy", bad, valid));
     }
     Ok(names)
 }
