@@ -53,11 +53,12 @@ def ensure_trace() -> None:
     if TRACE.exists() and TRACE.stat().st_size == 24 * ACCESSES:
         return
     OUT.mkdir(parents=True, exist_ok=True)
-    from blocklab import _core
-
     t = time.perf_counter()
     tmp = TRACE.with_suffix(".tmp")
-    _core.write_zipf_oracle(str(tmp), ACCESSES, UNIVERSE, ALPHA, SEED, 1)
+    # In a child process: Linux hands a forked child the parent's peak RSS as its
+    # starting ru_maxrss, so a large parent would hide the children's memory.
+    subprocess.run([BLOCKLAB, "trace", "synth", str(tmp), "--accesses", str(ACCESSES), "--universe", str(UNIVERSE),
+                    "--alpha", str(ALPHA), "--seed", str(SEED), "--to", "oracle"], check=True, stdout=subprocess.DEVNULL)
     tmp.rename(TRACE)
     print(f"generated {TRACE} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
 
