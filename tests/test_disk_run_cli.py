@@ -56,6 +56,18 @@ def test_closed_loop_and_timeseries(monkeypatch, capsys, trace, tmp_path):
     assert sum(float(x["utilization"]) for x in rows) == pytest.approx(4.0)
 
 
+def test_closed_loop_think_time(monkeypatch, capsys, trace):
+    # Constant 10 ms, one outstanding, 5 ms think: issues at 0, 15, 30, 45; the
+    # run ends with the fourth completion at 55 ms.
+    code, out, _ = cli(monkeypatch, capsys, "disk", "run", "const:10", "-t", trace, "-f", "csv", "--replay", "closed",
+                       "--think-ms", "5", "--json")
+    assert code in (0, None)
+    r = json.loads(out)
+    assert r["avg_response_ms"] == pytest.approx(10.0)
+    assert r["sim_time_ms"] == pytest.approx(55.0)
+    assert r["utilization"] == pytest.approx(40.0 / 55.0)
+
+
 def test_feedback_merges_traces(monkeypatch, capsys, trace):
     code, out, _ = cli(monkeypatch, capsys, "disk", "run", "const:1", "-t", trace, "-t", trace, "-f", "csv",
                        "--replay", "feedback", "--reference", "const:10", "--infinitely-fast", "--json")
@@ -69,6 +81,7 @@ def test_feedback_merges_traces(monkeypatch, capsys, trace):
     ["--scheduler", "elevator"],
     ["--replay", "open", "--speedup", "0"],
     ["--replay", "closed", "--outstanding", "0"],
+    ["--replay", "closed", "--think-ms", "-1"],
 ])
 def test_bad_options_exit_2(monkeypatch, capsys, trace, args):
     code, _, err = cli(monkeypatch, capsys, "disk", "run", "const:1", "-t", trace, "-f", "csv", *args)

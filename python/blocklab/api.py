@@ -73,7 +73,7 @@ def _csv(v: str | Iterable) -> str:
 
 
 def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", speedup: float = 1.0,
-             outstanding: int = 1, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
+             outstanding: int = 1, think_ms: float = 0.0, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
              interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
              raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
              block_size: int = 4096) -> dict:
@@ -82,7 +82,7 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         traces = [traces]
     return json.loads(_core.disk_run(
         model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
-        infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
+        think_ms=think_ms, infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
         reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
         block_size=block_size))
 def _bytes(v: int | str) -> int:

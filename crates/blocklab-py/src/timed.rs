@@ -7,7 +7,7 @@ use crate::to_py;
 
 /// Replay traces in simulated time on a drive model; returns the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1,
+#[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1, think_ms=0.0,
     infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
     chunk="64KiB", failed=Vec::new(), block_size=4096))]
@@ -20,6 +20,7 @@ fn disk_run(
     replay: &str,
     speedup: f64,
     outstanding: usize,
+    think_ms: f64,
     infinitely_fast: bool,
     window: usize,
     scheduler: &str,
@@ -44,6 +45,7 @@ fn disk_run(
         replay: replay.into(),
         speedup,
         outstanding,
+        think_ms,
         infinitely_fast,
         window,
         scheduler: scheduler.into(),

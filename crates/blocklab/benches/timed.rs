@@ -111,7 +111,10 @@ fn main() {
         "closed N=1 fcfs (back to back)",
         &load,
         &reqs,
-        Discipline::Closed { outstanding: 1 },
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: 0.0,
+        },
         "fcfs",
     );
     case(
@@ -125,7 +128,10 @@ fn main() {
         "closed N=16 satf",
         &load,
         &reqs,
-        Discipline::Closed { outstanding: 16 },
+        Discipline::Closed {
+            outstanding: 16,
+            think_ms: 0.0,
+        },
         "satf",
     );
     case(
@@ -143,7 +149,10 @@ fn main() {
         "engine only: constant 5 ms device, closed N=1",
         &toy,
         &reqs,
-        Discipline::Closed { outstanding: 1 },
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: 0.0,
+        },
         "fcfs",
     );
 }

@@ -29,6 +29,7 @@ def run(
     replay: str = typer.Option("open", "--replay", help="open (trace times), closed (N outstanding) or feedback (Hsu-Smith)."),
     speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X; feedback: processor speed-up n."),
     outstanding: int = typer.Option(1, "--outstanding", help="closed: requests kept in flight per stream."),
+    think: float = typer.Option(0.0, "--think-ms", help="closed: think time between a completion and the stream's next issue (ms)."),
     infinitely_fast: bool = typer.Option(False, "--infinitely-fast", help="feedback: replace each think time x by x[1-f(x)]."),
     window: int = typer.Option(64, "--window", help="feedback: issue window (requests) per stream."),
     reference: Optional[str] = typer.Option(None, "--reference", help="feedback: model of the traced system giving the original completion times (default MODEL)."),
@@ -59,7 +60,7 @@ def run(
         interval = 1000.0
     out = json.loads(_core.disk_run(
         model, [str(t) for t in trace], format=format, replay=replay.lower(), speedup=speedup,
-        outstanding=outstanding, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
+        outstanding=outstanding, think_ms=think, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
         queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
         reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
         failed=failed_disks, block_size=block_size,

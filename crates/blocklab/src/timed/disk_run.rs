@@ -28,6 +28,8 @@ pub struct RunOptions {
     /// Open: timestamps divided by this. Feedback: processor speed-up n.
     pub speedup: f64,
     pub outstanding: usize,
+    /// Closed: think time between a completion and the next issue (ms).
+    pub think_ms: f64,
     pub infinitely_fast: bool,
     pub window: usize,
     pub scheduler: String,
@@ -59,6 +61,7 @@ impl Default for RunOptions {
             replay: "open".into(),
             speedup: 1.0,
             outstanding: 1,
+            think_ms: 0.0,
             infinitely_fast: false,
             window: ISSUE_WINDOW,
             scheduler: "fcfs".into(),
@@ -95,6 +98,7 @@ pub fn discipline(o: &RunOptions) -> Result<Discipline> {
         "open" => Discipline::Open { speedup: o.speedup },
         "closed" => Discipline::Closed {
             outstanding: o.outstanding,
+            think_ms: o.think_ms,
         },
         "feedback" => Discipline::Feedback {
             cpu_speedup: if o.infinitely_fast { None } else { Some(o.speedup) },

@@ -3,7 +3,8 @@
 //! * **open** — at its trace timestamp (relative to the stream's first
 //!   request) divided by `speedup`, whatever the storage does.
 //! * **closed** — `outstanding` requests per stream are kept in flight; a
-//!   completion issues the stream's next request at once (timestamps ignored).
+//!   completion issues the stream's next request after a fixed think time
+//!   (`think_ms`, 0: at once; timestamps ignored).
 //! * **feedback** — Hsu & Smith, "The performance impact of I/O optimizations
 //!   and disk improvements", IBM J. R&D 48(2), 2004, §3 "Modeling timing
 //!   effects":
@@ -89,8 +90,10 @@ pub enum Discipline {
     Open {
         speedup: f64,
     },
+    /// `think_ms`: delay between a completion and the next issue.
     Closed {
         outstanding: usize,
+        think_ms: f64,
     },
     /// `cpu_speedup`: the processor speed-up n (1 keeps the think times);
     /// `None`: infinitely fast.
@@ -114,7 +117,10 @@ impl Discipline {
             Discipline::Open { speedup } if !(speedup.is_finite() && *speedup > 0.0) => Err(Error::config(format!(
                 "speed-up must be a positive number, got {speedup}"
             ))),
-            Discipline::Closed { outstanding: 0 } => Err(Error::config("outstanding requests must be at least 1")),
+            Discipline::Closed { outstanding: 0, .. } => Err(Error::config("outstanding requests must be at least 1")),
+            Discipline::Closed { think_ms, .. } if !(think_ms.is_finite() && *think_ms >= 0.0) => Err(Error::config(
+                format!("think time must be a non-negative number of ms, got {think_ms}"),
+            )),
             Discipline::Feedback {
                 cpu_speedup: Some(n), ..
             } if !(n.is_finite() && *n > 0.0) => Err(Error::config(format!(
@@ -282,7 +288,9 @@ pub fn run_with_reference(
     }
     let mut report = match &cfg.discipline {
         Discipline::Open { speedup } => open_pass(stack, sources, &cfg.exec, *speedup, None)?,
-        Discipline::Closed { outstanding } => closed(stack, sources, &cfg.exec, *outstanding)?,
+        Discipline::Closed { outstanding, think_ms } => {
+            closed(stack, sources, &cfg.exec, *outstanding, secs_to_ns(think_ms / 1e3))?
+        }
         Discipline::Feedback { cpu_speedup, window } => {
             let mut deps: Vec<Vec<Dep>> = vec![Vec::new(); sources.len()];
             // Pass 1 only derives the dependencies; its metrics are discarded.
@@ -374,27 +382,48 @@ fn open_pass(
     Ok(rep)
 }
 
-fn closed(stack: &mut dyn Stack, sources: &mut [Source], ecfg: &ExecConfig, outstanding: usize) -> Result<Report> {
+fn closed(
+    stack: &mut dyn Stack,
+    sources: &mut [Source],
+    ecfg: &ExecConfig,
+    outstanding: usize,
+    think: Ns,
+) -> Result<Report> {
     let n = sources.len();
     let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
+    // Requests taken from a stream and waiting out their think time, in
+    // order (the think time is constant, so wakes come back in this order).
+    let mut thinking: Vec<VecDeque<(u64, Request)>> = (0..n).map(|_| VecDeque::new()).collect();
     let mut issued = 0u64;
-    let mut issue = |ex: &mut TimedExecutor, st: &mut Stream, s: usize, stack: &mut dyn Stack| -> Result<()> {
-        if let Some((j, r)) = st.take()? {
-            ex.submit(stack.plan(&r)?, tag(s, j, n))?;
-            issued += 1;
-        }
-        Ok(())
-    };
     for (s, st) in streams.iter_mut().enumerate() {
         for _ in 0..outstanding {
-            issue(&mut ex, st, s, stack)?;
+            if let Some((j, r)) = st.take()? {
+                ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                issued += 1;
+            }
         }
     }
     while let Some(step) = ex.next_step() {
-        if let Step::Done { tag: t, .. } = step {
-            let (s, _) = untag(t, n);
-            issue(&mut ex, &mut streams[s], s, stack)?;
+        match step {
+            Step::Done { time, tag: t, .. } => {
+                let (s, _) = untag(t, n);
+                if let Some((j, r)) = streams[s].take()? {
+                    if think == 0 {
+                        ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                        issued += 1;
+                    } else {
+                        ex.wake_at(time.saturating_add(think), tag(s, j, n));
+                        thinking[s].push_back((j, r));
+                    }
+                }
+            }
+            Step::Wake { token, .. } => {
+                let (s, _) = untag(token, n);
+                let (j, r) = thinking[s].pop_front().expect("wake without a thinking request");
+                ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                issued += 1;
+            }
         }
     }
     check_all_done(&ex, issued)?;

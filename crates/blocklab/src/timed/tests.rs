@@ -96,7 +96,10 @@ fn closed_loop_one_outstanding_is_back_to_back_service() {
     ];
     let r = responses(
         &reqs,
-        Discipline::Closed { outstanding: 1 },
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: 0.0,
+        },
         ToyDisk::linear(1.0, 0.5, 1000),
     );
     assert_eq!(r.requests, 4);
@@ -113,9 +116,49 @@ fn closed_loop_two_outstanding_queues() {
     // Constant 10 ms, N = 2: requests 0,1 at t=0 (responses 10, 20); 2 issued at
     // 10 (done 30, response 20), 3 issued at 20 (done 40, response 20).
     let reqs = [rq(0.0, 0, 0), rq(0.0, 1, 0), rq(0.0, 2, 0), rq(0.0, 3, 0)];
-    let r = responses(&reqs, Discipline::Closed { outstanding: 2 }, ToyDisk::constant(10.0));
+    let r = responses(
+        &reqs,
+        Discipline::Closed {
+            outstanding: 2,
+            think_ms: 0.0,
+        },
+        ToyDisk::constant(10.0),
+    );
     assert!(close(r.avg_response_ms, 17.5));
     assert_eq!(r.max_outstanding, 2);
+}
+
+#[test]
+fn closed_loop_think_time_delays_each_next_issue() {
+    // Constant 10 ms, N = 1, think 3 ms: R0 0–10, R1 13–23, R2 26–36. Every
+    // response is the bare 10 ms service; the run ends at the last
+    // completion (no wake after it), utilization 30/36.
+    let reqs = [rq(0.0, 0, 0), rq(0.0, 1, 0), rq(0.0, 2, 0)];
+    let r = responses(
+        &reqs,
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: 3.0,
+        },
+        ToyDisk::constant(10.0),
+    );
+    assert_eq!(r.requests, 3);
+    assert!(close(r.avg_response_ms, 10.0));
+    assert!(close(r.sim_time_ms, 36.0));
+    assert!(close(r.utilization, 30.0 / 36.0));
+    // N = 2, think 5: R0 0–10, R1 10–20 (queued), R2 issued 15 → 20–30
+    // (response 15), R3 issued 25 → 30–40 (response 15): mean (10+20+15+15)/4.
+    let reqs = [rq(0.0, 0, 0), rq(0.0, 1, 0), rq(0.0, 2, 0), rq(0.0, 3, 0)];
+    let r = responses(
+        &reqs,
+        Discipline::Closed {
+            outstanding: 2,
+            think_ms: 5.0,
+        },
+        ToyDisk::constant(10.0),
+    );
+    assert!(close(r.avg_response_ms, 15.0));
+    assert!(close(r.sim_time_ms, 40.0));
 }
 
 #[test]
@@ -509,7 +552,18 @@ fn bad_discipline_parameters_are_errors() {
     for d in [
         Discipline::Open { speedup: 0.0 },
         Discipline::Open { speedup: f64::NAN },
-        Discipline::Closed { outstanding: 0 },
+        Discipline::Closed {
+            outstanding: 0,
+            think_ms: 0.0,
+        },
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: -1.0,
+        },
+        Discipline::Closed {
+            outstanding: 1,
+            think_ms: f64::INFINITY,
+        },
         Discipline::Feedback {
             cpu_speedup: Some(-1.0),
             window: 64,
@@ -607,7 +661,7 @@ mod props {
         fn every_request_completes(a in trace(), b in trace(), sched in 0usize..4, disc in 0usize..4, n in 1usize..4) {
             let d = match disc {
                 0 => Discipline::Open { speedup: 1.5 },
-                1 => Discipline::Closed { outstanding: n },
+                1 => Discipline::Closed { outstanding: n, think_ms: 0.0 },
                 2 => Discipline::Feedback { cpu_speedup: Some(2.0), window: n },
                 _ => Discipline::Feedback { cpu_speedup: None, window: ISSUE_WINDOW },
             };
