@@ -215,6 +215,7 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
             0.0
         },
         hold_bus_write: disk.num_or("Hold bus entire write xfer", 0.0)? != 0.0,
+        write_data_prep_ms: disk.num_or("Data preparation overhead", 0.0)? * scale,
     };
     Hdd::new(HddParams {
         name: disk.name.clone().unwrap_or_default(),

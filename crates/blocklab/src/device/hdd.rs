@@ -494,10 +494,13 @@ pub struct CacheParams {
     pub readahead_on_idle_hit: bool,
     /// "Fast write level" 1: only appending writes are write hits.
     pub write_back_sequential_only: bool,
-    /// Fraction of a write-through request buffered before the media write.
+    /// "Low (write) water mark" (a fraction of the request): where a
+    /// write reconnects once a full segment drains; not a media-write gate.
     pub write_water: f64,
     /// The drive holds the bus for a whole write transfer.
     pub hold_bus_write: bool,
+    /// "Data preparation overhead" before a write-through write's data phase.
+    pub write_data_prep_ms: f64,
 }
 
 impl CacheParams {
@@ -525,6 +528,7 @@ impl CacheParams {
             readahead_on_idle_hit: false,
             write_water: 0.0,
             hold_bus_write: false,
+            write_data_prep_ms: 0.0,
         }
     }
 }
@@ -1031,27 +1035,40 @@ impl Hdd {
             return done - now + self.p.overheads.write_complete;
         }
         // Write-through: transfer into the buffer while positioning; the
-        // media write starts once the data is in.
+        // media write starts once the data can reach the head in time.
         let oh = c_over(&self.p.overheads.write_miss, ow);
-        let data_in = now + oh + n as f64 * bus;
+        // The data phase follows the command overhead and the data
+        // preparation overhead.
+        let data_t0 = now + oh + c.write_data_prep_ms;
+        let data_in = data_t0 + n as f64 * bus;
         let start = (now + oh).max(self.mech_free);
         // Position first (the seek overlaps the transfer), then wait for data.
         let ph = self.p.layout.map(lbn);
         let pos = self.position(self.head, &ph, true);
         // The media write may start before the last sector has crossed the
-        // bus, as long as each sector is buffered before the head reaches it.
+        // bus, as long as each sector is buffered before the head reaches it
+        // (just in time). The low-water mark is not a gate here: it is the
+        // reconnection point once a full segment drains (DiskSim's manual),
+        // which these request sizes never reach.
         let sector_ms = self.period / ph.spt as f64;
-        // A drive that holds the bus for the whole transfer takes all the
-        // data first; otherwise the low-water mark (a fraction of the
-        // request) must be buffered.
         let just_in_time = if bus > sector_ms {
             data_in - (n - 1) as f64 * sector_ms
         } else {
-            now + oh + bus
+            data_t0 + bus
         };
-        let water = if c.hold_bus_write { 1.0 } else { c.write_water };
-        let marked = now + oh + ((water * n as f64).ceil().max(1.0)) * bus;
-        let ready = (start + pos).max(just_in_time).max(marked);
+        // "trackSwitchPlusRotation": an access costs a head switch, then the
+        // rotation. A write-through drive begins that access once its data
+        // can stream, so the switch is charged from then (even on the track
+        // under the head); the seek itself overlaps the transfer.
+        let access = if self.p.same_track_switch {
+            self.p.head_switch_ms
+        } else {
+            0.0
+        };
+        // A drive that holds the bus for the whole transfer writes only
+        // once all the data is in.
+        let all_in = if c.hold_bus_write { data_in } else { 0.0 };
+        let ready = (start + pos).max(just_in_time + access).max(all_in);
         self.head = Head {
             cyl: ph.cyl,
             head: ph.head,
@@ -1406,6 +1423,45 @@ mod tests {
         // it the platter has passed sector 3 by 60.5 → wait to 70.3.
         assert!((d.service(60.0, &r(3)) - 0.4).abs() < 1e-9);
         assert!((e.service(60.0, &r(3)) - 10.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn write_through_access_starts_a_head_switch_after_the_data_can_stream() {
+        // Simple drive: 10 ms per revolution, 0.1 ms per sector, 0.5 ms head
+        // switch, no cache (write-through). The bus takes 0.2 ms a sector,
+        // slower than the media, and the write overhead is 0.5 ms.
+        let w = |lbn| DevRequest {
+            kind: DiskOpKind::Write,
+            lbn,
+            sectors: 4,
+        };
+        let drive = |switch: bool, prep: f64, water: f64| {
+            let mut d = simple_drive();
+            d.p.same_track_switch = switch;
+            d.p.bus_write_ms = 0.2;
+            d.p.overheads.write_miss = [0.5, 0.5];
+            d.p.cache.write_data_prep_ms = prep;
+            d.p.cache.write_water = water;
+            d
+        };
+        // Data cross the bus from 0.5 to 1.3 ms; with the last sector due
+        // 0.3 ms after the first, the media write can stream from 1.0 ms
+        // (just in time). Sector 12 passes at 1.2: written by 1.6. The
+        // low-water mark (all of the request) does not hold it back.
+        assert!((drive(false, 0.0, 1.0).service(0.0, &w(12)) - 1.6).abs() < 1e-9);
+        // With "trackSwitchPlusRotation" the access (a 0.5 ms switch) starts
+        // at 1.0, so sector 12 is missed at 1.2 and written at 11.2..11.6.
+        assert!((drive(true, 0.0, 0.0).service(0.0, &w(12)) - 11.6).abs() < 1e-9);
+        // 0.15 ms of data preparation moves the stream point to 1.15 ms:
+        // sector 11 (at 1.1) is missed, written at 11.1..11.5 instead of
+        // 1.1..1.5.
+        assert!((drive(false, 0.0, 0.0).service(0.0, &w(11)) - 1.5).abs() < 1e-9);
+        assert!((drive(false, 0.15, 0.0).service(0.0, &w(11)) - 11.5).abs() < 1e-9);
+        // A drive holding the bus for the whole transfer waits for all the
+        // data (1.3 ms): sector 12 is missed too.
+        let mut d = drive(false, 0.0, 0.0);
+        d.p.cache.hold_bus_write = true;
+        assert!((d.service(0.0, &w(12)) - 11.6).abs() < 1e-9);
     }
 
     #[test]
