@@ -167,8 +167,14 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
             )));
         }
     };
+    // "Single cylinder seek time" is an input of the curves that need it
+    // (three-point, HPL). An extracted curve already holds its measured
+    // d = 1 time and is looked up at every distance (DiskSim ignores the
+    // field for it): the HP and DEC files carry a 0.2 ms placeholder there
+    // against 1.0–1.3 ms in their tables.
     let single_cyl_ms = match (&curve, single > 0.0) {
         (SeekCurve::Hpl { first, .. }, _) if !first.is_empty() => None,
+        (SeekCurve::Table(_), _) => None,
         (_, true) => Some(single),
         _ => None,
     };
@@ -260,6 +266,36 @@ mod tests {
             let d = load_parv(&dir.join(format!("{name}.parv"))).unwrap();
             assert_eq!(d.capacity_sectors(), blocks, "{name}");
         }
+    }
+
+    #[test]
+    fn extracted_curve_keeps_its_own_single_cylinder_time() {
+        // 1 surface, 10 cylinders of 10 sectors, 6000 rpm: 10 ms per
+        // revolution, 1 ms per sector, no cache, no overheads.
+        let dir = std::env::temp_dir().join(format!("blocklab-disksim-1cyl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("x.seek"), "Seek distances measured: 2\n1, 3.0\n9, 7.0\n").unwrap();
+        std::fs::write(
+            dir.join("x.model"),
+            "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n\
+             Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n\
+             Last cylinder number = 9, Blocks per track = 10 } ] },\n\
+             Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n\
+             Single cylinder seek time = 0.5,\n Rotation speed (in rpms) = 6000 }\n}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("x.parv"), "disksim_disk D {\n Model = source x.model\n}\n").unwrap();
+        let mut d = load_parv(&dir.join("x.parv")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        // LBN 12 is sector 2 of cylinder 1. The table's 3 ms seek lands at
+        // t = 3 (platter at sector 3), so sector 2 comes round at 12 and is
+        // read by 13. The 0.5 ms field would have caught it at 2 (done at 3).
+        let req = crate::device::DevRequest {
+            kind: crate::array::plan::DiskOpKind::Read,
+            lbn: 12,
+            sectors: 1,
+        };
+        assert!((d.service(0.0, &req) - 13.0).abs() < 1e-9);
     }
 
     #[test]
