@@ -592,6 +592,9 @@ pub struct Hdd {
     prev_read_end: Option<u64>,
     /// End LBN of the previous request (appending-write detection).
     last_end: u64,
+    /// The mechanism's last media access was a write: the heads are still
+    /// positioned for writing.
+    head_wrote: bool,
 }
 
 const EPS: f64 = 1e-9;
@@ -625,6 +628,7 @@ impl Hdd {
             last_hit: false,
             prev_read_end: None,
             last_end: u64::MAX,
+            head_wrote: false,
             p,
         })
     }
@@ -721,6 +725,7 @@ impl Hdd {
             // completes).
             let started = (((until - start) / st).floor() as u64).saturating_add(1);
             let k = run.min(started);
+            self.head_wrote = false;
             let end = start + k as f64 * st;
             pf.t = end;
             pf.next += k;
@@ -865,6 +870,7 @@ impl Hdd {
                 }
                 let ph = self.p.layout.map(pf.next);
                 let (_, end) = self.access(pf.t, &ph, false);
+                self.head_wrote = false;
                 let mut pf = pf;
                 pf.t = end;
                 pf.next += 1;
@@ -894,8 +900,20 @@ impl Hdd {
         // ≈0.6–1.2 ms too fast on average.
         let target = self.p.layout.map(lbn);
         if self.p.same_track_switch && self.head.cyl == target.cyl && self.head.head == target.head {
-            start += self.p.head_switch_ms;
+            // After a media write the heads sit where the write put them
+            // (writes settle separately: "Add. write settling delay"), so
+            // reading the same track again is a repositioning of its own:
+            // it costs the drive's shortest seek, the single-cylinder one.
+            // Without it, such reads on the 18ES, Barracuda and Cheetah 9LP
+            // traces are 0.5–1 ms too fast.
+            let resettle = if self.head_wrote {
+                self.p.single_cyl_ms.unwrap_or_else(|| self.p.read_seek.time(1))
+            } else {
+                0.0
+            };
+            start += self.p.head_switch_ms.max(resettle);
         }
+        self.head_wrote = false;
         // Read-any-free-blocks: sectors of the target track that pass under
         // the head while it waits for the first requested sector are cached
         // too (those before the request, and the rest of the track when
@@ -1028,6 +1046,7 @@ impl Hdd {
             self.cache_written(lbn, n);
             let start = done.max(self.mech_free);
             self.mech_free = self.media(start, lbn, n, true, |_, _| {});
+            self.head_wrote = true;
             return done - now + self.p.overheads.write_complete;
         }
         // Write-through: transfer into the buffer while positioning; the
@@ -1058,6 +1077,7 @@ impl Hdd {
         };
         let end = self.media(ready, lbn, n, false, |_, _| {});
         self.mech_free = end;
+        self.head_wrote = true;
         if c.enabled && !self.segs.is_empty() {
             self.cache_written(lbn, n);
         }
@@ -1406,6 +1426,30 @@ mod tests {
         // it the platter has passed sector 3 by 60.5 → wait to 70.3.
         assert!((d.service(60.0, &r(3)) - 0.4).abs() < 1e-9);
         assert!((e.service(60.0, &r(3)) - 10.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn same_track_read_after_a_write_pays_a_single_cylinder_seek() {
+        // Simple drive: 10 ms per revolution, 0.1 ms per sector, 0.5 ms head
+        // switch, 1.0 ms single-cylinder seek (the seek table at d = 1), no
+        // cache (writes go through), no overheads.
+        let req = |kind, lbn| DevRequest { kind, lbn, sectors: 1 };
+        let mut d = simple_drive();
+        d.p.same_track_switch = true;
+        // Write sector 10 at t = 0: no move, 1.0 ms to come round, written
+        // by 1.1.
+        assert!((d.service(0.0, &req(DiskOpKind::Write, 10)) - 1.1).abs() < 1e-9);
+        // Read sector 8 of the same track at t = 20 (angle 0): after the
+        // write the heads re-settle for the 1.0 ms single-cylinder seek, not
+        // the 0.5 ms switch; at 21.0 sector 8 has gone by → 30.8, read 30.9.
+        assert!((d.service(20.0, &req(DiskOpKind::Read, 8)) - 10.9).abs() < 1e-9);
+        // The next same-track read follows a read: the 0.5 ms switch again.
+        // At t = 40: 40.5 (sector 5), sector 8 at 40.8, read by 40.9.
+        assert!((d.service(40.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
+        // Without the write the first read pays only the switch too.
+        let mut e = simple_drive();
+        e.p.same_track_switch = true;
+        assert!((e.service(20.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
     }
 
     #[test]
