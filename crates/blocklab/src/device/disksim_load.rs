@@ -203,8 +203,11 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         read_any_free: disk.num_or("Read any free blocks", 0.0)? != 0.0
             && disk.num_or("Immediate buffer read", 0.0)? != 0.0,
         // Segments are circular queues: data sent to the host may be pushed
-        // out (DiskSim's documentation); the traces show re-reads miss.
-        consume_on_hit: true,
+        // out by read-ahead (DiskSim's documentation; the traces show such
+        // re-reads miss), unless "Read-ahead over requested" is 0: then the
+        // requested data stay in the segment (the 18ES, Atlas 10K and
+        // Atlas III traces show re-reads of them hit).
+        consume_on_hit: disk.num_or("Read-ahead over requested", 0.0)? != 0.0,
         prefetch_mode: disk.num_or("Buffer continuous read", 0.0)? as u8,
         read_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 {
             disk.num_or("High (read) water mark", 0.0)?
@@ -296,6 +299,19 @@ mod tests {
             sectors: 1,
         };
         assert!((d.service(0.0, &req) - 13.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn hits_keep_the_data_unless_read_ahead_may_overwrite_it() {
+        let Some(dir) = crate::device::validate::validation_dir() else {
+            return;
+        };
+        // "Read-ahead over requested" = 0 (18ES) keeps data returned on a
+        // hit; = 1 (Barracuda) lets read-ahead push it out.
+        for (name, consume) in [("ibm18es", false), ("barracuda", true)] {
+            let d = load_parv(&dir.join(format!("{name}.parv"))).unwrap();
+            assert_eq!(d.params().cache.consume_on_hit, consume, "{name}");
+        }
     }
 
     #[test]

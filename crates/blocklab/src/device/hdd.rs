@@ -596,6 +596,9 @@ pub struct Hdd {
     prev_read_end: Option<u64>,
     /// End LBN of the previous request (appending-write detection).
     last_end: u64,
+    /// The mechanism's last media access was a write: the heads are still
+    /// positioned for writing.
+    head_wrote: bool,
 }
 
 const EPS: f64 = 1e-9;
@@ -629,6 +632,7 @@ impl Hdd {
             last_hit: false,
             prev_read_end: None,
             last_end: u64::MAX,
+            head_wrote: false,
             p,
         })
     }
@@ -725,6 +729,7 @@ impl Hdd {
             // completes).
             let started = (((until - start) / st).floor() as u64).saturating_add(1);
             let k = run.min(started);
+            self.head_wrote = false;
             let end = start + k as f64 * st;
             pf.t = end;
             pf.next += k;
@@ -824,7 +829,7 @@ impl Hdd {
             let idle = self.prefetch.is_none_or(|pf| pf.next >= pf.limit);
             if c.readahead_on_idle_hit && idle {
                 let seg = self.segs[i];
-                let limit = self.prefetch_limit(lbn, n, seg.start);
+                let limit = self.prefetch_limit(lbn, n, seg.start.max(lbn));
                 if limit > seg.end && seg.end >= lbn + n {
                     let t = (now + oh).max(self.mech_free);
                     self.prefetch = Some(Prefetch {
@@ -853,7 +858,9 @@ impl Hdd {
             if stopped {
                 pf.t = pf.t.max(now + oh).max(self.mech_free);
             }
-            let seg_start = self.segs[pf.seg].start;
+            // Read-ahead may push out data before this request (kept when
+            // hits do not consume), never the request's own.
+            let seg_start = self.segs[pf.seg].start.max(lbn);
             pf.limit = pf.limit.max(self.prefetch_limit(lbn, n, seg_start));
             self.prefetch = Some(pf);
             self.touch(pf.seg);
@@ -869,6 +876,7 @@ impl Hdd {
                 }
                 let ph = self.p.layout.map(pf.next);
                 let (_, end) = self.access(pf.t, &ph, false);
+                self.head_wrote = false;
                 let mut pf = pf;
                 pf.t = end;
                 pf.next += 1;
@@ -897,9 +905,23 @@ impl Hdd {
         // Without it same-track misses on the Atlas III and 18ES traces are
         // ≈0.6–1.2 ms too fast on average.
         let target = self.p.layout.map(lbn);
-        if self.p.same_track_switch && self.head.cyl == target.cyl && self.head.head == target.head {
-            start += self.p.head_switch_ms;
+        if self.p.same_track_switch && self.head.cyl == target.cyl {
+            if self.head.head == target.head {
+                start += self.p.head_switch_ms;
+            }
+            // After a media write the heads sit where the write put them
+            // (writes settle separately: "Add. write settling delay"), so a
+            // read on the same cylinder, this track or another surface, is
+            // a repositioning of its own: it costs at least the drive's
+            // shortest seek, the single-cylinder one, instead of the head
+            // switch. Without it such reads on the 18ES, Barracuda and
+            // Cheetah 9LP traces are 0.3–1.1 ms too fast.
+            if self.head_wrote {
+                let single = self.p.single_cyl_ms.unwrap_or_else(|| self.p.read_seek.time(1));
+                start += (single - self.p.head_switch_ms).max(0.0);
+            }
         }
+        self.head_wrote = false;
         // Read-any-free-blocks: sectors of the target track that pass under
         // the head while it waits for the first requested sector are cached
         // too (those before the request, and the rest of the track when
@@ -1032,6 +1054,7 @@ impl Hdd {
             self.cache_written(lbn, n);
             let start = done.max(self.mech_free);
             self.mech_free = self.media(start, lbn, n, true, |_, _| {});
+            self.head_wrote = true;
             return done - now + self.p.overheads.write_complete;
         }
         // Write-through: transfer into the buffer while positioning; the
@@ -1075,6 +1098,7 @@ impl Hdd {
         };
         let end = self.media(ready, lbn, n, false, |_, _| {});
         self.mech_free = end;
+        self.head_wrote = true;
         if c.enabled && !self.segs.is_empty() {
             self.cache_written(lbn, n);
         }
@@ -1462,6 +1486,94 @@ mod tests {
         let mut d = drive(false, 0.0, 0.0);
         d.p.cache.hold_bus_write = true;
         assert!((d.service(0.0, &w(12)) - 11.6).abs() < 1e-9);
+    }
+
+    #[test]
+    fn same_cylinder_read_after_a_write_pays_a_single_cylinder_seek() {
+        // Simple drive: 10 ms per revolution, 0.1 ms per sector, 0.5 ms head
+        // switch, 1.0 ms single-cylinder seek (the seek table at d = 1), no
+        // cache (writes go through), no overheads.
+        let req = |kind, lbn| DevRequest { kind, lbn, sectors: 1 };
+        let mut d = simple_drive();
+        d.p.same_track_switch = true;
+        // Write sector 10 at t = 0: no move, 1.0 ms to come round, written
+        // by 1.1.
+        assert!((d.service(0.0, &req(DiskOpKind::Write, 10)) - 1.1).abs() < 1e-9);
+        // Read sector 8 of the same track at t = 20 (angle 0): after the
+        // write the heads re-settle for the 1.0 ms single-cylinder seek, not
+        // the 0.5 ms switch; at 21.0 sector 8 has gone by → 30.8, read 30.9.
+        assert!((d.service(20.0, &req(DiskOpKind::Read, 8)) - 10.9).abs() < 1e-9);
+        // The next same-track read follows a read: the 0.5 ms switch again.
+        // At t = 40: 40.5 (sector 5), sector 8 at 40.8, read by 40.9.
+        assert!((d.service(40.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
+        // Without the write the first read pays only the switch too.
+        let mut e = simple_drive();
+        e.p.same_track_switch = true;
+        assert!((e.service(20.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
+
+        // Two surfaces: LBN 100.. is surface 1 of cylinder 0 (no skews).
+        let mut f = simple_drive();
+        f.p.layout = Layout::new(2, 100, 20_000, vec![zone(0, 99, 100)], SpareUnit::None, false, 0).unwrap();
+        f.p.same_track_switch = true;
+        assert!((f.service(0.0, &req(DiskOpKind::Write, 10)) - 1.1).abs() < 1e-9);
+        // Sector 8 of surface 1 at t = 20: the switch after the write costs
+        // the 1.0 ms seek → 21.0, sector 8 comes round at 30.8 → 30.9.
+        assert!((f.service(20.0, &req(DiskOpKind::Read, 108)) - 10.9).abs() < 1e-9);
+        // Back to surface 0 after a read: the 0.5 ms switch → 40.9.
+        assert!((f.service(40.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
+    }
+
+    #[test]
+    fn read_ahead_protects_only_the_current_request_when_hits_keep_data() {
+        // "Read-ahead over requested" = 0 and hits that do not consume: the
+        // segment keeps the data already returned, and read-ahead may push
+        // out older data but not the current request's.
+        let mut d = simple_drive();
+        d.p.bus_read_ms = 0.01;
+        d.p.overheads.read_hit = [0.1, 0.1];
+        d.p.overheads.read_miss = [0.5, 0.5];
+        d.p.cache = CacheParams {
+            enabled: true,
+            segments: 1,
+            segment_sectors: 10,
+            max_readahead: 50,
+            readahead_over_requested: false,
+            consume_on_hit: false,
+            ..CacheParams::off()
+        };
+        d.p.cache.prefetch_mode = 3;
+        d.segs = vec![
+            Seg {
+                start: 0,
+                end: 0,
+                stamp: 0,
+                valid: false
+            };
+            1
+        ];
+        let r = |lbn, sectors| DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors,
+        };
+        // Miss on sector 0 at t = 0: 0.5 ms overhead (platter at sector 5),
+        // sector 0 at 10.0..10.1, bus 0.01 → 10.11. Read-ahead fills the
+        // 10-sector segment: sectors 1..=9, 10.1..11.0.
+        assert!((d.service(0.0, &r(0, 1)) - 10.11).abs() < 1e-9);
+        // Sectors 8..=11 at t = 30: 8 and 9 are buffered, read-ahead has
+        // stopped: miss overhead, bus 30.52; the mechanism restarts at 30.5
+        // (sector 5), reads 10 at 31.0..31.1 and 11 by 31.2 → 31.21.
+        assert!((d.service(30.0, &r(8, 4)) - 1.21).abs() < 1e-9);
+        assert!(!d.last_hit());
+        // Read-ahead now protects sectors 8..=11 only and runs to 18 (12..=17
+        // by 31.8): sectors 14..=15 at t = 50 are a full hit, 0.1 + 2 × 0.01.
+        // Protecting the segment's oldest data would have stopped it at 12
+        // (a miss: 1.61 ms).
+        assert!((d.service(50.0, &r(14, 2)) - 0.12).abs() < 1e-9);
+        assert!(d.last_hit());
+        // The data returned stay: re-reading sector 14 hits, 0.1 + 0.01.
+        assert!((d.service(60.0, &r(14, 1)) - 0.11).abs() < 1e-9);
+        assert!(d.last_hit());
     }
 
     #[test]
