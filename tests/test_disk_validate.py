@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from blocklab.repro.disks import DRIVES
+
 ROOT = Path(__file__).resolve().parents[1]
 VALID = Path(os.environ.get("BLOCKLAB_SHARED", ROOT.parent / "shared")) / "disk-models" / "disksim-valid"
 
@@ -36,10 +38,7 @@ def test_validate_writes_one_response_per_request(tmp_path):
 
 # DiskSim 4.0's own demerit figures (ms) on the ten validation traces
 # (../shared/disk-models/README.md): the issue's target for every drive.
-DISKSIM_DEMERIT = {
-    "atlas_III": 0.378, "barracuda": 0.348, "cheetah4LP": 0.318, "cheetah9LP": 0.107, "ibm18es": 0.136,
-    "atlas10k": 0.268, "hp_c2247a": 0.090, "hp_c3323a": 0.306, "hp_c2490a": 0.254, "dec_rz26": 0.340,
-}
+DISKSIM_DEMERIT = {d.file: d.disksim_ms for d in DRIVES}
 
 
 @pytest.mark.skipif(not VALID.exists(), reason="../shared not present")
@@ -71,3 +70,31 @@ def test_native_spec_validates_a_synthetic_trace(tmp_path):
     res = json.loads(r.stdout)
     # Random 4 KiB reads on a 10K RPM, 4.9 ms-seek drive: a few ms each.
     assert 3.0 < res["mean_simulated_ms"] < 15.0
+
+
+@pytest.mark.skipif(not VALID.exists(), reason="../shared not present")
+def test_repro_disks_writes_the_table_and_the_plot(tmp_path):
+    out = tmp_path / "rd"
+    r = run("repro", "disks", "--dir", str(VALID), "--drives", "ibm18es,hp_c2247a", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    import pandas as pd
+
+    t = pd.read_csv(out / "disks-validation.csv")
+    assert list(t["file"]) == ["ibm18es", "hp_c2247a"]
+    assert list(t["disksim_demerit_ms"]) == [0.136, 0.090]
+    assert list(t["requests"]) == [10_000, 9_999]  # the C2247A trace has 9,999 lines
+    assert t["at_most_disksim"].all()
+    # The printed Markdown is the file's, and names both drives.
+    md = (out / "disks-validation.md").read_text()
+    assert md in r.stdout and "IBM 18ES" in md and "2 of 2 drives" in md
+    assert (out / "disks-cdf.png").stat().st_size > 10_000
+
+
+def test_repro_disks_bad_options_exit_2(tmp_path):
+    r = run("repro", "disks", "--dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--dir" in r.stderr
+    r = run("repro", "disks", "--dir", str(tmp_path), "--drives", "floppy", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "unknown drive `floppy`" in r.stderr
+    # A folder without the drive's files names the missing file.
+    r = run("repro", "disks", "--dir", str(tmp_path), "--drives", "ibm18es", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "ibm18es.parv" in r.stderr

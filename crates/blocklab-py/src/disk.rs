@@ -9,10 +9,17 @@ use crate::to_py;
 
 /// Replay a DiskSim validation trace on a disk model (`.parv` or `.toml`);
 /// optionally write one simulated service time (ms) per line to
-/// `responses_out`; returns the summary as JSON text.
+/// `responses_out`; returns the summary as JSON text, with the per-request
+/// `simulated_ms` and `measured_ms` lists when `samples` is set.
 #[pyfunction]
-#[pyo3(signature = (model, trace, responses_out=None))]
-fn disk_validate(py: Python<'_>, model: &str, trace: &str, responses_out: Option<&str>) -> PyResult<String> {
+#[pyo3(signature = (model, trace, responses_out=None, samples=false))]
+fn disk_validate(
+    py: Python<'_>,
+    model: &str,
+    trace: &str,
+    responses_out: Option<&str>,
+    samples: bool,
+) -> PyResult<String> {
     py.allow_threads(|| {
         let v = blocklab::device::validate::validate(Path::new(model), Path::new(trace))?;
         if let Some(out) = responses_out {
@@ -23,7 +30,12 @@ fn disk_validate(py: Python<'_>, model: &str, trace: &str, responses_out: Option
             }
             w.flush().map_err(|e| blocklab::Error::io(out, e))?;
         }
-        serde_json::to_string(&v).map_err(|e| blocklab::Error::config(e.to_string()))
+        let mut out = serde_json::to_value(&v).map_err(|e| blocklab::Error::config(e.to_string()))?;
+        if samples {
+            out["simulated_ms"] = serde_json::json!(v.simulated_ms);
+            out["measured_ms"] = serde_json::json!(v.measured_ms);
+        }
+        Ok(out.to_string())
     })
     .map_err(to_py)
 }

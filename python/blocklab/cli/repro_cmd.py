@@ -69,6 +69,48 @@ def vdf(
     sys.stdout.flush()
 
 
+@repro_app.command("disks")
+def disks(
+    folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
+    drives: Optional[str] = typer.Option(None, "--drives", help="Comma-separated drive files to run (default: all ten), e.g. ibm18es,hp_c2247a."),
+    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory (table CSV and Markdown, CDF plot)."),
+) -> None:
+    """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import disks as rd
+
+    base = Path(folder) if folder else rd.default_dir()
+    if base is None or not base.is_dir():
+        fail(f"--dir: `{folder}` is not a folder" if folder else
+             "no disksim-valid folder found: give --dir (or set BLOCKLAB_SHARED)")
+    chosen = rd.DRIVES
+    if drives:
+        names = [x.strip() for x in drives.split(",") if x.strip()]
+        known = {d.file: d for d in rd.DRIVES}
+        bad = [n for n in names if n not in known]
+        if bad:
+            fail(f"--drives: unknown drive `{bad[0]}`; valid: {', '.join(known)}")
+        chosen = tuple(known[n] for n in names)
+    console = Console(stderr=True)
+    try:
+        table, samples = rd.run(base, chosen, progress=lambda m: console.log(m))
+    except FileNotFoundError as e:
+        fail(str(e))
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    table.to_csv(outdir / "disks-validation.csv", index=False)
+    md = rd.markdown(table)
+    (outdir / "disks-validation.md").write_text(md)
+    rd.plot(table, samples, outdir / "disks-cdf.png")
+    print(md, end="")
+    print(f"wrote {outdir}/disks-validation.csv, disks-validation.md, disks-cdf.png")
+    sys.stdout.flush()
+
+
 def register(app: typer.Typer) -> None:
     """Add the `repro` group to the main app."""
     app.add_typer(repro_app, name="repro")

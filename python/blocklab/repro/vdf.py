@@ -19,6 +19,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from blocklab.repro.shared import repo_root, shared_dir
+
 POLICIES = ("lru", "vdf-lru", "lfu", "vdf-lfu")
 DISKS = (5, 6, 7, 8)
 SIZES = ("1%", "2%", "5%", "10%", "20%", "40%", "70%")
@@ -44,21 +46,9 @@ class TraceSpec:
     label: str
 
 
-def repo_root() -> Path:
-    # python/blocklab/repro/vdf.py -> repo root
-    return Path(__file__).resolve().parents[3]
-
-
 def shared_traces_dir(root: Path | None = None) -> Path | None:
-    """$BLOCKLAB_SHARED/traces, else <repo>/../shared/traces (a git worktree
-    one level deeper finds <repo>/../../shared/traces)."""
-    root = root or repo_root()
-    cands = [Path(os.environ["BLOCKLAB_SHARED"])] if os.environ.get("BLOCKLAB_SHARED") else []
-    cands += [root.parent / "shared", root.parent.parent / "shared"]
-    for c in cands:
-        if (c / "traces").is_dir():
-            return c / "traces"
-    return None
+    """The shared traces folder (see `blocklab.repro.shared`)."""
+    return shared_dir("traces", root)
 
 
 def default_traces(root: Path | None = None) -> list[TraceSpec]:

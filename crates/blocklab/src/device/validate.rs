@@ -173,8 +173,11 @@ pub struct Validation {
     pub demerit_pct: f64,
     pub mean_measured_ms: f64,
     pub mean_simulated_ms: f64,
+    /// Per request, in trace order.
     #[serde(skip)]
     pub simulated_ms: Vec<f64>,
+    #[serde(skip)]
+    pub measured_ms: Vec<f64>,
 }
 
 /// Load a model (by extension), replay `trace`, compare with the measurements.
@@ -203,6 +206,7 @@ pub fn validate_model(model: &mut dyn DeviceModel, reqs: &[ValRequest]) -> Resul
         mean_measured_ms: mm,
         mean_simulated_ms: mean(&sim),
         simulated_ms: sim,
+        measured_ms: meas,
     })
 }
 

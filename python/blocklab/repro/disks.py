@@ -1,0 +1,122 @@
+"""Validate the disk model against ten real drives, as DiskSim 4.0 was.
+
+Each `NAME.trace` of DiskSim's `disksim-valid` folder is a measurement of a
+real drive (one request outstanding); `NAME.parv` is DiskSim's validated
+model of it. The engine replays the trace on the model
+(`blocklab._core.disk_validate`) and computes the Ruemmler–Wilkes demerit
+figure; this module runs every drive, puts DiskSim's own demerit beside ours,
+and plots the measured and simulated response-time distributions.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from blocklab.repro.shared import shared_dir
+
+
+@dataclass(frozen=True)
+class Drive:
+    file: str
+    name: str
+    disksim_ms: float  # DiskSim 4.0's demerit on the same trace
+
+
+# DiskSim 4.0's demerits, measured with the unmodified 4.0 on these traces
+# (the table of ../shared/disk-models/README.md).
+DRIVES = (
+    Drive("atlas_III", "Quantum Atlas III", 0.378),
+    Drive("barracuda", "Seagate Barracuda ST32171W", 0.348),
+    Drive("cheetah4LP", "Seagate Cheetah 4LP", 0.318),
+    Drive("cheetah9LP", "Seagate Cheetah 9LP", 0.107),
+    Drive("ibm18es", "IBM 18ES", 0.136),
+    Drive("atlas10k", "Quantum Atlas 10K", 0.268),
+    Drive("hp_c2247a", "HP C2247A", 0.090),
+    Drive("hp_c3323a", "HP C3323A", 0.306),
+    Drive("hp_c2490a", "HP C2490A", 0.254),
+    Drive("dec_rz26", "DEC RZ26", 0.340),
+)
+
+
+def default_dir() -> Path | None:
+    """`disk-models/disksim-valid` of the shared data, when present."""
+    return shared_dir("disk-models/disksim-valid")
+
+
+def validate(folder: Path, drive: Drive) -> dict:
+    """One drive: the summary plus the per-request measured and simulated times."""
+    from blocklab import _core
+
+    return json.loads(_core.disk_validate(str(folder / f"{drive.file}.parv"), str(folder / f"{drive.file}.trace"),
+                                          None, True))
+
+
+def run(folder: Path, drives=DRIVES, progress=lambda msg: None):
+    """Validate every drive; returns (table, samples) where `table` is a
+    DataFrame with one row per drive and `samples` maps the file name to
+    (measured, simulated) arrays in ms."""
+    import numpy as np
+    import pandas as pd
+
+    rows, samples = [], {}
+    for d in drives:
+        for ext in ("parv", "trace"):
+            if not (folder / f"{d.file}.{ext}").exists():
+                raise FileNotFoundError(f"{folder / f'{d.file}.{ext}'}: no such file")
+        progress(f"validating {d.file}")
+        r = validate(folder, d)
+        samples[d.file] = (np.asarray(r["measured_ms"]), np.asarray(r["simulated_ms"]))
+        rows.append({
+            "drive": d.name, "file": d.file, "requests": r["requests"],
+            "demerit_ms": r["demerit_ms"], "demerit_pct": r["demerit_pct"],
+            "disksim_demerit_ms": d.disksim_ms,
+            "disksim_demerit_pct": 100.0 * d.disksim_ms / r["mean_measured_ms"],
+            "mean_measured_ms": r["mean_measured_ms"], "mean_simulated_ms": r["mean_simulated_ms"],
+            "at_most_disksim": r["demerit_ms"] <= d.disksim_ms,
+        })
+    return pd.DataFrame(rows), samples
+
+
+def markdown(table) -> str:
+    lines = ["| drive | file | ours (ms) | ours (%) | DiskSim 4.0 (ms) | DiskSim (%) | mean measured (ms) "
+             "| mean simulated (ms) | ≤ DiskSim? |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        lines.append(f"| {r['drive']} | {r['file']} | {r['demerit_ms']:.3f} | {r['demerit_pct']:.1f} "
+                     f"| {r['disksim_demerit_ms']:.3f} | {r['disksim_demerit_pct']:.1f} | {r['mean_measured_ms']:.3f} "
+                     f"| {r['mean_simulated_ms']:.3f} | {'yes' if r['at_most_disksim'] else '**no**'} |")
+    passed = int(table["at_most_disksim"].sum())
+    lines.append("")
+    lines.append(f"{passed} of {len(table)} drives at or under DiskSim 4.0's own demerit.")
+    return "\n".join(lines) + "\n"
+
+
+def plot(table, samples, path: Path) -> None:
+    """Measured and simulated response-time CDFs, one panel per drive."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    n = len(table)
+    cols = min(5, n)
+    rows = (n + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.7 * rows), squeeze=False)
+    for ax, (_, r) in zip(axes.flat, table.iterrows()):
+        meas, sim = samples[r["file"]]
+        for xs, label, style in ((meas, "measured", "-"), (sim, "blocklab", "--")):
+            xs = np.sort(xs)
+            ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), style, lw=1, label=label)
+        ax.set_title(f"{r['drive']}\ndemerit {r['demerit_ms']:.3f} ms (DiskSim {r['disksim_demerit_ms']:.3f})",
+                     fontsize=8)
+        ax.set_xlabel("response time (ms)", fontsize=7)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

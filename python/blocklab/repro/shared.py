@@ -1,0 +1,24 @@
+"""Where the shared data (traces, drive models, papers) lives, when present."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def repo_root() -> Path:
+    # python/blocklab/repro/shared.py -> repo root
+    return Path(__file__).resolve().parents[3]
+
+
+def shared_dir(sub: str = ".", root: Path | None = None) -> Path | None:
+    """`sub` of the shared data: $BLOCKLAB_SHARED/sub, else
+    <repo>/../shared/sub (a git worktree one level deeper finds
+    <repo>/../../shared/sub); None when no candidate has it."""
+    root = root or repo_root()
+    cands = [Path(os.environ["BLOCKLAB_SHARED"])] if os.environ.get("BLOCKLAB_SHARED") else []
+    cands += [root.parent / "shared", root.parent.parent / "shared"]
+    for c in cands:
+        if (c / sub).is_dir():
+            return (c / sub).resolve()
+    return None
