@@ -5,7 +5,8 @@
 //! `c / k` (k = data disks) as the `c % k`-th data chunk, and every member disk
 //! holds exactly one chunk of each stripe at disk offset `stripe * chunk`. The
 //! layout only decides which disk holds P (and Q) and in what order the data
-//! chunks follow. RAID-10 follows `raid10_find_phys` for the near layout, RAID-0
+//! chunks follow. RAID-10 follows `raid10_find_phys` for the near, far and
+//! offset layouts (see [`Raid10Geom`]), RAID-0
 //! MD's single-zone striping (all members the same size), RAID-1 full mirrors.
 //! There is no data offset: disk block 0 is the first block of the member.
 
@@ -390,7 +391,7 @@ impl Raid10Layout {
     }
 
     /// MD's layout word: near in bits 0-7, far in bits 8-15, offset in bit 16
-    /// (what `mdadm --detail` decodes; `n2` is 0x102, `f2` 0x201, `o2` 0x10201).
+    /// (as mdadm's parse_layout_10 builds it: `n2` is 0x102, `f2` 0x201, `o2` 0x10201).
     pub fn md_word(&self) -> u32 {
         self.near | (self.far << 8) | ((self.offset as u32) << 16)
     }
@@ -406,7 +407,7 @@ impl Raid10Layout {
     }
 
     /// `n2`, `f2`, `o3`, `near2`, `far2`, `offset2`, `n2f2`, `near=2,far=2`
-    /// (as `mdadm --detail` prints it), case-insensitive. A letter without a
+    /// (the key=value form of MD's reports), case-insensitive. A letter without a
     /// number is not accepted; near and far parts may come in either order.
     pub fn parse(s: &str) -> Result<Raid10Layout> {
         let bad = || Error::unknown("raid10 layout", s, RAID10_LAYOUTS);

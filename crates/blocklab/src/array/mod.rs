@@ -282,8 +282,9 @@ pub struct Placement {
     pub disks: Vec<u32>,
     /// Block offset on `disks[0]`.
     pub disk_block: u64,
-    /// Block offset on each of `disks` (they differ only for RAID-10 with a
-    /// number of disks that is not a multiple of the copies).
+    /// Block offset on each of `disks` (they differ only for RAID-10: far and
+    /// offset layouts, or near with a number of disks that is not a multiple
+    /// of the copies).
     pub disk_blocks: Vec<u64>,
     /// Parity disks of the block's stripe: `[P]`, `[P, Q]` or `[]`.
     pub parity: Vec<u32>,
@@ -344,7 +345,8 @@ impl Array {
     }
 
     /// Data chunks per stripe row: the disks minus parity for RAID-4/5/6,
-    /// all disks for RAID-0, 1 for RAID-1, disks / copies (rounded down) for RAID-10.
+    /// all disks for RAID-0, 1 for RAID-1, disks / copies (rounded down) for RAID-10
+    /// (near; far and offset arrays are sized by [`capacity_blocks_for`](Self::capacity_blocks_for)).
     pub fn data_disks_per_stripe(&self) -> u32 {
         let n = self.cfg.disks;
         match self.cfg.level {
