@@ -109,3 +109,79 @@ def test_python_api_wrappers():
     assert writes == [(0, 5, 2)]
     with pytest.raises(_core.BlocklabError, match="valid: read, write"):
         api.array_plan(5, 4, "erase", 0)
+
+
+def test_map_raid10_far2_table():
+    # f2 on 4 disks of 4 chunks (one 4 KiB block per chunk), worked out by hand from
+    # MD's raid10 rules: region 0 (rows 0-1) is RAID-0, region 1 (rows 2-3) the same
+    # shifted one disk right:  D0 D1 D2 D3 / D4 D5 D6 D7 / D3 D0 D1 D2 / D7 D4 D5 D6.
+    r = run("array", "map", "--raid", "10", "--disks", "4", "--chunk", "4KiB", "--layout", "f2",
+            "--disk-size", "16KiB", "--json", *map(str, range(8)))
+    assert r.returncode == 0, r.stderr
+    got = [(x["disks"], x["disk_blocks"]) for x in json.loads(r.stdout)]
+    assert got == [
+        ([0, 1], [0, 2]),
+        ([1, 2], [0, 2]),
+        ([2, 3], [0, 2]),
+        ([3, 0], [0, 2]),
+        ([0, 1], [1, 3]),
+        ([1, 2], [1, 3]),
+        ([2, 3], [1, 3]),
+        ([3, 0], [1, 3]),
+    ]
+    # Text output lists each copy's offset when they differ.
+    r = run("array", "map", "--raid", "10", "--disks", "4", "--chunk", "4KiB", "--layout", "far2",
+            "--disk-size", "16KiB", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1].split() == ["3", "3,0", "0,2", "-"]
+
+
+def test_plan_raid10_far_degraded_reads_far_copy():
+    r = run("array", "plan", "--raid", "10", "--disks", "4", "--chunk", "4KiB", "--layout", "f2",
+            "--disk-size", "16KiB", "--failed", "0", "--read", "0", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["layout"] == "f2"
+    assert [(n["op"], n["disk"], n["block"]) for n in out["plan"]] == [("read", 1, 2)]
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--layout", "f2"], "--disk-size"),
+        (["--layout", "n2f2"], "--disk-size"),
+        (["--layout", "f2", "--disk-size", "4KiB"], "far regions"),
+        (["--layout", "f5", "--disk-size", "1MiB"], "at least 5 disks"),
+        (["--layout", "sideways"], "n2"),
+        (["--layout", "o2", "--disk-size", "16KiB", "--chunk", "4KiB", "--json"], None),
+    ],
+)
+def test_raid10_layout_errors_exit_2(args, needle):
+    r = run("array", "map", "--raid", "10", "--disks", "4", *args, "0")
+    if needle is None:
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2, r.stdout
+    assert needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_map_beyond_a_sized_array_exits_2():
+    r = run("array", "map", "--raid", "10", "--disks", "4", "--chunk", "4KiB", "--layout", "f2",
+            "--disk-size", "16KiB", "8")
+    assert r.returncode == 2
+    assert "beyond the array" in r.stderr
+
+
+def test_rgr_takes_raid10_layouts_and_needs_the_size():
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "wsrch-small.trace"
+    base = ["rgr", str(sample), "--format", "mqsim", "--raid", "10", "--disks", "4", "--layout", "f2",
+            "--failed", "0", "--size", "1%", "--policy", "lru"]
+    r = run(*base)
+    assert r.returncode == 2 and "--disk-size" in r.stderr
+    r = run(*base, "--disk-size", "4GiB", "--json")
+    assert r.returncode == 0, r.stderr
+    # f2 survives any single failure: every miss reads one block on a survivor.
+    cell = json.loads(r.stdout)[0]
+    assert cell["surviving_reads"] + cell["surviving_writes"] >= cell["misses"] > 0

@@ -53,7 +53,7 @@ def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None
 def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: str | Sequence = "5%", *,
         format: str = "auto", raid: str = "5", disks: int = 5, chunk: str = "64KiB", layout: str | None = None,
         failed: Sequence[int] = (0,), fail_at: str | None = None, reads_only: bool = True, block_size: int = 4096,
-        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False):
+        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False, disk_size: str | None = None):
     """RGR (VDF paper) of every (policy, size) cell over a RAID array with failed disks; a pandas DataFrame.
 
     Columns: policy, cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio.
@@ -62,7 +62,7 @@ def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: 
 
     out = json.loads(_core.rgr(_paths(path), format, skip_bad, block_size, reads_only, str(raid), disks, chunk, layout,
                                list(failed), fail_at, _csv(policies), _csv(sizes), tenant_map,
-                               None if miss_trace is None else _paths(miss_trace)))
+                               None if miss_trace is None else _paths(miss_trace), disk_size=disk_size))
     return pd.DataFrame(out["cells"])
 
 
@@ -76,7 +76,7 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
              outstanding: int = 1, think_ms: float = 0.0, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
              interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
              raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
-             block_size: int = 4096) -> dict:
+             block_size: int = 4096, layout: str | None = None) -> dict:
     """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
@@ -84,22 +84,26 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
         think_ms=think_ms, infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
         reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
-        block_size=block_size))
+        block_size=block_size, layout=layout))
+
+
 def _bytes(v: int | str) -> int:
     return v if isinstance(v, int) else _core.parse_bytes(v)
 
 
 def array_map(raid: str | int, disks: int, blocks: Iterable[int], *, chunk: int | str = "64KiB",
-              layout: str | None = None, block_size: int = 4096) -> list[dict]:
+              layout: str | None = None, block_size: int = 4096, disk_size: int | str = 0) -> list[dict]:
     """Where logical blocks live on an MD array: a list of
-    ``{"block", "disks", "disk_block", "disk_blocks", "parity"}``."""
+    ``{"block", "disks", "disk_block", "disk_blocks", "parity"}``. RAID-10 far
+    layouts (``layout="f2"``) need ``disk_size``, each member's size."""
     return json.loads(_core.array_map(str(raid), disks, _bytes(chunk), list(blocks), layout=layout,
-                                      block_size=block_size))
+                                      block_size=block_size, disk_bytes=_bytes(disk_size)))
 
 
 def array_plan(raid: str | int, disks: int, op: str, block: int, count: int = 1, *, failed: Sequence[int] = (),
-               chunk: int | str = "64KiB", layout: str | None = None, block_size: int = 4096) -> dict:
+               chunk: int | str = "64KiB", layout: str | None = None, block_size: int = 4096,
+               disk_size: int | str = 0) -> dict:
     """The I/O plan of one logical ``op`` ("read" or "write") of ``count`` blocks,
     with the failed disks given; includes ``plan`` (nodes), ``counts`` and ``read_penalty``."""
     return json.loads(_core.array_plan(str(raid), disks, _bytes(chunk), op, block, nblocks=count, failed=list(failed),
-                                       layout=layout, block_size=block_size))
+                                       layout=layout, block_size=block_size, disk_bytes=_bytes(disk_size)))

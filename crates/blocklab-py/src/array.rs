@@ -13,13 +13,36 @@ fn build(
     chunk_bytes: u64,
     layout: Option<&str>,
     block_size: u64,
+    disk_bytes: u64,
     failed: &[u32],
 ) -> blocklab::Result<Array> {
-    let mut a = Array::new(ArrayConfig::from_names(level, disks, chunk_bytes, layout, block_size)?)?;
+    let mut a = Array::new(ArrayConfig::from_names_sized(
+        level,
+        disks,
+        chunk_bytes,
+        layout,
+        block_size,
+        disk_bytes,
+    )?)?;
     for &d in failed {
         a.fail(d)?;
     }
     Ok(a)
+}
+
+/// With a known member size, blocks past the array's end are an error (a
+/// far layout would otherwise place them over other blocks' copies).
+fn check_within(a: &Array, first: u64, count: u64) -> blocklab::Result<()> {
+    match a.capacity_blocks() {
+        Some(cap) if first.saturating_add(count) > cap => Err(blocklab::Error::config(format!(
+            "block {} is beyond the array: {} disks of {} B hold {cap} blocks (0..{})",
+            first.saturating_add(count) - 1,
+            a.ndisks(),
+            a.config().disk_bytes,
+            cap.saturating_sub(1)
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Parse a byte size such as `64KiB`.
@@ -31,7 +54,7 @@ fn parse_bytes(s: &str) -> PyResult<u64> {
 /// Placement of each logical block, as JSON: a list of
 /// `{"block", "disks", "disk_block", "disk_blocks", "parity"}`.
 #[pyfunction]
-#[pyo3(signature = (level, disks, chunk_bytes, blocks, layout=None, block_size=4096))]
+#[pyo3(signature = (level, disks, chunk_bytes, blocks, layout=None, block_size=4096, disk_bytes=0))]
 fn array_map(
     py: Python<'_>,
     level: &str,
@@ -40,8 +63,12 @@ fn array_map(
     blocks: Vec<u64>,
     layout: Option<&str>,
     block_size: u64,
+    disk_bytes: u64,
 ) -> PyResult<String> {
-    let a = build(level, disks, chunk_bytes, layout, block_size, &[]).map_err(to_py)?;
+    let a = build(level, disks, chunk_bytes, layout, block_size, disk_bytes, &[]).map_err(to_py)?;
+    for &b in &blocks {
+        check_within(&a, b, 1).map_err(to_py)?;
+    }
     py.allow_threads(|| {
         let out: Vec<_> = blocks
             .iter()
@@ -57,7 +84,7 @@ fn array_map(
 
 /// The I/O plan of one logical read or write, with its counts, as JSON.
 #[pyfunction]
-#[pyo3(signature = (level, disks, chunk_bytes, op, block, nblocks=1, failed=vec![], layout=None, block_size=4096))]
+#[pyo3(signature = (level, disks, chunk_bytes, op, block, nblocks=1, failed=vec![], layout=None, block_size=4096, disk_bytes=0))]
 #[allow(clippy::too_many_arguments)]
 fn array_plan(
     py: Python<'_>,
@@ -70,8 +97,10 @@ fn array_plan(
     failed: Vec<u32>,
     layout: Option<&str>,
     block_size: u64,
+    disk_bytes: u64,
 ) -> PyResult<String> {
-    let a = build(level, disks, chunk_bytes, layout, block_size, &failed).map_err(to_py)?;
+    let a = build(level, disks, chunk_bytes, layout, block_size, disk_bytes, &failed).map_err(to_py)?;
+    check_within(&a, block, nblocks).map_err(to_py)?;
     let write = match op {
         "read" => false,
         "write" => true,
@@ -89,7 +118,8 @@ fn array_plan(
         let out = json!({
             "level": a.level().name(),
             "disks": a.ndisks(),
-            "layout": a.config().layout.name(),
+            "layout": a.config().layout_name(),
+            "disk_bytes": a.config().disk_bytes,
             "chunk_bytes": a.config().chunk_bytes,
             "block_size": a.config().block_size,
             "failed": a.failed(),

@@ -10,7 +10,7 @@ use crate::to_py;
 #[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1, think_ms=0.0,
     infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
-    chunk="64KiB", failed=Vec::new(), block_size=4096))]
+    chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -35,6 +35,7 @@ fn disk_run(
     chunk: &str,
     failed: Vec<u32>,
     block_size: u64,
+    layout: Option<String>,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -56,6 +57,7 @@ fn disk_run(
         raid,
         disks,
         chunk: chunk.into(),
+        layout,
         failed,
         block_size,
     };

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// RGR of every (policy, size) cell over a trace; JSON `{"cells": [...], "unique_blocks", "skipped"}`.
 #[pyfunction]
-#[pyo3(signature = (path, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout, failed, fail_at, policies, sizes, tenant_map, miss_trace))]
+#[pyo3(signature = (path, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout, failed, fail_at, policies, sizes, tenant_map, miss_trace, disk_size=None))]
 #[allow(clippy::too_many_arguments)]
 fn rgr(
     py: Python<'_>,
@@ -27,6 +27,7 @@ fn rgr(
     sizes: &str,
     tenant_map: &str,
     miss_trace: Option<PathBuf>,
+    disk_size: Option<String>,
 ) -> PyResult<String> {
     let cfg = RgrTraceConfig {
         trace: TraceOptions {
@@ -40,6 +41,7 @@ fn rgr(
         disks,
         chunk: chunk.to_string(),
         layout,
+        disk_size,
         failed,
         fail_at,
         policies: policies.to_string(),

@@ -20,10 +20,22 @@ ChunkOpt = typer.Option("64KiB", "--chunk", help="Chunk size (bytes, or 64KiB, 5
 LayoutOpt = typer.Option(
     None,
     "--layout",
-    help="MD layout (RAID-5/6): left-symmetric (default), left-asymmetric, right-symmetric, "
+    help="MD layout (as mdadm). RAID-5/6: left-symmetric (default), left-asymmetric, right-symmetric, "
     "right-asymmetric, parity-first, parity-last; RAID-6 also ddf-zero-restart, ddf-n-restart, "
-    "ddf-n-continue, left-symmetric-6, ... (as mdadm).",
+    "ddf-n-continue, left-symmetric-6, ... RAID-10: n2 (default), n3, f2, o2, n2f2, ... "
+    "(near / far / offset copies; far layouts need --disk-size).",
 )
+DiskSizeOpt = typer.Option(
+    None,
+    "--disk-size",
+    help="Each member disk's size (4GiB, 512MiB, bytes): needed by RAID-10 far layouts (f2, n2f2), "
+    "and bounds the blocks to the array's size.",
+)
+
+
+def disk_bytes(text: Optional[str]) -> int:
+    """--disk-size -> bytes; 0 when not given."""
+    return _core.parse_bytes(text) if text else 0
 
 
 def parse_disk_list(text: Optional[str]) -> list[int]:
@@ -49,6 +61,7 @@ def _register_array(app: typer.Typer) -> None:
         disks: int = DisksOpt,
         chunk: str = ChunkOpt,
         layout: Optional[str] = LayoutOpt,
+        disk_size: Optional[str] = DiskSizeOpt,
         block_size: int = BlockSizeOpt,
         as_json: bool = JsonOpt,
     ) -> None:
@@ -56,7 +69,8 @@ def _register_array(app: typer.Typer) -> None:
         if any(b < 0 for b in blocks):
             fail("block numbers must be non-negative")
         chunk_bytes = _core.parse_bytes(chunk)
-        rows = json.loads(_core.array_map(raid, disks, chunk_bytes, blocks, layout=layout, block_size=block_size))
+        rows = json.loads(_core.array_map(raid, disks, chunk_bytes, blocks, layout=layout, block_size=block_size,
+                                          disk_bytes=disk_bytes(disk_size)))
         if as_json:
             print_json(rows)
             return
@@ -73,6 +87,7 @@ def _register_array(app: typer.Typer) -> None:
         disks: int = DisksOpt,
         chunk: str = ChunkOpt,
         layout: Optional[str] = LayoutOpt,
+        disk_size: Optional[str] = DiskSizeOpt,
         block_size: int = BlockSizeOpt,
         failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks, e.g. 0 or 0,3."),
         read: Optional[int] = typer.Option(None, "--read", help="Plan a read starting at this logical block."),
@@ -91,6 +106,7 @@ def _register_array(app: typer.Typer) -> None:
             _core.array_plan(
                 raid, disks, chunk_bytes, op, block, nblocks=count,
                 failed=parse_disk_list(failed), layout=layout, block_size=block_size,
+                disk_bytes=disk_bytes(disk_size),
             )
         )
         if as_json:

@@ -39,6 +39,7 @@ def run(
     raid: Optional[str] = typer.Option(None, "--raid", help="Run an array of MODEL disks: raid0, raid1, raid10, raid4, raid5, raid6."),
     disks: int = typer.Option(4, "--disks", help="Disks in the array."),
     chunk: str = typer.Option("64KiB", "--chunk", help="Array chunk size (65536, 64KiB, ...)."),
+    layout: Optional[str] = typer.Option(None, "--layout", help="Array layout (mdadm names): RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, n2f2 (far regions sized by the model's capacity)."),
     failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks of the array, comma-separated (degraded mode)."),
     block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
@@ -63,7 +64,7 @@ def run(
         outstanding=outstanding, think_ms=think, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
         queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
         reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
-        failed=failed_disks, block_size=block_size,
+        failed=failed_disks, block_size=block_size, layout=layout,
     ))
     series = out.pop("timeseries", None)
     if timeseries is not None:

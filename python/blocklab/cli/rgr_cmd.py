@@ -36,7 +36,8 @@ def rgr(
     raid: str = typer.Option("5", "--raid", help="RAID level: 0, 1, 10, 4, 5, 6."),
     disks: int = typer.Option(5, "--disks", "-n", help="Number of disks in the array."),
     chunk: str = typer.Option("64KiB", "--chunk", help="Chunk size (bytes, or 64KiB, 1MiB)."),
-    layout: Optional[str] = typer.Option(None, "--layout", help="Parity layout (MD names; default left-symmetric)."),
+    layout: Optional[str] = typer.Option(None, "--layout", help="MD layout: RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, n2f2, ..."),
+    disk_size: Optional[str] = typer.Option(None, "--disk-size", help="Each member disk's size (4GiB, ...): needed by RAID-10 far layouts (f2, n2f2)."),
     failed: str = typer.Option("0", "--failed", help="Failed disks, comma-separated (empty string: none)."),
     fail_at: Optional[str] = typer.Option(None, "--fail-at", help="When the disks fail: seconds (30, 2.5s) or a request index (1000req); default: from the start."),
     policy: str = typer.Option("lru,vdf-lru,lfu,vdf-lfu", "--policy", "-p", help="Comma-separated policies (lru, lfu, vdf-lru, vdf-lfu, gds, ...)."),
@@ -58,7 +59,7 @@ def rgr(
         if d >= disks:
             fail(f"failed disk {d} does not exist: the array has disks 0..{disks - 1}")
     out = json.loads(_core.rgr(trace, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout,
-                               failed_disks, fail_at, policy, size, tenant_map, miss_trace))
+                               failed_disks, fail_at, policy, size, tenant_map, miss_trace, disk_size=disk_size))
     cells = [{k: c[k] for k in CELL_KEYS} for c in out["cells"]]
     if json_out:
         print_json(cells)

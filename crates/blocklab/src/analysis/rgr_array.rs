@@ -2,7 +2,7 @@
 //! and the whole `blocklab rgr` run from a trace file.
 
 use super::rgr::{run, FailAt, MissOps, RgrArray, RgrCell, RgrRun, TenantMap};
-use crate::array::{parse_bytes, Array, ArrayConfig, DiskOpKind, Layout};
+use crate::array::{parse_bytes, Array, ArrayConfig, DiskOpKind};
 use crate::cache::fault::{all_policies, FaultMap};
 use crate::cache::sim::{open_blocks, parse_policy_list};
 use crate::cache::sizes;
@@ -88,6 +88,8 @@ pub struct RgrTraceConfig {
     pub disks: u32,
     pub chunk: String,
     pub layout: Option<String>,
+    /// Each member's size (`4GiB`, ...); RAID-10 far layouts need it.
+    pub disk_size: Option<String>,
     pub failed: Vec<u32>,
     pub fail_at: Option<String>,
     pub policies: String,
@@ -109,7 +111,10 @@ pub fn build_array(cfg: &RgrTraceConfig) -> Result<Array> {
     ac.chunk_bytes = parse_bytes(&cfg.chunk)?;
     ac.block_size = cfg.block_size;
     if let Some(l) = &cfg.layout {
-        ac.layout = Layout::parse(l)?;
+        ac.set_layout(l)?;
+    }
+    if let Some(sz) = &cfg.disk_size {
+        ac.disk_bytes = parse_bytes(sz)?;
     }
     let array = Array::new(ac)?;
     for &d in &cfg.failed {

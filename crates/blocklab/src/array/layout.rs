@@ -5,7 +5,8 @@
 //! `c / k` (k = data disks) as the `c % k`-th data chunk, and every member disk
 //! holds exactly one chunk of each stripe at disk offset `stripe * chunk`. The
 //! layout only decides which disk holds P (and Q) and in what order the data
-//! chunks follow. RAID-10 follows `raid10_find_phys` for the near layout, RAID-0
+//! chunks follow. RAID-10 follows `raid10_find_phys` for the near, far and
+//! offset layouts (see [`Raid10Geom`]), RAID-0
 //! MD's single-zone striping (all members the same size), RAID-1 full mirrors.
 //! There is no data offset: disk block 0 is the first block of the member.
 
@@ -341,6 +342,204 @@ pub fn raid10_near(chunk: u64, copies: u32, n: u32) -> impl Iterator<Item = (u32
         let pos = first + i;
         ((pos % n as u64) as u32, pos / n as u64)
     })
+}
+
+/// A RAID-10 layout as MD's layout word describes it: `near` copies side by
+/// side in a row, times `far` copies placed either in far regions of each
+/// member (`offset` false) or in the following chunk rows (`offset` true).
+/// mdadm's names: `n2` = near 2, `f2` = far 2, `o2` = offset 2; MD's layout
+/// word also allows both (`n2f2`, `n2o2`), which mdadm cannot create but the
+/// kernel runs. The *far-sets* variants (layout bits 17/18, `use_far_sets`)
+/// are not modelled: the far shift always wraps over the whole array.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Raid10Layout {
+    /// Copies in one chunk row, on consecutive disks (MD's near_copies).
+    pub near: u32,
+    /// Far or offset copies of each near copy (MD's far_copies; 1 = none).
+    pub far: u32,
+    /// The far copies sit in the next chunk rows instead of far regions (MD's far_offset).
+    pub offset: bool,
+}
+
+/// Examples of the RAID-10 layout names `Raid10Layout::parse` takes.
+pub const RAID10_LAYOUTS: &[&str] = &["n2", "n3", "f2", "f3", "o2", "o3", "n2f2", "n2o2"];
+
+impl Default for Raid10Layout {
+    /// mdadm's default, `n2`.
+    fn default() -> Self {
+        Raid10Layout::near(2)
+    }
+}
+
+impl Raid10Layout {
+    pub fn near(copies: u32) -> Self {
+        Raid10Layout {
+            near: copies,
+            far: 1,
+            offset: false,
+        }
+    }
+
+    /// Copies of each chunk (near × far).
+    pub fn copies(&self) -> u32 {
+        self.near * self.far
+    }
+
+    /// Far copies in far regions of the members (needs the member size).
+    pub fn is_far(&self) -> bool {
+        self.far > 1 && !self.offset
+    }
+
+    /// MD's layout word: near in bits 0-7, far in bits 8-15, offset in bit 16
+    /// (as mdadm's parse_layout_10 builds it: `n2` is 0x102, `f2` 0x201, `o2` 0x10201).
+    pub fn md_word(&self) -> u32 {
+        self.near | (self.far << 8) | ((self.offset as u32) << 16)
+    }
+
+    /// mdadm's name: `n2`, `f2`, `o2`, or `n2f2` / `n2o2` for combined forms.
+    pub fn name(&self) -> String {
+        let kind = if self.offset { 'o' } else { 'f' };
+        match (self.near, self.far) {
+            (n, 1) => format!("n{n}"),
+            (1, f) => format!("{kind}{f}"),
+            (n, f) => format!("n{n}{kind}{f}"),
+        }
+    }
+
+    /// `n2`, `f2`, `o3`, `near2`, `far2`, `offset2`, `n2f2`, `near=2,far=2`
+    /// (the key=value form of MD's reports), case-insensitive. A letter without a
+    /// number is not accepted; near and far parts may come in either order.
+    pub fn parse(s: &str) -> Result<Raid10Layout> {
+        let bad = || Error::unknown("raid10 layout", s, RAID10_LAYOUTS);
+        let t: String = s
+            .trim()
+            .to_ascii_lowercase()
+            .chars()
+            .filter(|c| !matches!(c, '=' | ',' | '-' | '+' | ' '))
+            .collect();
+        let (mut near, mut far, mut offset): (Option<u32>, Option<u32>, Option<bool>) = (None, None, None);
+        let mut rest = t.as_str();
+        if rest.is_empty() {
+            return Err(bad());
+        }
+        while !rest.is_empty() {
+            let word_end = rest.find(|c: char| c.is_ascii_digit()).ok_or_else(bad)?;
+            let (word, tail) = rest.split_at(word_end);
+            let num_end = tail.find(|c: char| !c.is_ascii_digit()).unwrap_or(tail.len());
+            let (num, tail) = tail.split_at(num_end);
+            let k: u32 = num.parse().map_err(|_| bad())?;
+            match word {
+                "n" | "near" if near.is_none() => near = Some(k),
+                "f" | "far" if far.is_none() => (far, offset) = (Some(k), Some(false)),
+                "o" | "offset" if far.is_none() => (far, offset) = (Some(k), Some(true)),
+                "f" | "far" | "o" | "offset" => {
+                    return Err(Error::config(format!(
+                        "raid10 layout `{s}`: give far (f) or offset (o) copies, not both"
+                    )))
+                }
+                _ => return Err(bad()),
+            }
+            rest = tail;
+        }
+        let l = Raid10Layout {
+            near: near.unwrap_or(1),
+            far: far.unwrap_or(1),
+            offset: offset.unwrap_or(false),
+        };
+        if l.near == 0 || l.far == 0 || l.near > 255 || l.far > 255 {
+            return Err(Error::config(format!(
+                "raid10 layout `{s}`: near and far copies must be 1..=255 (one byte each in MD's layout word)"
+            )));
+        }
+        Ok(l)
+    }
+}
+
+/// A RAID-10 layout on a given number of disks and member size: everything
+/// MD's `raid10_find_phys` needs (our own derivation, see `copies`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raid10Geom {
+    pub layout: Raid10Layout,
+    pub disks: u32,
+    /// Chunk rows between the start of far region k and region k+1: MD's
+    /// `stride` in chunks. Far: the member's whole chunks / far (see
+    /// `far_stride`); offset: 1; near: unused (u64::MAX).
+    pub stride: u64,
+}
+
+/// MD's far stride in chunk rows for a member holding `member_chunks` whole
+/// chunks. MD's `calc_sectors` goes the long way round: array chunks
+/// A = ⌊⌊C/far⌋·disks/near⌋, used chunks per device U = ⌈A·copies/disks⌉,
+/// stride = ⌊U/far⌋. Because near·far ≤ disks, the rounding in A loses less
+/// than one chunk of U, so U = ⌊C/far⌋·far and the stride is simply ⌊C/far⌋
+/// (a unit test checks the long form against this one).
+pub fn far_stride(member_chunks: u64, far: u32) -> u64 {
+    member_chunks / far as u64
+}
+
+impl Raid10Geom {
+    /// Where the copies of `chunk` live, as (disk, chunk row) in MD's slot
+    /// order: near copy 0, its far copies 1.., near copy 1, its far copies, ...
+    ///
+    /// Why this is MD's placement: the near copies fill the row-major
+    /// (row, disk) grid exactly as the near layout does (chunk c takes
+    /// positions c·near .. c·near+near-1, so a near copy that runs past the
+    /// last disk continues on disk 0 one row down). With offset copies that
+    /// grid row r becomes chunk row r·far, so each group of far rows holds one
+    /// grid row and its shifted repeats. Each far (or offset) copy k of a near
+    /// copy is the same picture shifted right by k·near disks (wrapping over
+    /// the whole array, no far sets) and down by k·stride rows: far region k
+    /// for the far layout, the k-th following row for offset.
+    pub fn copies(&self, chunk: u64) -> impl Iterator<Item = (u32, u64)> {
+        let Raid10Geom { layout, disks, stride } = *self;
+        let n = disks as u64;
+        let (near, far) = (layout.near as u64, layout.far as u64);
+        let first = chunk * near;
+        (0..near * far).map(move |slot| {
+            let (i, k) = (slot / far, slot % far);
+            let pos = first + i;
+            let mut row = pos / n;
+            if layout.offset {
+                // Only the grid row is spread; the wrap of a near copy adds
+                // one chunk row (MD adds one chunk), not `far` rows.
+                row = (first / n) * far + (row - first / n);
+            }
+            let disk = (pos % n + k * near) % n;
+            (disk as u32, row + k * stride)
+        })
+    }
+
+    /// The inverse (MD's `raid10_find_virt`, our own derivation): the chunk
+    /// and copy slot stored at chunk row `row` of `disk`, or None when that
+    /// row of the region holds no chunk position. `capacity_chunks` (if any)
+    /// marks the positions past the end of the array as unused.
+    pub fn chunk_at(&self, disk: u32, row: u64, capacity_chunks: Option<u64>) -> Option<(u64, u32)> {
+        let n = self.disks as u64;
+        let (near, far) = (self.layout.near as u64, self.layout.far as u64);
+        if disk as u64 >= n {
+            return None;
+        }
+        // Which far copy k this row belongs to, and the grid row it repeats.
+        let (k, grid_row) = if far == 1 {
+            (0, row)
+        } else if self.layout.offset {
+            (row % far, row / far)
+        } else {
+            let k = row / self.stride;
+            if k >= far {
+                return None;
+            }
+            (k, row % self.stride)
+        };
+        // Undo the shift of k·near disks.
+        let grid_disk = (disk as u64 + n - (k * near) % n) % n;
+        let pos = grid_row * n + grid_disk;
+        let (chunk, i) = (pos / near, pos % near);
+        if capacity_chunks.is_some_and(|cap| chunk >= cap) {
+            return None;
+        }
+        Some((chunk, (i * far + k) as u32))
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ pub mod plans;
 
 use serde::{Deserialize, Serialize};
 
-pub use layout::{Layout, Level, StripeMap, LAYOUTS, LEVELS};
+pub use layout::{Layout, Level, Raid10Geom, Raid10Layout, StripeMap, LAYOUTS, LEVELS, RAID10_LAYOUTS};
 pub use plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan, Node};
 
 use crate::error::{Error, Result};
@@ -33,8 +33,17 @@ pub struct ArrayConfig {
     pub layout: Layout,
     pub block_size: u64,
     /// Copies of each block: 0 = the level's own (RAID-1: every disk; RAID-10:
-    /// near 2; others 1). RAID-10 accepts 2..=disks (near layout).
+    /// near 2; others 1). RAID-10 accepts 2..=disks (near layout when
+    /// `raid10` is None; with `raid10` set it must be 0 or near × far).
     pub copies: u32,
+    /// RAID-10 layout (`n2`, `f2`, `o2`, `n2f2`, ...); None: near with `copies`.
+    #[serde(default)]
+    pub raid10: Option<Raid10Layout>,
+    /// Bytes of each member used for data (no data offset); 0 = unknown.
+    /// Needed by RAID-10 far layouts (the far regions start at fixed
+    /// fractions of the member); when given, also bounds the array.
+    #[serde(default)]
+    pub disk_bytes: u64,
 }
 
 impl ArrayConfig {
@@ -47,6 +56,8 @@ impl ArrayConfig {
             layout: Layout::default(),
             block_size: 4096,
             copies: 0,
+            raid10: None,
+            disk_bytes: 0,
         }
     }
 
@@ -60,6 +71,31 @@ impl ArrayConfig {
         Layout::parse(s)
     }
 
+    /// Set the layout from its mdadm name: RAID-10 takes `n2`, `f2`, `o2`,
+    /// `n2f2`, ...; the other levels the parity layouts.
+    pub fn set_layout(&mut self, name: &str) -> Result<()> {
+        if self.level == Level::Raid10 {
+            self.raid10 = Some(Raid10Layout::parse(name)?);
+        } else {
+            self.layout = Layout::parse(name)?;
+        }
+        Ok(())
+    }
+
+    /// The RAID-10 layout in force (near with `copies` when none was set).
+    pub fn raid10_layout(&self) -> Raid10Layout {
+        self.raid10
+            .unwrap_or_else(|| Raid10Layout::near(self.effective_copies()))
+    }
+
+    /// The layout's name as mdadm spells it (`left-symmetric`, `n2`, `f2`, ...).
+    pub fn layout_name(&self) -> String {
+        match self.level {
+            Level::Raid10 => self.raid10_layout().name(),
+            _ => self.layout.name().to_string(),
+        }
+    }
+
     /// Build and validate a config from the names a user types (`raid5`,
     /// `left-symmetric`, ...); `layout` None takes the default.
     pub fn from_names(
@@ -69,11 +105,25 @@ impl ArrayConfig {
         layout: Option<&str>,
         block_size: u64,
     ) -> Result<ArrayConfig> {
+        Self::from_names_sized(level, disks, chunk_bytes, layout, block_size, 0)
+    }
+
+    /// As [`from_names`](Self::from_names), with each member's size in bytes
+    /// (0 = unknown; RAID-10 far layouts need it).
+    pub fn from_names_sized(
+        level: &str,
+        disks: u32,
+        chunk_bytes: u64,
+        layout: Option<&str>,
+        block_size: u64,
+        disk_bytes: u64,
+    ) -> Result<ArrayConfig> {
         let mut cfg = ArrayConfig::new(Self::parse_level(level)?, disks);
         cfg.chunk_bytes = chunk_bytes;
         cfg.block_size = block_size;
+        cfg.disk_bytes = disk_bytes;
         if let Some(l) = layout {
-            cfg.layout = Self::parse_layout(l)?;
+            cfg.set_layout(l)?;
         }
         cfg.validate()?;
         Ok(cfg)
@@ -83,6 +133,7 @@ impl ArrayConfig {
     pub fn effective_copies(&self) -> u32 {
         match (self.level, self.copies) {
             (Level::Raid1, _) => self.disks,
+            (Level::Raid10, _) if self.raid10.is_some() => self.raid10.map_or(2, |l| l.copies()),
             (Level::Raid10, 0) => 2,
             (Level::Raid10, c) => c,
             _ => 1,
@@ -134,6 +185,17 @@ impl ArrayConfig {
             }
             _ => {}
         }
+        if self.level == Level::Raid10 {
+            self.validate_raid10()?;
+        } else if self.raid10.is_some() {
+            return Err(Error::config(format!("a raid10 layout is not used by {lvl}")));
+        }
+        if self.disk_bytes != 0 && self.disk_bytes / self.chunk_bytes == 0 {
+            return Err(Error::config(format!(
+                "member size {} B holds no whole chunk of {} B",
+                self.disk_bytes, self.chunk_bytes
+            )));
+        }
         let layout_ok = match self.level {
             Level::Raid5 => self.layout.is_raid5(),
             Level::Raid6 => true,
@@ -154,6 +216,63 @@ impl ArrayConfig {
         }
         Ok(())
     }
+
+    /// RAID-10: copies against disks, MD's far / offset rules, member size.
+    fn validate_raid10(&self) -> Result<()> {
+        let l = self.raid10_layout();
+        let name = l.name();
+        if self.raid10.is_some() && self.copies != 0 && self.copies != l.copies() {
+            return Err(Error::config(format!(
+                "raid10 layout {name} keeps {} copies, but copies is {}",
+                l.copies(),
+                self.copies
+            )));
+        }
+        if l.copies() < 2 {
+            return Err(Error::config(format!(
+                "raid10 layout {name} keeps 1 copy: raid10 needs at least 2 (near × far)"
+            )));
+        }
+        if l.copies() > self.disks {
+            return Err(Error::config(format!(
+                "raid10 layout {name} keeps {} copies on distinct disks, but the array has {} disks",
+                l.copies(),
+                self.disks
+            )));
+        }
+        // MD adds a single chunk when a near copy wraps to disk 0, even in
+        // offset mode, so with disks not a multiple of near two copies would
+        // land on the same place (MD does it; we refuse).
+        if l.offset && l.near > 1 && !self.disks.is_multiple_of(l.near) {
+            return Err(Error::config(format!(
+                "raid10 layout {name}: near copies with offset copies need a number of disks that is a \
+                 multiple of near ({}), got {} (MD's mapping would overlap copies)",
+                l.near, self.disks
+            )));
+        }
+        if l.is_far() {
+            if self.disk_bytes == 0 {
+                return Err(Error::config(format!(
+                    "raid10 far layout {name} needs each member's size: give --disk-size (e.g. 4GiB)"
+                )));
+            }
+            let chunks = self.disk_bytes / self.chunk_bytes;
+            if chunks < l.far as u64 {
+                return Err(Error::config(format!(
+                    "raid10 far layout {name}: a member of {} B holds {chunks} whole chunk(s) of {} B, \
+                     fewer than the {} far regions need",
+                    self.disk_bytes, self.chunk_bytes, l.far
+                )));
+            }
+        }
+        if l.offset && self.disk_bytes != 0 && self.disk_bytes / self.chunk_bytes < l.far as u64 {
+            return Err(Error::config(format!(
+                "raid10 offset layout {name}: a member of {} B holds fewer than {} chunks of {} B",
+                self.disk_bytes, l.far, self.chunk_bytes
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Where one logical block lives.
@@ -163,8 +282,9 @@ pub struct Placement {
     pub disks: Vec<u32>,
     /// Block offset on `disks[0]`.
     pub disk_block: u64,
-    /// Block offset on each of `disks` (they differ only for RAID-10 with a
-    /// number of disks that is not a multiple of the copies).
+    /// Block offset on each of `disks` (they differ only for RAID-10: far and
+    /// offset layouts, or near with a number of disks that is not a multiple
+    /// of the copies).
     pub disk_blocks: Vec<u64>,
     /// Parity disks of the block's stripe: `[P]`, `[P, Q]` or `[]`.
     pub parity: Vec<u32>,
@@ -177,6 +297,8 @@ pub struct Array {
     /// Chunk size in blocks.
     pub(crate) chunk_blocks: u64,
     pub(crate) copies: u32,
+    /// RAID-10 geometry (a near-2 placeholder for other levels).
+    pub(crate) r10: Raid10Geom,
     failed: Vec<u32>,
     failed_mask: Vec<bool>,
 }
@@ -184,9 +306,22 @@ pub struct Array {
 impl Array {
     pub fn new(cfg: ArrayConfig) -> Result<Array> {
         cfg.validate()?;
+        let layout = cfg.raid10_layout();
+        let stride = if layout.offset {
+            1
+        } else if layout.far > 1 {
+            layout::far_stride(cfg.disk_bytes / cfg.chunk_bytes, layout.far)
+        } else {
+            u64::MAX
+        };
         Ok(Array {
             chunk_blocks: cfg.chunk_bytes / cfg.block_size,
             copies: cfg.effective_copies(),
+            r10: Raid10Geom {
+                layout,
+                disks: cfg.disks,
+                stride,
+            },
             failed: Vec::new(),
             failed_mask: vec![false; cfg.disks as usize],
             cfg,
@@ -210,7 +345,8 @@ impl Array {
     }
 
     /// Data chunks per stripe row: the disks minus parity for RAID-4/5/6,
-    /// all disks for RAID-0, 1 for RAID-1, disks / copies (rounded down) for RAID-10.
+    /// all disks for RAID-0, 1 for RAID-1, disks / copies (rounded down) for RAID-10
+    /// (near; far and offset arrays are sized by [`capacity_blocks_for`](Self::capacity_blocks_for)).
     pub fn data_disks_per_stripe(&self) -> u32 {
         let n = self.cfg.disks;
         match self.cfg.level {
@@ -219,6 +355,45 @@ impl Array {
             Level::Raid10 => n / self.copies,
             l => n - l.parity_units(),
         }
+    }
+
+    /// MD's array size in blocks for members of `member_blocks` blocks (whole
+    /// chunks only). RAID-10 follows `raid10_size`: ⌊⌊C/far⌋·disks/near⌋
+    /// chunks; the other levels have the same number of chunk rows on every
+    /// member, `data_disks_per_stripe` data chunks per row.
+    pub fn capacity_blocks_for(&self, member_blocks: u64) -> u64 {
+        let rows = member_blocks / self.chunk_blocks;
+        let chunks = match self.cfg.level {
+            Level::Raid10 => {
+                let l = self.r10.layout;
+                (rows / l.far as u64) * self.cfg.disks as u64 / l.near as u64
+            }
+            _ => rows * self.data_disks_per_stripe() as u64,
+        };
+        chunks * self.chunk_blocks
+    }
+
+    /// The array's size in blocks when the member size is known.
+    pub fn capacity_blocks(&self) -> Option<u64> {
+        (self.cfg.disk_bytes != 0).then(|| self.capacity_blocks_for(self.cfg.disk_bytes / self.cfg.block_size))
+    }
+
+    /// RAID-10: (disk, disk block) of every copy of `block`, in MD's slot order.
+    pub fn raid10_copies(&self, block: u64) -> impl Iterator<Item = (u32, u64)> + '_ {
+        let (chunk, off) = self.chunk_of(block);
+        let cb = self.chunk_blocks;
+        self.r10.copies(chunk).map(move |(d, row)| (d, row * cb + off))
+    }
+
+    /// RAID-10 inverse map: the logical block and copy slot stored at
+    /// `disk_block` of `disk`, or None when that place holds no data (past
+    /// the far regions, or past the array's capacity when the size is known).
+    pub fn raid10_block_at(&self, disk: u32, disk_block: u64) -> Option<(u64, u32)> {
+        let cb = self.chunk_blocks;
+        let cap_chunks = self.capacity_blocks().map(|b| b / cb);
+        self.r10
+            .chunk_at(disk, disk_block / cb, cap_chunks)
+            .map(|(chunk, slot)| (chunk * cb + disk_block % cb, slot))
     }
 
     /// Failures the level survives without losing data (any pattern).
@@ -277,7 +452,7 @@ impl Array {
         match self.cfg.level {
             Level::Raid0 => (chunk % n as u64) as u32,
             Level::Raid1 => 0,
-            Level::Raid10 => ((chunk * self.copies as u64) % n as u64) as u32,
+            Level::Raid10 => ((chunk * self.r10.layout.near as u64) % n as u64) as u32,
             _ => {
                 let k = self.data_disks_per_stripe() as u64;
                 self.stripe_map(chunk / k).data_disk((chunk % k) as u32)
@@ -298,9 +473,7 @@ impl Array {
             ),
             Level::Raid1 => ((0..n).collect(), vec![block; n as usize], vec![]),
             Level::Raid10 => {
-                let (d, b): (Vec<u32>, Vec<u64>) = layout::raid10_near(chunk, self.copies, n)
-                    .map(|(d, row)| (d, row * cb + off))
-                    .unzip();
+                let (d, b): (Vec<u32>, Vec<u64>) = self.r10.copies(chunk).map(|(d, row)| (d, row * cb + off)).unzip();
                 (d, b, vec![])
             }
             _ => {
@@ -335,9 +508,7 @@ impl Array {
             Level::Raid1 => (self.failed.len() < self.cfg.disks as usize).then_some(1),
             Level::Raid10 => {
                 let (chunk, _) = self.chunk_of(block);
-                layout::raid10_near(chunk, self.copies, self.cfg.disks)
-                    .any(|(d, _)| !self.is_failed(d))
-                    .then_some(1)
+                self.r10.copies(chunk).any(|(d, _)| !self.is_failed(d)).then_some(1)
             }
             l => {
                 if !self.is_failed(self.disk_of(block)) {

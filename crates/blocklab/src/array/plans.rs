@@ -8,7 +8,7 @@
 //! waiting for the compute steps of its rows), then unreadable markers.
 
 use super::degraded::{read_row, write_row};
-use super::layout::{raid10_near, Level};
+use super::layout::Level;
 use super::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
 use super::Array;
 
@@ -259,7 +259,9 @@ impl Array {
         let (disk, at) = match self.level() {
             Level::Raid0 => ((chunk % n) as u32, (chunk / n) * cb + off),
             Level::Raid1 => ((0..n as u32).find(|&d| !self.is_failed(d))?, block),
-            Level::Raid10 => raid10_near(chunk, self.copies, n as u32)
+            Level::Raid10 => self
+                .r10
+                .copies(chunk)
                 .find(|&(d, _)| !self.is_failed(d))
                 .map(|(d, row)| (d, row * cb + off))?,
             _ => {
@@ -297,9 +299,7 @@ impl Array {
             let copies: Vec<(u32, u64)> = match self.level() {
                 Level::Raid0 => vec![((chunk % n as u64) as u32, (chunk / n as u64) * cb + off)],
                 Level::Raid1 => (0..n).map(|d| (d, first)).collect(),
-                _ => raid10_near(chunk, self.copies, n)
-                    .map(|(d, row)| (d, row * cb + off))
-                    .collect(),
+                _ => self.r10.copies(chunk).map(|(d, row)| (d, row * cb + off)).collect(),
             };
             let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, _)| !self.is_failed(d)).collect();
             if alive.is_empty() {
@@ -307,8 +307,13 @@ impl Array {
                 continue;
             }
             match op {
-                // Read the first surviving copy (MD balances reads between
-                // copies by head position; a counted model has none).
+                // Read the first surviving copy in MD's slot order. That is
+                // what MD's RAID-10 read_balance picks on an idle array of
+                // rotating disks: with near > 1 every idle copy scores
+                // distance 0 and the first wins; with near = 1 and far /
+                // offset copies it takes the lowest device address, and the
+                // addresses grow with the slot. (A busy MD array prefers
+                // idle or nearer heads; a counted model has no queues.)
                 Op::Read => b.read(alive[0].0, alive[0].1, len, Cause::User, NO_GROUP),
                 Op::Write => {
                     for (d, at) in alive {

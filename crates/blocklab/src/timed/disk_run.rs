@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub disks: u32,
     /// Chunk size (`64KiB`, `65536`, ...).
     pub chunk: String,
+    /// MD layout name (`left-symmetric`, RAID-10 `n2` / `f2` / `o2`, ...); None: the default.
+    pub layout: Option<String>,
     /// Failed disks (degraded mode).
     pub failed: Vec<u32>,
     /// Array block size in bytes.
@@ -72,6 +74,7 @@ impl Default for RunOptions {
             raid: None,
             disks: 4,
             chunk: "64KiB".into(),
+            layout: None,
             failed: Vec::new(),
             block_size: 4096,
         }
@@ -129,7 +132,7 @@ fn sources(o: &RunOptions) -> Vec<Source<'static>> {
 /// The storage of a run: one disk, or an array of `o.disks` such disks.
 /// Returns the stack and its sectors per plan block.
 fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
-    load_model(spec)?; // fail early, with the model's own error
+    let member_sectors = load_model(spec)?.capacity_sectors(); // fails early, with the model's own error
     let s = spec.to_string();
     let make = move || load_model(&s);
     let Some(level) = &o.raid else {
@@ -141,6 +144,12 @@ fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
     let mut cfg = ArrayConfig::new(ArrayConfig::parse_level(level)?, o.disks);
     cfg.chunk_bytes = parse_bytes(&o.chunk)?;
     cfg.block_size = o.block_size;
+    if let Some(l) = &o.layout {
+        cfg.set_layout(l)?;
+    }
+    // Members are the model disks: RAID-10 far layouts place their far
+    // regions by this size, as MD does by the component size.
+    cfg.disk_bytes = member_sectors * 512;
     let mut array = Array::new(cfg)?;
     for &d in &o.failed {
         array.fail(d)?;

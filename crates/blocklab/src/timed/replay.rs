@@ -551,10 +551,23 @@ pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
     pub fn new(array: crate::array::Array, make: F, wrap: bool) -> Result<Self> {
         let bs = array.config().block_size;
-        let per_disk = make()?.capacity_sectors() * 512 / bs;
-        // Whole chunks only; every disk holds the same number of rows.
-        let rows = per_disk / array.chunk_blocks();
-        let blocks = rows * array.chunk_blocks() * array.data_disks_per_stripe() as u64;
+        let capacity_bytes = make()?.capacity_sectors() * 512;
+        let cfg_bytes = array.config().disk_bytes;
+        if cfg_bytes > capacity_bytes {
+            return Err(Error::config(format!(
+                "the array's member size {cfg_bytes} B is larger than the disk ({capacity_bytes} B)"
+            )));
+        }
+        let per_disk = if cfg_bytes != 0 { cfg_bytes } else { capacity_bytes } / bs;
+        let r10 = array.config().raid10_layout();
+        let blocks = if array.level() == crate::array::Level::Raid10 && (r10.far > 1 || r10.offset) {
+            // Far / offset RAID-10: MD's raid10_size (the far regions split the member).
+            array.capacity_blocks_for(per_disk)
+        } else {
+            // Whole chunks only; every disk holds the same number of rows.
+            let rows = per_disk / array.chunk_blocks();
+            rows * array.chunk_blocks() * array.data_disks_per_stripe() as u64
+        };
         if blocks == 0 {
             return Err(Error::config("the disks are smaller than one chunk"));
         }

@@ -747,3 +747,43 @@ fn feedback_speed_up_shrinks_think_times_but_not_parentless_offsets() {
     assert!(close(r.sim_time_ms, 6.0 + think_ns / 1e6 + 1.0), "{}", r.sim_time_ms);
     assert!(close(r.avg_response_ms, 1.0));
 }
+
+#[test]
+fn raid10_far_array_is_sized_like_md_and_reads_the_far_copy_when_degraded() {
+    use crate::array::{Array, ArrayConfig, Level};
+    // f2 on 4 toy disks of 8 blocks (4 KiB chunks = 1 block): stride 4 rows,
+    // MD's raid10_size = ⌊8/2⌋·4/1 = 16 blocks. Block 15 lives on disk 3 row
+    // 3 and disk 0 row 7 (the last row); block 16 is past the end.
+    let make = || {
+        let mut d = ToyDisk::constant(10.0);
+        d.capacity = 8 * 8; // sectors
+        Ok(Box::new(d) as Box<dyn DeviceModel>)
+    };
+    let mut cfg = ArrayConfig::new(Level::Raid10, 4);
+    cfg.chunk_bytes = 4096;
+    cfg.set_layout("f2").unwrap();
+    cfg.disk_bytes = 8 * 4096;
+    let mut a = Array::new(cfg).unwrap();
+    a.fail(3).unwrap();
+    let mut st = ArrayStack::new(a, make, false).unwrap();
+    let req = |block: u64| Request {
+        time: 0.0,
+        op: Op::Read,
+        offset: block * 4096,
+        len: 4096,
+        tenant: 0,
+    };
+    let p = st.plan(&req(15)).unwrap();
+    let ops: Vec<(u32, u64)> = p.disk_ops().map(|o| (o.disk, o.block)).collect();
+    assert_eq!(ops, vec![(0, 7)]);
+    assert!(st.plan(&req(16)).unwrap_err().to_string().contains("beyond"));
+    // A member size larger than the disk is refused.
+    let mut cfg = ArrayConfig::new(Level::Raid10, 4);
+    cfg.set_layout("f2").unwrap();
+    cfg.disk_bytes = 1 << 30;
+    let err = ArrayStack::new(Array::new(cfg).unwrap(), make, false)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("larger than the disk"), "{err}");
+}
