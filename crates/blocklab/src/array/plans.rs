@@ -212,19 +212,30 @@ enum Op {
 }
 
 impl Array {
-    /// The plan of a read of `nblocks` logical blocks from `block`.
+    /// The plan of a read of `nblocks` logical blocks from `block`
+    /// (mirrors read their first surviving copy).
     pub fn plan_read(&self, block: u64, nblocks: u64) -> IoPlan {
-        self.plan(Op::Read, block, nblocks)
+        self.plan(Op::Read, block, nblocks, None)
+    }
+
+    /// As [`Array::plan_read`], but for RAID-1/10 `pick` chooses which
+    /// surviving copy each chunk piece reads: it gets the copies
+    /// `(disk, disk block)` in MD's slot order and returns an index. A
+    /// timed executor balances reads over mirrors this way (MD's
+    /// read_balance looks at queues and head positions, which only it has).
+    pub fn plan_read_with(&self, block: u64, nblocks: u64, pick: &mut dyn FnMut(&[(u32, u64)]) -> usize) -> IoPlan {
+        self.plan(Op::Read, block, nblocks, Some(pick))
     }
 
     /// The plan of a write of `nblocks` logical blocks from `block`.
     pub fn plan_write(&self, block: u64, nblocks: u64) -> IoPlan {
-        self.plan(Op::Write, block, nblocks)
+        self.plan(Op::Write, block, nblocks, None)
     }
 
-    fn plan(&self, op: Op, block: u64, nblocks: u64) -> IoPlan {
+    fn plan(&self, op: Op, block: u64, nblocks: u64, pick: Option<&mut dyn FnMut(&[(u32, u64)]) -> usize>) -> IoPlan {
+        let mirrored = matches!(self.level(), Level::Raid1 | Level::Raid10);
         // Fast path (the common cache miss): one block readable in place.
-        if op == Op::Read && nblocks == 1 {
+        if op == Op::Read && nblocks == 1 && !(mirrored && pick.is_some()) {
             if let Some((disk, at)) = self.direct_copy(block) {
                 let mut plan = IoPlan {
                     nodes: Vec::with_capacity(1),
@@ -243,7 +254,7 @@ impl Array {
         let mut b = PlanBuilder::default();
         if nblocks > 0 {
             match self.level() {
-                Level::Raid0 | Level::Raid1 | Level::Raid10 => self.plan_copies(&mut b, op, block, nblocks),
+                Level::Raid0 | Level::Raid1 | Level::Raid10 => self.plan_copies(&mut b, op, block, nblocks, pick),
                 _ => self.plan_parity(&mut b, op, block, nblocks),
             }
         }
@@ -292,7 +303,14 @@ impl Array {
     }
 
     /// RAID-0, RAID-1, RAID-10: every block has its own copies.
-    fn plan_copies(&self, b: &mut PlanBuilder, op: Op, block: u64, nblocks: u64) {
+    fn plan_copies(
+        &self,
+        b: &mut PlanBuilder,
+        op: Op,
+        block: u64,
+        nblocks: u64,
+        mut pick: Option<&mut dyn FnMut(&[(u32, u64)]) -> usize>,
+    ) {
         let n = self.ndisks();
         let cb = self.chunk_blocks;
         for (first, len, chunk, off) in self.chunk_pieces(block, nblocks) {
@@ -307,14 +325,17 @@ impl Array {
                 continue;
             }
             match op {
-                // Read the first surviving copy in MD's slot order. That is
+                // Without `pick`, read the first surviving copy in MD's slot order. That is
                 // what MD's RAID-10 read_balance picks on an idle array of
                 // rotating disks: with near > 1 every idle copy scores
                 // distance 0 and the first wins; with near = 1 and far /
                 // offset copies it takes the lowest device address, and the
                 // addresses grow with the slot. (A busy MD array prefers
                 // idle or nearer heads; a counted model has no queues.)
-                Op::Read => b.read(alive[0].0, alive[0].1, len, Cause::User, NO_GROUP),
+                Op::Read => {
+                    let i = pick.as_mut().map_or(0, |p| p(&alive).min(alive.len() - 1));
+                    b.read(alive[i].0, alive[i].1, len, Cause::User, NO_GROUP)
+                }
                 Op::Write => {
                     for (d, at) in alive {
                         b.write(d, at, len, Cause::User, NO_GROUP);

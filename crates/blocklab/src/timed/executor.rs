@@ -134,6 +134,11 @@ impl TimedExecutor {
         self.devs.len()
     }
 
+    /// Requests at device `i`: waiting in its queues or in service.
+    pub fn pending(&self, i: usize) -> usize {
+        self.devs[i].waiting() + self.devs[i].busy() as usize
+    }
+
     /// Capacity of device `i` in sectors.
     pub fn capacity_sectors(&self, i: usize) -> u64 {
         self.devs[i].model.capacity_sectors()

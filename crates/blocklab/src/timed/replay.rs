@@ -136,10 +136,13 @@ pub const REPLAYS: &[&str] = &["open", "closed", "feedback"];
 
 /// The storage under the replayer: the devices, and how a request becomes a plan.
 pub trait Stack {
-    /// Fresh devices (each pass of a run starts from new devices).
-    fn devices(&self) -> Result<Vec<Box<dyn DeviceModel>>>;
-    /// The plan of one request, in blocks of `ExecConfig::sectors_per_block`.
-    fn plan(&mut self, req: &Request) -> Result<IoPlan>;
+    /// Fresh devices (each pass of a run starts from new devices, and the
+    /// stack forgets what it knew of the old ones).
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>>;
+    /// The plan of one request, in blocks of `ExecConfig::sectors_per_block`;
+    /// `ex` shows the devices' current load (for choices such as which
+    /// mirror to read).
+    fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan>;
 }
 
 /// One disk addressed in 512-byte sectors (DiskSim's unit).
@@ -169,10 +172,10 @@ pub fn sector_range(req: &Request) -> (u64, u64) {
 }
 
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for SingleDisk<F> {
-    fn devices(&self) -> Result<Vec<Box<dyn DeviceModel>>> {
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
         Ok(vec![(self.make)()?])
     }
-    fn plan(&mut self, req: &Request) -> Result<IoPlan> {
+    fn plan(&mut self, req: &Request, _ex: &TimedExecutor) -> Result<IoPlan> {
         let (mut first, count) = sector_range(req);
         if count > self.capacity || count > u32::MAX as u64 {
             return Err(Error::config(format!(
@@ -343,7 +346,8 @@ fn open_pass(
             Step::Wake { time, token } => {
                 let s = token as usize;
                 let (j, r) = streams[s].take()?.expect("wake of an exhausted stream");
-                ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                let plan = stack.plan(&r, &ex)?;
+                ex.submit(plan, tag(s, j, n))?;
                 issued += 1;
                 if let Some(d) = deps.as_deref_mut() {
                     let dep = match last_done.get(&(s, r.tenant)) {
@@ -399,7 +403,8 @@ fn closed(
     for (s, st) in streams.iter_mut().enumerate() {
         for _ in 0..outstanding {
             if let Some((j, r)) = st.take()? {
-                ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                let plan = stack.plan(&r, &ex)?;
+                ex.submit(plan, tag(s, j, n))?;
                 issued += 1;
             }
         }
@@ -410,7 +415,8 @@ fn closed(
                 let (s, _) = untag(t, n);
                 if let Some((j, r)) = streams[s].take()? {
                     if think == 0 {
-                        ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                        let plan = stack.plan(&r, &ex)?;
+                        ex.submit(plan, tag(s, j, n))?;
                         issued += 1;
                     } else {
                         ex.wake_at(time.saturating_add(think), tag(s, j, n));
@@ -421,7 +427,8 @@ fn closed(
             Step::Wake { token, .. } => {
                 let (s, _) = untag(token, n);
                 let (j, r) = thinking[s].pop_front().expect("wake without a thinking request");
-                ex.submit(stack.plan(&r)?, tag(s, j, n))?;
+                let plan = stack.plan(&r, &ex)?;
+                ex.submit(plan, tag(s, j, n))?;
                 issued += 1;
             }
         }
@@ -509,7 +516,8 @@ fn feedback(
                     .expect("wake of a request outside the window");
                 e.state = WState::Issued;
                 let req = e.req;
-                ex.submit(stack.plan(&req)?, token)?;
+                let plan = stack.plan(&req, &ex)?;
+                ex.submit(plan, token)?;
                 issued += 1;
                 while w.front().is_some_and(|e| e.state == WState::Issued) {
                     w.pop_front();
@@ -540,12 +548,17 @@ fn feedback(
 
 /// A RAID array of identical disks; requests are split into the array's
 /// blocks and become the array's plans (degraded when disks have failed).
+///
+/// Reads of mirrors choose a copy as MD's read_balance does for rotating
+/// disks (see [`balance_read`]).
 pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
     array: crate::array::Array,
     make: F,
     /// Logical capacity in array blocks.
     blocks: u64,
     pub wrap: bool,
+    /// Per disk: the block after the last access issued to it.
+    head: Vec<u64>,
 }
 
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
@@ -571,11 +584,13 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
         if blocks == 0 {
             return Err(Error::config("the disks are smaller than one chunk"));
         }
+        let head = vec![0; array.ndisks() as usize];
         Ok(ArrayStack {
             array,
             make,
             blocks,
             wrap,
+            head,
         })
     }
 
@@ -585,11 +600,54 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
     }
 }
 
+/// Which copy `(disk, disk block)` of a mirrored read to use, as MD's
+/// read_balance does for rotating disks (copies in MD's slot order; the
+/// first wins ties):
+/// * RAID-1 (raid1.c): a copy that continues its disk's last access
+///   (sequential) wins, then the first idle disk, then the copy nearest the
+///   disk's head;
+/// * RAID-10 (raid10.c): with near copies the first idle disk wins; else
+///   with far or offset copies the lowest device address (the outer, faster
+///   half: no head distance); else the copy nearest the head.
+///
+/// The head is where the last access issued to the disk ended (MD records
+/// it at completion; at issue is the deterministic approximation).
+fn balance_read(
+    copies: &[(u32, u64)],
+    level: crate::array::Level,
+    r10: crate::array::layout::Raid10Layout,
+    head: &[u64],
+    pending: impl Fn(usize) -> usize,
+) -> usize {
+    let idle = |&(d, _): &(u32, u64)| pending(d as usize) == 0;
+    let nearest = || {
+        (0..copies.len())
+            .min_by_key(|&i| copies[i].1.abs_diff(head[copies[i].0 as usize]))
+            .unwrap_or(0)
+    };
+    if level == crate::array::Level::Raid10 {
+        if r10.near > 1 {
+            if let Some(i) = copies.iter().position(idle) {
+                return i;
+            }
+        }
+        if r10.far > 1 {
+            return (0..copies.len()).min_by_key(|&i| copies[i].1).unwrap_or(0);
+        }
+        return nearest();
+    }
+    if let Some(i) = copies.iter().position(|&(d, at)| head[d as usize] == at) {
+        return i;
+    }
+    copies.iter().position(idle).unwrap_or_else(nearest)
+}
+
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
-    fn devices(&self) -> Result<Vec<Box<dyn DeviceModel>>> {
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        self.head.iter_mut().for_each(|h| *h = 0);
         (0..self.array.ndisks()).map(|_| (self.make)()).collect()
     }
-    fn plan(&mut self, req: &Request) -> Result<IoPlan> {
+    fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan> {
         let r = req.blocks(self.array.config().block_size);
         let n = (r.end - r.start).max(1);
         let mut first = r.start;
@@ -608,10 +666,19 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
             }
             first %= self.blocks - n + 1;
         }
-        Ok(if req.op == Op::Write {
+        let plan = if req.op == Op::Write {
             self.array.plan_write(first, n)
         } else {
-            self.array.plan_read(first, n)
-        })
+            let (head, level, r10) = (&self.head, self.array.level(), self.array.config().raid10_layout());
+            self.array.plan_read_with(first, n, &mut |copies| {
+                balance_read(copies, level, r10, head, |d| ex.pending(d))
+            })
+        };
+        for node in &plan.nodes {
+            if let crate::array::Action::Disk(op) = &node.action {
+                self.head[op.disk as usize] = op.block + op.nblocks as u64;
+            }
+        }
+        Ok(plan)
     }
 }
