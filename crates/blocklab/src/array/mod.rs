@@ -10,6 +10,7 @@ pub mod gf256;
 pub mod layout;
 pub mod plan;
 pub mod plans;
+pub mod rebuild;
 
 use serde::{Deserialize, Serialize};
 
@@ -301,6 +302,10 @@ pub struct Array {
     pub(crate) r10: Raid10Geom,
     failed: Vec<u32>,
     failed_mask: Vec<bool>,
+    /// Failed disks being recovered onto a spare (MD's `recovery_offset`):
+    /// their chunk rows below `recovered_rows` are rebuilt and in sync.
+    recovering_mask: Vec<bool>,
+    recovered_rows: u64,
 }
 
 impl Array {
@@ -324,6 +329,8 @@ impl Array {
             },
             failed: Vec::new(),
             failed_mask: vec![false; cfg.disks as usize],
+            recovering_mask: vec![false; cfg.disks as usize],
+            recovered_rows: 0,
             cfg,
         })
     }
@@ -430,6 +437,79 @@ impl Array {
     #[inline]
     pub fn is_failed(&self, disk: u32) -> bool {
         self.failed_mask.get(disk as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether `disk` cannot serve member chunk row `row` (disk blocks
+    /// `row·chunk .. (row+1)·chunk`): failed, and not a recovering spare
+    /// whose rows below the recovery offset are already rebuilt.
+    #[inline]
+    pub fn is_failed_at(&self, disk: u32, row: u64) -> bool {
+        self.is_failed(disk) && !(self.recovering_mask[disk as usize] && row < self.recovered_rows)
+    }
+
+    /// Replace the failed disks `disks` by fresh spares and start recovering
+    /// them (MD: the spares are added, `recovery_offset` = 0). Until
+    /// [`set_recovered_rows`](Self::set_recovered_rows) moves the offset the
+    /// array behaves exactly as degraded.
+    pub fn start_recovery(&mut self, disks: &[u32]) -> Result<()> {
+        let lvl = self.cfg.level.name();
+        if self.tolerated_failures() == 0 {
+            return Err(Error::config(format!("{lvl} has no redundancy: a lost disk cannot be rebuilt")));
+        }
+        if disks.is_empty() {
+            return Err(Error::config("rebuild needs failed disks (--failed)"));
+        }
+        if self.failed.len() as u32 > self.tolerated_failures() {
+            return Err(Error::config(format!(
+                "{lvl} of {} disks survives {} failure(s), {} disks failed: the data is lost, nothing to rebuild from",
+                self.cfg.disks,
+                self.tolerated_failures(),
+                self.failed.len()
+            )));
+        }
+        for &d in disks {
+            if !self.is_failed(d) {
+                return Err(Error::config(format!("disk {d} is not failed: only failed disks are rebuilt")));
+            }
+        }
+        for &d in disks {
+            self.recovering_mask[d as usize] = true;
+        }
+        self.recovered_rows = 0;
+        Ok(())
+    }
+
+    /// Disks being recovered, ascending.
+    pub fn recovering(&self) -> Vec<u32> {
+        (0..self.cfg.disks).filter(|&d| self.recovering_mask[d as usize]).collect()
+    }
+
+    /// The recovery offset in member chunk rows (rows below it are rebuilt).
+    pub fn recovered_rows(&self) -> u64 {
+        self.recovered_rows
+    }
+
+    /// Move the recovery offset: rows `0..rows` of the recovering disks are in sync.
+    pub fn set_recovered_rows(&mut self, rows: u64) {
+        self.recovered_rows = rows;
+    }
+
+    /// Recovery is complete: the spares become ordinary members (not failed).
+    pub fn finish_recovery(&mut self) {
+        for d in 0..self.cfg.disks {
+            if self.recovering_mask[d as usize] {
+                self.recovering_mask[d as usize] = false;
+                self.failed_mask[d as usize] = false;
+            }
+        }
+        self.failed.retain(|&d| self.failed_mask[d as usize]);
+        self.recovered_rows = 0;
+    }
+
+    /// Chunk rows of each member (the unit of a rebuild step), when the
+    /// member size is known.
+    pub fn member_rows(&self) -> Option<u64> {
+        (self.cfg.disk_bytes != 0).then(|| self.cfg.disk_bytes / self.cfg.block_size / self.chunk_blocks)
     }
 
     /// Split a logical block into (chunk number, offset in chunk).

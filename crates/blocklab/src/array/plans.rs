@@ -269,11 +269,11 @@ impl Array {
         let n = self.ndisks() as u64;
         let (disk, at) = match self.level() {
             Level::Raid0 => ((chunk % n) as u32, (chunk / n) * cb + off),
-            Level::Raid1 => ((0..n as u32).find(|&d| !self.is_failed(d))?, block),
+            Level::Raid1 => ((0..n as u32).find(|&d| !self.is_failed_at(d, block / cb))?, block),
             Level::Raid10 => self
                 .r10
                 .copies(chunk)
-                .find(|&(d, _)| !self.is_failed(d))
+                .find(|&(d, row)| !self.is_failed_at(d, row))
                 .map(|(d, row)| (d, row * cb + off))?,
             _ => {
                 let k = self.data_disks_per_stripe() as u64;
@@ -281,7 +281,7 @@ impl Array {
                 (self.stripe_map(stripe).data_disk((chunk % k) as u32), stripe * cb + off)
             }
         };
-        (!self.is_failed(disk)).then_some((disk, at))
+        (!self.is_failed_at(disk, at / cb)).then_some((disk, at))
     }
 
     /// Pieces of `[block, block+nblocks)` that stay within one chunk:
@@ -319,7 +319,7 @@ impl Array {
                 Level::Raid1 => (0..n).map(|d| (d, first)).collect(),
                 _ => self.r10.copies(chunk).map(|(d, row)| (d, row * cb + off)).collect(),
             };
-            let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, _)| !self.is_failed(d)).collect();
+            let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, at)| !self.is_failed_at(d, at / cb)).collect();
             if alive.is_empty() {
                 (first..first + len).for_each(|x| b.unreadable(x));
                 continue;
@@ -351,18 +351,19 @@ impl Array {
         let k = self.data_disks_per_stripe() as u64;
         let stripe_blocks = cb * k;
         let end = block + nblocks;
-        let failed = |d: u32| self.is_failed(d);
         let first_stripe = block / stripe_blocks;
         let last_stripe = (end - 1) / stripe_blocks;
         for stripe in first_stripe..=last_stripe {
             let sm = self.stripe_map(stripe);
+            // A stripe is one chunk row of every member (the recovery offset's unit).
+            let failed = |d: u32| self.is_failed_at(d, stripe);
             let lo = block.max(stripe * stripe_blocks);
             let hi = end.min((stripe + 1) * stripe_blocks);
             // Fast path: a read touching no failed disk is one op per chunk piece.
             if op == Op::Read {
                 let touches_failed = self
                     .chunk_pieces(lo, hi - lo)
-                    .any(|(_, _, chunk, _)| self.is_failed(sm.data_disk((chunk % k) as u32)));
+                    .any(|(_, _, chunk, _)| failed(sm.data_disk((chunk % k) as u32)));
                 if !touches_failed {
                     for (_, len, chunk, off) in self.chunk_pieces(lo, hi - lo) {
                         let disk = sm.data_disk((chunk % k) as u32);
