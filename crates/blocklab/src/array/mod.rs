@@ -454,7 +454,9 @@ impl Array {
     pub fn start_recovery(&mut self, disks: &[u32]) -> Result<()> {
         let lvl = self.cfg.level.name();
         if self.tolerated_failures() == 0 {
-            return Err(Error::config(format!("{lvl} has no redundancy: a lost disk cannot be rebuilt")));
+            return Err(Error::config(format!(
+                "{lvl} has no redundancy: a lost disk cannot be rebuilt"
+            )));
         }
         if disks.is_empty() {
             return Err(Error::config("rebuild needs failed disks (--failed)"));
@@ -469,7 +471,9 @@ impl Array {
         }
         for &d in disks {
             if !self.is_failed(d) {
-                return Err(Error::config(format!("disk {d} is not failed: only failed disks are rebuilt")));
+                return Err(Error::config(format!(
+                    "disk {d} is not failed: only failed disks are rebuilt"
+                )));
             }
         }
         for &d in disks {
@@ -481,7 +485,9 @@ impl Array {
 
     /// Disks being recovered, ascending.
     pub fn recovering(&self) -> Vec<u32> {
-        (0..self.cfg.disks).filter(|&d| self.recovering_mask[d as usize]).collect()
+        (0..self.cfg.disks)
+            .filter(|&d| self.recovering_mask[d as usize])
+            .collect()
     }
 
     /// The recovery offset in member chunk rows (rows below it are rebuilt).

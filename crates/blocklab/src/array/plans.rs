@@ -319,7 +319,10 @@ impl Array {
                 Level::Raid1 => (0..n).map(|d| (d, first)).collect(),
                 _ => self.r10.copies(chunk).map(|(d, row)| (d, row * cb + off)).collect(),
             };
-            let alive: Vec<(u32, u64)> = copies.into_iter().filter(|&(d, at)| !self.is_failed_at(d, at / cb)).collect();
+            let alive: Vec<(u32, u64)> = copies
+                .into_iter()
+                .filter(|&(d, at)| !self.is_failed_at(d, at / cb))
+                .collect();
             if alive.is_empty() {
                 (first..first + len).for_each(|x| b.unreadable(x));
                 continue;

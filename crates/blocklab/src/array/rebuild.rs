@@ -63,8 +63,12 @@ impl Array {
                 let mut reads: Vec<(u32, u64)> = Vec::new();
                 let mut writes: Vec<(u32, usize)> = Vec::new();
                 for &t in &targets {
-                    let Some((block, _slot)) = self.raid10_block_at(t, at) else { continue };
-                    let Some(src) = self.raid10_copies(block).find(|&(d, _)| !lost(d)) else { continue };
+                    let Some((block, _slot)) = self.raid10_block_at(t, at) else {
+                        continue;
+                    };
+                    let Some(src) = self.raid10_copies(block).find(|&(d, _)| !lost(d)) else {
+                        continue;
+                    };
                     let i = reads.iter().position(|&s| s == src).unwrap_or_else(|| {
                         reads.push(src);
                         reads.len() - 1

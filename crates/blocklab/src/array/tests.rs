@@ -1406,7 +1406,7 @@ fn recovery_offset_decides_spare_or_reconstruction() {
     let lost_block = |s: u64| (0..3).map(|d| s * 6 + d * 2).find(|&b| a.disk_of(b) == 1).unwrap();
     let b0 = lost_block(0);
     let b2 = lost_block(3); // stripe 3 (disk 1 holds data there; P is on disk 0)
-    // Offset 0: both reconstruct.
+                            // Offset 0: both reconstruct.
     assert!(ops(&a.plan_read(b0, 1)).iter().any(|o| o.4 == Cause::ReconstructRead));
     a.set_recovered_rows(1);
     // Row 0 is rebuilt: read the spare directly, no reconstruct-reads.
@@ -1418,14 +1418,18 @@ fn recovery_offset_decides_spare_or_reconstruction() {
     assert!(ops(&p).iter().all(|o| o.0 != 1));
     // Writes below the offset write the spare (data or parity), above it not.
     let w0 = a.plan_write(b0, 1);
-    assert!(ops(&w0).iter().any(|o| o.0 == 1 && o.1 == DiskOpKind::Write && o.4 == Cause::User));
+    assert!(ops(&w0)
+        .iter()
+        .any(|o| o.0 == 1 && o.1 == DiskOpKind::Write && o.4 == Cause::User));
     let w2 = a.plan_write(b2, 1);
     assert!(ops(&w2).iter().all(|o| o.0 != 1));
     // A write to another unit of row 0 updates the spare's parity if disk 1 holds P there.
     for s in 0..4u64 {
         let sm = a.stripe_map(s);
         let any_write_on_1 = (0..3).any(|d| {
-            ops(&a.plan_write(s * 6 + d * 2, 1)).iter().any(|o| o.0 == 1 && o.1 == DiskOpKind::Write)
+            ops(&a.plan_write(s * 6 + d * 2, 1))
+                .iter()
+                .any(|o| o.0 == 1 && o.1 == DiskOpKind::Write)
         });
         // Every stripe has a unit on disk 1 (data or P); only row 0 is rebuilt.
         assert!(sm.p == 1 || sm.data_disks().contains(&1));
@@ -1446,7 +1450,10 @@ fn recovery_offset_decides_spare_or_reconstruction() {
     assert_eq!(ops(&m.plan_read(1, 1)), vec![(0, DiskOpKind::Read, 1, 1, Cause::User)]);
     assert_eq!(ops(&m.plan_read(5, 1)), vec![(1, DiskOpKind::Read, 5, 1, Cause::User)]);
     assert_eq!(ops(&m.plan_write(1, 1)).len(), 2);
-    assert_eq!(ops(&m.plan_write(5, 1)), vec![(1, DiskOpKind::Write, 5, 1, Cause::User)]);
+    assert_eq!(
+        ops(&m.plan_write(5, 1)),
+        vec![(1, DiskOpKind::Write, 5, 1, Cause::User)]
+    );
 }
 
 #[test]
@@ -1459,7 +1466,11 @@ fn recovery_refuses_what_cannot_be_rebuilt() {
     assert!(a.start_recovery(&[2]).is_err(), "disk 2 is not failed");
     a.fail(0).unwrap();
     a.fail(1).unwrap();
-    assert!(a.start_recovery(&[0, 1]).unwrap_err().to_string().contains("survives 1"));
+    assert!(a
+        .start_recovery(&[0, 1])
+        .unwrap_err()
+        .to_string()
+        .contains("survives 1"));
 }
 
 #[test]
@@ -1580,7 +1591,10 @@ fn raid1_and_raid10_rebuild_copy_the_lost_disk() {
             let o = ops(&plan);
             let reads: Vec<_> = o.iter().filter(|x| x.1 == DiskOpKind::Read).collect();
             let writes: Vec<_> = o.iter().filter(|x| x.1 == DiskOpKind::Write).collect();
-            assert!(reads.len() <= 1 && writes.len() == reads.len(), "{level:?} row {row}: {o:?}");
+            assert!(
+                reads.len() <= 1 && writes.len() == reads.len(),
+                "{level:?} row {row}: {o:?}"
+            );
             if let (Some(r), Some(w)) = (reads.first(), writes.first()) {
                 assert_ne!(r.0, lost);
                 assert_eq!((w.0, w.2, w.3), (lost, row * cb, cb as u32));

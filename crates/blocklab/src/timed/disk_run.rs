@@ -6,6 +6,7 @@ use std::path::Path;
 use super::engine::ms_to_ns;
 use super::executor::ExecConfig;
 use super::metrics::Report;
+use super::rebuild::RebuildConfig;
 use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
 use super::toy::ToyDisk;
 use crate::array::{parse_bytes, Array, ArrayConfig};
@@ -50,6 +51,17 @@ pub struct RunOptions {
     pub failed: Vec<u32>,
     /// Array block size in bytes.
     pub block_size: u64,
+    /// Bytes of each member used by the array (`4GiB`, ...); None: the whole model disk.
+    pub disk_size: Option<String>,
+    /// Replace the failed disks by spares and rebuild them in the background.
+    pub rebuild: bool,
+    /// When the spares arrive (ms of simulated time).
+    pub rebuild_at_ms: f64,
+    /// Rebuild steps (chunk rows) in flight at most.
+    pub rebuild_window: usize,
+    /// MD's sync_speed_min / sync_speed_max (KiB/s).
+    pub rebuild_min_kbps: u64,
+    pub rebuild_max_kbps: u64,
 }
 
 impl Default for RunOptions {
@@ -77,6 +89,12 @@ impl Default for RunOptions {
             layout: None,
             failed: Vec::new(),
             block_size: 4096,
+            disk_size: None,
+            rebuild: false,
+            rebuild_at_ms: 0.0,
+            rebuild_window: super::rebuild::DEFAULT_WINDOW,
+            rebuild_min_kbps: super::rebuild::MD_SPEED_MIN,
+            rebuild_max_kbps: super::rebuild::MD_SPEED_MAX,
         }
     }
 }
@@ -139,6 +157,14 @@ fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
         if !o.failed.is_empty() {
             return Err(Error::config("--failed needs an array (--raid)"));
         }
+        if o.rebuild {
+            return Err(Error::config(
+                "--rebuild needs an array (--raid) with failed disks (--failed)",
+            ));
+        }
+        if o.disk_size.is_some() {
+            return Err(Error::config("--disk-size needs an array (--raid)"));
+        }
         return Ok((Box::new(SingleDisk::new(make, o.wrap)?), 1));
     };
     let mut cfg = ArrayConfig::new(ArrayConfig::parse_level(level)?, o.disks);
@@ -149,12 +175,29 @@ fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
     }
     // Members are the model disks: RAID-10 far layouts place their far
     // regions by this size, as MD does by the component size.
-    cfg.disk_bytes = member_sectors * 512;
+    cfg.disk_bytes = match &o.disk_size {
+        Some(s) => parse_bytes(s)?,
+        None => member_sectors * 512,
+    };
     let mut array = Array::new(cfg)?;
     for &d in &o.failed {
         array.fail(d)?;
     }
-    let st = ArrayStack::new(array, make, o.wrap)?;
+    let mut st = ArrayStack::new(array, make, o.wrap)?;
+    if o.rebuild {
+        if o.failed.is_empty() {
+            return Err(Error::config("--rebuild needs failed disks (--failed) to rebuild"));
+        }
+        if !(o.rebuild_at_ms.is_finite() && o.rebuild_at_ms >= 0.0) {
+            return Err(Error::config("--rebuild-at must be a non-negative number of ms"));
+        }
+        st = st.with_rebuild(RebuildConfig {
+            start: ms_to_ns(o.rebuild_at_ms),
+            window: o.rebuild_window,
+            min_kbps: o.rebuild_min_kbps,
+            max_kbps: o.rebuild_max_kbps,
+        })?;
+    }
     let spb = st.sectors_per_block();
     Ok((Box::new(st), spb))
 }

@@ -53,6 +53,7 @@ impl Default for ExecConfig {
 #[derive(Debug, Clone, Copy)]
 enum Ev {
     Wake(u64),
+    BgWake(u64),
     DevDone(u32),
     NodeDone(u32, u16),
 }
@@ -70,6 +71,23 @@ pub enum Step {
         start: Ns,
         unreadable: bool,
     },
+    /// A background wake-up ([`TimedExecutor::bg_wake_at`]).
+    BgWake {
+        time: Ns,
+        token: u64,
+    },
+    /// A background plan ([`TimedExecutor::submit_background`]) completed.
+    BgDone {
+        time: Ns,
+        tag: u64,
+    },
+}
+
+impl Step {
+    /// Whether the step belongs to background work (rebuild), not to the user's requests.
+    pub fn is_background(&self) -> bool {
+        matches!(self, Step::BgWake { .. } | Step::BgDone { .. })
+    }
 }
 
 struct Live {
@@ -82,6 +100,8 @@ struct Live {
     children: Vec<Vec<u16>>,
     left: usize,
     unreadable: bool,
+    /// Background work: not a user request (no response time, not counted).
+    bg: bool,
 }
 
 pub struct TimedExecutor {
@@ -93,6 +113,9 @@ pub struct TimedExecutor {
     cfg: ExecConfig,
     pub metrics: Recorder,
     in_flight: usize,
+    bg_in_flight: usize,
+    /// Issue time of the last user plan.
+    last_user_issue: Option<Ns>,
     last_done: Ns,
 }
 
@@ -117,6 +140,8 @@ impl TimedExecutor {
             metrics: Recorder::new(cfg.interval_ns),
             cfg,
             in_flight: 0,
+            bg_in_flight: 0,
+            last_user_issue: None,
             last_done: 0,
         })
     }
@@ -125,9 +150,19 @@ impl TimedExecutor {
         self.engine.now()
     }
 
-    /// Plans submitted and not yet completed.
+    /// User plans submitted and not yet completed (background plans excluded).
     pub fn in_flight(&self) -> usize {
         self.in_flight
+    }
+
+    /// Background plans submitted and not yet completed.
+    pub fn bg_in_flight(&self) -> usize {
+        self.bg_in_flight
+    }
+
+    /// When the last user plan was submitted (None: none yet).
+    pub fn last_user_issue(&self) -> Option<Ns> {
+        self.last_user_issue
     }
 
     pub fn devices(&self) -> usize {
@@ -149,8 +184,25 @@ impl TimedExecutor {
         self.engine.schedule(time, Ev::Wake(token));
     }
 
-    /// Start a plan now. Its completion comes back as `Step::Done { tag }`.
+    /// Ask for a `Step::BgWake { token }` at `time` (background work's own clock).
+    pub fn bg_wake_at(&mut self, time: Ns, token: u64) {
+        self.engine.schedule(time, Ev::BgWake(token));
+    }
+
+    /// Start a user plan now. Its completion comes back as `Step::Done { tag }`.
     pub fn submit(&mut self, plan: IoPlan, tag: u64) -> Result<()> {
+        self.submit_as(plan, tag, false)
+    }
+
+    /// Start a background plan now (rebuild): its disk operations compete
+    /// with the user's in the device queues, but it is not a user request
+    /// (no response time, not in `requests`). Its completion comes back as
+    /// `Step::BgDone { tag }`.
+    pub fn submit_background(&mut self, plan: IoPlan, tag: u64) -> Result<()> {
+        self.submit_as(plan, tag, true)
+    }
+
+    fn submit_as(&mut self, plan: IoPlan, tag: u64, bg: bool) -> Result<()> {
         let n = plan.nodes.len();
         if n > u16::MAX as usize {
             return Err(Error::config(format!("an I/O plan of {n} nodes is too large")));
@@ -188,10 +240,15 @@ impl TimedExecutor {
             }
         }
         let now = self.engine.now();
-        self.metrics.issue(now);
-        self.in_flight += 1;
+        if bg {
+            self.bg_in_flight += 1;
+        } else {
+            self.metrics.issue(now);
+            self.in_flight += 1;
+            self.last_user_issue = Some(now);
+        }
         if n == 0 {
-            self.finish_plan(now, tag, now, false);
+            self.finish_plan(now, tag, now, false, bg);
             return Ok(());
         }
         let live = Live {
@@ -202,6 +259,7 @@ impl TimedExecutor {
             children,
             left: n,
             unreadable: false,
+            bg,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -268,7 +326,7 @@ impl TimedExecutor {
             let live = self.live[slot as usize].take().unwrap();
             self.free.push(slot);
             let now = self.engine.now();
-            self.finish_plan(now, live.tag, live.start, live.unreadable);
+            self.finish_plan(now, live.tag, live.start, live.unreadable, live.bg);
             return;
         }
         for c in ready {
@@ -276,9 +334,14 @@ impl TimedExecutor {
         }
     }
 
-    fn finish_plan(&mut self, now: Ns, tag: u64, start: Ns, unreadable: bool) {
-        self.in_flight -= 1;
+    fn finish_plan(&mut self, now: Ns, tag: u64, start: Ns, unreadable: bool, bg: bool) {
         self.last_done = self.last_done.max(now);
+        if bg {
+            self.bg_in_flight -= 1;
+            self.ready.push_back(Step::BgDone { time: now, tag });
+            return;
+        }
+        self.in_flight -= 1;
         self.metrics.complete(now, start, unreadable);
         self.ready.push_back(Step::Done {
             time: now,
@@ -297,6 +360,7 @@ impl TimedExecutor {
             let (t, ev) = self.engine.pop()?;
             match ev {
                 Ev::Wake(token) => return Some(Step::Wake { time: t, token }),
+                Ev::BgWake(token) => return Some(Step::BgWake { time: t, token }),
                 Ev::DevDone(d) => {
                     let (tag, next) = self.devs[d as usize].complete(t);
                     if let Some((nt, dur)) = next {

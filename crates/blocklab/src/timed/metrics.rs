@@ -75,6 +75,9 @@ pub struct Report {
     pub devices: Vec<DeviceReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeseries: Option<Vec<Point>>,
+    /// The background rebuild, when one ran (`--rebuild`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<super::rebuild::RebuildReport>,
 }
 
 impl Report {
@@ -255,6 +258,7 @@ impl Recorder {
             events,
             devices: devs,
             timeseries,
+            rebuild: None,
         }
     }
 }

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod executor;
 pub mod metrics;
 pub mod queue;
+pub mod rebuild;
 pub mod replay;
 pub mod sched;
 pub mod toy;

@@ -59,6 +59,7 @@ use rustc_hash::FxHashMap;
 use super::engine::{secs_to_ns, Ns};
 use super::executor::{ExecConfig, Step, TimedExecutor};
 use super::metrics::Report;
+use super::rebuild::{RebuildConfig, RebuildReport, Rebuilder};
 use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
@@ -143,6 +144,42 @@ pub trait Stack {
     /// `ex` shows the devices' current load (for choices such as which
     /// mirror to read).
     fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan>;
+    /// Start background work (rebuild) on the fresh devices of a pass.
+    fn start_background(&mut self, _ex: &mut TimedExecutor) -> Result<()> {
+        Ok(())
+    }
+    /// React to a background step (`Step::BgWake` / `Step::BgDone`).
+    fn background(&mut self, _step: Step, _ex: &mut TimedExecutor) -> Result<()> {
+        Ok(())
+    }
+    /// A user request completed (for statistics split by background phase).
+    fn user_done(&mut self, _time: Ns, _start: Ns, _unreadable: bool) {}
+    /// What the background rebuild did in the last pass, if one ran.
+    fn rebuild_report(&self) -> Option<RebuildReport> {
+        None
+    }
+}
+
+/// The next user step: background steps are handed to the stack on the way.
+fn next_user(ex: &mut TimedExecutor, stack: &mut dyn Stack) -> Result<Option<Step>> {
+    loop {
+        match ex.next_step() {
+            None => return Ok(None),
+            Some(s) if s.is_background() => stack.background(s, ex)?,
+            Some(s) => {
+                if let Step::Done {
+                    time,
+                    start,
+                    unreadable,
+                    ..
+                } = s
+                {
+                    stack.user_done(time, start, unreadable);
+                }
+                return Ok(Some(s));
+            }
+        }
+    }
 }
 
 /// One disk addressed in 512-byte sectors (DiskSim's unit).
@@ -306,6 +343,7 @@ pub fn run_with_reference(
     };
     report.replay = cfg.discipline.name().into();
     report.streams = sources.len();
+    report.rebuild = stack.rebuild_report();
     Ok(report)
 }
 
@@ -330,6 +368,10 @@ fn open_pass(
 ) -> Result<Report> {
     let n = sources.len();
     let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    // The first feedback pass stands for the traced system: no rebuild there.
+    if deps.is_none() {
+        stack.start_background(&mut ex)?;
+    }
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     let at = |st: &Stream, r: &Request| secs_to_ns((r.time - st.base) / speedup);
     for (s, st) in streams.iter().enumerate() {
@@ -341,8 +383,10 @@ fn open_pass(
     let mut last_done: FxHashMap<(usize, u32), (u64, Ns)> = FxHashMap::default();
     let mut tenants: FxHashMap<u64, u32> = FxHashMap::default();
     let (mut issued, mut out_of_order) = (0u64, 0u64);
-    while let Some(step) = ex.next_step() {
+    while let Some(step) = next_user(&mut ex, stack)? {
         match step {
+            // `next_user` hands background steps to the stack.
+            Step::BgWake { .. } | Step::BgDone { .. } => {}
             Step::Wake { time, token } => {
                 let s = token as usize;
                 let (j, r) = streams[s].take()?.expect("wake of an exhausted stream");
@@ -395,6 +439,7 @@ fn closed(
 ) -> Result<Report> {
     let n = sources.len();
     let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    stack.start_background(&mut ex)?;
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     // Requests taken from a stream and waiting out their think time, in
     // order (the think time is constant, so wakes come back in this order).
@@ -409,8 +454,10 @@ fn closed(
             }
         }
     }
-    while let Some(step) = ex.next_step() {
+    while let Some(step) = next_user(&mut ex, stack)? {
         match step {
+            // `next_user` hands background steps to the stack.
+            Step::BgWake { .. } | Step::BgDone { .. } => {}
             Step::Done { time, tag: t, .. } => {
                 let (s, _) = untag(t, n);
                 if let Some((j, r)) = streams[s].take()? {
@@ -461,6 +508,7 @@ fn feedback(
 ) -> Result<Report> {
     let n = sources.len();
     let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    stack.start_background(&mut ex)?;
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     let think = |d: &Dep| -> Ns {
         match cpu {
@@ -505,8 +553,10 @@ fn feedback(
     for s in 0..n {
         refill(s, &mut ex, &mut streams[s], &mut windows[s], &done_at[s])?;
     }
-    while let Some(step) = ex.next_step() {
+    while let Some(step) = next_user(&mut ex, stack)? {
         match step {
+            // `next_user` hands background steps to the stack.
+            Step::BgWake { .. } | Step::BgDone { .. } => {}
             Step::Wake { token, .. } => {
                 let (s, j) = untag(token, n);
                 let w = &mut windows[s];
@@ -559,6 +609,10 @@ pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
     pub wrap: bool,
     /// Per disk: the block after the last access issued to it.
     head: Vec<u64>,
+    /// The array as it is at the start of every pass (failed disks, no spares).
+    initial: crate::array::Array,
+    rebuild_cfg: Option<RebuildConfig>,
+    rebuild: Option<Rebuilder>,
 }
 
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
@@ -586,12 +640,37 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
         }
         let head = vec![0; array.ndisks() as usize];
         Ok(ArrayStack {
+            initial: array.clone(),
             array,
             make,
             blocks,
             wrap,
             head,
+            rebuild_cfg: None,
+            rebuild: None,
         })
+    }
+
+    /// Rebuild the failed disks onto spares in the background (see
+    /// `timed::rebuild`); fails when the array cannot be rebuilt (no failed
+    /// disk, no redundancy, more failures than the level tolerates).
+    pub fn with_rebuild(mut self, cfg: RebuildConfig) -> Result<Self> {
+        let mut a = self.initial.clone();
+        if a.config().disk_bytes == 0 {
+            // Members are the model's disks: rebuild every whole chunk row of them.
+            let bytes = (self.make)()?.capacity_sectors() * 512;
+            let mut c = *a.config();
+            c.disk_bytes = bytes;
+            a = crate::array::Array::new(c)?;
+            for &d in self.initial.failed() {
+                a.fail(d)?;
+            }
+        }
+        Rebuilder::new(&a, cfg.clone())?;
+        self.initial = a.clone();
+        self.array = a;
+        self.rebuild_cfg = Some(cfg);
+        Ok(self)
     }
 
     /// 512-byte sectors per array block (the executor's unit).
@@ -645,7 +724,36 @@ fn balance_read(
 impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
     fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
         self.head.iter_mut().for_each(|h| *h = 0);
+        if self.rebuild_cfg.is_some() {
+            // A pass starts degraded again (the previous pass may have rebuilt).
+            self.array = self.initial.clone();
+            self.rebuild = None;
+        }
         (0..self.array.ndisks()).map(|_| (self.make)()).collect()
+    }
+    fn start_background(&mut self, ex: &mut TimedExecutor) -> Result<()> {
+        if let Some(cfg) = &self.rebuild_cfg {
+            let r = Rebuilder::new(&self.array, cfg.clone())?;
+            r.arm(ex);
+            self.rebuild = Some(r);
+        }
+        Ok(())
+    }
+    fn background(&mut self, step: Step, ex: &mut TimedExecutor) -> Result<()> {
+        let Some(r) = self.rebuild.as_mut() else { return Ok(()) };
+        match step {
+            Step::BgWake { token, .. } => r.on_wake(token, &mut self.array, ex),
+            Step::BgDone { tag, .. } => r.on_done(tag, &mut self.array, ex),
+            _ => Ok(()),
+        }
+    }
+    fn user_done(&mut self, time: Ns, start: Ns, unreadable: bool) {
+        if let Some(r) = self.rebuild.as_mut() {
+            r.user_done(time, start, unreadable);
+        }
+    }
+    fn rebuild_report(&self) -> Option<RebuildReport> {
+        self.rebuild.as_ref().map(|r| r.report())
     }
     fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan> {
         let r = req.blocks(self.array.config().block_size);

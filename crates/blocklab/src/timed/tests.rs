@@ -872,3 +872,239 @@ fn mirror_reads_are_balanced_like_md_read_balance() {
     assert!(close(r.sim_time_ms, 20.0), "{}", r.sim_time_ms);
     assert!(close(r.avg_response_ms, 15.0));
 }
+
+// ---------- background rebuild ----------
+
+mod rebuild {
+    use super::*;
+    use crate::array::{Array, ArrayConfig, Level};
+    use crate::timed::rebuild::RebuildConfig;
+
+    /// RAID-5 of 3 constant-service disks (`ms` per op), 64 KiB chunks,
+    /// members of `rows` chunk rows, disk `failed` lost, rebuilt with `rc`.
+    fn raid5_run(
+        ms: f64,
+        rows: u64,
+        failed: u32,
+        rc: Option<RebuildConfig>,
+        reqs: Vec<Request>,
+        disc: Discipline,
+    ) -> super::super::Report {
+        let mut cfg = ArrayConfig::new(Level::Raid5, 3);
+        cfg.disk_bytes = rows * cfg.chunk_bytes;
+        let mut a = Array::new(cfg).unwrap();
+        a.fail(failed).unwrap();
+        let mut st = ArrayStack::new(
+            a,
+            move || Ok(Box::new(ToyDisk::constant(ms)) as Box<dyn DeviceModel>),
+            false,
+        )
+        .unwrap();
+        if let Some(rc) = rc {
+            st = st.with_rebuild(rc).unwrap();
+        }
+        let c = ReplayConfig {
+            discipline: disc,
+            exec: ExecConfig {
+                sectors_per_block: st.sectors_per_block(),
+                ..Default::default()
+            },
+        };
+        run(&mut st, &mut [vec_source(reqs)], &c).unwrap()
+    }
+
+    fn open() -> Discipline {
+        Discipline::Open { speedup: 1.0 }
+    }
+
+    fn rc(window: usize, min: u64, max: u64) -> RebuildConfig {
+        RebuildConfig {
+            start: 0,
+            window,
+            min_kbps: min,
+            max_kbps: max,
+        }
+    }
+
+    #[test]
+    fn idle_rebuild_at_unlimited_speed_is_rows_times_read_plus_write() {
+        // Each row: read the 2 survivors in parallel (10 ms), XOR (0), write
+        // the spare (10 ms); window 1: 4 rows × 20 ms = 80 ms.
+        let r = raid5_run(10.0, 4, 0, Some(rc(1, 1000, u64::MAX)), vec![], open());
+        let b = r.rebuild.as_ref().unwrap();
+        assert!(b.finished);
+        assert!(close(b.rebuild_ms, 80.0), "{}", b.rebuild_ms);
+        assert_eq!((b.rebuild_rows, b.rebuild_reads, b.rebuild_writes), (4, 8, 4));
+        assert_eq!((b.rebuild_read_blocks, b.rebuild_write_blocks), (8 * 16, 4 * 16));
+        assert_eq!(b.pauses, 0);
+        assert_eq!(r.requests, 0);
+        assert!(close(r.sim_time_ms, 80.0));
+        assert_eq!(r.devices.iter().map(|d| d.ops).sum::<u64>(), 12);
+        assert_eq!(r.devices[0].ops, 4, "the spare is written once per row");
+    }
+
+    #[test]
+    fn binding_max_speed_spaces_the_rows() {
+        // 64 KiB rows, max 1600 KiB/s: a row may start every 40 ms. Row 0 at
+        // 0 (done 20: speed 3200 > max, wait until 64/1600 s = 40 ms), row 1
+        // at 40 (done 60, 128 KiB: wait until 80), row 2 at 80, row 3 at 120,
+        // done 140.
+        let r = raid5_run(10.0, 4, 0, Some(rc(1, 1000, 1600)), vec![], open());
+        let b = r.rebuild.unwrap();
+        assert!(close(b.rebuild_ms, 140.0), "{}", b.rebuild_ms);
+        assert_eq!(b.pauses, 3);
+        // Starting later shifts the whole rebuild.
+        let mut late = rc(1, 1000, 1600);
+        late.start = 1000 * MS;
+        let r = raid5_run(10.0, 4, 0, Some(late), vec![], open());
+        let b = r.rebuild.unwrap();
+        assert!(close(b.rebuild_ms, 140.0) && close(r.sim_time_ms, 1140.0));
+    }
+
+    fn read(ms: f64, block: u64) -> Request {
+        Request {
+            time: ms / 1000.0,
+            op: Op::Read,
+            offset: block * 4096,
+            len: 4096,
+            tenant: 0,
+        }
+    }
+
+    #[test]
+    fn rebuilt_rows_are_read_from_the_spare() {
+        // No speed limit (min = max = ∞). Disk 0 lost; 64 KiB chunks = 16
+        // blocks. At 0 the rebuild (scheduled first) reads row 0 on disks 1
+        // and 2 (0..10) and writes disk 0 (10..20); a user read of block 16
+        // (disk 1, row 0) waits behind it on disk 1: 10..20. Row 1 reads
+        // 20..30. At 25 ms the user reads block 0 (disk 0, row 0 — rebuilt):
+        // one read of the spare, 25..35, response 10 ms. Row 1's write waits
+        // for it: 35..45; rows 2, 3: 45..65, 65..85.
+        let free = rc(1, u64::MAX, u64::MAX);
+        let r = raid5_run(
+            10.0,
+            4,
+            0,
+            Some(free.clone()),
+            vec![read(0.0, 16), read(25.0, 0)],
+            open(),
+        );
+        let b = r.rebuild.as_ref().unwrap();
+        assert!(close(b.rebuild_ms, 85.0), "{}", b.rebuild_ms);
+        assert!(close(r.avg_response_ms, 15.0), "{}", r.avg_response_ms);
+        assert!(close(r.max_response_ms, 20.0));
+        assert_eq!(r.devices.iter().map(|d| d.ops).sum::<u64>(), 12 + 2);
+        assert_eq!(r.devices[0].ops, 5, "4 rebuild writes and the user's read of the spare");
+        assert_eq!((b.user_during.requests, b.user_after.requests), (2, 0));
+        // Block 96 (chunk 6: stripe 3, disk 0) is beyond the offset at 25 ms:
+        // reconstructed from disks 1 and 2, the spare is not read.
+        let r = raid5_run(10.0, 4, 0, Some(free), vec![read(0.0, 16), read(25.0, 96)], open());
+        assert_eq!(r.devices.iter().map(|d| d.ops).sum::<u64>(), 12 + 1 + 2);
+        assert_eq!(r.devices[0].ops, 4);
+    }
+
+    #[test]
+    fn user_io_throttles_the_rebuild_toward_min() {
+        // Min 1000 KiB/s, no max. The user read at 0 (block 16, disk 1) ends
+        // at 20 with row 0. At 20: 64 KiB / 20 ms = 3200 KiB/s > min and a
+        // user request was issued 20 ms ago (< 500 ms: not idle): wait until
+        // the speed is min, 64/1000 s = 64 ms. Row 1: 64..84; 128 KiB / 84 ms
+        // > min, still busy: wait until 128 ms; row 2: 128..148; wait until
+        // 192; row 3: 192..212.
+        let r = raid5_run(10.0, 4, 0, Some(rc(1, 1000, u64::MAX)), vec![read(0.0, 16)], open());
+        let b = r.rebuild.as_ref().unwrap();
+        assert!(close(b.rebuild_ms, 212.0), "{}", b.rebuild_ms);
+        assert_eq!(b.pauses, 3);
+        // Past 500 ms of no user I/O the array is idle again: with the user
+        // read at 0 and 40 rows, the rows after 500 ms go at full speed.
+        let busy = raid5_run(10.0, 40, 0, Some(rc(1, 1000, u64::MAX)), vec![read(0.0, 16)], open());
+        let idle = raid5_run(10.0, 40, 0, Some(rc(1, 1000, u64::MAX)), vec![], open());
+        let (tb, ti) = (busy.rebuild.unwrap().rebuild_ms, idle.rebuild.unwrap().rebuild_ms);
+        assert!(close(ti, 800.0), "{ti}");
+        assert!(tb > ti && tb < ti + 500.0, "{tb} vs {ti}");
+    }
+
+    #[test]
+    fn user_io_slows_the_rebuild_and_runs_are_deterministic() {
+        // A random trace on a RAID-5 of 3 linear toy disks; window 4, MD's
+        // default speeds. Addresses fold onto the small array.
+        let reqs = random_trace(400, 7, 2);
+        let go = |reqs: Vec<Request>| {
+            let mut cfg = ArrayConfig::new(Level::Raid5, 3);
+            cfg.disk_bytes = 64 * cfg.chunk_bytes;
+            let mut a = Array::new(cfg).unwrap();
+            a.fail(1).unwrap();
+            let mk = || {
+                Ok(Box::new(ToyDisk {
+                    per_sector_ms: 0.005,
+                    ..ToyDisk::linear(0.5, 0.0005, 200)
+                }) as Box<dyn DeviceModel>)
+            };
+            let mut st = ArrayStack::new(a, mk, true)
+                .unwrap()
+                .with_rebuild(RebuildConfig::default())
+                .unwrap();
+            let c = ReplayConfig {
+                discipline: open(),
+                exec: ExecConfig {
+                    sectors_per_block: st.sectors_per_block(),
+                    ..Default::default()
+                },
+            };
+            run(&mut st, &mut [vec_source(reqs)], &c).unwrap()
+        };
+        let with = go(reqs.clone());
+        let without = go(vec![]);
+        let (bw, bo) = (with.rebuild.clone().unwrap(), without.rebuild.clone().unwrap());
+        assert!(bw.finished && bo.finished);
+        assert_eq!(bw.rebuild_rows, 64);
+        assert!(bw.rebuild_ms > bo.rebuild_ms, "{} vs {}", bw.rebuild_ms, bo.rebuild_ms);
+        assert_eq!(with.requests, 400);
+        assert_eq!(bw.user_during.requests + bw.user_after.requests, 400 - with.unreadable);
+        assert_eq!(
+            serde_json::to_string(&with).unwrap(),
+            serde_json::to_string(&go(reqs)).unwrap()
+        );
+    }
+
+    #[test]
+    fn no_rebuild_keeps_the_report_unchanged() {
+        let a = raid5_run(10.0, 4, 0, None, vec![read(0.0, 16), read(25.0, 0)], open());
+        assert!(a.rebuild.is_none());
+        assert!(!serde_json::to_string(&a).unwrap().contains("rebuild"));
+        assert!(close(a.max_response_ms, 10.0));
+    }
+
+    #[test]
+    fn rebuild_errors() {
+        let mk = || Ok(Box::new(ToyDisk::constant(1.0)) as Box<dyn DeviceModel>);
+        let mut cfg = ArrayConfig::new(Level::Raid0, 3);
+        cfg.disk_bytes = 4 * cfg.chunk_bytes;
+        let mut a = Array::new(cfg).unwrap();
+        a.fail(0).unwrap();
+        assert!(ArrayStack::new(a, mk, false)
+            .unwrap()
+            .with_rebuild(RebuildConfig::default())
+            .is_err());
+        let mut cfg = ArrayConfig::new(Level::Raid5, 3);
+        cfg.disk_bytes = 4 * cfg.chunk_bytes;
+        let a = Array::new(cfg).unwrap();
+        assert!(ArrayStack::new(a.clone(), mk, false)
+            .unwrap()
+            .with_rebuild(RebuildConfig::default())
+            .is_err());
+        let mut a2 = a.clone();
+        a2.fail(0).unwrap();
+        a2.fail(1).unwrap();
+        assert!(ArrayStack::new(a2, mk, false)
+            .unwrap()
+            .with_rebuild(RebuildConfig::default())
+            .is_err());
+        let mut a1 = a;
+        a1.fail(0).unwrap();
+        assert!(ArrayStack::new(a1, mk, false)
+            .unwrap()
+            .with_rebuild(rc(0, 1, 1))
+            .is_err());
+    }
+}
