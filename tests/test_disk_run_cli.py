@@ -127,3 +127,73 @@ def test_cheetah9lp_disksim_ascii(monkeypatch, capsys, tmp_path):
     r = json.loads(out)
     assert r["requests"] == 300
     assert 0 < r["avg_service_ms"] < 30 and 0 < r["utilization"] < 1
+
+
+# ---------- --rebuild ----------
+
+def _rebuild_base(t):
+    # RAID-5 of 3 constant 10 ms disks, 64 KiB chunks, members of 4 chunk rows.
+    return ["disk", "run", "const:10", "-t", str(t), "-f", "csv", "--raid", "5", "--disks", "3",
+            "--disk-size", "256KiB", "--failed", "0", "--json"]
+
+
+def test_rebuild_idle_and_max_speed(monkeypatch, capsys, tmp_path):
+    # The only request reads block 16 (disk 1, row 0) at 0; the rebuild starts
+    # 1 s later on an idle array: 4 rows x (10 ms parallel reads + 10 ms write).
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,65536,4096\n")
+    base = _rebuild_base(t) + ["--rebuild", "--rebuild-at", "1000", "--rebuild-window", "1"]
+    code, out, _ = cli(monkeypatch, capsys, *base)
+    assert code in (0, None)
+    r = json.loads(out)
+    for k in ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "avg_service_ms", "utilization", "devices"):
+        assert k in r
+    rb = r["rebuild"]
+    assert rb["finished"] and rb["rebuild_rows"] == 4 == rb["rows_total"]
+    assert rb["rebuild_ms"] == pytest.approx(80.0)
+    assert (rb["rebuild_reads"], rb["rebuild_writes"]) == (8, 4)
+    assert r["requests"] == 1 and r["avg_response_ms"] == pytest.approx(10.0)
+    assert r["sim_time_ms"] == pytest.approx(1080.0)
+    assert [rb[k]["requests"] for k in ("user_before", "user_during", "user_after")] == [1, 0, 0]
+    # 1600 KB/s: a 64 KiB row every 40 ms -> rows start at 0, 40, 80, 120: 140 ms.
+    r = json.loads(cli(monkeypatch, capsys, *base, "--rebuild-max", "1600")[1])
+    assert r["rebuild"]["rebuild_ms"] == pytest.approx(140.0)
+    # Without --rebuild: no rebuild key, the degraded run as before.
+    r = json.loads(cli(monkeypatch, capsys, *_rebuild_base(t))[1])
+    assert "rebuild" not in r
+
+
+def test_rebuild_text_output(monkeypatch, capsys, tmp_path):
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,65536,4096\n")
+    args = [a for a in _rebuild_base(t) if a != "--json"] + ["--rebuild"]
+    code, out, _ = cli(monkeypatch, capsys, *args)
+    assert code in (0, None)
+    assert "rebuild of disk(s) 0" in out and "4/4 rows" in out
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--raid", "5", "--disks", "3", "--rebuild"], "--failed"),
+    (["--raid", "0", "--disks", "3", "--failed", "0", "--rebuild"], "redundancy"),
+    (["--raid", "5", "--disks", "4", "--failed", "0,1", "--rebuild"], "survives 1"),
+    (["--raid", "6", "--disks", "5", "--failed", "0,1,2", "--rebuild"], "survives 2"),
+    (["--rebuild", "--failed", "0"], "--raid"),
+    (["--raid", "5", "--disks", "3", "--failed", "0", "--rebuild", "--rebuild-window", "0"], "window"),
+])
+def test_rebuild_errors_exit_2(monkeypatch, capsys, trace, args, msg):
+    code, _, err = cli(monkeypatch, capsys, "disk", "run", "const:1", "-t", trace, "-f", "csv",
+                       "--disk-size", "1MiB", *args)
+    assert code == 2, err
+    assert err.startswith("blocklab: error:") and msg in err, err
+
+
+def test_rebuild_api_is_deterministic(tmp_path):
+    from blocklab import api
+    t = tmp_path / "t.csv"
+    t.write_text(TRACE)
+    kw = dict(format="csv", raid="raid6", disks=5, failed=[2], disk_size="1MiB", rebuild=True, rebuild_window=2)
+    a = api.disk_run("toy:base=2,cyl=0.01,spc=64", str(t), **kw)
+    assert a == api.disk_run("toy:base=2,cyl=0.01,spc=64", str(t), **kw)
+    assert a["rebuild"]["finished"] and a["rebuild"]["rebuild_rows"] == 16
+    # RAID-6 with one lost disk reads k = 3 survivors per row.
+    assert a["rebuild"]["rebuild_reads"] == 3 * 16

@@ -76,15 +76,21 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
              outstanding: int = 1, think_ms: float = 0.0, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
              interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
              raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
-             block_size: int = 4096, layout: str | None = None) -> dict:
-    """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict."""
+             block_size: int = 4096, layout: str | None = None, disk_size: int | str | None = None,
+             rebuild: bool = False, rebuild_at_ms: float = 0.0, rebuild_window: int = 4,
+             rebuild_min_kbps: int = 1000, rebuild_max_kbps: int = 200000) -> dict:
+    """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict.
+    With ``rebuild=True`` the ``failed`` disks are rebuilt onto spares in the background and the
+    report has a ``rebuild`` entry."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     return json.loads(_core.disk_run(
         model, [_paths(t) for t in traces], format=format, replay=replay, speedup=speedup, outstanding=outstanding,
         think_ms=think_ms, infinitely_fast=infinitely_fast, scheduler=scheduler, queue_depth=queue_depth, interval_ms=interval_ms,
         reference_model=reference_model, wrap=wrap, raid=raid, disks=disks, chunk=chunk, failed=list(failed),
-        block_size=block_size, layout=layout))
+        block_size=block_size, layout=layout, disk_size=None if disk_size is None else str(disk_size),
+        rebuild=rebuild, rebuild_at_ms=rebuild_at_ms, rebuild_window=rebuild_window,
+        rebuild_min_kbps=rebuild_min_kbps, rebuild_max_kbps=rebuild_max_kbps))
 
 
 def _bytes(v: int | str) -> int:

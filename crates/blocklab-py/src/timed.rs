@@ -10,7 +10,8 @@ use crate::to_py;
 #[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1, think_ms=0.0,
     infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
-    chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None))]
+    chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
+    rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -36,6 +37,12 @@ fn disk_run(
     failed: Vec<u32>,
     block_size: u64,
     layout: Option<String>,
+    disk_size: Option<String>,
+    rebuild: bool,
+    rebuild_at_ms: f64,
+    rebuild_window: usize,
+    rebuild_min_kbps: u64,
+    rebuild_max_kbps: u64,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -60,6 +67,12 @@ fn disk_run(
         layout,
         failed,
         block_size,
+        disk_size,
+        rebuild,
+        rebuild_at_ms,
+        rebuild_window,
+        rebuild_min_kbps,
+        rebuild_max_kbps,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

@@ -42,6 +42,12 @@ def run(
     layout: Optional[str] = typer.Option(None, "--layout", help="Array layout (mdadm names): RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, n2f2 (far regions sized by the model's capacity)."),
     failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks of the array, comma-separated (degraded mode)."),
     block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
+    disk_size: Optional[str] = typer.Option(None, "--disk-size", help="Bytes of each member the array uses (4GiB, ...; default: the whole model disk)."),
+    rebuild: bool = typer.Option(False, "--rebuild", help="Replace the --failed disks by spares and rebuild them in the background (MD recovery)."),
+    rebuild_at: float = typer.Option(0.0, "--rebuild-at", help="--rebuild: when the spares arrive (ms of simulated time)."),
+    rebuild_window: int = typer.Option(4, "--rebuild-window", help="--rebuild: rebuild steps (chunk rows) in flight at most."),
+    rebuild_min: int = typer.Option(1000, "--rebuild-min", help="--rebuild: MD sync_speed_min (KB/s): the speed kept while user I/O is present."),
+    rebuild_max: int = typer.Option(200000, "--rebuild-max", help="--rebuild: MD sync_speed_max (KB/s): the speed cap."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
     interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
     timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write the per-interval time series to this CSV."),
@@ -57,6 +63,15 @@ def run(
         fail(f"--failed: `{failed}` is not a comma-separated list of disk numbers")
     if any(d < 0 for d in failed_disks) or disks < 1:
         fail("disk numbers and counts must be non-negative")
+    if rebuild:
+        if not raid:
+            fail("--rebuild needs an array (--raid) with failed disks (--failed)")
+        if not failed_disks:
+            fail("--rebuild needs failed disks to rebuild (--failed)")
+        if rebuild_window < 1:
+            fail("--rebuild-window must be at least 1")
+        if rebuild_min < 0 or rebuild_max < 1 or rebuild_at < 0:
+            fail("--rebuild-min must be >= 0, --rebuild-max >= 1 and --rebuild-at >= 0")
     if timeseries is not None and interval <= 0:
         interval = 1000.0
     out = json.loads(_core.disk_run(
@@ -64,7 +79,9 @@ def run(
         outstanding=outstanding, think_ms=think, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
         queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
         reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
-        failed=failed_disks, block_size=block_size, layout=layout,
+        failed=failed_disks, block_size=block_size, layout=layout, disk_size=disk_size,
+        rebuild=rebuild, rebuild_at_ms=rebuild_at, rebuild_window=rebuild_window,
+        rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
     ))
     series = out.pop("timeseries", None)
     if timeseries is not None:
@@ -85,6 +102,17 @@ def run(
     for i, d in enumerate(out["devices"]):
         print(f"  disk {i}: ops {d['ops']}, busy {d['busy_ms']:.1f} ms, util {d['utilization']:.3f}, "
               f"mean queue {d['mean_queue']:.2f}, max queue {d['max_queue']}")
+    rb = out.get("rebuild")
+    if rb:
+        state = f"{rb['rebuild_ms']:.1f} ms" if rb["finished"] else "unfinished"
+        print(f"rebuild of disk(s) {','.join(map(str, rb['disks']))} from {rb['start_ms']:.1f} ms: {state}, "
+              f"{rb['rebuild_rows']}/{rb['rows_total']} rows of {rb['row_kib']} KiB, {rb['avg_kbps']:.0f} KB/s, "
+              f"{rb['pauses']} pauses")
+        print(f"  rebuild ops: {rb['rebuild_reads']} reads ({rb['rebuild_read_blocks']} blocks), "
+              f"{rb['rebuild_writes']} writes ({rb['rebuild_write_blocks']} blocks)")
+        for k in ("user_before", "user_during", "user_after"):
+            p = rb[k]
+            print(f"  {k:12} requests {p['requests']}, avg {p['avg_response_ms']:.4f} ms, max {p['max_response_ms']:.4f} ms")
 
 
 def register(app: typer.Typer) -> None:

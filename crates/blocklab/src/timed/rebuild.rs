@@ -13,18 +13,21 @@
 //! `max_kbps` or the array is not idle), pauses. Exactly (see
 //! `docs/timed.md`, "Rebuild"):
 //!
-//! * speed = KiB of rows issued since the oldest mark ÷ seconds since it;
-//!   a mark (time, KiB issued) is taken at the start and then at the first
+//! * speed = KiB of rows completed since the oldest mark ÷ seconds since
+//!   it (MD: `recovery_done = io_sectors − recovery_active`); a mark (time,
+//!   KiB completed) is taken at the start and then at the first
 //!   check at least 3 s after the previous mark, the last 10 kept (MD's
 //!   SYNC_MARK_STEP = 3 s, SYNC_MARKS = 10). With no time elapsed since the
-//!   mark the speed is 0 if nothing was issued, else infinite.
+//!   mark the speed is 0 if nothing completed, else infinite. The check
+//!   runs before every step (MD checks once per `window` sectors).
 //! * idle = no user request in flight and none issued in the last 500 ms.
 //! * pause: if speed > max, until the moment the speed would fall to max
 //!   (mark time + KiB ÷ max); otherwise (busy array) until the earlier of
 //!   that moment for min and now + 500 ms, then check again. MD sleeps a
-//!   fixed 500 ms (or waits for its in-flight steps) and measures with a
-//!   +1 s in the denominator; we wait exactly as long as the rule needs, so
-//!   a binding max gives a hand-computable rate.
+//!   fixed 500 ms above max; when not idle older kernels also slept 500 ms
+//!   and current ones wait until their in-flight recovery I/O has drained.
+//!   MD's speed has `+1 s` in its denominator; we wait exactly as long as
+//!   the rule needs, so a binding max gives a hand-computable rate.
 
 use std::collections::VecDeque;
 
@@ -114,7 +117,9 @@ pub struct RebuildReport {
     pub max_kbps: u64,
     /// Mean rebuild speed (KiB of member rebuilt per second).
     pub avg_kbps: f64,
-    /// User requests completed while the rebuild ran / after it.
+    /// User requests completed before the spares arrived / while the
+    /// rebuild ran / after it finished.
+    pub user_before: Period,
     pub user_during: Period,
     pub user_after: Period,
 }
@@ -152,11 +157,12 @@ pub struct Rebuilder {
     /// Completed rows at or above the offset (out of order with window > 1).
     done: Vec<bool>,
     offset: u64,
-    issued_kib: u64,
+    done_kib: u64,
     marks: VecDeque<(Ns, u64)>,
     paused: bool,
     end: Option<Ns>,
     rep: RebuildReport,
+    before: Acc,
     during: Acc,
     after: Acc,
 }
@@ -194,10 +200,11 @@ impl Rebuilder {
             in_flight: 0,
             done: vec![false; rows as usize],
             offset: 0,
-            issued_kib: 0,
+            done_kib: 0,
             marks: VecDeque::new(),
             paused: false,
             end: None,
+            before: Acc::default(),
             during: Acc::default(),
             after: Acc::default(),
         })
@@ -213,7 +220,9 @@ impl Rebuilder {
         if unreadable {
             return;
         }
-        let acc = if self.end.is_some() {
+        let acc = if !self.started {
+            &mut self.before
+        } else if self.end.is_some() {
             &mut self.after
         } else {
             &mut self.during
@@ -243,6 +252,7 @@ impl Rebuilder {
     pub fn on_done(&mut self, row: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
         self.in_flight -= 1;
         self.done[row as usize] = true;
+        self.done_kib += self.row_kib;
         while self.offset < self.rows && self.done[self.offset as usize] {
             self.offset += 1;
         }
@@ -265,14 +275,14 @@ impl Rebuilder {
     fn speed(&mut self, now: Ns) -> (f64, Ns, u64) {
         if let Some(&(t, _)) = self.marks.back() {
             if now >= t + MARK_STEP {
-                self.marks.push_back((now, self.issued_kib));
+                self.marks.push_back((now, self.done_kib));
                 if self.marks.len() > MARKS {
                     self.marks.pop_front();
                 }
             }
         }
         let (mt, mk) = *self.marks.front().expect("a mark is taken at the start");
-        let kib = self.issued_kib - mk;
+        let kib = self.done_kib - mk;
         let speed = if now == mt {
             if kib == 0 {
                 0.0
@@ -325,7 +335,6 @@ impl Rebuilder {
             ex.submit_background(plan, row)?;
             self.next_row += 1;
             self.in_flight += 1;
-            self.issued_kib += self.row_kib;
         }
         Ok(())
     }
@@ -342,6 +351,7 @@ impl Rebuilder {
                 0.0
             };
         }
+        r.user_before = self.before.period();
         r.user_during = self.during.period();
         r.user_after = self.after.period();
         r
