@@ -110,6 +110,8 @@ def run(
               f"{rb['pauses']} pauses")
         print(f"  rebuild ops: {rb['rebuild_reads']} reads ({rb['rebuild_read_blocks']} blocks), "
               f"{rb['rebuild_writes']} writes ({rb['rebuild_write_blocks']} blocks)")
+        causes = ", ".join(f"{c} {o['reads']}r/{o['writes']}w" for c, o in rb["ops_by_cause"].items())
+        print(f"  ops by cause: {causes}")
         for k in ("user_before", "user_during", "user_after"):
             p = rb[k]
             print(f"  {k:12} requests {p['requests']}, avg {p['avg_response_ms']:.4f} ms, max {p['max_response_ms']:.4f} ms")

@@ -29,13 +29,13 @@
 //!   MD's speed has `+1 s` in its denominator; we wait exactly as long as
 //!   the rule needs, so a binding max gives a hand-computable rate.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
 use super::engine::{ns_to_ms, Ns};
 use super::executor::TimedExecutor;
-use crate::array::{Array, DiskOpKind};
+use crate::array::{Array, Cause, DiskOp, DiskOpKind};
 use crate::error::{Error, Result};
 
 /// MD's default `sync_speed_min` (KiB/s).
@@ -92,6 +92,13 @@ pub struct Period {
     pub max_response_ms: f64,
 }
 
+/// Disk operations of one cause.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct CauseOps {
+    pub reads: u64,
+    pub writes: u64,
+}
+
 /// What the rebuild did (the `rebuild` object of the JSON report).
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct RebuildReport {
@@ -110,6 +117,9 @@ pub struct RebuildReport {
     pub rebuild_writes: u64,
     pub rebuild_read_blocks: u64,
     pub rebuild_write_blocks: u64,
+    /// Every disk operation of the run (user requests' and the rebuild's)
+    /// per cause: `user`, `reconstruct-read`, `parity-update`, `rebuild`.
+    pub ops_by_cause: BTreeMap<String, CauseOps>,
     /// Times the speed rule paused the rebuild.
     pub pauses: u64,
     pub window: usize,
@@ -213,6 +223,26 @@ impl Rebuilder {
     /// Schedule the start (call at the beginning of a pass, on fresh devices).
     pub fn arm(&self, ex: &mut TimedExecutor) {
         ex.bg_wake_at(self.cfg.start, START);
+    }
+
+    fn count(&mut self, op: &DiskOp) {
+        let name = match op.cause {
+            Cause::User => "user",
+            Cause::ReconstructRead => "reconstruct-read",
+            Cause::ParityUpdate => "parity-update",
+            Cause::Rebuild => "rebuild",
+            Cause::Destage => "destage",
+        };
+        let e = self.rep.ops_by_cause.entry(name.to_string()).or_default();
+        match op.kind {
+            DiskOpKind::Read => e.reads += 1,
+            DiskOpKind::Write => e.writes += 1,
+        }
+    }
+
+    /// Count a disk operation of a user request's plan.
+    pub fn count_user_op(&mut self, op: &DiskOp) {
+        self.count(op);
     }
 
     /// A user request completed at `time` (issued at `start`).
@@ -321,6 +351,7 @@ impl Rebuilder {
             let row = self.next_row;
             let plan = array.plan_rebuild_row(row);
             for op in plan.disk_ops() {
+                self.count(op);
                 match op.kind {
                     DiskOpKind::Read => {
                         self.rep.rebuild_reads += 1;

@@ -785,6 +785,9 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
         for node in &plan.nodes {
             if let crate::array::Action::Disk(op) = &node.action {
                 self.head[op.disk as usize] = op.block + op.nblocks as u64;
+                if let Some(r) = self.rebuild.as_mut() {
+                    r.count_user_op(op);
+                }
             }
         }
         Ok(plan)

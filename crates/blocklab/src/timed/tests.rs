@@ -996,11 +996,18 @@ mod rebuild {
         assert_eq!(r.devices.iter().map(|d| d.ops).sum::<u64>(), 12 + 2);
         assert_eq!(r.devices[0].ops, 5, "4 rebuild writes and the user's read of the spare");
         assert_eq!((b.user_during.requests, b.user_after.requests), (2, 0));
+        let by = |c: &str| b.ops_by_cause.get(c).map(|o| (o.reads, o.writes));
+        assert_eq!(by("user"), Some((2, 0)));
+        assert_eq!(by("rebuild"), Some((8, 4)));
+        assert_eq!(by("reconstruct-read"), None);
         // Block 96 (chunk 6: stripe 3, disk 0) is beyond the offset at 25 ms:
         // reconstructed from disks 1 and 2, the spare is not read.
         let r = raid5_run(10.0, 4, 0, Some(free), vec![read(0.0, 16), read(25.0, 96)], open());
         assert_eq!(r.devices.iter().map(|d| d.ops).sum::<u64>(), 12 + 1 + 2);
         assert_eq!(r.devices[0].ops, 4);
+        let b = r.rebuild.unwrap();
+        assert_eq!(b.ops_by_cause["reconstruct-read"].reads, 2);
+        assert_eq!(b.ops_by_cause["user"].reads, 1);
     }
 
     #[test]
