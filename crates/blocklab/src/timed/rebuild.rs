@@ -29,7 +29,7 @@
 //!   MD's speed has `+1 s` in its denominator; we wait exactly as long as
 //!   the rule needs, so a binding max gives a hand-computable rate.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde::Serialize;
 
@@ -164,8 +164,9 @@ pub struct Rebuilder {
     started: bool,
     next_row: u64,
     in_flight: usize,
-    /// Completed rows at or above the offset (out of order with window > 1).
-    done: Vec<bool>,
+    /// Completed rows above the offset (out of order with window > 1; at
+    /// most `window` of them, so memory does not grow with the disk).
+    ahead: BTreeSet<u64>,
     offset: u64,
     done_kib: u64,
     marks: VecDeque<(Ns, u64)>,
@@ -208,7 +209,7 @@ impl Rebuilder {
             started: false,
             next_row: 0,
             in_flight: 0,
-            done: vec![false; rows as usize],
+            ahead: BTreeSet::new(),
             offset: 0,
             done_kib: 0,
             marks: VecDeque::new(),
@@ -281,9 +282,9 @@ impl Rebuilder {
 
     pub fn on_done(&mut self, row: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
         self.in_flight -= 1;
-        self.done[row as usize] = true;
         self.done_kib += self.row_kib;
-        while self.offset < self.rows && self.done[self.offset as usize] {
+        self.ahead.insert(row);
+        while self.ahead.remove(&self.offset) {
             self.offset += 1;
         }
         array.set_recovered_rows(self.offset);
