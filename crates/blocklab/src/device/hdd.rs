@@ -1372,34 +1372,37 @@ mod tests {
         .unwrap()
     }
 
+    /// `d` rebuilt with an on-disk cache (its segments sized from `cache`).
+    fn with_cache(d: Hdd, cache: CacheParams) -> Hdd {
+        Hdd::new(HddParams { cache, ..d.p }).unwrap()
+    }
+
+    fn read(lbn: u64, sectors: u32) -> DevRequest {
+        DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors,
+        }
+    }
+
     #[test]
     fn read_ahead_hits_and_consumed_data_misses() {
         let mut d = simple_drive();
         d.p.bus_read_ms = 0.01;
         d.p.overheads.read_hit = [0.1, 0.1];
         d.p.overheads.read_miss = [0.5, 0.5];
-        d.p.cache = CacheParams {
-            enabled: true,
-            segments: 2,
-            segment_sectors: 100,
-            max_readahead: 50,
-            consume_on_hit: true,
-            ..CacheParams::off()
-        };
-        d.segs = vec![
-            Seg {
-                start: 0,
-                end: 0,
-                stamp: 0,
-                valid: false
-            };
-            2
-        ];
-        let r = |lbn, sectors| DevRequest {
-            kind: DiskOpKind::Read,
-            lbn,
-            sectors,
-        };
+        let mut d = with_cache(
+            d,
+            CacheParams {
+                enabled: true,
+                segments: 2,
+                segment_sectors: 100,
+                max_readahead: 50,
+                consume_on_hit: true,
+                ..CacheParams::off()
+            },
+        );
+        let r = read;
         // Miss at t = 0: 0.5 ms overhead puts the platter at sector 5, so
         // sector 0 comes round at 10.0; read until 10.1, bus 0.01 → 10.11.
         assert!((d.service(0.0, &r(0, 1)) - 10.11).abs() < 1e-9);
@@ -1532,30 +1535,20 @@ mod tests {
         d.p.bus_read_ms = 0.01;
         d.p.overheads.read_hit = [0.1, 0.1];
         d.p.overheads.read_miss = [0.5, 0.5];
-        d.p.cache = CacheParams {
-            enabled: true,
-            segments: 1,
-            segment_sectors: 10,
-            max_readahead: 50,
-            readahead_over_requested: false,
-            consume_on_hit: false,
-            ..CacheParams::off()
-        };
-        d.p.cache.prefetch_mode = 3;
-        d.segs = vec![
-            Seg {
-                start: 0,
-                end: 0,
-                stamp: 0,
-                valid: false
-            };
-            1
-        ];
-        let r = |lbn, sectors| DevRequest {
-            kind: DiskOpKind::Read,
-            lbn,
-            sectors,
-        };
+        let mut d = with_cache(
+            d,
+            CacheParams {
+                enabled: true,
+                segments: 1,
+                segment_sectors: 10,
+                max_readahead: 50,
+                readahead_over_requested: false,
+                consume_on_hit: false,
+                prefetch_mode: 3,
+                ..CacheParams::off()
+            },
+        );
+        let r = read;
         // Miss on sector 0 at t = 0: 0.5 ms overhead (platter at sector 5),
         // sector 0 at 10.0..10.1, bus 0.01 → 10.11. Read-ahead fills the
         // 10-sector segment: sectors 1..=9, 10.1..11.0.
