@@ -12,23 +12,10 @@ fn check(r: &Request) {
 
 fuzz_target!(|data: &[u8]| {
     let ctx = ParseCtx { file: "fuzz".into() };
-    let mut texts: Vec<Box<dyn TextFormat>> = vec![
-        Box::new(native_csv::NativeCsv),
-        Box::new(spc::Spc),
-        Box::new(msr::Msr::default()),
-        Box::new(msr_cut::MsrCut),
-        Box::new(disksim::DiskSim::millis()),
-        Box::new(disksim::DiskSim::nanos()),
-        Box::new(blkparse::Blkparse::new('Q')),
-        Box::new(cloudphysics::CloudPhysics),
-        Box::new(tencent::Tencent),
-        Box::new(tencent_cut::TencentCut),
-        Box::new(systor::Systor),
-        Box::new(hpsrt_csv::HpSrtCsv),
-    ];
+    let mut texts = text_formats();
     if let Ok(text) = std::str::from_utf8(data) {
         for (i, line) in text.lines().enumerate() {
-            for f in texts.iter_mut() {
+            for (_, f) in texts.iter_mut() {
                 if let Ok(Some(r)) = f.parse_line(line, i as u64 + 1, &ctx) {
                     check(&r);
                 }

@@ -543,7 +543,7 @@ pub fn mrc_trace(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::{build, Access, NEVER};
+    use crate::cache::{build, Access};
     use proptest::prelude::*;
 
     /// Brute force: distance = distinct keys since the previous access, inclusive.
@@ -561,15 +561,7 @@ mod tests {
 
     fn lru_misses(keys: &[u64], c: u64) -> u64 {
         let mut p = build("lru", c as usize).unwrap();
-        keys.iter()
-            .filter(|&&k| {
-                !p.access(&Access {
-                    block: k,
-                    next_use: NEVER,
-                    write: false,
-                })
-            })
-            .count() as u64
+        keys.iter().filter(|&&k| !p.access(&Access::read(k))).count() as u64
     }
 
     #[test]

@@ -223,16 +223,7 @@ mod tests {
     use crate::cache::fault::ModMap;
     use crate::cache::lru::Lru;
     use crate::cache::vdf_lru::VdfLru;
-    use crate::cache::NEVER;
     use proptest::prelude::*;
-
-    fn acc(b: u64) -> Access {
-        Access {
-            block: b,
-            next_use: NEVER,
-            write: false,
-        }
-    }
 
     /// Plain CLOCK, naive: a circular buffer and a hand.
     fn naive_clock(cap: usize, seq: &[u64]) -> Vec<bool> {
@@ -266,7 +257,7 @@ mod tests {
         // LS1 cand 1 (FIFO: first in) age 1 W=1 -> evict 0.
         let m = Arc::new(ModMap::with_failed(3, &[0]));
         let mut p = CostAware::new("fifo", 2, m).unwrap();
-        let h: Vec<bool> = [0, 1, 1, 4, 1].iter().map(|&b| p.access(&acc(b))).collect();
+        let h: Vec<bool> = [0, 1, 1, 4, 1].iter().map(|&b| p.access(&Access::read(b))).collect();
         assert_eq!(h, vec![false, false, true, false, true]);
     }
 
@@ -281,7 +272,7 @@ mod tests {
             let mut b = VdfLru::new(cap, m.clone());
             for (i, &x) in seq.iter().enumerate() {
                 if i == fail_at { m.fail(1); }
-                prop_assert_eq!(a.access(&acc(x)), b.access(&acc(x)));
+                prop_assert_eq!(a.access(&Access::read(x)), b.access(&Access::read(x)));
             }
         }
 
@@ -293,8 +284,8 @@ mod tests {
             let mut c = CostAware::new("clock", cap, m).unwrap();
             let want_clock = naive_clock(cap, &seq);
             for (i, &x) in seq.iter().enumerate() {
-                prop_assert_eq!(a.access(&acc(x)), l.access(&acc(x)));
-                prop_assert_eq!(c.access(&acc(x)), want_clock[i]);
+                prop_assert_eq!(a.access(&Access::read(x)), l.access(&Access::read(x)));
+                prop_assert_eq!(c.access(&Access::read(x)), want_clock[i]);
             }
         }
     }

@@ -90,33 +90,24 @@ mod tests {
     use super::*;
     use crate::cache::fault::ModMap;
     use crate::cache::lru::Lru;
-    use crate::cache::NEVER;
     use proptest::prelude::*;
-
-    fn acc(b: u64) -> Access {
-        Access {
-            block: b,
-            next_use: NEVER,
-            write: false,
-        }
-    }
 
     #[test]
     fn hand_worked() {
         // 3 disks, disk 0 failed: cost 2 on disk 0, 1 elsewhere. Cache 2.
         let m = Arc::new(ModMap::with_failed(3, &[0]));
         let mut g = Gds::new(2, m);
-        assert!(!g.access(&acc(0))); // H(0) = 2
-        assert!(!g.access(&acc(1))); // H(1) = 1
-        assert!(!g.access(&acc(2))); // evict 1 (H 1), L = 1, H(2) = 2
+        assert!(!g.access(&Access::read(0))); // H(0) = 2
+        assert!(!g.access(&Access::read(1))); // H(1) = 1
+        assert!(!g.access(&Access::read(2))); // evict 1 (H 1), L = 1, H(2) = 2
         assert_eq!(g.inflation(), 1);
         assert_eq!(g.h(1), None);
-        assert!(!g.access(&acc(4))); // tie H 2: 0 set first -> evict 0, L = 2, H(4) = 3
+        assert!(!g.access(&Access::read(4))); // tie H 2: 0 set first -> evict 0, L = 2, H(4) = 3
         assert_eq!(g.h(0), None);
         assert_eq!(g.h(4), Some(3));
-        assert!(!g.access(&acc(3))); // evict 2 (H 2), L = 2, H(3) = 4
+        assert!(!g.access(&Access::read(3))); // evict 2 (H 2), L = 2, H(3) = 4
         assert_eq!(g.h(3), Some(4));
-        assert!(g.access(&acc(4))); // hit: H(4) = L + 1 = 3
+        assert!(g.access(&Access::read(4))); // hit: H(4) = L + 1 = 3
         assert_eq!(g.h(4), Some(3));
     }
 
@@ -129,7 +120,7 @@ mod tests {
             let mut g = Gds::new(cap, Arc::new(ModMap::new(4)));
             let mut l = Lru::new(cap);
             for &x in &seq {
-                prop_assert_eq!(g.access(&acc(x)), l.access(&acc(x)));
+                prop_assert_eq!(g.access(&Access::read(x)), l.access(&Access::read(x)));
             }
         }
 
@@ -140,7 +131,7 @@ mod tests {
             let mut g = Gds::new(cap, m);
             let mut last_l = 0;
             for &x in &seq {
-                g.access(&acc(x));
+                g.access(&Access::read(x));
                 prop_assert!(g.inflation() >= last_l);
                 last_l = g.inflation();
                 prop_assert!(g.len() <= cap);

@@ -216,7 +216,6 @@ impl Policy for Lru {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cache::NEVER;
     use proptest::prelude::*;
     use std::collections::VecDeque;
 
@@ -242,16 +241,7 @@ mod tests {
 
     fn run(keys: &[u64], cap: usize) -> Vec<bool> {
         let mut l = Lru::new(cap);
-        let out = keys
-            .iter()
-            .map(|&k| {
-                l.access(&Access {
-                    block: k,
-                    next_use: NEVER,
-                    write: false,
-                })
-            })
-            .collect();
+        let out = keys.iter().map(|&k| l.access(&Access::read(k))).collect();
         assert!(l.len() <= cap);
         out
     }

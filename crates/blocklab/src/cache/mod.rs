@@ -48,6 +48,18 @@ pub struct Access {
     pub write: bool,
 }
 
+impl Access {
+    /// A read of `block` with no knowledge of its next use (what an online
+    /// policy sees).
+    pub fn read(block: u64) -> Access {
+        Access {
+            block,
+            next_use: NEVER,
+            write: false,
+        }
+    }
+}
+
 /// A cache replacement policy.
 pub trait Policy: Send {
     /// Present one access; returns true on a hit. On a miss the block is inserted.

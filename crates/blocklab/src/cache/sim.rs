@@ -393,13 +393,7 @@ mod tests {
 
     #[test]
     fn errors_stop_the_run_and_progress_counts_chunks() {
-        let good = (0..(CHUNK as u64 * 2 + 5)).map(|i| {
-            Ok(Access {
-                block: i % 100,
-                next_use: NEVER,
-                write: false,
-            })
-        });
+        let good = (0..(CHUNK as u64 * 2 + 5)).map(|i| Ok(Access::read(i % 100)));
         let cells = vec![Cell {
             policy: "lru".into(),
             cache_blocks: 10,
@@ -416,22 +410,12 @@ mod tests {
             if i == 7 {
                 Err(Error::config("boom"))
             } else {
-                Ok(Access {
-                    block: i,
-                    next_use: NEVER,
-                    write: false,
-                })
+                Ok(Access::read(i))
             }
         });
         let e = simulate_accesses(bad, &cells, &mut |_| Ok(())).unwrap_err();
         assert!(e.to_string().contains("boom"));
-        let stop = (0..(CHUNK as u64 * 5)).map(|i| {
-            Ok(Access {
-                block: i,
-                next_use: NEVER,
-                write: false,
-            })
-        });
+        let stop = (0..(CHUNK as u64 * 5)).map(|i| Ok(Access::read(i)));
         let e = simulate_accesses(stop, &cells, &mut |_| Err(Error::config("interrupted"))).unwrap_err();
         assert!(e.to_string().contains("interrupted"));
     }

@@ -135,16 +135,7 @@ impl Policy for VdfLfu {
 mod tests {
     use super::*;
     use crate::cache::fault::ModMap;
-    use crate::cache::NEVER;
     use proptest::prelude::*;
-
-    fn acc(b: u64) -> Access {
-        Access {
-            block: b,
-            next_use: NEVER,
-            write: false,
-        }
-    }
 
     /// Algorithm 2 written naively: (block, F, TS) list and full scans.
     struct Naive {
@@ -209,20 +200,20 @@ mod tests {
         // tie W=1 -> older TS: block 1 evicted.
         let m = Arc::new(ModMap::with_failed(3, &[0]));
         let mut p = VdfLfu::new(3, m);
-        let hits: Vec<bool> = [0, 0, 1, 2, 4].iter().map(|&b| p.access(&acc(b))).collect();
+        let hits: Vec<bool> = [0, 0, 1, 2, 4].iter().map(|&b| p.access(&Access::read(b))).collect();
         assert_eq!(hits, vec![false, true, false, false, false]);
         assert_eq!(p.global_order(), vec![2, 4, 0]);
         // 2,4 hits: F(2)=2 TS5, F(4)=2 TS6. 3 (disk 0) at GTS 7:
         // LS0: 0 F2 W=4; LS1: 4 F2 W=2; LS2: 2 F2 W=2 -> tie, older TS: 2.
-        assert!(p.access(&acc(2)));
-        assert!(p.access(&acc(4)));
-        assert!(!p.access(&acc(3)));
+        assert!(p.access(&Access::read(2)));
+        assert!(p.access(&Access::read(4)));
+        assert!(!p.access(&Access::read(3)));
         assert_eq!(p.freq(2), None);
         assert_eq!(p.freq(0), Some(2));
         // Plain LFU would have evicted 0 (F2, TS1) instead.
         // 1 (disk 1) at GTS 8: LS0 bottom 3 (F1 TS7, W=2), LS1 bottom 4 (F2 TS6, W=2),
         // LS2 empty -> tie, older TS: block 4.
-        assert!(!p.access(&acc(1)));
+        assert!(!p.access(&Access::read(1)));
         assert_eq!(p.freq(4), None);
         assert_eq!(p.freq(3), Some(1));
     }
@@ -232,7 +223,7 @@ mod tests {
         let m = Arc::new(ModMap::new(3));
         let mut p = VdfLfu::new(2, m);
         // 0,0,1,2: 2 evicts 1 (F1) not 0 (F2); 1 then evicts 2 (F1, TS3)
-        let hits: Vec<bool> = [0, 0, 1, 2, 1, 0].iter().map(|&b| p.access(&acc(b))).collect();
+        let hits: Vec<bool> = [0, 0, 1, 2, 1, 0].iter().map(|&b| p.access(&Access::read(b))).collect();
         assert_eq!(hits, vec![false, true, false, false, false, true]);
         assert_eq!(p.freq(0), Some(3));
         assert_eq!(p.freq(1), Some(1)); // forgotten on eviction
@@ -246,7 +237,7 @@ mod tests {
             let mut a = VdfLfu::new(cap, Arc::new(ModMap::new(n)));
             let mut r = naive_lfu(cap, n as u64);
             for &x in &seq {
-                prop_assert_eq!(a.access(&acc(x)), r.access(x));
+                prop_assert_eq!(a.access(&Access::read(x)), r.access(x));
             }
         }
 
@@ -256,7 +247,7 @@ mod tests {
             let mut a = VdfLfu::new(cap, Arc::new(ModMap::new(n)));
             let mut b = crate::cache::lfu::Lfu::new(cap);
             for &x in &seq {
-                prop_assert_eq!(a.access(&acc(x)), b.access(&acc(x)));
+                prop_assert_eq!(a.access(&Access::read(x)), b.access(&Access::read(x)));
             }
         }
 
@@ -272,7 +263,7 @@ mod tests {
                     m.fail(f);
                     r.failed.push(f as u64);
                 }
-                prop_assert_eq!(a.access(&acc(x)), r.access(x), "access {} block {}", i, x);
+                prop_assert_eq!(a.access(&Access::read(x)), r.access(x), "access {} block {}", i, x);
             }
         }
     }

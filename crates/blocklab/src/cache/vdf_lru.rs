@@ -165,19 +165,10 @@ mod tests {
     use super::*;
     use crate::cache::fault::ModMap;
     use crate::cache::lru::Lru;
-    use crate::cache::NEVER;
     use proptest::prelude::*;
 
-    fn acc(b: u64) -> Access {
-        Access {
-            block: b,
-            next_use: NEVER,
-            write: false,
-        }
-    }
-
     fn run(p: &mut dyn Policy, seq: &[u64]) -> Vec<bool> {
-        seq.iter().map(|&b| p.access(&acc(b))).collect()
+        seq.iter().map(|&b| p.access(&Access::read(b))).collect()
     }
 
     /// Algorithm 1 written naively: a list of (block, TS), full scans.
@@ -241,12 +232,12 @@ mod tests {
         assert_eq!(p.global_order(), vec![0, 2, 4]);
         // GTS=4, access 5 (disk 2): LS0 bottom 0 age 4 W=4; LS1 bottom 4 age 1 W=2;
         // LS2 bottom 2 age 2 W=4. Tie 4/4 -> older TS: block 0 (TS 0).
-        assert!(!p.access(&acc(5)));
+        assert!(!p.access(&Access::read(5)));
         assert_eq!(p.global_order(), vec![2, 4, 5]);
         // hit on 2 refreshes it (TS 5); GTS=6 then access 0: LS0 empty,
         // LS1 bottom 4 (TS 3, age 3, W=6), LS2 bottom 5 (TS 4, age 2, W=4) -> evict 4.
-        assert!(p.access(&acc(2)));
-        assert!(!p.access(&acc(0)));
+        assert!(p.access(&Access::read(2)));
+        assert!(!p.access(&Access::read(0)));
         assert_eq!(p.global_order(), vec![5, 2, 0]);
         assert_eq!(p.gts(), 7);
     }
@@ -270,7 +261,7 @@ mod tests {
         run(&mut p, &[0, 1, 2]);
         m.fail(0);
         // now faulty: as in hand_worked_faulty, 4 evicts block 1, not 0.
-        assert!(!p.access(&acc(4)));
+        assert!(!p.access(&Access::read(4)));
         assert_eq!(p.global_order(), vec![0, 2, 4]);
         assert_eq!(p.len(), 3);
     }
@@ -283,7 +274,7 @@ mod tests {
             let mut a = VdfLru::new(cap, Arc::new(ModMap::new(n)));
             let mut b = Lru::new(cap);
             for &x in &seq {
-                prop_assert_eq!(a.access(&acc(x)), b.access(&acc(x)));
+                prop_assert_eq!(a.access(&Access::read(x)), b.access(&Access::read(x)));
             }
         }
 
@@ -299,7 +290,7 @@ mod tests {
                     m.fail(f);
                     r.failed.push(f as u64);
                 }
-                prop_assert_eq!(a.access(&acc(x)), r.access(x), "access {} block {}", i, x);
+                prop_assert_eq!(a.access(&Access::read(x)), r.access(x), "access {} block {}", i, x);
             }
         }
     }

@@ -154,6 +154,26 @@ pub const FORMATS: &[&str] = &[
     "hpsrt-csv",
 ];
 
+/// Every line-oriented format with its name (blkparse reading Q events),
+/// in the order of [`FORMATS`]: what content sniffing tries, and what the
+/// parser properties and the fuzz target exercise.
+pub fn text_formats() -> Vec<(&'static str, Box<dyn TextFormat>)> {
+    vec![
+        ("csv", Box::new(native_csv::NativeCsv)),
+        ("spc", Box::new(spc::Spc)),
+        ("msr", Box::new(msr::Msr::default())),
+        ("msr-cut", Box::new(msr_cut::MsrCut)),
+        ("disksim", Box::new(disksim::DiskSim::millis())),
+        ("mqsim", Box::new(disksim::DiskSim::nanos())),
+        ("blkparse", Box::new(blkparse::Blkparse::new('Q'))),
+        ("cloudphysics", Box::new(cloudphysics::CloudPhysics)),
+        ("tencent", Box::new(tencent::Tencent)),
+        ("tencent-cut", Box::new(tencent_cut::TencentCut)),
+        ("systor", Box::new(systor::Systor)),
+        ("hpsrt-csv", Box::new(hpsrt_csv::HpSrtCsv)),
+    ]
+}
+
 /// One-line description of every format, in the order of [`FORMATS`].
 pub const FORMAT_INFO: &[(&str, &str)] = &[
     (

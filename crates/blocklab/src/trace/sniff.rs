@@ -19,8 +19,7 @@
 //!      `--format`.
 
 use super::input::{compression_ext, peek};
-use super::{blkparse, cloudphysics, disksim, hpsrt_csv, msr, msr_cut, native_csv, spc, systor, tencent, tencent_cut};
-use super::{vscsi, ParseCtx, TextFormat};
+use super::{vscsi, ParseCtx};
 use crate::error::{Error, Result};
 use std::path::Path;
 
@@ -118,20 +117,7 @@ fn by_content(sample: &[u8], truncated: bool) -> Vec<&'static str> {
         lines.pop(); // the last line may be cut
     }
     lines.truncate(SAMPLE_LINES);
-    let candidates: Vec<(&'static str, Box<dyn TextFormat>)> = vec![
-        ("csv", Box::new(native_csv::NativeCsv)),
-        ("spc", Box::new(spc::Spc)),
-        ("msr", Box::new(msr::Msr::default())),
-        ("msr-cut", Box::new(msr_cut::MsrCut)),
-        ("disksim", Box::new(disksim::DiskSim::millis())),
-        ("mqsim", Box::new(disksim::DiskSim::nanos())),
-        ("blkparse", Box::new(blkparse::Blkparse::new('Q'))),
-        ("cloudphysics", Box::new(cloudphysics::CloudPhysics)),
-        ("tencent", Box::new(tencent::Tencent)),
-        ("tencent-cut", Box::new(tencent_cut::TencentCut)),
-        ("systor", Box::new(systor::Systor)),
-        ("hpsrt-csv", Box::new(hpsrt_csv::HpSrtCsv)),
-    ];
+    let candidates = super::text_formats();
     let ctx = ParseCtx { file: String::new() };
     candidates
         .into_iter()

@@ -521,20 +521,7 @@ fn sniffing_rules() {
 // ---- properties -----------------------------------------------------------------------
 
 fn text_formats() -> Vec<Box<dyn TextFormat>> {
-    vec![
-        Box::new(native_csv::NativeCsv),
-        Box::new(spc::Spc),
-        Box::new(msr::Msr::default()),
-        Box::new(msr_cut::MsrCut),
-        Box::new(disksim::DiskSim::millis()),
-        Box::new(disksim::DiskSim::nanos()),
-        Box::new(blkparse::Blkparse::new('Q')),
-        Box::new(cloudphysics::CloudPhysics),
-        Box::new(tencent::Tencent),
-        Box::new(tencent_cut::TencentCut),
-        Box::new(systor::Systor),
-        Box::new(hpsrt_csv::HpSrtCsv),
-    ]
+    super::text_formats().into_iter().map(|(_, f)| f).collect()
 }
 
 /// Valid-looking lines of each format, mutated by the properties below.
