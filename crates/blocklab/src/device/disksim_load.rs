@@ -218,11 +218,9 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         write_back_sequential_only: disk.num_or("Fast write level", 0.0)? == 1.0,
         almost_read_hits: disk.num_or("Allow almost read hits", 0.0)? != 0.0,
         readahead_on_idle_hit: disk.num_or("Read-ahead on idle hit", 0.0)? != 0.0,
-        write_water: if disk.num_or("Set watermark by reqsize", 1.0)? != 0.0 {
-            disk.num_or("Low (write) water mark", 0.0)?
-        } else {
-            0.0
-        },
+        // "Low (write) water mark" is where a write reconnects once a full
+        // segment drains (DiskSim's manual); these request sizes never fill
+        // one, so it is not read.
         hold_bus_write: disk.num_or("Hold bus entire write xfer", 0.0)? != 0.0,
         write_data_prep_ms: disk.num_or("Data preparation overhead", 0.0)? * scale,
     };

@@ -494,9 +494,6 @@ pub struct CacheParams {
     pub readahead_on_idle_hit: bool,
     /// "Fast write level" 1: only appending writes are write hits.
     pub write_back_sequential_only: bool,
-    /// "Low (write) water mark" (a fraction of the request): where a
-    /// write reconnects once a full segment drains; not a media-write gate.
-    pub write_water: f64,
     /// The drive holds the bus for a whole write transfer.
     pub hold_bus_write: bool,
     /// "Data preparation overhead" before a write-through write's data phase.
@@ -526,7 +523,6 @@ impl CacheParams {
             write_back_sequential_only: false,
             almost_read_hits: true,
             readahead_on_idle_hit: false,
-            write_water: 0.0,
             hold_bus_write: false,
             write_data_prep_ms: 0.0,
         }
@@ -1462,31 +1458,30 @@ mod tests {
             lbn,
             sectors: 4,
         };
-        let drive = |switch: bool, prep: f64, water: f64| {
+        let drive = |switch: bool, prep: f64| {
             let mut d = simple_drive();
             d.p.same_track_switch = switch;
             d.p.bus_write_ms = 0.2;
             d.p.overheads.write_miss = [0.5, 0.5];
             d.p.cache.write_data_prep_ms = prep;
-            d.p.cache.write_water = water;
             d
         };
         // Data cross the bus from 0.5 to 1.3 ms; with the last sector due
         // 0.3 ms after the first, the media write can stream from 1.0 ms
-        // (just in time). Sector 12 passes at 1.2: written by 1.6. The
-        // low-water mark (all of the request) does not hold it back.
-        assert!((drive(false, 0.0, 1.0).service(0.0, &w(12)) - 1.6).abs() < 1e-9);
+        // (just in time). Sector 12 passes at 1.2: written by 1.6 (waiting
+        // for all the data, as the old low-water-mark gate did, would miss it).
+        assert!((drive(false, 0.0).service(0.0, &w(12)) - 1.6).abs() < 1e-9);
         // With "trackSwitchPlusRotation" the access (a 0.5 ms switch) starts
         // at 1.0, so sector 12 is missed at 1.2 and written at 11.2..11.6.
-        assert!((drive(true, 0.0, 0.0).service(0.0, &w(12)) - 11.6).abs() < 1e-9);
+        assert!((drive(true, 0.0).service(0.0, &w(12)) - 11.6).abs() < 1e-9);
         // 0.15 ms of data preparation moves the stream point to 1.15 ms:
         // sector 11 (at 1.1) is missed, written at 11.1..11.5 instead of
         // 1.1..1.5.
-        assert!((drive(false, 0.0, 0.0).service(0.0, &w(11)) - 1.5).abs() < 1e-9);
-        assert!((drive(false, 0.15, 0.0).service(0.0, &w(11)) - 11.5).abs() < 1e-9);
+        assert!((drive(false, 0.0).service(0.0, &w(11)) - 1.5).abs() < 1e-9);
+        assert!((drive(false, 0.15).service(0.0, &w(11)) - 11.5).abs() < 1e-9);
         // A drive holding the bus for the whole transfer waits for all the
         // data (1.3 ms): sector 12 is missed too.
-        let mut d = drive(false, 0.0, 0.0);
+        let mut d = drive(false, 0.0);
         d.p.cache.hold_bus_write = true;
         assert!((d.service(0.0, &w(12)) - 11.6).abs() < 1e-9);
     }
