@@ -233,7 +233,7 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         single_cyl_ms,
         head_switch_ms: mech.num_or("Head switch time", 0.0)?,
         write_settle_ms: mech.num_or("Add. write settling delay", 0.0)?,
-        same_track_switch: mech.get("Access time type").is_some()
+        track_switch_per_access: mech.get("Access time type").is_some()
             && mech.word("Access time type")? == "trackSwitchPlusRotation",
         overheads,
         bus_read_ms: bus_read,

@@ -541,11 +541,12 @@ pub struct HddParams {
     pub single_cyl_ms: Option<f64>,
     pub head_switch_ms: f64,
     pub write_settle_ms: f64,
-    /// A read miss on the track already under the head pays the
-    /// head-switch time before reading (DiskSim's access time type
-    /// "trackSwitchPlusRotation": a same-track access costs a track switch
-    /// plus rotation).
-    pub same_track_switch: bool,
+    /// DiskSim's access time type "trackSwitchPlusRotation": every access
+    /// costs a track switch plus rotation, even on the track under the head.
+    /// A read miss there waits the head switch; a write-through write pays
+    /// it after its data can stream; a read on the cylinder just written
+    /// re-seeks (at least the single-cylinder seek).
+    pub track_switch_per_access: bool,
     pub overheads: Overheads,
     /// Bus time per sector (ms).
     pub bus_read_ms: f64,
@@ -901,7 +902,7 @@ impl Hdd {
         // Without it same-track misses on the Atlas III and 18ES traces are
         // ≈0.6–1.2 ms too fast on average.
         let target = self.p.layout.map(lbn);
-        if self.p.same_track_switch && self.head.cyl == target.cyl {
+        if self.p.track_switch_per_access && self.head.cyl == target.cyl {
             if self.head.head == target.head {
                 start += self.p.head_switch_ms;
             }
@@ -1079,7 +1080,7 @@ impl Hdd {
         // rotation. A write-through drive begins that access once its data
         // can stream, so the switch is charged from then (even on the track
         // under the head); the seek itself overlaps the transfer.
-        let access = if self.p.same_track_switch {
+        let access = if self.p.track_switch_per_access {
             self.p.head_switch_ms
         } else {
             0.0
@@ -1356,7 +1357,7 @@ mod tests {
             single_cyl_ms: None,
             head_switch_ms: 0.5,
             write_settle_ms: 0.0,
-            same_track_switch: false,
+            track_switch_per_access: false,
             overheads: Overheads::default(),
             bus_read_ms: 0.0,
             bus_write_ms: 0.0,
@@ -1422,7 +1423,7 @@ mod tests {
             sectors: 1,
         };
         let mut d = simple_drive();
-        d.p.same_track_switch = true;
+        d.p.track_switch_per_access = true;
         // At t = 0 the head is over sector 0 of its own track: the read
         // waits the 0.5 ms switch (platter at sector 5), then a full
         // revolution less 0.5 ms for sector 0 to come round: 10.0 + 0.1.
@@ -1438,7 +1439,7 @@ mod tests {
         assert!((d.service(20.0, &r(50)) - 5.1).abs() < 1e-9);
         assert!((d.service(40.0, &r(50)) - 5.1).abs() < 1e-9);
         let mut e = simple_drive();
-        e.p.same_track_switch = true;
+        e.p.track_switch_per_access = true;
         e.service(0.0, &r(0));
         // At t = 40 (angle 0) with the switch: 40.5 → sector 50 at 45.0.
         assert!((e.service(40.0, &r(50)) - 5.1).abs() < 1e-9);
@@ -1460,7 +1461,7 @@ mod tests {
         };
         let drive = |switch: bool, prep: f64| {
             let mut d = simple_drive();
-            d.p.same_track_switch = switch;
+            d.p.track_switch_per_access = switch;
             d.p.bus_write_ms = 0.2;
             d.p.overheads.write_miss = [0.5, 0.5];
             d.p.cache.write_data_prep_ms = prep;
@@ -1493,7 +1494,7 @@ mod tests {
         // cache (writes go through), no overheads.
         let req = |kind, lbn| DevRequest { kind, lbn, sectors: 1 };
         let mut d = simple_drive();
-        d.p.same_track_switch = true;
+        d.p.track_switch_per_access = true;
         // Write sector 10 at t = 0: no move, 1.0 ms to come round, written
         // by 1.1.
         assert!((d.service(0.0, &req(DiskOpKind::Write, 10)) - 1.1).abs() < 1e-9);
@@ -1506,13 +1507,13 @@ mod tests {
         assert!((d.service(40.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
         // Without the write the first read pays only the switch too.
         let mut e = simple_drive();
-        e.p.same_track_switch = true;
+        e.p.track_switch_per_access = true;
         assert!((e.service(20.0, &req(DiskOpKind::Read, 8)) - 0.9).abs() < 1e-9);
 
         // Two surfaces: LBN 100.. is surface 1 of cylinder 0 (no skews).
         let mut f = simple_drive();
         f.p.layout = Layout::new(2, 100, 20_000, vec![zone(0, 99, 100)], SpareUnit::None, false, 0).unwrap();
-        f.p.same_track_switch = true;
+        f.p.track_switch_per_access = true;
         assert!((f.service(0.0, &req(DiskOpKind::Write, 10)) - 1.1).abs() < 1e-9);
         // Sector 8 of surface 1 at t = 20: the switch after the write costs
         // the 1.0 ms seek → 21.0, sector 8 comes round at 30.8 → 30.9.

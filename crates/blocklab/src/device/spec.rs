@@ -318,7 +318,7 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
         single_cyl_ms: None,
         head_switch_ms: h.head_switch_ms,
         write_settle_ms: h.write_settle_ms,
-        same_track_switch: false,
+        track_switch_per_access: false,
         overheads: Overheads {
             read_hit: [o.read_hit_ms; 2],
             read_miss: [o.read_miss_ms; 2],
