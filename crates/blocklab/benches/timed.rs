@@ -13,7 +13,7 @@ use std::time::Instant;
 use blocklab::device::{self, DeviceModel};
 use blocklab::timed::executor::ExecConfig;
 use blocklab::timed::replay::{run, vec_source, Discipline, ReplayConfig, SingleDisk};
-use blocklab::timed::toy::ToyDisk;
+use blocklab::device::toy::ToyDisk;
 use blocklab::trace::{Op, Request};
 
 const N: usize = 100_000;

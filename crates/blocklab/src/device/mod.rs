@@ -40,11 +40,24 @@ pub mod disksim_params;
 pub mod hdd;
 pub mod spec;
 pub mod ssd;
+pub mod toy;
 pub mod validate;
 
 use std::path::Path;
 
 use crate::error::{Error, Result};
+
+/// A device model from a spec as users write it: `const:MS` or `toy:...`
+/// (see [`toy`]), or a drive file (`.parv`, `.diskspecs`, `.toml`).
+pub fn load_model(spec: &str) -> Result<Box<dyn DeviceModel>> {
+    if let Some(t) = toy::ToyDisk::parse(spec) {
+        return Ok(Box::new(t?));
+    }
+    if !Path::new(spec).exists() {
+        return Err(Error::io(spec, "no such file"));
+    }
+    load(Path::new(spec))
+}
 
 /// Load a device model, chosen by extension: `.parv` / `.diskspecs`
 /// (DiskSim parameters, the first disk defined) or `.toml` (native spec).

@@ -8,9 +8,8 @@ use super::executor::ExecConfig;
 use super::metrics::Report;
 use super::rebuild::RebuildConfig;
 use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
-use super::toy::ToyDisk;
 use crate::array::{parse_bytes, Array, ArrayConfig};
-use crate::device::DeviceModel;
+use crate::device::load_model;
 use crate::error::{Error, Result};
 use crate::trace::{self, Request, TraceOptions};
 
@@ -97,21 +96,6 @@ impl Default for RunOptions {
             rebuild_max_kbps: super::rebuild::MD_SPEED_MAX,
         }
     }
-}
-
-/// A device model from a spec: `const:MS`, `toy:...`, or a drive file.
-pub fn load_model(spec: &str) -> Result<Box<dyn DeviceModel>> {
-    if let Some(t) = ToyDisk::parse(spec) {
-        return Ok(Box::new(t?));
-    }
-    load_file(spec)
-}
-
-fn load_file(spec: &str) -> Result<Box<dyn DeviceModel>> {
-    if !Path::new(spec).exists() {
-        return Err(Error::io(spec, "no such file"));
-    }
-    crate::device::load(Path::new(spec))
 }
 
 pub fn discipline(o: &RunOptions) -> Result<Discipline> {

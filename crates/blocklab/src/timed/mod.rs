@@ -11,7 +11,6 @@ pub mod queue;
 pub mod rebuild;
 pub mod replay;
 pub mod sched;
-pub mod toy;
 
 #[cfg(test)]
 mod tests;

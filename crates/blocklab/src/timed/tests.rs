@@ -3,7 +3,7 @@
 use super::engine::Ns;
 use super::executor::{ExecConfig, Step, TimedExecutor};
 use super::replay::*;
-use super::toy::ToyDisk;
+use crate::device::toy::ToyDisk;
 use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
 use crate::device::{DevRequest, DeviceModel};
 use crate::trace::{Op, Request};
