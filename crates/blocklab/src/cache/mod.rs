@@ -8,10 +8,8 @@
 
 pub mod arc;
 pub mod clock;
-pub mod cost_aware;
 pub mod fault;
 pub mod fifo;
-pub mod gds;
 mod ghost;
 mod lazy_heap;
 pub mod lfu;
@@ -31,8 +29,6 @@ mod slab;
 #[cfg(test)]
 mod tests;
 pub mod twoq;
-pub mod vdf_lfu;
-pub mod vdf_lru;
 
 use crate::error::{Error, Result};
 

@@ -12,6 +12,11 @@
 //! RAID-5 reconstruct-read does. The real array implements the trait in
 //! `analysis::rgr`.
 
+pub mod cost_aware;
+pub mod gds;
+pub mod vdf_lfu;
+pub mod vdf_lru;
+
 use super::{build, Policy, POLICIES};
 use crate::error::{Error, Result};
 use std::cmp::Ordering as CmpOrdering;
@@ -157,11 +162,11 @@ pub fn build_fault_aware(name: &str, capacity: usize, faults: Arc<dyn FaultMap>)
         return Err(Error::config("cache size must be at least one block"));
     }
     Ok(match name {
-        "vdf-lru" => Box::new(super::vdf_lru::VdfLru::new(capacity, faults)),
-        "vdf-lfu" => Box::new(super::vdf_lfu::VdfLfu::new(capacity, faults)),
-        "gds" => Box::new(super::gds::Gds::new(capacity, faults)),
-        "vdf-fifo" => Box::new(super::cost_aware::CostAware::new("fifo", capacity, faults)?),
-        "vdf-clock" => Box::new(super::cost_aware::CostAware::new("clock", capacity, faults)?),
+        "vdf-lru" => Box::new(vdf_lru::VdfLru::new(capacity, faults)),
+        "vdf-lfu" => Box::new(vdf_lfu::VdfLfu::new(capacity, faults)),
+        "gds" => Box::new(gds::Gds::new(capacity, faults)),
+        "vdf-fifo" => Box::new(cost_aware::CostAware::new("fifo", capacity, faults)?),
+        "vdf-clock" => Box::new(cost_aware::CostAware::new("clock", capacity, faults)?),
         other => match build(other, capacity) {
             Ok(p) => p,
             Err(_) => return Err(Error::unknown("policy", other, &all_policies())),

@@ -41,9 +41,9 @@
 //! - The mode is read from the array at every eviction, so a failure in the
 //!   middle of a run switches the policy without losing any state.
 
-use super::fault::{AgeOverPenaltyPick, FaultMap};
-use super::list::{Ends, Links32, NIL};
-use super::{Access, Policy};
+use super::{AgeOverPenaltyPick, FaultMap};
+use crate::cache::list::{Ends, Links32, NIL};
+use crate::cache::{Access, Policy};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 

@@ -10,8 +10,8 @@
 //! exactly LRU. Ties of H: the block whose H was set first goes first.
 //! Everything is integer (size 1, integer costs): deterministic.
 
-use super::fault::FaultMap;
-use super::{Access, Policy};
+use super::FaultMap;
+use crate::cache::{Access, Policy};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -27,8 +27,8 @@
 //!
 //! Stacks are ordered maps keyed by (F, TS); TS values are unique, so keys are.
 
-use super::fault::FaultMap;
-use super::{Access, Policy};
+use super::FaultMap;
+use crate::cache::{Access, Policy};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -28,9 +28,9 @@
 //! are provided here (policies with ghost history, such as ARC, would need
 //! `remove` to record the ghost as their own eviction does).
 
-use super::fault::{AgeOverPenaltyPick, FaultMap};
-use super::list::{Ends, Links32, NIL};
-use super::{Access, Policy};
+use super::{AgeOverPenaltyPick, FaultMap};
+use crate::cache::list::{Ends, Links32, NIL};
+use crate::cache::{Access, Policy};
 use crate::error::{Error, Result};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -222,7 +222,7 @@ mod tests {
     use super::*;
     use crate::cache::fault::ModMap;
     use crate::cache::lru::Lru;
-    use crate::cache::vdf_lru::VdfLru;
+    use crate::cache::fault::vdf_lru::VdfLru;
     use proptest::prelude::*;
 
     /// Plain CLOCK, naive: a circular buffer and a hand.
