@@ -1,0 +1,371 @@
+//! The zoned layout: which cylinder, surface and sector hold an LBN, and at
+//! what angle. Zones set the sectors per track; spare sectors or tracks and
+//! slipped defects are skipped by the numbering; track and cylinder skews
+//! rotate each track's first sector so that a sequential transfer does not
+//! lose a revolution at every head or cylinder switch.
+
+use crate::error::{Error, Result};
+
+/// What a spare-sector budget is attached to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpareUnit {
+    None,
+    /// `spares` whole tracks at the end of each zone (slips are tracks).
+    TracksPerZone,
+    /// `spares` sectors at the end (or front) of every cylinder.
+    SectorsPerCylinder,
+    /// `spares` sectors at the end of every track.
+    SectorsPerTrack,
+    /// `spares` sectors at the end of every range of `range` cylinders.
+    SectorsPerRange(u32),
+    /// `spares` sectors at the end of each zone.
+    SectorsPerZone,
+}
+
+/// One recording zone (cylinders `first..=last`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ZoneSpec {
+    pub first_cyl: u32,
+    pub last_cyl: u32,
+    pub sectors_per_track: u32,
+    /// Angular skews in sectors (of this zone's tracks).
+    pub track_skew: f64,
+    pub cyl_skew: f64,
+    /// Angle of the zone's first sector, in sectors.
+    pub first_offset: f64,
+    /// Data positions left unused at the zone front (sectors).
+    pub front_space: u64,
+    pub spares: u64,
+    /// Slipped defects: zone-relative physical slot numbers (sectors, or
+    /// tracks under track sparing), skipped by the numbering.
+    pub slips: Vec<u64>,
+}
+
+#[derive(Debug, Clone)]
+struct Zone {
+    spec: ZoneSpec,
+    first_lbn: u64,
+    lbns: u64,
+    /// Slot = the unit spares and slips are counted in (1 sector or 1 track).
+    slot: u64,
+    unit_slots: u64,
+    data_per_unit: u64,
+    total_slots: u64,
+    spares_at_front: bool,
+}
+
+/// Where a sector lives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Phys {
+    pub cyl: u32,
+    pub head: u32,
+    pub sector: u32,
+    pub spt: u32,
+    /// Angle of this sector's leading edge, in sectors (0..spt).
+    pub angle: f64,
+}
+
+/// LBN ↔ physical mapping.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    surfaces: u32,
+    cylinders: u32,
+    zones: Vec<Zone>,
+    capacity: u64,
+    /// 0 normal; 1 odd cylinders of a zone run the surfaces backwards;
+    /// 2 odd absolute cylinders run backwards.
+    serpentine: u8,
+}
+
+impl Layout {
+    pub fn new(
+        surfaces: u32,
+        cylinders: u32,
+        block_count: u64,
+        zones: Vec<ZoneSpec>,
+        unit: SpareUnit,
+        spares_at_front: bool,
+        serpentine: u8,
+    ) -> Result<Layout> {
+        if surfaces == 0 || zones.is_empty() {
+            return Err(Error::config("disk layout needs at least one surface and one zone"));
+        }
+        let mut out = Vec::new();
+        let mut next = 0u64;
+        for z in zones {
+            if z.last_cyl < z.first_cyl || z.sectors_per_track == 0 {
+                return Err(Error::config(format!(
+                    "bad zone: cylinders {}..={}, {} sectors per track",
+                    z.first_cyl, z.last_cyl, z.sectors_per_track
+                )));
+            }
+            let spt = z.sectors_per_track as u64;
+            let ncyl = (z.last_cyl - z.first_cyl + 1) as u64;
+            let s = surfaces as u64;
+            let zone_sectors = ncyl * s * spt;
+            let (slot, unit_slots) = match unit {
+                SpareUnit::None => (1, zone_sectors),
+                SpareUnit::TracksPerZone => (spt, ncyl * s),
+                SpareUnit::SectorsPerCylinder => (1, s * spt),
+                SpareUnit::SectorsPerTrack => (1, spt),
+                SpareUnit::SectorsPerRange(r) => (1, r.max(1) as u64 * s * spt),
+                SpareUnit::SectorsPerZone => (1, zone_sectors),
+            };
+            let spares = if unit == SpareUnit::None { 0 } else { z.spares };
+            if spares >= unit_slots {
+                return Err(Error::config(format!(
+                    "zone at cylinder {}: {spares} spares leave no data",
+                    z.first_cyl
+                )));
+            }
+            let total_slots = zone_sectors / slot;
+            let units = total_slots.div_ceil(unit_slots);
+            let last = total_slots - (units - 1) * unit_slots;
+            let data_slots = (units - 1) * (unit_slots - spares) + last.saturating_sub(spares);
+            let data = data_slots * slot;
+            let lbns = data.saturating_sub(z.front_space).min(block_count.saturating_sub(next));
+            let mut spec = z;
+            spec.slips.sort_unstable();
+            out.push(Zone {
+                spec,
+                first_lbn: next,
+                lbns,
+                slot,
+                unit_slots,
+                data_per_unit: unit_slots - spares,
+                total_slots,
+                spares_at_front,
+            });
+            next += lbns;
+        }
+        // Some extracted models number one cylinder past the declared count.
+        let cylinders = out
+            .iter()
+            .map(|z| z.spec.last_cyl + 1)
+            .max()
+            .unwrap_or(0)
+            .max(cylinders);
+        Ok(Layout {
+            surfaces,
+            cylinders,
+            zones: out,
+            capacity: next,
+            serpentine,
+        })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+
+    pub fn cylinders(&self) -> u32 {
+        self.cylinders
+    }
+
+    fn zone_of(&self, lbn: u64) -> &Zone {
+        let i = self.zones.partition_point(|z| z.first_lbn + z.lbns <= lbn);
+        &self.zones[i.min(self.zones.len() - 1)]
+    }
+
+    /// Where `lbn` lives and how many LBNs from it (at most `max`, at
+    /// least 1) follow on consecutive sectors of the same track. The
+    /// mapping is monotone, so the run ends where the offset stops matching
+    /// (binary search; a handful of `map` calls per track).
+    pub fn run(&self, lbn: u64, max: u64) -> (Phys, u64) {
+        let ph = self.map(lbn);
+        let fits = |r: u64| {
+            if r <= 1 {
+                return true;
+            }
+            let q = self.map(lbn + r - 1);
+            lbn + r - 1 < self.capacity
+                && q.cyl == ph.cyl
+                && q.head == ph.head
+                && q.sector as u64 == ph.sector as u64 + r - 1
+        };
+        let cap = max.max(1).min(ph.spt as u64 - ph.sector as u64);
+        if fits(cap) {
+            return (ph, cap);
+        }
+        let (mut lo, mut hi) = (1u64, cap); // fits(lo), !fits(hi)
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if fits(mid) {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (ph, lo)
+    }
+
+    /// Physical location of `lbn` (clamped to the last sector).
+    pub fn map(&self, lbn: u64) -> Phys {
+        let lbn = lbn.min(self.capacity.saturating_sub(1));
+        let z = self.zone_of(lbn);
+        let spt = z.spec.sectors_per_track as u64;
+        let d = lbn - z.first_lbn + z.spec.front_space;
+        let (slot_d, rem) = (d / z.slot, d % z.slot);
+        let (u, k) = (slot_d / z.data_per_unit, slot_d % z.data_per_unit);
+        let unit_start = u * z.unit_slots;
+        let mut p = unit_start
+            + k
+            + if z.spares_at_front {
+                z.unit_slots - z.data_per_unit
+            } else {
+                0
+            };
+        // Slipped slots push the numbering along: the slot is the base
+        // position plus the number of slips at or before it (a fixed point,
+        // reached in a few binary searches).
+        let slips = &z.spec.slips;
+        let from = slips.partition_point(|&s| s < unit_start);
+        let base = p;
+        loop {
+            let upto = slips.partition_point(|&s| s <= p);
+            let next = base + (upto.max(from) - from) as u64;
+            if next == p {
+                break;
+            }
+            p = next;
+        }
+        let p = (p.min(z.total_slots - 1)) * z.slot + rem;
+        let s = self.surfaces as u64;
+        let track = p / spt; // zone-relative track in numbering order
+        let sector = (p % spt) as u32;
+        let cz = track / s;
+        let order = (track % s) as u32;
+        let cyl = z.spec.first_cyl + cz as u32;
+        let reversed = match self.serpentine {
+            1 => cz % 2 == 1,
+            2 => cyl % 2 == 1,
+            _ => false,
+        };
+        let head = if reversed { self.surfaces - 1 - order } else { order };
+        // Each track switch shifts the first sector by the track skew, each
+        // cylinder switch by the cylinder skew (in numbering order).
+        let switches_t = (cz * (s - 1) + order as u64) as f64;
+        let base = z.spec.first_offset + z.spec.track_skew * switches_t + z.spec.cyl_skew * cz as f64;
+        let angle = (base + sector as f64).rem_euclid(spt as f64);
+        Phys {
+            cyl,
+            head,
+            sector,
+            spt: spt as u32,
+            angle,
+        }
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    /// A zone without skews, spares or slips (the drive tests use it too).
+    pub(in crate::device::hdd) fn zone(first: u32, last: u32, spt: u32) -> ZoneSpec {
+        ZoneSpec {
+            first_cyl: first,
+            last_cyl: last,
+            sectors_per_track: spt,
+            track_skew: 0.0,
+            cyl_skew: 0.0,
+            first_offset: 0.0,
+            front_space: 0,
+            spares: 0,
+            slips: vec![],
+        }
+    }
+
+    #[test]
+    fn zone_boundaries_map_to_hand_computed_locations() {
+        // 2 surfaces; zone A cylinders 0..=1 with 10 sectors, zone B 2..=3 with 8.
+        let l = Layout::new(
+            2,
+            4,
+            1_000,
+            vec![zone(0, 1, 10), zone(2, 3, 8)],
+            SpareUnit::None,
+            false,
+            0,
+        )
+        .unwrap();
+        assert_eq!(l.capacity(), 40 + 32);
+        let p = l.map(0);
+        assert_eq!((p.cyl, p.head, p.sector), (0, 0, 0));
+        let p = l.map(10);
+        assert_eq!((p.cyl, p.head, p.sector), (0, 1, 0));
+        let p = l.map(39);
+        assert_eq!((p.cyl, p.head, p.sector), (1, 1, 9));
+        let p = l.map(40); // first LBN of zone B
+        assert_eq!((p.cyl, p.head, p.sector, p.spt), (2, 0, 0, 8));
+        let p = l.map(71);
+        assert_eq!((p.cyl, p.head, p.sector), (3, 1, 7));
+    }
+
+    #[test]
+    fn skews_shift_the_first_sector_of_each_track() {
+        let mut z = zone(0, 1, 10);
+        z.track_skew = 3.0;
+        z.cyl_skew = 4.0;
+        let l = Layout::new(2, 2, 1_000, vec![z], SpareUnit::None, false, 0).unwrap();
+        assert_eq!(l.map(0).angle, 0.0);
+        assert_eq!(l.map(10).angle, 3.0); // one track switch
+        assert_eq!(l.map(20).angle, 7.0); // + one cylinder switch (3 + 4)
+        assert_eq!(l.map(30).angle, 0.0); // 3 + 4 + 3 = 10 ≡ 0
+        assert_eq!(l.map(35).angle, 5.0);
+    }
+
+    #[test]
+    fn spares_and_slips_shift_the_numbering() {
+        // Per-track sparing: 1 spare per 10-sector track leaves 9 data sectors.
+        let mut z = zone(0, 1, 10);
+        z.spares = 1;
+        let l = Layout::new(1, 2, 1_000, vec![z.clone()], SpareUnit::SectorsPerTrack, false, 0).unwrap();
+        assert_eq!(l.capacity(), 18);
+        let p = l.map(9);
+        assert_eq!((p.cyl, p.sector), (1, 0));
+        // Per-zone sparing with slipped slot 3: LBN 3 lands on sector 4, the
+        // last data LBN on the sector before the spare.
+        z.slips = vec![3];
+        let l = Layout::new(1, 2, 1_000, vec![z.clone()], SpareUnit::SectorsPerZone, false, 0).unwrap();
+        assert_eq!(l.capacity(), 19);
+        assert_eq!(l.map(2).sector, 2);
+        assert_eq!(l.map(3).sector, 4);
+        let p = l.map(18);
+        assert_eq!((p.cyl, p.sector), (1, 9));
+        // Track sparing: 1 spare track at the zone end, track 0 slipped.
+        z.slips = vec![0];
+        let l = Layout::new(2, 2, 1_000, vec![z.clone()], SpareUnit::TracksPerZone, false, 0).unwrap();
+        assert_eq!(l.capacity(), 30);
+        let p = l.map(0);
+        assert_eq!((p.cyl, p.head, p.sector), (0, 1, 0));
+        // Front space: the first 5 data positions are unused.
+        let mut z2 = zone(0, 1, 10);
+        z2.front_space = 5;
+        let l = Layout::new(1, 2, 1_000, vec![z2], SpareUnit::None, false, 0).unwrap();
+        assert_eq!(l.capacity(), 15);
+        assert_eq!(l.map(0).sector, 5);
+    }
+
+    #[test]
+    fn runs_stop_at_slips_and_track_ends() {
+        let mut z = zone(0, 1, 10);
+        z.spares = 1;
+        z.slips = vec![3];
+        let l = Layout::new(1, 2, 1_000, vec![z], SpareUnit::SectorsPerZone, false, 0).unwrap();
+        let (p, r) = l.run(0, 100);
+        assert_eq!((p.sector, r), (0, 3)); // LBNs 0..=2 on sectors 0..=2
+        let (p, r) = l.run(3, 100);
+        assert_eq!((p.sector, r), (4, 6)); // LBN 3 on sector 4, to the track end
+        assert_eq!(l.run(3, 2).1, 2);
+        let (p, r) = l.run(9, 100);
+        assert_eq!((p.cyl, p.sector, r), (1, 0, 10));
+    }
+
+    #[test]
+    fn serpentine_reverses_odd_cylinders() {
+        let l = Layout::new(3, 2, 1_000, vec![zone(0, 1, 4)], SpareUnit::None, false, 1).unwrap();
+        assert_eq!(l.map(12).head, 2); // cylinder 1 starts on the last surface
+        assert_eq!(l.map(20).head, 0);
+    }
+}
