@@ -54,6 +54,17 @@ pub enum Action {
     Unreadable {
         block: u64,
     },
+    /// A fixed time (ns) with no device involved: a host cache hit, a copy.
+    /// Only the timed executor gives it meaning.
+    Delay {
+        ns: u64,
+    },
+    /// Completes when another plan (by the id its executor gave it) has
+    /// completed: a cache hit on a block whose fetch is still in flight.
+    /// Only the timed executor gives it meaning.
+    Await {
+        plan: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -76,6 +87,28 @@ impl IoPlan {
             deps: deps.to_vec(),
         });
         (self.nodes.len() - 1) as u16
+    }
+
+    /// Append `other`'s nodes (their dependencies shifted), independent of
+    /// the nodes already here: the plan completes when both parts have.
+    pub fn append(&mut self, other: IoPlan) {
+        let base = self.nodes.len() as u16;
+        self.nodes.extend(other.nodes.into_iter().map(|mut n| {
+            n.deps.iter_mut().for_each(|d| *d += base);
+            n
+        }));
+    }
+
+    /// Relabel the disk operations of cause `from` as `to` (a cache's
+    /// destage is a user write to the array, counted as a destage).
+    pub fn retag(&mut self, from: Cause, to: Cause) {
+        for n in &mut self.nodes {
+            if let Action::Disk(op) = &mut n.action {
+                if op.cause == from {
+                    op.cause = to;
+                }
+            }
+        }
     }
 
     pub fn disk_ops(&self) -> impl Iterator<Item = &DiskOp> {

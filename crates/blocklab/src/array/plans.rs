@@ -199,6 +199,8 @@ pub fn plan_view(plan: &IoPlan) -> Vec<NodeView> {
                     v.op = "unreadable";
                     v.block = Some(*block);
                 }
+                Action::Delay { .. } => v.op = "delay",
+                Action::Await { .. } => v.op = "await",
             }
             v
         })
@@ -263,7 +265,7 @@ impl Array {
 
     /// The surviving disk and disk block a read of `block` can use directly
     /// (first surviving copy for mirrors), without reconstruction.
-    fn direct_copy(&self, block: u64) -> Option<(u32, u64)> {
+    pub(crate) fn direct_copy(&self, block: u64) -> Option<(u32, u64)> {
         let (chunk, off) = self.chunk_of(block);
         let cb = self.chunk_blocks;
         let n = self.ndisks() as u64;

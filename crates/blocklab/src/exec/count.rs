@@ -120,6 +120,7 @@ impl CountExecutor {
                 Action::Xor { .. } => self.xor += 1,
                 Action::PQ { .. } => self.pq += 1,
                 Action::Unreadable { .. } => self.unreadable += 1,
+                Action::Delay { .. } | Action::Await { .. } => {}
             }
         }
     }

@@ -6,12 +6,19 @@
 //! marks the plan as unable to produce its data. A plan completes when all
 //! its nodes have. A single disk is the trivial one-node plan.
 //!
+//! A `Delay` node takes its fixed time; an `Await` node completes when the
+//! plan it names (by the id [`TimedExecutor::reserve_id`] handed out) has
+//! completed, at once if it already has. Plans can therefore wait for each
+//! other: a cache hit on a block whose fetch is still in flight.
+//!
 //! The executor owns the engine. Its driver (the replayer) asks for the next
 //! [`Step`]: either one of its own wake-ups (`Wake`, scheduled with
 //! [`TimedExecutor::wake_at`]) or the completion of a submitted plan
 //! (`Done`). Device completions and compute steps are handled inside.
 
 use std::collections::VecDeque;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::engine::{Engine, Ns};
 use super::metrics::{Recorder, Report};
@@ -90,8 +97,14 @@ impl Step {
     }
 }
 
+/// A plan's identity for `Await` nodes: ids grow from 0, one per plan.
+pub type PlanId = u64;
+
 struct Live {
+    id: PlanId,
     tag: u64,
+    /// A user write (response times are also reported split by reads and writes).
+    write: bool,
     start: Ns,
     plan: IoPlan,
     /// Unfinished dependencies per node.
@@ -117,6 +130,15 @@ pub struct TimedExecutor {
     /// Issue time of the last user plan.
     last_user_issue: Option<Ns>,
     last_done: Ns,
+    /// The next plan id to hand out.
+    next_id: PlanId,
+    /// Submitted plans not yet completed, by id (a reserved id not yet
+    /// submitted is not here, and counts as not done).
+    live_ids: FxHashMap<PlanId, u32>,
+    /// Reserved ids not yet submitted.
+    reserved: FxHashSet<PlanId>,
+    /// `Await` nodes (slot, node) waiting for a plan, by its id.
+    waiters: FxHashMap<PlanId, Vec<(u32, u16)>>,
 }
 
 impl TimedExecutor {
@@ -143,6 +165,10 @@ impl TimedExecutor {
             bg_in_flight: 0,
             last_user_issue: None,
             last_done: 0,
+            next_id: 0,
+            live_ids: FxHashMap::default(),
+            reserved: FxHashSet::default(),
+            waiters: FxHashMap::default(),
         })
     }
 
@@ -189,9 +215,30 @@ impl TimedExecutor {
         self.engine.schedule(time, Ev::BgWake(token));
     }
 
-    /// Start a user plan now. Its completion comes back as `Step::Done { tag }`.
+    /// An id for a plan about to be built, so that plans built meanwhile (or
+    /// later) can `Await` it. Submit the plan with it.
+    pub fn reserve_id(&mut self) -> PlanId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.reserved.insert(id);
+        id
+    }
+
+    /// Whether the plan with this id has completed.
+    pub fn is_done(&self, id: PlanId) -> bool {
+        id < self.next_id && !self.live_ids.contains_key(&id) && !self.reserved.contains(&id)
+    }
+
+    /// Start a user plan now (a read). Its completion comes back as `Step::Done { tag }`.
     pub fn submit(&mut self, plan: IoPlan, tag: u64) -> Result<()> {
-        self.submit_as(plan, tag, false)
+        let id = self.reserve_id();
+        self.submit_user(plan, tag, id, false)
+    }
+
+    /// Start a user plan now under a reserved id; `write` says whether the
+    /// request is a write (for the response-time split).
+    pub fn submit_user(&mut self, plan: IoPlan, tag: u64, id: PlanId, write: bool) -> Result<()> {
+        self.submit_as(plan, tag, id, write, false)
     }
 
     /// Start a background plan now (rebuild): its disk operations compete
@@ -199,10 +246,21 @@ impl TimedExecutor {
     /// (no response time, not in `requests`). Its completion comes back as
     /// `Step::BgDone { tag }`.
     pub fn submit_background(&mut self, plan: IoPlan, tag: u64) -> Result<()> {
-        self.submit_as(plan, tag, true)
+        let id = self.reserve_id();
+        self.submit_as(plan, tag, id, false, true)
     }
 
-    fn submit_as(&mut self, plan: IoPlan, tag: u64, bg: bool) -> Result<()> {
+    /// As [`submit_background`](Self::submit_background), under a reserved id.
+    pub fn submit_background_as(&mut self, plan: IoPlan, tag: u64, id: PlanId) -> Result<()> {
+        self.submit_as(plan, tag, id, false, true)
+    }
+
+    fn submit_as(&mut self, plan: IoPlan, tag: u64, id: PlanId, write: bool, bg: bool) -> Result<()> {
+        if !self.reserved.remove(&id) {
+            return Err(Error::config(format!(
+                "internal: plan id {id} was not reserved, or submitted twice"
+            )));
+        }
         let n = plan.nodes.len();
         if n > u16::MAX as usize {
             return Err(Error::config(format!("an I/O plan of {n} nodes is too large")));
@@ -248,11 +306,13 @@ impl TimedExecutor {
             self.last_user_issue = Some(now);
         }
         if n == 0 {
-            self.finish_plan(now, tag, now, false, bg);
+            self.finish_plan(now, id, tag, now, false, write, bg);
             return Ok(());
         }
         let live = Live {
+            id,
             tag,
+            write,
             start: now,
             plan,
             waiting,
@@ -271,6 +331,7 @@ impl TimedExecutor {
                 (self.live.len() - 1) as u32
             }
         };
+        self.live_ids.insert(id, slot);
         let roots: Vec<u16> = (0..n as u16)
             .filter(|&i| self.live[slot as usize].as_ref().unwrap().waiting[i as usize] == 0)
             .collect();
@@ -303,6 +364,15 @@ impl TimedExecutor {
                 live.unreadable = true;
                 self.engine.after(0, Ev::NodeDone(slot, i));
             }
+            Action::Delay { ns } => self.engine.after(*ns, Ev::NodeDone(slot, i)),
+            Action::Await { plan } => {
+                let plan = *plan;
+                if self.is_done(plan) {
+                    self.engine.after(0, Ev::NodeDone(slot, i));
+                } else {
+                    self.waiters.entry(plan).or_default().push((slot, i));
+                }
+            }
         }
     }
 
@@ -326,7 +396,8 @@ impl TimedExecutor {
             let live = self.live[slot as usize].take().unwrap();
             self.free.push(slot);
             let now = self.engine.now();
-            self.finish_plan(now, live.tag, live.start, live.unreadable, live.bg);
+            self.live_ids.remove(&live.id);
+            self.finish_plan(now, live.id, live.tag, live.start, live.unreadable, live.write, live.bg);
             return;
         }
         for c in ready {
@@ -334,15 +405,21 @@ impl TimedExecutor {
         }
     }
 
-    fn finish_plan(&mut self, now: Ns, tag: u64, start: Ns, unreadable: bool, bg: bool) {
+    #[allow(clippy::too_many_arguments)]
+    fn finish_plan(&mut self, now: Ns, id: PlanId, tag: u64, start: Ns, unreadable: bool, write: bool, bg: bool) {
         self.last_done = self.last_done.max(now);
+        if let Some(ws) = self.waiters.remove(&id) {
+            for (slot, node) in ws {
+                self.engine.after(0, Ev::NodeDone(slot, node));
+            }
+        }
         if bg {
             self.bg_in_flight -= 1;
             self.ready.push_back(Step::BgDone { time: now, tag });
             return;
         }
         self.in_flight -= 1;
-        self.metrics.complete(now, start, unreadable);
+        self.metrics.complete(now, start, unreadable, write);
         self.ready.push_back(Step::Done {
             time: now,
             tag,

@@ -44,6 +44,77 @@ pub struct DeviceReport {
     pub max_queue: u64,
 }
 
+/// Response times of one class of requests (all, reads, writes).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ResponseSummary {
+    /// Requests with a response time (unreadable ones excluded).
+    pub requests: u64,
+    pub avg_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// Response times of one class: exact mean and maximum, an HDR histogram
+/// (1 µs resolution) for the quantiles.
+struct Responses {
+    hist: Histogram<u64>,
+    count: u64,
+    sum_ns: u128,
+    max_ns: Ns,
+}
+
+impl Responses {
+    fn new() -> Self {
+        Responses {
+            // 3 significant digits, values in µs from 1 µs to 10^4 s (longer
+            // responses are clamped; the maximum stays exact).
+            hist: Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid histogram bounds"),
+            count: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+
+    fn record(&mut self, r: Ns) {
+        self.count += 1;
+        self.sum_ns += r as u128;
+        self.max_ns = self.max_ns.max(r);
+        // µs resolution, rounded to nearest.
+        self.hist.saturating_record((r + 500) / 1000);
+    }
+
+    /// The `p` quantile in ms: the midpoint of its HDR bucket (error below
+    /// 0.05 % at 3 significant digits).
+    fn quantile(&self, p: f64) -> f64 {
+        if self.hist.is_empty() {
+            0.0
+        } else {
+            self.hist.median_equivalent(self.hist.value_at_quantile(p)) as f64 / 1000.0
+        }
+    }
+
+    fn mean_ms(&self) -> f64 {
+        if self.count > 0 {
+            self.sum_ns as f64 / self.count as f64 / 1e6
+        } else {
+            0.0
+        }
+    }
+
+    fn summary(&self) -> ResponseSummary {
+        ResponseSummary {
+            requests: self.count,
+            avg_ms: self.mean_ms(),
+            p50_ms: self.quantile(0.50),
+            p95_ms: self.quantile(0.95),
+            p99_ms: self.quantile(0.99),
+            max_ms: ns_to_ms(self.max_ns),
+        }
+    }
+}
+
 /// The result of a timed run.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Report {
@@ -75,6 +146,9 @@ pub struct Report {
     pub devices: Vec<DeviceReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub timeseries: Option<Vec<Point>>,
+    /// Response times of reads and of writes.
+    pub reads: ResponseSummary,
+    pub writes: ResponseSummary,
     /// The background rebuild, when one ran (`--rebuild`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<super::rebuild::RebuildReport>,
@@ -88,11 +162,11 @@ impl Report {
 
 /// Collects the measurements during a run.
 pub struct Recorder {
-    hist: Histogram<u64>,
+    all: Responses,
+    reads: Responses,
+    writes: Responses,
     count: u64,
     unreadable: u64,
-    resp_sum_ns: u128,
-    max_resp_ns: Ns,
     outstanding: u64,
     max_outstanding: u64,
     outstanding_area: u128,
@@ -104,13 +178,11 @@ pub struct Recorder {
 impl Recorder {
     pub fn new(interval_ns: Option<Ns>) -> Self {
         Recorder {
-            // 3 significant digits, values in µs from 1 µs to 10^4 s (longer
-            // responses are clamped; `max_response_ms` stays exact).
-            hist: Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid histogram bounds"),
+            all: Responses::new(),
+            reads: Responses::new(),
+            writes: Responses::new(),
             count: 0,
             unreadable: 0,
-            resp_sum_ns: 0,
-            max_resp_ns: 0,
             outstanding: 0,
             max_outstanding: 0,
             outstanding_area: 0,
@@ -142,7 +214,9 @@ impl Recorder {
         }
     }
 
-    pub fn complete(&mut self, now: Ns, start: Ns, unreadable: bool) {
+    /// A user request issued at `start` completed now; `write` says which
+    /// class it belongs to.
+    pub fn complete(&mut self, now: Ns, start: Ns, unreadable: bool, write: bool) {
         self.account(now);
         self.outstanding -= 1;
         self.count += 1;
@@ -151,10 +225,12 @@ impl Recorder {
             return;
         }
         let r = now - start;
-        self.resp_sum_ns += r as u128;
-        self.max_resp_ns = self.max_resp_ns.max(r);
-        // µs resolution, rounded to nearest.
-        self.hist.saturating_record((r + 500) / 1000);
+        self.all.record(r);
+        if write {
+            self.writes.record(r)
+        } else {
+            self.reads.record(r)
+        }
         if let Some(b) = self.bucket(now) {
             b.completed += 1;
             b.resp_ns += r as u128;
@@ -182,15 +258,6 @@ impl Recorder {
     /// Summarize; `end` is the time of the last completion.
     pub fn report(&mut self, end: Ns, devices: &[DeviceStats], events: u64) -> Report {
         self.account(end);
-        // Midpoint of the HDR bucket (error below 0.05 % at 3 significant digits).
-        let q = |h: &Histogram<u64>, p: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.median_equivalent(h.value_at_quantile(p)) as f64 / 1000.0
-            }
-        };
-        let timed = self.count - self.unreadable;
         let span = end.max(1) as f64;
         let total_busy: u128 = devices.iter().map(|d| d.busy_ns as u128).sum();
         let devs: Vec<DeviceReport> = devices
@@ -232,15 +299,11 @@ impl Recorder {
             streams: 0,
             requests: self.count,
             unreadable: self.unreadable,
-            avg_response_ms: if timed > 0 {
-                self.resp_sum_ns as f64 / timed as f64 / 1e6
-            } else {
-                0.0
-            },
-            p50_ms: q(&self.hist, 0.50),
-            p95_ms: q(&self.hist, 0.95),
-            p99_ms: q(&self.hist, 0.99),
-            max_response_ms: ns_to_ms(self.max_resp_ns),
+            avg_response_ms: self.all.mean_ms(),
+            p50_ms: self.all.quantile(0.50),
+            p95_ms: self.all.quantile(0.95),
+            p99_ms: self.all.quantile(0.99),
+            max_response_ms: ns_to_ms(self.all.max_ns),
             avg_service_ms: if self.count > 0 {
                 total_busy as f64 / self.count as f64 / 1e6
             } else {
@@ -258,6 +321,8 @@ impl Recorder {
             events,
             devices: devs,
             timeseries,
+            reads: self.reads.summary(),
+            writes: self.writes.summary(),
             rebuild: None,
         }
     }
@@ -289,7 +354,7 @@ mod tests {
         let mut r = Recorder::new(None);
         for (s, e) in [(0u64, 1_000_000u64), (0, 3_000_000)] {
             r.issue(s);
-            r.complete(e, s, false);
+            r.complete(e, s, false, false);
         }
         let rep = r.report(3_000_000, &[], 0);
         assert_eq!(rep.requests, 2);
