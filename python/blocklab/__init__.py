@@ -5,7 +5,7 @@ Python API, experiment recipes and plots.
 """
 
 from blocklab._core import BlocklabError, __version__
-from blocklab.api import array_map, array_plan, disk_run, mrc, read_trace, rgr, simulate_cache
+from blocklab.api import array_map, array_plan, disk_run, mrc, read_trace, rgr, run_stack, simulate_cache
 
 __all__ = [
     "BlocklabError",
@@ -17,4 +17,5 @@ __all__ = [
     "array_map",
     "array_plan",
     "disk_run",
+    "run_stack",
 ]

@@ -93,6 +93,18 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         rebuild_min_kbps=rebuild_min_kbps, rebuild_max_kbps=rebuild_max_kbps))
 
 
+def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", sets: Sequence[str] = (),
+              skip_bad: bool = False) -> dict:
+    """Run a stack file over traces (see `blocklab run` and docs/stack.md); the result as a dict.
+
+    ``sets`` are overrides by dotted key (``["cache.0.size=10%", "array.failed=[0]"]``);
+    ``executor`` is ``"timed"`` or ``"count"``."""
+    if isinstance(traces, (str, os.PathLike)):
+        traces = [traces]
+    return json.loads(_core.run_stack(_paths(stack), [_paths(t) for t in traces], format=format, executor=executor,
+                                      sets=list(sets), skip_bad=skip_bad))
+
+
 def _bytes(v: int | str) -> int:
     return v if isinstance(v, int) else _core.parse_bytes(v)
 

@@ -6,6 +6,7 @@ mod array;
 mod cache;
 mod disk;
 mod policy;
+mod stack;
 mod timed;
 mod trace;
 mod vdf;
@@ -36,6 +37,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     disk::register(m)?;
     timed::register(m)?;
     policy::register(m)?;
+    stack::register(m)?;
     vdf::register(m)?;
     Ok(())
 }

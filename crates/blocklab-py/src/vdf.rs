@@ -1,7 +1,7 @@
 //! Bindings of RGR and the fault-aware policies (conversion only).
 
 use crate::to_py;
-use blocklab::analysis::rgr_array::{rgr_trace, RgrTraceConfig};
+use blocklab::analysis::rgr::{rgr_trace, RgrTraceConfig};
 use blocklab::trace::TraceOptions;
 use pyo3::prelude::*;
 use std::path::PathBuf;

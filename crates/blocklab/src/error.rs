@@ -40,6 +40,10 @@ pub enum Error {
     /// An impossible configuration: unknown name, bad size, ...
     #[error("{0}")]
     Config(String),
+    /// A bad key of a configuration file (a stack file): which file, which
+    /// key (dotted path, as `--set` writes it), what is wrong.
+    #[error("{file}: key `{key}`: {message}")]
+    Key { file: String, key: String, message: String },
 }
 
 impl Error {
@@ -66,6 +70,22 @@ impl Error {
 
     pub fn config(message: impl Into<String>) -> Self {
         Error::Config(message.into())
+    }
+
+    pub fn key(file: impl Into<String>, key: impl Into<String>, message: impl fmt::Display) -> Self {
+        Error::Key {
+            file: file.into(),
+            key: key.into(),
+            message: message.to_string(),
+        }
+    }
+
+    /// The message alone, without the file and key a caller may add.
+    pub fn message(&self) -> String {
+        match self {
+            Error::Key { message, .. } => message.clone(),
+            other => other.to_string(),
+        }
     }
 
     /// An unknown name, listing the valid ones.

@@ -2,5 +2,4 @@
 
 pub mod mrc;
 pub mod rgr;
-pub mod rgr_array;
 pub mod stats;

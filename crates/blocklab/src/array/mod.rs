@@ -11,6 +11,7 @@ pub mod layout;
 pub mod plan;
 pub mod plans;
 pub mod rebuild;
+pub mod shared;
 
 use serde::{Deserialize, Serialize};
 
@@ -582,28 +583,20 @@ impl Array {
     }
 
     /// Surviving-disk block reads that a read miss of `block` costs: 1 when a
-    /// copy is readable directly; for a block on a failed disk of a parity
-    /// level, every surviving unit of its stripe row (n − 1 with one failure,
-    /// n − 2 with two in RAID-6); `None` when the block cannot be produced.
+    /// copy is readable directly (a recovering spare counts for the rows
+    /// already rebuilt); for a block on a failed disk of a parity level,
+    /// every surviving unit of its stripe row (n − 1 with one failure, n − 2
+    /// with two in RAID-6); `None` when the block cannot be produced.
     pub fn read_penalty(&self, block: u64) -> Option<u32> {
-        if self.failed.is_empty() {
+        if self.failed.is_empty() || self.direct_copy(block).is_some() {
             return Some(1);
         }
         match self.cfg.level {
-            Level::Raid0 => (!self.is_failed(self.disk_of(block))).then_some(1),
-            Level::Raid1 => (self.failed.len() < self.cfg.disks as usize).then_some(1),
-            Level::Raid10 => {
-                let (chunk, _) = self.chunk_of(block);
-                self.r10.copies(chunk).any(|(d, _)| !self.is_failed(d)).then_some(1)
-            }
+            Level::Raid0 | Level::Raid1 | Level::Raid10 => None,
             l => {
-                if !self.is_failed(self.disk_of(block)) {
-                    Some(1)
-                } else if self.failed.len() as u32 <= l.parity_units() {
-                    Some(self.cfg.disks - self.failed.len() as u32)
-                } else {
-                    None
-                }
+                let row = self.chunk_of(block).0 / self.data_disks_per_stripe() as u64;
+                let lost = (0..self.cfg.disks).filter(|&d| self.is_failed_at(d, row)).count() as u32;
+                (lost <= l.parity_units()).then_some(self.cfg.disks - lost)
             }
         }
     }

@@ -1,17 +1,13 @@
-//! `blocklab disk run`: everything the command needs, as one Rust call (the
-//! Python side only converts arguments and prints).
+//! `blocklab disk run`: a front end of the stack (`crate::stack`). Its
+//! options become a stack without cache layers (tenants share the address
+//! space, as they always did here) run by the timed executor; it prints the
+//! replayer's report.
 
-use std::path::Path;
-
-use super::engine::ms_to_ns;
-use super::executor::ExecConfig;
 use super::metrics::Report;
-use super::rebuild::RebuildConfig;
-use super::replay::{self, ArrayStack, Discipline, ReplayConfig, SingleDisk, Source, Stack, ISSUE_WINDOW, REPLAYS};
-use crate::array::{parse_bytes, Array, ArrayConfig};
-use crate::device::load_model;
+use super::replay::ISSUE_WINDOW;
 use crate::error::{Error, Result};
-use crate::trace::{self, Request, TraceOptions};
+use crate::stack::spec::{ArraySpec, DeviceSpec, NumOrStr, Origin, RebuildSpec, ReplaySpec, StackSpec, TenantMap};
+use crate::stack::TraceInput;
 
 /// Options of one run (CLI flags).
 #[derive(Debug, Clone)]
@@ -98,46 +94,9 @@ impl Default for RunOptions {
     }
 }
 
-pub fn discipline(o: &RunOptions) -> Result<Discipline> {
-    Ok(match o.replay.to_ascii_lowercase().as_str() {
-        "open" => Discipline::Open { speedup: o.speedup },
-        "closed" => Discipline::Closed {
-            outstanding: o.outstanding,
-            think_ms: o.think_ms,
-        },
-        "feedback" => Discipline::Feedback {
-            cpu_speedup: if o.infinitely_fast { None } else { Some(o.speedup) },
-            window: o.window,
-        },
-        other => return Err(Error::unknown("replay discipline", other, REPLAYS)),
-    })
-}
-
-fn sources(o: &RunOptions) -> Vec<Source<'static>> {
-    o.traces
-        .iter()
-        .map(|p| {
-            let path = p.clone();
-            let topts = TraceOptions {
-                format: o.format.clone(),
-                skip_bad: o.skip_bad,
-                ..Default::default()
-            };
-            Box::new(move || {
-                let r = trace::open(Path::new(&path), &topts)?;
-                Ok(Box::new(r) as Box<dyn Iterator<Item = Result<Request>> + Send>)
-            }) as Source<'static>
-        })
-        .collect()
-}
-
-/// The storage of a run: one disk, or an array of `o.disks` such disks.
-/// Returns the stack and its sectors per plan block.
-fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
-    let member_sectors = load_model(spec)?.capacity_sectors(); // fails early, with the model's own error
-    let s = spec.to_string();
-    let make = move || load_model(&s);
-    let Some(level) = &o.raid else {
+/// The stack of a `disk run`.
+pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
+    if o.raid.is_none() {
         if !o.failed.is_empty() {
             return Err(Error::config("--failed needs an array (--raid)"));
         }
@@ -149,82 +108,91 @@ fn stack(spec: &str, o: &RunOptions) -> Result<(Box<dyn Stack>, u64)> {
         if o.disk_size.is_some() {
             return Err(Error::config("--disk-size needs an array (--raid)"));
         }
-        return Ok((Box::new(SingleDisk::new(make, o.wrap)?), 1));
-    };
-    let mut cfg = ArrayConfig::new(ArrayConfig::parse_level(level)?, o.disks);
-    cfg.chunk_bytes = parse_bytes(&o.chunk)?;
-    cfg.block_size = o.block_size;
-    if let Some(l) = &o.layout {
-        cfg.set_layout(l)?;
     }
-    // Members are the model disks: RAID-10 far layouts place their far
-    // regions by this size, as MD does by the component size.
-    cfg.disk_bytes = match &o.disk_size {
-        Some(s) => parse_bytes(s)?,
-        None => member_sectors * 512,
-    };
-    let mut array = Array::new(cfg)?;
-    for &d in &o.failed {
-        array.fail(d)?;
-    }
-    let mut st = ArrayStack::new(array, make, o.wrap)?;
-    if o.rebuild {
-        if o.failed.is_empty() {
-            return Err(Error::config("--rebuild needs failed disks (--failed) to rebuild"));
-        }
-        if !(o.rebuild_at_ms.is_finite() && o.rebuild_at_ms >= 0.0) {
-            return Err(Error::config("--rebuild-at must be a non-negative number of ms"));
-        }
-        st = st.with_rebuild(RebuildConfig {
-            start: ms_to_ns(o.rebuild_at_ms),
-            window: o.rebuild_window,
-            min_kbps: o.rebuild_min_kbps,
-            max_kbps: o.rebuild_max_kbps,
-        })?;
-    }
-    let spb = st.sectors_per_block();
-    Ok((Box::new(st), spb))
-}
-
-fn stack_of(spec: &str, o: &RunOptions) -> Result<Box<dyn Stack>> {
-    Ok(stack(spec, o)?.0)
-}
-
-/// Run `o` and report.
-pub fn run(o: &RunOptions) -> Result<Report> {
-    if o.traces.is_empty() {
-        return Err(Error::config("no trace given"));
+    if o.rebuild && o.failed.is_empty() {
+        return Err(Error::config("--rebuild needs failed disks (--failed) to rebuild"));
     }
     if !(o.xor_ms.is_finite() && o.xor_ms >= 0.0 && o.interval_ms.is_finite() && o.interval_ms >= 0.0) {
         return Err(Error::config("times must be non-negative numbers"));
     }
-    let cfg = ReplayConfig {
-        discipline: discipline(o)?,
-        exec: ExecConfig {
+    let array = o.raid.as_ref().map(|level| ArraySpec {
+        raid: NumOrStr::Str(level.clone()),
+        disks: o.disks,
+        chunk: NumOrStr::Str(o.chunk.clone()),
+        layout: o.layout.clone(),
+        failed: o.failed.clone(),
+        fail_at: None,
+        // A degraded array beyond its tolerance still runs: lost blocks are unreadable.
+        allow_loss: !o.rebuild,
+        disk_size: o.disk_size.clone().map(NumOrStr::Str),
+        block_size: Some(o.block_size),
+        wrap: o.wrap,
+        xor_ms: o.xor_ms,
+        rebuild: o.rebuild.then(|| RebuildSpec {
+            at: o.rebuild_at_ms,
+            window: o.rebuild_window,
+            min: o.rebuild_min_kbps,
+            max: o.rebuild_max_kbps,
+        }),
+    });
+    let spec = StackSpec {
+        seed: 0,
+        block_size: None,
+        tenant_map: TenantMap::Ignore,
+        replay: ReplaySpec {
+            mode: o.replay.to_ascii_lowercase(),
+            speedup: o.speedup,
+            outstanding: o.outstanding,
+            think_ms: o.think_ms,
+            window: o.window,
+            infinitely_fast: o.infinitely_fast,
+            reference: o.reference_model.clone(),
+            interval: o.interval_ms,
+            reads_only: false,
+        },
+        cache: Vec::new(),
+        device: DeviceSpec {
+            model: o.model.clone(),
             scheduler: o.scheduler.clone(),
-            queue_depth: if o.queue_depth == 0 { usize::MAX } else { o.queue_depth },
-            xor_ns: ms_to_ns(o.xor_ms),
-            pq_ns: ms_to_ns(o.xor_ms),
-            sectors_per_block: 1, // set from the stack below
-            interval_ns: if o.interval_ms > 0.0 {
-                Some(ms_to_ns(o.interval_ms).max(1))
-            } else {
-                None
-            },
+            queue_depth: o.queue_depth,
+            wrap: o.wrap && array.is_none(),
+        },
+        array,
+        origin: Origin {
+            file: "disk run".into(),
+            dir: Default::default(),
         },
     };
-    super::sched::build(&o.scheduler)?;
-    let mut cfg = cfg;
-    let (mut stack, spb) = stack(&o.model, o)?;
-    cfg.exec.sectors_per_block = spb;
-    let mut reference = match &o.reference_model {
-        Some(r) => Some(stack_of(r, o)?),
-        None => None,
+    spec.validated().map_err(flag_error)
+}
+
+/// A stack-file key error as the `disk run` flag it mirrors (keys take the
+/// flags' names: `array.rebuild.window` is `--rebuild-window`).
+fn flag_error(e: Error) -> Error {
+    let Error::Key { key, message, .. } = e else { return e };
+    let name = key.rsplit('.').next().unwrap_or(&key).replace('_', "-");
+    let flag = match key.as_str() {
+        "replay.mode" => "--replay".to_string(),
+        "device.model" => "MODEL".to_string(),
+        "replay.reference" => "--reference".to_string(),
+        "array" => "--raid".to_string(),
+        k if k.starts_with("array.rebuild") => format!("--rebuild-{name}").replace("--rebuild-rebuild", "--rebuild"),
+        _ => format!("--{name}"),
     };
-    let mut srcs = sources(o);
-    let report = match reference.as_mut() {
-        Some(r) => replay::run_with_reference(stack.as_mut(), Some(r.as_mut()), &mut srcs, &cfg),
-        None => replay::run(stack.as_mut(), &mut srcs, &cfg),
-    };
-    report
+    Error::config(format!("{flag}: {message}"))
+}
+
+/// Run `o` and report.
+pub fn run(o: &RunOptions) -> Result<Report> {
+    let spec = stack_spec(o)?;
+    let traces: Vec<TraceInput> = o
+        .traces
+        .iter()
+        .map(|p| TraceInput {
+            path: p.clone(),
+            format: o.format.clone(),
+            skip_bad: o.skip_bad,
+        })
+        .collect();
+    Ok(crate::stack::run::run_timed(&spec, &traces).map_err(flag_error)?.0)
 }

@@ -59,10 +59,13 @@ use rustc_hash::FxHashMap;
 use super::engine::{secs_to_ns, Ns};
 use super::executor::{ExecConfig, Step, TimedExecutor};
 use super::metrics::Report;
-use super::rebuild::{RebuildConfig, RebuildReport, Rebuilder};
-use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
+use super::rebuild::RebuildReport;
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
+use crate::stack::address::AddressMap;
+use crate::stack::layer::Target;
+use crate::stack::spec::TenantMap;
+pub use crate::stack::target::{sector_range, ArrayStack, SingleDisk};
 use crate::trace::{Op, Request};
 
 pub const HS_A: f64 = 0.0857;
@@ -135,15 +138,18 @@ impl Discipline {
 
 pub const REPLAYS: &[&str] = &["open", "closed", "feedback"];
 
-/// The storage under the replayer: the devices, and how a request becomes a plan.
+/// The storage under the replayer: the devices, and what happens to a
+/// request (a composed stack, `crate::stack`, or a bare target).
 pub trait Stack {
     /// Fresh devices (each pass of a run starts from new devices, and the
     /// stack forgets what it knew of the old ones).
     fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>>;
-    /// The plan of one request, in blocks of `ExecConfig::sectors_per_block`;
-    /// `ex` shows the devices' current load (for choices such as which
-    /// mirror to read).
-    fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan>;
+    /// 512-byte sectors per block of the plans the stack submits.
+    fn sectors_per_block(&self) -> u64;
+    /// Issue one user request now: submit its plan to `ex` under `tag` (its
+    /// completion comes back as `Step::Done { tag }`); `ex` also shows the
+    /// devices' load (for choices such as which mirror to read).
+    fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()>;
     /// Start background work (rebuild) on the fresh devices of a pass.
     fn start_background(&mut self, _ex: &mut TimedExecutor) -> Result<()> {
         Ok(())
@@ -151,6 +157,11 @@ pub trait Stack {
     /// React to a background step (`Step::BgWake` / `Step::BgDone`).
     fn background(&mut self, _step: Step, _ex: &mut TimedExecutor) -> Result<()> {
         Ok(())
+    }
+    /// Nothing is left to happen: start the work of the end of a run (a
+    /// cache's final write-back). Returns whether anything was started.
+    fn drain(&mut self, _ex: &mut TimedExecutor) -> Result<bool> {
+        Ok(false)
     }
     /// A user request completed (for statistics split by background phase).
     fn user_done(&mut self, _time: Ns, _start: Ns, _unreadable: bool) {}
@@ -160,11 +171,46 @@ pub trait Stack {
     }
 }
 
-/// The next user step: background steps are handed to the stack on the way.
+/// A bare target (one disk, an array) is a stack: requests go to it as
+/// they are (tenants share its address space, as `tenant_map = "ignore"`).
+impl<T: Target> Stack for T {
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        Target::devices(self)
+    }
+    fn sectors_per_block(&self) -> u64 {
+        Target::sectors_per_block(self)
+    }
+    fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()> {
+        let bs = Target::sectors_per_block(self) * 512;
+        let io = AddressMap::new(TenantMap::Ignore, bs, None)?.io(req)?;
+        let plan = self.plan(&io, &*ex)?;
+        let id = ex.reserve_id();
+        ex.submit_user(plan, tag, id, req.op == Op::Write)
+    }
+    fn start_background(&mut self, ex: &mut TimedExecutor) -> Result<()> {
+        Target::start_background(self, ex)
+    }
+    fn background(&mut self, step: Step, ex: &mut TimedExecutor) -> Result<()> {
+        Target::background(self, step, ex)
+    }
+    fn user_done(&mut self, time: Ns, start: Ns, unreadable: bool) {
+        Target::user_done(self, time, start, unreadable)
+    }
+    fn rebuild_report(&self) -> Option<RebuildReport> {
+        Target::rebuild_report(self)
+    }
+}
+
+/// The next user step: background steps are handed to the stack on the way;
+/// when nothing is left, the stack may start its end-of-run work.
 fn next_user(ex: &mut TimedExecutor, stack: &mut dyn Stack) -> Result<Option<Step>> {
     loop {
         match ex.next_step() {
-            None => return Ok(None),
+            None => {
+                if !stack.drain(ex)? {
+                    return Ok(None);
+                }
+            }
             Some(s) if s.is_background() => stack.background(s, ex)?,
             Some(s) => {
                 if let Step::Done {
@@ -179,73 +225,6 @@ fn next_user(ex: &mut TimedExecutor, stack: &mut dyn Stack) -> Result<Option<Ste
                 return Ok(Some(s));
             }
         }
-    }
-}
-
-/// One disk addressed in 512-byte sectors (DiskSim's unit).
-pub struct SingleDisk<F: Fn() -> Result<Box<dyn DeviceModel>>> {
-    make: F,
-    capacity: u64,
-    /// Fold addresses beyond the capacity back onto the disk instead of failing.
-    pub wrap: bool,
-}
-
-impl<F: Fn() -> Result<Box<dyn DeviceModel>>> SingleDisk<F> {
-    pub fn new(make: F, wrap: bool) -> Result<Self> {
-        let capacity = make()?.capacity_sectors();
-        if capacity == 0 {
-            return Err(Error::config("device has no capacity"));
-        }
-        Ok(SingleDisk { make, capacity, wrap })
-    }
-}
-
-/// Sectors [first, first + count) of a byte range (a zero-length request
-/// still touches one sector).
-pub fn sector_range(req: &Request) -> (u64, u64) {
-    let first = req.offset / 512;
-    let end = (req.offset + req.len).div_ceil(512);
-    (first, end.saturating_sub(first).max(1))
-}
-
-impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for SingleDisk<F> {
-    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        Ok(vec![(self.make)()?])
-    }
-    fn plan(&mut self, req: &Request, _ex: &TimedExecutor) -> Result<IoPlan> {
-        let (mut first, count) = sector_range(req);
-        if count > self.capacity || count > u32::MAX as u64 {
-            return Err(Error::config(format!(
-                "request of {} bytes is larger than the device",
-                req.len
-            )));
-        }
-        if first + count > self.capacity {
-            if !self.wrap {
-                return Err(Error::config(format!(
-                    "request at byte offset {} ({} sectors) is beyond the device's {} sectors (use --wrap to fold addresses)",
-                    req.offset, count, self.capacity
-                )));
-            }
-            first %= self.capacity - count + 1;
-        }
-        let kind = if req.op == Op::Write {
-            DiskOpKind::Write
-        } else {
-            DiskOpKind::Read
-        };
-        let mut p = IoPlan::default();
-        p.push(
-            Action::Disk(DiskOp {
-                disk: 0,
-                kind,
-                block: first,
-                nblocks: count as u32,
-                cause: Cause::User,
-            }),
-            &[],
-        );
-        Ok(p)
     }
 }
 
@@ -347,6 +326,14 @@ pub fn run_with_reference(
     Ok(report)
 }
 
+/// The executor's settings for a pass on `stack` (its plans' block unit).
+fn pass_config(stack: &dyn Stack, ecfg: &ExecConfig) -> ExecConfig {
+    ExecConfig {
+        sectors_per_block: stack.sectors_per_block(),
+        ..ecfg.clone()
+    }
+}
+
 fn check_all_done(ex: &TimedExecutor, issued: u64) -> Result<()> {
     if ex.in_flight() != 0 || ex.metrics.completed() != issued {
         return Err(Error::config(format!(
@@ -367,7 +354,7 @@ fn open_pass(
     mut deps: Option<&mut Vec<Vec<Dep>>>,
 ) -> Result<Report> {
     let n = sources.len();
-    let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    let mut ex = TimedExecutor::new(stack.devices()?, pass_config(stack, ecfg))?;
     // The first feedback pass stands for the traced system: no rebuild there.
     if deps.is_none() {
         stack.start_background(&mut ex)?;
@@ -390,8 +377,7 @@ fn open_pass(
             Step::Wake { time, token } => {
                 let s = token as usize;
                 let (j, r) = streams[s].take()?.expect("wake of an exhausted stream");
-                let plan = stack.plan(&r, &ex)?;
-                ex.submit(plan, tag(s, j, n))?;
+                stack.issue(&r, tag(s, j, n), &mut ex)?;
                 issued += 1;
                 if let Some(d) = deps.as_deref_mut() {
                     let dep = match last_done.get(&(s, r.tenant)) {
@@ -438,7 +424,7 @@ fn closed(
     think: Ns,
 ) -> Result<Report> {
     let n = sources.len();
-    let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    let mut ex = TimedExecutor::new(stack.devices()?, pass_config(stack, ecfg))?;
     stack.start_background(&mut ex)?;
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     // Requests taken from a stream and waiting out their think time, in
@@ -448,8 +434,7 @@ fn closed(
     for (s, st) in streams.iter_mut().enumerate() {
         for _ in 0..outstanding {
             if let Some((j, r)) = st.take()? {
-                let plan = stack.plan(&r, &ex)?;
-                ex.submit(plan, tag(s, j, n))?;
+                stack.issue(&r, tag(s, j, n), &mut ex)?;
                 issued += 1;
             }
         }
@@ -462,8 +447,7 @@ fn closed(
                 let (s, _) = untag(t, n);
                 if let Some((j, r)) = streams[s].take()? {
                     if think == 0 {
-                        let plan = stack.plan(&r, &ex)?;
-                        ex.submit(plan, tag(s, j, n))?;
+                        stack.issue(&r, tag(s, j, n), &mut ex)?;
                         issued += 1;
                     } else {
                         ex.wake_at(time.saturating_add(think), tag(s, j, n));
@@ -474,8 +458,7 @@ fn closed(
             Step::Wake { token, .. } => {
                 let (s, _) = untag(token, n);
                 let (j, r) = thinking[s].pop_front().expect("wake without a thinking request");
-                let plan = stack.plan(&r, &ex)?;
-                ex.submit(plan, tag(s, j, n))?;
+                stack.issue(&r, tag(s, j, n), &mut ex)?;
                 issued += 1;
             }
         }
@@ -507,7 +490,7 @@ fn feedback(
     window: usize,
 ) -> Result<Report> {
     let n = sources.len();
-    let mut ex = TimedExecutor::new(stack.devices()?, ecfg.clone())?;
+    let mut ex = TimedExecutor::new(stack.devices()?, pass_config(stack, ecfg))?;
     stack.start_background(&mut ex)?;
     let mut streams = sources.iter_mut().map(Stream::open).collect::<Result<Vec<_>>>()?;
     let think = |d: &Dep| -> Ns {
@@ -566,8 +549,7 @@ fn feedback(
                     .expect("wake of a request outside the window");
                 e.state = WState::Issued;
                 let req = e.req;
-                let plan = stack.plan(&req, &ex)?;
-                ex.submit(plan, token)?;
+                stack.issue(&req, token, &mut ex)?;
                 issued += 1;
                 while w.front().is_some_and(|e| e.state == WState::Issued) {
                     w.pop_front();
@@ -594,202 +576,4 @@ fn feedback(
     }
     check_all_done(&ex, issued)?;
     Ok(ex.report())
-}
-
-/// A RAID array of identical disks; requests are split into the array's
-/// blocks and become the array's plans (degraded when disks have failed).
-///
-/// Reads of mirrors choose a copy as MD's read_balance does for rotating
-/// disks (see [`balance_read`]).
-pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>>> {
-    array: crate::array::Array,
-    make: F,
-    /// Logical capacity in array blocks.
-    blocks: u64,
-    pub wrap: bool,
-    /// Per disk: the block after the last access issued to it.
-    head: Vec<u64>,
-    /// The array as it is at the start of every pass (failed disks, no spares).
-    initial: crate::array::Array,
-    rebuild_cfg: Option<RebuildConfig>,
-    rebuild: Option<Rebuilder>,
-}
-
-impl<F: Fn() -> Result<Box<dyn DeviceModel>>> ArrayStack<F> {
-    pub fn new(array: crate::array::Array, make: F, wrap: bool) -> Result<Self> {
-        let bs = array.config().block_size;
-        let capacity_bytes = make()?.capacity_sectors() * 512;
-        let cfg_bytes = array.config().disk_bytes;
-        if cfg_bytes > capacity_bytes {
-            return Err(Error::config(format!(
-                "the array's member size {cfg_bytes} B is larger than the disk ({capacity_bytes} B)"
-            )));
-        }
-        let per_disk = if cfg_bytes != 0 { cfg_bytes } else { capacity_bytes } / bs;
-        let r10 = array.config().raid10_layout();
-        let blocks = if array.level() == crate::array::Level::Raid10 && (r10.far > 1 || r10.offset) {
-            // Far / offset RAID-10: MD's raid10_size (the far regions split the member).
-            array.capacity_blocks_for(per_disk)
-        } else {
-            // Whole chunks only; every disk holds the same number of rows.
-            let rows = per_disk / array.chunk_blocks();
-            rows * array.chunk_blocks() * array.data_disks_per_stripe() as u64
-        };
-        if blocks == 0 {
-            return Err(Error::config("the disks are smaller than one chunk"));
-        }
-        let head = vec![0; array.ndisks() as usize];
-        Ok(ArrayStack {
-            initial: array.clone(),
-            array,
-            make,
-            blocks,
-            wrap,
-            head,
-            rebuild_cfg: None,
-            rebuild: None,
-        })
-    }
-
-    /// Rebuild the failed disks onto spares in the background (see
-    /// `timed::rebuild`); fails when the array cannot be rebuilt (no failed
-    /// disk, no redundancy, more failures than the level tolerates).
-    pub fn with_rebuild(mut self, cfg: RebuildConfig) -> Result<Self> {
-        let mut a = self.initial.clone();
-        if a.config().disk_bytes == 0 {
-            // Members are the model's disks: rebuild every whole chunk row of them.
-            let bytes = (self.make)()?.capacity_sectors() * 512;
-            let mut c = *a.config();
-            c.disk_bytes = bytes;
-            a = crate::array::Array::new(c)?;
-            for &d in self.initial.failed() {
-                a.fail(d)?;
-            }
-        }
-        Rebuilder::new(&a, cfg.clone())?;
-        self.initial = a.clone();
-        self.array = a;
-        self.rebuild_cfg = Some(cfg);
-        Ok(self)
-    }
-
-    /// 512-byte sectors per array block (the executor's unit).
-    pub fn sectors_per_block(&self) -> u64 {
-        self.array.config().block_size / 512
-    }
-}
-
-/// Which copy `(disk, disk block)` of a mirrored read to use, as MD's
-/// read_balance does for rotating disks (copies in MD's slot order; the
-/// first wins ties):
-/// * RAID-1 (raid1.c): a copy that continues its disk's last access
-///   (sequential) wins, then the first idle disk, then the copy nearest the
-///   disk's head;
-/// * RAID-10 (raid10.c): with near copies the first idle disk wins; else
-///   with far or offset copies the lowest device address (the outer, faster
-///   half: no head distance); else the copy nearest the head.
-///
-/// The head is where the last access issued to the disk ended (MD records
-/// it at completion; at issue is the deterministic approximation).
-fn balance_read(
-    copies: &[(u32, u64)],
-    level: crate::array::Level,
-    r10: crate::array::layout::Raid10Layout,
-    head: &[u64],
-    pending: impl Fn(usize) -> usize,
-) -> usize {
-    let idle = |&(d, _): &(u32, u64)| pending(d as usize) == 0;
-    let nearest = || {
-        (0..copies.len())
-            .min_by_key(|&i| copies[i].1.abs_diff(head[copies[i].0 as usize]))
-            .unwrap_or(0)
-    };
-    if level == crate::array::Level::Raid10 {
-        if r10.near > 1 {
-            if let Some(i) = copies.iter().position(idle) {
-                return i;
-            }
-        }
-        if r10.far > 1 {
-            return (0..copies.len()).min_by_key(|&i| copies[i].1).unwrap_or(0);
-        }
-        return nearest();
-    }
-    if let Some(i) = copies.iter().position(|&(d, at)| head[d as usize] == at) {
-        return i;
-    }
-    copies.iter().position(idle).unwrap_or_else(nearest)
-}
-
-impl<F: Fn() -> Result<Box<dyn DeviceModel>>> Stack for ArrayStack<F> {
-    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        self.head.iter_mut().for_each(|h| *h = 0);
-        if self.rebuild_cfg.is_some() {
-            // A pass starts degraded again (the previous pass may have rebuilt).
-            self.array = self.initial.clone();
-            self.rebuild = None;
-        }
-        (0..self.array.ndisks()).map(|_| (self.make)()).collect()
-    }
-    fn start_background(&mut self, ex: &mut TimedExecutor) -> Result<()> {
-        if let Some(cfg) = &self.rebuild_cfg {
-            let r = Rebuilder::new(&self.array, cfg.clone())?;
-            r.arm(ex);
-            self.rebuild = Some(r);
-        }
-        Ok(())
-    }
-    fn background(&mut self, step: Step, ex: &mut TimedExecutor) -> Result<()> {
-        let Some(r) = self.rebuild.as_mut() else { return Ok(()) };
-        match step {
-            Step::BgWake { token, .. } => r.on_wake(token, &mut self.array, ex),
-            Step::BgDone { tag, .. } => r.on_done(tag, &mut self.array, ex),
-            _ => Ok(()),
-        }
-    }
-    fn user_done(&mut self, time: Ns, start: Ns, unreadable: bool) {
-        if let Some(r) = self.rebuild.as_mut() {
-            r.user_done(time, start, unreadable);
-        }
-    }
-    fn rebuild_report(&self) -> Option<RebuildReport> {
-        self.rebuild.as_ref().map(|r| r.report())
-    }
-    fn plan(&mut self, req: &Request, ex: &TimedExecutor) -> Result<IoPlan> {
-        let r = req.blocks(self.array.config().block_size);
-        let n = (r.end - r.start).max(1);
-        let mut first = r.start;
-        if n > self.blocks {
-            return Err(Error::config(format!(
-                "request of {} bytes is larger than the array",
-                req.len
-            )));
-        }
-        if first + n > self.blocks {
-            if !self.wrap {
-                return Err(Error::config(format!(
-                    "request at byte offset {} is beyond the array's {} blocks (use --wrap to fold addresses)",
-                    req.offset, self.blocks
-                )));
-            }
-            first %= self.blocks - n + 1;
-        }
-        let plan = if req.op == Op::Write {
-            self.array.plan_write(first, n)
-        } else {
-            let (head, level, r10) = (&self.head, self.array.level(), self.array.config().raid10_layout());
-            self.array.plan_read_with(first, n, &mut |copies| {
-                balance_read(copies, level, r10, head, |d| ex.pending(d))
-            })
-        };
-        for node in &plan.nodes {
-            if let crate::array::Action::Disk(op) = &node.action {
-                self.head[op.disk as usize] = op.block + op.nblocks as u64;
-                if let Some(r) = self.rebuild.as_mut() {
-                    r.count_user_op(op);
-                }
-            }
-        }
-        Ok(plan)
-    }
 }

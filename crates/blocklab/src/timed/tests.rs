@@ -3,8 +3,8 @@
 use super::engine::Ns;
 use super::executor::{ExecConfig, Step, TimedExecutor};
 use super::replay::*;
-use crate::device::toy::ToyDisk;
 use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
+use crate::device::toy::ToyDisk;
 use crate::device::{DevRequest, DeviceModel};
 use crate::trace::{Op, Request};
 
@@ -774,10 +774,14 @@ fn raid10_far_array_is_sized_like_md_and_reads_the_far_copy_when_degraded() {
         tenant: 0,
     };
     let ex = TimedExecutor::new(st.devices().unwrap(), ExecConfig::default()).unwrap();
-    let p = st.plan(&req(15), &ex).unwrap();
+    let p = st.plan_request(&req(15), &ex).unwrap();
     let ops: Vec<(u32, u64)> = p.disk_ops().map(|o| (o.disk, o.block)).collect();
     assert_eq!(ops, vec![(0, 7)]);
-    assert!(st.plan(&req(16), &ex).unwrap_err().to_string().contains("beyond"));
+    assert!(st
+        .plan_request(&req(16), &ex)
+        .unwrap_err()
+        .to_string()
+        .contains("beyond"));
     // A member size larger than the disk is refused.
     let mut cfg = ArrayConfig::new(Level::Raid10, 4);
     cfg.set_layout("f2").unwrap();
@@ -809,26 +813,26 @@ fn mirror_reads_are_balanced_like_md_read_balance() {
     let disk_of = |p: &IoPlan| p.disk_ops().map(|o| o.disk).collect::<Vec<_>>();
     let mut ex = TimedExecutor::new(st.devices().unwrap(), exec.clone()).unwrap();
     // Both idle, heads at 0: block 100 goes to the first copy (disk 0).
-    let p = st.plan(&read(100), &ex).unwrap();
+    let p = st.plan_request(&read(100), &ex).unwrap();
     assert_eq!(disk_of(&p), vec![0]);
     ex.submit(p, 0).unwrap();
     // Disk 0 busy, disk 1 idle: block 500 goes to disk 1.
-    let p = st.plan(&read(500), &ex).unwrap();
+    let p = st.plan_request(&read(500), &ex).unwrap();
     assert_eq!(disk_of(&p), vec![1]);
     ex.submit(p, 1).unwrap();
     // Block 101 continues disk 0's last access (sequential): disk 0, busy or not.
-    let p = st.plan(&read(101), &ex).unwrap();
+    let p = st.plan_request(&read(101), &ex).unwrap();
     assert_eq!(disk_of(&p), vec![0]);
     ex.submit(p, 2).unwrap();
     // Both busy: block 450 is nearer disk 1's head (501) than disk 0's (102).
-    let p = st.plan(&read(450), &ex).unwrap();
+    let p = st.plan_request(&read(450), &ex).unwrap();
     assert_eq!(disk_of(&p), vec![1]);
     // Writes still go to both copies.
     let write = Request {
         op: Op::Write,
         ..read(7)
     };
-    assert_eq!(disk_of(&st.plan(&write, &ex).unwrap()), vec![0, 1]);
+    assert_eq!(disk_of(&st.plan_request(&write, &ex).unwrap()), vec![0, 1]);
 
     // RAID-10: n2 prefers an idle disk; f2 always the lowest address (the
     // first copy, in the outer half), even when its disk is busy.
@@ -849,7 +853,7 @@ fn mirror_reads_are_balanced_like_md_read_balance() {
         // tie → first slot).
         let mut got = Vec::new();
         for t in 0..3 {
-            let p = st.plan(&read(0), &ex).unwrap();
+            let p = st.plan_request(&read(0), &ex).unwrap();
             got.extend(disk_of(&p));
             ex.submit(p, t).unwrap();
         }

@@ -10,7 +10,7 @@
 //! [`ModMap`] is a small stand-in used by the tests: block `b` lives on disk
 //! `b mod n` and a block of a failed disk costs `n - 1` surviving reads, as a
 //! RAID-5 reconstruct-read does. The real array implements the trait in
-//! `analysis::rgr`.
+//! `array::shared`; [`NoFaults`] stands for a single device that never fails.
 
 pub mod cost_aware;
 pub mod gds;
@@ -142,6 +142,29 @@ impl FaultMap for ModMap {
         } else {
             0 // a second failure loses RAID-5 data
         }
+    }
+}
+
+/// A single device that never fails: a fault-aware policy over it behaves
+/// as its base policy.
+#[derive(Debug, Default)]
+pub struct NoFaults;
+
+impl FaultMap for NoFaults {
+    fn ndisks(&self) -> u32 {
+        1
+    }
+    fn disk_of(&self, _block: u64) -> u32 {
+        0
+    }
+    fn is_failed(&self, _disk: u32) -> bool {
+        false
+    }
+    fn any_failed(&self) -> bool {
+        false
+    }
+    fn penalty(&self, _block: u64) -> u32 {
+        1
     }
 }
 

@@ -1,0 +1,220 @@
+//! The stack's address space: how a trace request (tenant, byte offset,
+//! length) becomes a range of stack blocks, and the pass over the trace that
+//! some stacks need before they can start (the footprint for `%` cache
+//! sizes, the volumes' extents for `tenant_map = "concat"`, the future
+//! accesses for `opt`).
+
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use super::layer::Io;
+use super::spec::TenantMap;
+use crate::array::plan::Cause;
+use crate::error::{Error, Result};
+use crate::trace::blocks::{block_key, BLOCK_BITS};
+use crate::trace::{Op, Request};
+
+/// Volumes of `concat` start at multiples of 1 MiB.
+const CONCAT_ALIGN_BYTES: u64 = 1 << 20;
+
+/// Maps requests to stack blocks.
+#[derive(Debug, Clone)]
+pub struct AddressMap {
+    map: TenantMap,
+    block_size: u64,
+    /// `concat`: first stack block of each tenant's volume.
+    bases: FxHashMap<u32, u64>,
+}
+
+impl AddressMap {
+    /// `survey` gives the volumes' extents (needed by `concat` only).
+    pub fn new(map: TenantMap, block_size: u64, survey: Option<&Survey>) -> Result<Self> {
+        let mut bases = FxHashMap::default();
+        if map == TenantMap::Concat {
+            let s = survey.ok_or_else(|| Error::config("internal: concat needs a survey of the trace"))?;
+            let align = (CONCAT_ALIGN_BYTES / block_size).max(1);
+            let mut at = 0u64;
+            for (&tenant, &end) in &s.extents {
+                bases.insert(tenant, at);
+                at = at
+                    .checked_add(end.div_ceil(align) * align)
+                    .ok_or_else(|| Error::config("the volumes of the trace do not fit one address space"))?;
+            }
+        }
+        Ok(AddressMap { map, block_size, bases })
+    }
+
+    pub fn block_size(&self) -> u64 {
+        self.block_size
+    }
+
+    /// The identity of block `block` of `tenant` in this mapping (equal
+    /// identities are the same stack block).
+    #[inline]
+    pub fn identity(map: TenantMap, tenant: u32, block: u64) -> Result<u64> {
+        match map {
+            TenantMap::Ignore => Ok(block),
+            TenantMap::Key | TenantMap::Concat => block_key(tenant, block),
+        }
+    }
+
+    /// The stack I/O of a user request.
+    pub fn io(&self, req: &Request) -> Result<Io> {
+        let bs = self.block_size;
+        let r = req.blocks(bs);
+        let nblocks = r.end - r.start;
+        let (first, base) = match self.map {
+            TenantMap::Ignore => (r.start, Some(0)),
+            TenantMap::Key => {
+                let first = block_key(req.tenant, r.start)?;
+                let base = ((req.tenant as u64) << BLOCK_BITS).checked_mul(bs);
+                (first, base)
+            }
+            TenantMap::Concat => {
+                let base = *self.bases.get(&req.tenant).ok_or_else(|| {
+                    Error::config(format!(
+                        "tenant {} was not in the trace when its volumes were measured (the trace changed?)",
+                        req.tenant
+                    ))
+                })?;
+                (base + r.start, base.checked_mul(bs))
+            }
+        };
+        let bytes = base.and_then(|b| b.checked_add(req.offset)).map(|off| (off, req.len));
+        Ok(Io {
+            op: req.op,
+            first,
+            nblocks,
+            bytes,
+            cause: Cause::User,
+        })
+    }
+}
+
+/// What a pass over the trace measured.
+#[derive(Debug, Clone, Default)]
+pub struct Survey {
+    /// Per tenant: one past the highest block touched.
+    pub extents: BTreeMap<u32, u64>,
+    /// Distinct stack blocks (when asked).
+    pub unique: Option<u64>,
+    /// The top layer's access stream as next-use indices (for `opt`).
+    pub next_use: Option<Vec<u64>>,
+}
+
+/// What a survey must measure.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SurveyNeeds {
+    pub unique: bool,
+    /// Next-use indices of the block accesses the top layer will see
+    /// (`Some(reads_only)`: whether that layer sees reads only).
+    pub next_use: Option<bool>,
+}
+
+/// One pass over `requests` (already filtered by `replay.reads_only`).
+pub fn survey(
+    requests: impl Iterator<Item = Result<Request>>,
+    map: TenantMap,
+    block_size: u64,
+    needs: SurveyNeeds,
+) -> Result<Survey> {
+    let mut s = Survey::default();
+    let mut seen: FxHashSet<u64> = FxHashSet::default();
+    let mut keys: Vec<u64> = Vec::new();
+    for req in requests {
+        let req = req?;
+        let r = req.blocks(block_size);
+        let end = s.extents.entry(req.tenant).or_insert(0);
+        *end = (*end).max(r.end);
+        let presented = match needs.next_use {
+            Some(reads_only) => !(reads_only && req.op == Op::Write),
+            None => false,
+        };
+        if needs.unique || presented {
+            for b in r {
+                let k = AddressMap::identity(map, req.tenant, b)?;
+                if needs.unique {
+                    seen.insert(k);
+                }
+                if presented {
+                    keys.push(k);
+                }
+            }
+        }
+    }
+    if needs.unique {
+        s.unique = Some(seen.len() as u64);
+    }
+    if needs.next_use.is_some() {
+        crate::cache::sim::next_uses_in_place(&mut keys);
+        s.next_use = Some(keys);
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rq(tenant: u32, offset: u64, len: u64) -> Request {
+        Request {
+            time: 0.0,
+            op: Op::Read,
+            offset,
+            len,
+            tenant,
+        }
+    }
+
+    #[test]
+    fn concat_lays_volumes_end_to_end_on_mib_boundaries() {
+        let reqs = vec![rq(3, 0, 4096), rq(1, 8192, 4096), rq(3, 2 << 20, 4096)];
+        let s = survey(
+            reqs.clone().into_iter().map(Ok),
+            TenantMap::Concat,
+            4096,
+            SurveyNeeds::default(),
+        )
+        .unwrap();
+        assert_eq!(s.extents.get(&1), Some(&3));
+        assert_eq!(s.extents.get(&3), Some(&513));
+        let m = AddressMap::new(TenantMap::Concat, 4096, Some(&s)).unwrap();
+        // tenant 1 first (blocks 0..3, one MiB = 256 blocks), then tenant 3 at 256.
+        assert_eq!(m.io(&reqs[1]).unwrap().first, 2);
+        assert_eq!(m.io(&reqs[0]).unwrap().first, 256);
+        assert_eq!(m.io(&reqs[0]).unwrap().bytes, Some((1 << 20, 4096)));
+        assert_eq!(m.io(&reqs[2]).unwrap().first, 256 + 512);
+    }
+
+    #[test]
+    fn key_and_ignore() {
+        let m = AddressMap::new(TenantMap::Key, 4096, None).unwrap();
+        let io = m.io(&rq(2, 4096 * 5 + 100, 10)).unwrap();
+        assert_eq!(io.first, (2 << 40) | 5);
+        assert_eq!(io.nblocks, 1);
+        assert_eq!(io.bytes, Some(((2u64 << 40) * 4096 + 4096 * 5 + 100, 10)));
+        // Tenant ids too large for a byte address keep their blocks only.
+        let io = m.io(&rq(5000, 0, 4096)).unwrap();
+        assert_eq!(io.bytes, None);
+        let m = AddressMap::new(TenantMap::Ignore, 4096, None).unwrap();
+        assert_eq!(m.io(&rq(7, 8192, 0)).unwrap().nblocks, 0);
+        assert_eq!(m.io(&rq(7, 8192, 8193)).unwrap().nblocks, 3);
+    }
+
+    #[test]
+    fn unique_and_next_use() {
+        let mut reqs = vec![rq(0, 0, 8192), rq(1, 0, 4096), rq(0, 4096, 4096)];
+        reqs[1].op = Op::Write;
+        let needs = SurveyNeeds {
+            unique: true,
+            next_use: Some(true),
+        };
+        let s = survey(reqs.clone().into_iter().map(Ok), TenantMap::Key, 4096, needs).unwrap();
+        assert_eq!(s.unique, Some(3));
+        // Reads only: accesses 0, 1 (request 0), 1 (request 2): block 1 next at index 2.
+        assert_eq!(s.next_use, Some(vec![u64::MAX, 2, u64::MAX]));
+        let s = survey(reqs.into_iter().map(Ok), TenantMap::Ignore, 4096, needs).unwrap();
+        assert_eq!(s.unique, Some(2));
+    }
+}

@@ -1,0 +1,219 @@
+//! From a stack file to a running stack: the only place where targets and
+//! layers are assembled. Errors name the stack file's key they come from.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::address::{AddressMap, Survey};
+use super::cache_layer::{CacheConfig, CacheLayer};
+use super::failure::FailAt;
+use super::layer::{Layer, Target};
+use super::miss_trace::MissTrace;
+use super::runtime::{layer_tag, Composed, LayerFactory};
+use super::spec::StackSpec;
+use super::target::{ArrayStack, SingleDisk};
+use crate::array::{parse_bytes, Array, ArrayConfig};
+use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
+use crate::cache::sizes;
+use crate::device::{load_model, DeviceModel};
+use crate::error::{Error, Result};
+use crate::timed::engine::ms_to_ns;
+use crate::timed::rebuild::RebuildConfig;
+
+/// Which executor a stack is built for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Executor {
+    /// No time: every plan completes at once.
+    Count,
+    /// Simulated time (discrete events).
+    Timed,
+}
+
+impl Executor {
+    pub fn parse(s: &str) -> Result<Executor> {
+        match s {
+            "count" | "counted" => Ok(Executor::Count),
+            "timed" | "time" => Ok(Executor::Timed),
+            other => Err(Error::unknown("executor", other, &["count", "timed"])),
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Executor::Count => "count",
+            Executor::Timed => "timed",
+        }
+    }
+}
+
+/// A device model maker for `[device].model` (checked once here).
+fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceModel>> + Send + Clone> {
+    let model = spec.origin.model(&spec.device.model);
+    load_model(&model).map_err(|e| spec.origin.err("device.model", e))?;
+    Ok(move || load_model(&model))
+}
+
+/// The bottom of the stack.
+fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
+    let o = &spec.origin;
+    let make = model_maker(spec)?;
+    let bs = spec.block_size();
+    let Some(a) = &spec.array else {
+        return Ok(Box::new(
+            SingleDisk::with_block_size(make, spec.device.wrap, bs).map_err(|e| o.err("device.model", e))?,
+        ));
+    };
+    let level = ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
+    let mut cfg = ArrayConfig::new(level, a.disks);
+    cfg.chunk_bytes = parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))?;
+    cfg.block_size = bs;
+    if let Some(l) = &a.layout {
+        cfg.set_layout(l).map_err(|e| o.err("array.layout", e))?;
+    }
+    let model_bytes = make()?.capacity_sectors() * 512;
+    cfg.disk_bytes = match &a.disk_size {
+        Some(s) => parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?,
+        // Members are the model disks: far RAID-10 places its copies by their size.
+        None if exec == Executor::Timed || cfg.raid10_layout().is_far() => model_bytes,
+        None => 0,
+    };
+    if cfg.disk_bytes > model_bytes {
+        return Err(o.err(
+            "array.disk_size",
+            format!("{} B is larger than the device ({model_bytes} B)", cfg.disk_bytes),
+        ));
+    }
+    let mut array = Array::new(cfg).map_err(|e| o.err("array", e))?;
+    let fail_at = fail_at(spec)?;
+    if fail_at.is_none() {
+        for &d in &a.failed {
+            array.fail(d).map_err(|e| o.err("array.failed", e))?;
+        }
+    }
+    let mut t = match exec {
+        Executor::Timed => ArrayStack::new(array, make, a.wrap),
+        Executor::Count => ArrayStack::counted(array, make, a.wrap),
+    }
+    .map_err(|e| o.err("array", e))?;
+    if fail_at.is_some() {
+        t = t.failing_later(a.failed.clone());
+    }
+    if let Some(r) = &a.rebuild {
+        t = t
+            .with_rebuild(RebuildConfig {
+                start: ms_to_ns(r.at),
+                window: r.window,
+                min_kbps: r.min,
+                max_kbps: r.max,
+            })
+            .map_err(|e| o.err("array.rebuild", e))?;
+    }
+    Ok(Box::new(t))
+}
+
+/// When disks fail during the run (None: from the start, or never).
+fn fail_at(spec: &StackSpec) -> Result<Option<FailAt>> {
+    let Some(a) = &spec.array else { return Ok(None) };
+    match &a.fail_at {
+        None => Ok(None),
+        Some(f) => match FailAt::parse(&f.text()).map_err(|e| spec.origin.err("array.fail_at", e))? {
+            FailAt::Start => Ok(None),
+            later => Ok(Some(later)),
+        },
+    }
+}
+
+/// The cache layers' capacities in blocks, checked against the storage below.
+fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u64>) -> Result<Vec<usize>> {
+    let bs = spec.block_size();
+    spec.cache
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let key = format!("cache.{i}.size");
+            let text = c.size.text();
+            let size = sizes::parse_size(&text).map_err(|e| spec.origin.err(&key, e))?;
+            let blocks = sizes::resolve(&size, &text, bs, survey.and_then(|s| s.unique))
+                .map_err(|e| spec.origin.err(&key, e))?;
+            if let Some(cap) = below_blocks {
+                if blocks > cap {
+                    return Err(spec.origin.err(
+                        &key,
+                        format!("{blocks} blocks is more than the {cap} blocks of the storage below it"),
+                    ));
+                }
+            }
+            if blocks >> 40 != 0 {
+                return Err(spec
+                    .origin
+                    .err(&key, format!("{blocks} blocks is not a sensible cache size")));
+            }
+            usize::try_from(blocks).map_err(|_| spec.origin.err(&key, "too large"))
+        })
+        .collect()
+}
+
+/// The layers of `spec`, made afresh for each pass.
+pub(crate) fn layer_factory(
+    spec: &StackSpec,
+    survey: Option<&Survey>,
+    below_blocks: Option<u64>,
+) -> Result<LayerFactory> {
+    let caps = capacities(spec, survey, below_blocks)?;
+    let next_use = survey.and_then(|s| s.next_use.clone()).map(Arc::new);
+    let spec = spec.clone();
+    let make = move |faults: Option<Arc<dyn FaultMap>>| -> Result<Vec<Box<dyn Layer>>> {
+        let faults = faults.unwrap_or_else(|| Arc::new(NoFaults));
+        let bs = spec.block_size();
+        let mut layers: Vec<Box<dyn Layer>> = Vec::new();
+        for (i, c) in spec.cache.iter().enumerate() {
+            let name = c.policy.to_ascii_lowercase();
+            let policy = build_fault_aware(&name, caps[i], faults.clone())
+                .map_err(|e| spec.origin.err(&format!("cache.{i}.policy"), e))?;
+            let miss_trace = match &c.miss_trace {
+                Some(p) => Some(
+                    MissTrace::create(Path::new(&spec.origin.path(p)), bs)
+                        .map_err(|e| spec.origin.err(&format!("cache.{i}.miss_trace"), e))?,
+                ),
+                None => None,
+            };
+            layers.push(Box::new(CacheLayer::new(CacheConfig {
+                name: c.name.clone().unwrap_or_else(|| format!("cache{i}")),
+                policy_name: name.clone(),
+                policy,
+                write: c.write,
+                reads_only: c.reads_only,
+                hit_ns: ms_to_ns(c.hit_ms),
+                merge_misses: c.merge_misses,
+                tag: layer_tag(i, 0),
+                next_use: if name == "opt" { next_use.clone() } else { None },
+                miss_trace,
+            })));
+        }
+        Ok(layers)
+    };
+    Ok(Box::new(make))
+}
+
+/// What a stack needs measured in the trace before it can run.
+pub fn survey_needs(spec: &StackSpec) -> super::address::SurveyNeeds {
+    super::address::SurveyNeeds {
+        unique: spec.cache.iter().any(|c| c.size.text().trim().ends_with('%')),
+        next_use: spec
+            .cache
+            .first()
+            .filter(|c| c.policy.eq_ignore_ascii_case("opt"))
+            .map(|c| c.reads_only),
+    }
+}
+
+/// Build the stack of `spec` for `exec`; `survey` is the pass over the
+/// trace the stack needs (see [`survey_needs`]; `concat` needs one too).
+pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Composed> {
+    let target = target(spec, exec)?;
+    let below_blocks = target.capacity_blocks();
+    let layers = layer_factory(spec, survey, below_blocks)?;
+    let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;
+    let mut c = Composed::new(target, layers, addr, fail_at(spec)?)?;
+    c.seed = spec.seed;
+    Ok(c)
+}

@@ -1,0 +1,276 @@
+//! What travels down a stack and the two small traits its parts implement.
+//!
+//! A user request becomes an [`Io`] (a range of stack blocks) at the top.
+//! Each [`Layer`] (a host cache, later an SSD tier) serves what it can and
+//! passes the rest to the parts [`Below`] it; the bottom is a [`Target`]
+//! (one device, or an array of devices) that turns an `Io` into an
+//! [`IoPlan`]. Everything a request must wait for is gathered in one plan
+//! (the [`Cx`]'s); work that the request does not wait for (a destage) is a
+//! plan of its own, submitted as background work.
+//!
+//! The same code runs in both executors: [`Exec`] is what a layer may ask of
+//! the one running it (the timed executor, or the counted one where every
+//! plan completes at once).
+
+use crate::array::plan::{Action, Cause, IoPlan};
+use crate::cache::fault::FaultMap;
+use crate::device::DeviceModel;
+use crate::error::Result;
+use crate::exec::count::CountExecutor;
+use crate::timed::engine::Ns;
+use crate::timed::executor::{PlanId, Step, TimedExecutor};
+use crate::timed::rebuild::RebuildReport;
+use crate::trace::Op;
+use std::sync::Arc;
+
+/// A range of stack blocks to read or write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Io {
+    pub op: Op,
+    /// First stack block.
+    pub first: u64,
+    /// Blocks (0 for a zero-length request: it touches no cached block).
+    pub nblocks: u64,
+    /// The exact byte range of a user request as issued (stack bytes), so
+    /// that a single device can address its sectors exactly; `None` once a
+    /// layer has turned the request into whole blocks.
+    pub bytes: Option<(u64, u64)>,
+    /// `User` for requests and what layers pass on of them; `Destage` for a
+    /// cache's write-back of dirty blocks.
+    pub cause: Cause,
+}
+
+impl Io {
+    /// Whole blocks `[first, first + n)` (what a layer sends below).
+    pub fn blocks(op: Op, first: u64, nblocks: u64, cause: Cause) -> Io {
+        Io {
+            op,
+            first,
+            nblocks,
+            bytes: None,
+            cause,
+        }
+    }
+}
+
+/// What a layer may ask of the executor running the stack.
+pub trait Exec {
+    /// Whether plans take time (false: every plan completes when submitted).
+    fn timed(&self) -> bool;
+    fn now(&self) -> Ns;
+    /// Requests waiting at or served by device `disk` (mirror read balancing).
+    fn pending(&self, disk: usize) -> usize;
+    /// An id for a plan about to be built.
+    fn reserve(&mut self) -> PlanId;
+    fn is_done(&self, id: PlanId) -> bool;
+    /// Start a background plan (not a user request) under a reserved id;
+    /// `tag` routes its completion back (see `stack::runtime`).
+    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64) -> Result<()>;
+}
+
+impl Exec for TimedExecutor {
+    fn timed(&self) -> bool {
+        true
+    }
+    fn now(&self) -> Ns {
+        TimedExecutor::now(self)
+    }
+    fn pending(&self, disk: usize) -> usize {
+        TimedExecutor::pending(self, disk)
+    }
+    fn reserve(&mut self) -> PlanId {
+        self.reserve_id()
+    }
+    fn is_done(&self, id: PlanId) -> bool {
+        TimedExecutor::is_done(self, id)
+    }
+    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64) -> Result<()> {
+        self.submit_background_as(plan, tag, id)
+    }
+}
+
+/// The counted executor's side of [`Exec`]: nothing waits, nothing is
+/// pending (the plans themselves are tallied by the target that made them).
+#[derive(Debug, Default)]
+pub struct Instant {
+    next: PlanId,
+    /// Trace time of the request being handled.
+    pub now: Ns,
+}
+
+impl Exec for Instant {
+    fn timed(&self) -> bool {
+        false
+    }
+    fn now(&self) -> Ns {
+        self.now
+    }
+    fn pending(&self, _disk: usize) -> usize {
+        0
+    }
+    fn reserve(&mut self) -> PlanId {
+        self.next += 1;
+        self.next - 1
+    }
+    fn is_done(&self, _id: PlanId) -> bool {
+        true
+    }
+    fn submit_background(&mut self, _plan: IoPlan, _id: PlanId, _tag: u64) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The user request an [`Io`] comes from, as the trace wrote it (a cache
+/// layer's miss trace names blocks of the tenant's volume).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Origin {
+    pub time: f64,
+    pub tenant: u32,
+    /// Stack block `stack_first` is block `volume_first` of the tenant's volume.
+    pub stack_first: u64,
+    pub volume_first: u64,
+}
+
+/// The plan being built for one request (or one piece of background work).
+pub struct Cx<'a> {
+    pub exec: &'a mut dyn Exec,
+    /// What the request waits for (only kept when plans take time).
+    pub plan: IoPlan,
+    /// The id the plan will be submitted under.
+    pub id: PlanId,
+    /// The user request being served (None for background work).
+    pub origin: Option<Origin>,
+}
+
+impl<'a> Cx<'a> {
+    pub fn new(exec: &'a mut dyn Exec) -> Self {
+        let id = exec.reserve();
+        Cx {
+            exec,
+            plan: IoPlan::default(),
+            id,
+            origin: None,
+        }
+    }
+
+    /// The request also waits for `plan`.
+    pub fn add(&mut self, plan: IoPlan) {
+        if self.exec.timed() {
+            self.plan.append(plan);
+        }
+    }
+
+    /// The request takes at least `ns` (a cache hit).
+    pub fn delay(&mut self, ns: Ns) {
+        if self.exec.timed() && ns > 0 {
+            self.plan.push(Action::Delay { ns }, &[]);
+        }
+    }
+
+    /// The request waits for another plan (a fetch in flight).
+    pub fn await_plan(&mut self, id: PlanId) {
+        if self.exec.timed() {
+            self.plan.push(Action::Await { plan: id }, &[]);
+        }
+    }
+}
+
+/// A layer of the stack between the requests and the target.
+pub trait Layer: Send {
+    /// `io` reaches this layer now: serve what it can (adding what the
+    /// request waits for to `cx`), pass the rest to `below`.
+    fn handle(&mut self, io: &Io, cx: &mut Cx, below: &mut Below) -> Result<()>;
+    /// The run is over: write back what only this layer holds.
+    fn flush(&mut self, exec: &mut dyn Exec, below: &mut Below) -> Result<()>;
+    /// A background plan this layer submitted completed (`tag` as given).
+    fn background_done(&mut self, _tag: u64) {}
+    /// Add this layer's figures to the result.
+    fn report(&self, out: &mut super::result::StackResult);
+}
+
+/// The bottom of a stack: one device, or an array of devices.
+pub trait Target: Send {
+    /// Fresh devices for a pass (the target forgets what it knew of the old ones).
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>>;
+    /// 512-byte sectors per unit of the plans this target makes.
+    fn sectors_per_block(&self) -> u64;
+    /// The plan of `io` now (every plan is also tallied in [`ledger`](Self::ledger)).
+    fn plan(&mut self, io: &Io, exec: &dyn Exec) -> Result<IoPlan>;
+    /// Every disk operation planned so far, by disk and cause.
+    fn ledger(&self) -> &CountExecutor;
+    /// How many stack blocks the target holds (None: unbounded, a counted
+    /// array without a member size).
+    fn capacity_blocks(&self) -> Option<u64>;
+    /// What fault-aware caches above need to know of the array (None: no array).
+    fn faults(&self) -> Option<Arc<dyn FaultMap>> {
+        None
+    }
+    /// The configured disks fail now (`array.fail_at`); in time (`ex`), a
+    /// configured rebuild is scheduled to start `at` after the failure.
+    fn fail_now(&mut self, _ex: Option<&mut TimedExecutor>) -> Result<()> {
+        Ok(())
+    }
+    /// Start background work (rebuild) on the fresh devices of a timed pass.
+    fn start_background(&mut self, _ex: &mut TimedExecutor) -> Result<()> {
+        Ok(())
+    }
+    /// A background step of the target's own (`Step::BgWake` / `Step::BgDone`).
+    fn background(&mut self, _step: Step, _ex: &mut TimedExecutor) -> Result<()> {
+        Ok(())
+    }
+    /// Counted executor: do the whole rebuild now (`at`: when, for the
+    /// report), if one is configured and not done.
+    fn rebuild_at_once(&mut self, _at: Ns) -> Result<()> {
+        Ok(())
+    }
+    /// When the rebuild starts (ns after the start, or after the failure
+    /// with `array.fail_at`), if one is configured.
+    fn rebuild_start(&self) -> Option<Ns> {
+        None
+    }
+    /// A user request completed (for statistics split by rebuild phase).
+    fn user_done(&mut self, _time: Ns, _start: Ns, _unreadable: bool) {}
+    fn rebuild_report(&self) -> Option<RebuildReport> {
+        None
+    }
+    /// Add the target's figures (array, devices) to the result.
+    fn report(&self, out: &mut super::result::StackResult);
+}
+
+/// The rest of the stack under a layer.
+pub struct Below<'a> {
+    pub layers: &'a mut [Box<dyn Layer>],
+    pub target: &'a mut dyn Target,
+}
+
+impl Below<'_> {
+    /// Send `io` down: to the next layer, or to the target.
+    pub fn handle(&mut self, io: &Io, cx: &mut Cx) -> Result<()> {
+        match self.layers.split_first_mut() {
+            Some((layer, rest)) => layer.handle(
+                io,
+                cx,
+                &mut Below {
+                    layers: rest,
+                    target: &mut *self.target,
+                },
+            ),
+            None => {
+                let plan = self.target.plan(io, &*cx.exec)?;
+                cx.add(plan);
+                Ok(())
+            }
+        }
+    }
+
+    /// Send `ios` down as one piece of background work the caller does not
+    /// wait for; `tag` comes back to the caller when it completes.
+    pub fn background(&mut self, ios: &[Io], exec: &mut dyn Exec, tag: u64) -> Result<()> {
+        let mut cx = Cx::new(exec);
+        for io in ios {
+            self.handle(io, &mut cx)?;
+        }
+        let (plan, id) = (std::mem::take(&mut cx.plan), cx.id);
+        cx.exec.submit_background(plan, id, tag)
+    }
+}

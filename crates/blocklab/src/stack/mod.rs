@@ -1,0 +1,32 @@
+//! The composed stack: host cache layers over an array (or one device) of
+//! device models, described by a TOML stack file and run by either executor
+//! (counted, or in simulated time). `blocklab run`, `disk run` and `rgr`
+//! all come through here; docs/stack.md describes the file and the result.
+//!
+//! * `spec` — the stack file, strict parsing, `--set` overrides;
+//! * `address` — the stack's address space (tenants) and the pre-pass over a trace;
+//! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
+//! * `cache_layer` — host cache layers; `target` — one disk, or an array;
+//! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
+//! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
+//! * `result` — the JSON result.
+
+pub mod address;
+pub mod build;
+pub mod cache_layer;
+pub mod failure;
+pub mod layer;
+pub mod miss_trace;
+pub mod result;
+pub mod run;
+pub mod runtime;
+pub mod spec;
+pub mod target;
+
+#[cfg(test)]
+mod tests;
+
+pub use build::Executor;
+pub use result::StackResult;
+pub use run::{run, TraceInput};
+pub use spec::StackSpec;

@@ -1,0 +1,231 @@
+//! The result of a stack run: one schema for both executors (see
+//! docs/stack.md). Figures that only exist in time (`response`, busy time)
+//! are absent from counted results.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::exec::count::CountExecutor;
+use crate::timed::metrics::{Point, Report, ResponseSummary};
+use crate::timed::rebuild::RebuildReport;
+
+/// One host cache layer.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct LayerReport {
+    pub name: String,
+    pub policy: String,
+    pub write: String,
+    pub cache_blocks: u64,
+    /// Block accesses presented to the layer.
+    pub accesses: u64,
+    pub hits: u64,
+    pub misses: u64,
+    /// misses / accesses (0 for no access).
+    pub miss_ratio: f64,
+    pub read_accesses: u64,
+    pub read_hits: u64,
+    /// Dirty blocks written below when evicted.
+    pub dirty_evictions: u64,
+    /// Dirty blocks written below at the end of the run.
+    pub flushed_blocks: u64,
+    /// Blocks this layer asked of the layers below: read misses (fetches)
+    /// and writes passed on (write-through, write-around, bypass).
+    pub fetched_blocks: u64,
+    pub written_below_blocks: u64,
+}
+
+/// Disk operations of one cause.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct CauseTally {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_blocks: u64,
+    pub write_blocks: u64,
+    pub blocks: u64,
+}
+
+/// The array.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct ArrayReport {
+    pub level: String,
+    pub disks: u32,
+    pub layout: String,
+    pub chunk_bytes: u64,
+    pub block_size: u64,
+    /// Logical blocks (None: unbounded, a counted run without a member size).
+    pub capacity_blocks: Option<u64>,
+    /// Failed disks at the end of the run (a finished rebuild clears them).
+    pub failed: Vec<u32>,
+    /// Every disk operation by cause: `user`, `reconstruct-read`,
+    /// `parity-update`, `destage`, `rebuild`.
+    pub ops_by_cause: BTreeMap<String, CauseTally>,
+    /// Blocks read / written on surviving disks by the stack's requests and
+    /// destages (the rebuild's own I/O excluded). Plans never touch a
+    /// failed disk, so these are all the blocks of those operations.
+    pub surviving_reads: u64,
+    pub surviving_writes: u64,
+    /// (surviving_reads + surviving_writes) / block accesses presented to
+    /// the stack (the VDF paper's RGR).
+    pub rgr: f64,
+    /// Logical blocks that could not be read or stored.
+    pub unreadable_blocks: u64,
+}
+
+/// One device.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct DeviceFigures {
+    pub disk: u32,
+    pub ops: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// In blocks of the stack (a single device: 512-byte sectors).
+    pub read_blocks: u64,
+    pub write_blocks: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub busy_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub utilization: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub avg_service_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mean_queue: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_queue: Option<u64>,
+}
+
+impl DeviceFigures {
+    /// Operations per disk from a ledger (`unit`: sectors per counted unit,
+    /// 1 to report the ledger's own units).
+    pub fn from_ledger(ledger: &CountExecutor, ndisks: u32) -> Vec<DeviceFigures> {
+        let s = ledger.summary();
+        (0..ndisks)
+            .map(|d| {
+                let c = s.disks.get(d as usize);
+                let (r, w) = c.map_or((Default::default(), Default::default()), |c| (c.read, c.write));
+                DeviceFigures {
+                    disk: d,
+                    ops: r.ops + w.ops,
+                    reads: r.ops,
+                    writes: w.ops,
+                    read_blocks: r.blocks,
+                    write_blocks: w.blocks,
+                    ..Default::default()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Response times (timed executor).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Response {
+    pub avg_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub reads: ResponseSummary,
+    pub writes: ResponseSummary,
+}
+
+/// Everything a stack run reports.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct StackResult {
+    /// `count` or `timed`.
+    pub executor: String,
+    pub seed: u64,
+    /// User requests (after `replay.reads_only`).
+    pub requests: u64,
+    /// Block accesses of the requests (what the top of the stack saw).
+    pub block_accesses: u64,
+    /// Malformed trace records skipped (`--skip-bad`).
+    pub skipped: u64,
+    /// Distinct stack blocks of the trace, when a pass counted them (`%` sizes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unique_blocks: Option<u64>,
+    pub layers: Vec<LayerReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub array: Option<ArrayReport>,
+    pub devices: Vec<DeviceFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub response: Option<Response>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<RebuildReport>,
+}
+
+/// Figures of a timed run beside the response times.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct Timing {
+    pub replay: String,
+    pub scheduler: String,
+    pub streams: usize,
+    /// Requests whose data could not be produced (not in the response times).
+    pub unreadable: u64,
+    pub sim_time_ms: f64,
+    /// Device busy time per request, summed over devices.
+    pub avg_service_ms: f64,
+    /// Mean device utilization.
+    pub utilization: f64,
+    pub mean_outstanding: f64,
+    pub max_outstanding: u64,
+    pub out_of_order: u64,
+    pub events: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeseries: Option<Vec<Point>>,
+}
+
+impl StackResult {
+    /// Add what a timed run measured.
+    pub fn add_timed(&mut self, r: &Report) {
+        self.response = Some(Response {
+            avg_ms: r.avg_response_ms,
+            p50_ms: r.p50_ms,
+            p95_ms: r.p95_ms,
+            p99_ms: r.p99_ms,
+            max_ms: r.max_response_ms,
+            reads: r.reads.clone(),
+            writes: r.writes.clone(),
+        });
+        self.timing = Some(Timing {
+            replay: r.replay.clone(),
+            scheduler: r.scheduler.clone(),
+            streams: r.streams,
+            unreadable: r.unreadable,
+            sim_time_ms: r.sim_time_ms,
+            avg_service_ms: r.avg_service_ms,
+            utilization: r.utilization,
+            mean_outstanding: r.mean_outstanding,
+            max_outstanding: r.max_outstanding,
+            out_of_order: r.out_of_order,
+            events: r.events,
+            timeseries: r.timeseries.clone(),
+        });
+        for (d, t) in self.devices.iter_mut().zip(&r.devices) {
+            d.busy_ms = Some(t.busy_ms);
+            d.utilization = Some(t.utilization);
+            d.avg_service_ms = Some(t.avg_service_ms);
+            d.mean_queue = Some(t.mean_queue);
+            d.max_queue = Some(t.max_queue);
+        }
+        self.rebuild = r.rebuild.clone();
+    }
+
+    /// Fill the figures derived from others (RGR).
+    pub fn finish(&mut self) {
+        let accesses = self.layers.first().map_or(self.block_accesses, |l| l.accesses);
+        if let Some(a) = &mut self.array {
+            a.rgr = if accesses > 0 {
+                (a.surviving_reads + a.surviving_writes) as f64 / accesses as f64
+            } else {
+                0.0
+            };
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a stack result always serializes")
+    }
+}

@@ -1,0 +1,279 @@
+//! Whole runs of a stack over traces: the pre-pass a stack may need, then
+//! the counted executor (requests of all traces merged by time) or the
+//! timed one (each trace an independent stream of the replayer).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::address::{survey, Survey, SurveyNeeds};
+use super::build::{build, survey_needs, Executor};
+use super::result::StackResult;
+use super::runtime::Composed;
+use super::spec::{StackSpec, TenantMap};
+use crate::error::{Error, Result};
+use crate::timed::engine::{ms_to_ns, secs_to_ns};
+use crate::timed::executor::ExecConfig;
+use crate::timed::metrics::Report;
+use crate::timed::replay::{self, Discipline, ReplayConfig, Source};
+use crate::trace::{self, Op, Request, TraceOptions};
+
+/// A trace to run: its file, format, and whether malformed records are skipped.
+#[derive(Debug, Clone)]
+pub struct TraceInput {
+    pub path: String,
+    pub format: String,
+    pub skip_bad: bool,
+}
+
+type Requests = Box<dyn Iterator<Item = Result<Request>> + Send>;
+
+impl TraceInput {
+    pub fn new(path: impl Into<String>, format: impl Into<String>) -> Self {
+        TraceInput {
+            path: path.into(),
+            format: format.into(),
+            skip_bad: false,
+        }
+    }
+
+    /// The trace's requests (writes dropped when `reads_only`); the reader's
+    /// count of skipped records is kept in `skipped` as it goes.
+    fn open(&self, reads_only: bool, skipped: Arc<AtomicU64>) -> Result<Requests> {
+        let opts = TraceOptions {
+            format: self.format.clone(),
+            skip_bad: self.skip_bad,
+            ..Default::default()
+        };
+        let mut reader = trace::open(Path::new(&self.path), &opts)?;
+        Ok(Box::new(std::iter::from_fn(move || loop {
+            let r = reader.next();
+            skipped.store(reader.skipped(), Ordering::Relaxed);
+            match r? {
+                Ok(req) if reads_only && req.op == Op::Write => continue,
+                other => return Some(other),
+            }
+        })))
+    }
+}
+
+/// The inputs of a run and their skipped-record counters (one per trace,
+/// reset by each pass; the last pass's count is reported).
+struct Inputs<'a> {
+    traces: &'a [TraceInput],
+    reads_only: bool,
+    skipped: Vec<Arc<AtomicU64>>,
+}
+
+impl<'a> Inputs<'a> {
+    fn new(traces: &'a [TraceInput], reads_only: bool) -> Result<Self> {
+        if traces.is_empty() {
+            return Err(Error::config("no trace given"));
+        }
+        Ok(Inputs {
+            traces,
+            reads_only,
+            skipped: traces.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
+        })
+    }
+
+    fn open(&self, i: usize) -> Result<Requests> {
+        self.skipped[i].store(0, Ordering::Relaxed);
+        self.traces[i].open(self.reads_only, self.skipped[i].clone())
+    }
+
+    fn skipped(&self) -> u64 {
+        self.skipped.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Every trace's requests merged by time since each trace's first
+    /// request (ties: the earlier trace first): the order in which an open
+    /// replay at speed-up 1 issues them.
+    fn merged(&self) -> Result<Requests> {
+        let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
+        for i in 0..self.traces.len() {
+            let mut it = self.open(i)?;
+            let first = it.next().transpose()?;
+            let base = first.map_or(0.0, |r| r.time);
+            heads.push((it, first, base));
+        }
+        if heads.len() == 1 {
+            let (it, first, _) = heads.pop().expect("one trace");
+            return Ok(Box::new(first.map(Ok).into_iter().chain(it)));
+        }
+        Ok(Box::new(std::iter::from_fn(move || {
+            let pick = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, r, base))| r.map(|r| (i, secs_to_ns(r.time - base))))
+                .min_by_key(|&(i, t)| (t, i))?
+                .0;
+            let (it, head, _) = &mut heads[pick];
+            let out = head.take().expect("picked a trace with a request");
+            match it.next().transpose() {
+                Ok(next) => *head = next,
+                Err(e) => return Some(Err(e)),
+            }
+            Some(Ok(out))
+        })))
+    }
+
+    /// Replay sources, one per trace.
+    fn sources(&self) -> Vec<Source<'_>> {
+        (0..self.traces.len())
+            .map(|i| Box::new(move || self.open(i)) as Source<'_>)
+            .collect()
+    }
+}
+
+/// The pass over the traces a stack needs before it runs, if any.
+fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Option<Survey>> {
+    if !(needs.unique || needs.next_use.is_some() || spec.tenant_map == TenantMap::Concat) {
+        return Ok(None);
+    }
+    if needs.next_use.is_some() && inputs.traces.len() > 1 {
+        return Err(spec.origin.err(
+            "cache.0.policy",
+            "opt needs the future of one access stream: give one trace",
+        ));
+    }
+    Ok(Some(survey(
+        inputs.merged()?,
+        spec.tenant_map,
+        spec.block_size(),
+        needs,
+    )?))
+}
+
+/// Run `spec` over `traces` with `exec`.
+pub fn run(spec: &StackSpec, traces: &[TraceInput], exec: Executor) -> Result<StackResult> {
+    match exec {
+        Executor::Count => Ok(run_count(std::slice::from_ref(spec), traces)?.remove(0)),
+        Executor::Timed => Ok(run_timed(spec, traces)?.1),
+    }
+}
+
+/// The counted executor over several stacks at once: one pass over the
+/// traces feeds every stack (the cells of a sweep over the same trace).
+/// The stacks must agree on what they do to the trace (`replay.reads_only`,
+/// `tenant_map`, block size).
+pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<StackResult>> {
+    let Some(first) = specs.first() else {
+        return Ok(Vec::new());
+    };
+    for s in specs {
+        if s.replay.reads_only != first.replay.reads_only
+            || s.tenant_map != first.tenant_map
+            || s.block_size() != first.block_size()
+        {
+            return Err(Error::config(
+                "stacks run together must agree on replay.reads_only, tenant_map and block_size",
+            ));
+        }
+    }
+    let inputs = Inputs::new(traces, first.replay.reads_only)?;
+    let mut needs = SurveyNeeds::default();
+    for s in specs {
+        let n = survey_needs(s);
+        needs.unique |= n.unique;
+        if n.next_use.is_some() {
+            if needs.next_use.is_some_and(|r| Some(r) != n.next_use) {
+                return Err(Error::config(
+                    "stacks run together with opt must agree on cache.0.reads_only",
+                ));
+            }
+            needs.next_use = n.next_use;
+        }
+    }
+    let survey = pre_pass(first, needs, &inputs)?;
+    let mut stacks: Vec<Composed> = specs
+        .iter()
+        .map(|s| build(s, Executor::Count, survey.as_ref()))
+        .collect::<Result<_>>()?;
+    for req in inputs.merged()? {
+        let req = req?;
+        for st in &mut stacks {
+            st.count_request(&req)?;
+        }
+    }
+    let skipped = inputs.skipped();
+    stacks
+        .iter_mut()
+        .map(|st| {
+            st.count_finish()?;
+            let mut r = st.result("count");
+            r.skipped = skipped;
+            r.unique_blocks = survey.as_ref().and_then(|s| s.unique);
+            r.finish();
+            Ok(r)
+        })
+        .collect()
+}
+
+/// The replay settings of a stack.
+fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
+    let r = &spec.replay;
+    let discipline = match r.mode.to_ascii_lowercase().as_str() {
+        "open" => Discipline::Open { speedup: r.speedup },
+        "closed" => Discipline::Closed {
+            outstanding: r.outstanding,
+            think_ms: r.think_ms,
+        },
+        "feedback" => Discipline::Feedback {
+            cpu_speedup: if r.infinitely_fast { None } else { Some(r.speedup) },
+            window: r.window,
+        },
+        other => {
+            return Err(spec.origin.err(
+                "replay.mode",
+                Error::unknown("replay discipline", other, replay::REPLAYS),
+            ))
+        }
+    };
+    let (scheduler, depth) = (&spec.device.scheduler, spec.device.queue_depth);
+    let xor_ms = spec.array.as_ref().map_or(0.0, |a| a.xor_ms);
+    Ok(ReplayConfig {
+        discipline,
+        exec: ExecConfig {
+            scheduler: scheduler.clone(),
+            queue_depth: if depth == 0 { usize::MAX } else { depth },
+            xor_ns: ms_to_ns(xor_ms),
+            pq_ns: ms_to_ns(xor_ms),
+            sectors_per_block: 1, // each pass takes the stack's own
+            interval_ns: (r.interval > 0.0).then(|| ms_to_ns(r.interval).max(1)),
+        },
+    })
+}
+
+/// The timed executor: the replayer's report (what `disk run` prints) and
+/// the stack's result.
+pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, StackResult)> {
+    let inputs = Inputs::new(traces, spec.replay.reads_only)?;
+    let survey = pre_pass(spec, survey_needs(spec), &inputs)?;
+    let cfg = replay_config(spec)?;
+    let mut stack = build(spec, Executor::Timed, survey.as_ref())?;
+    let mut reference = match &spec.replay.reference {
+        Some(model) => {
+            let mut r = spec.clone();
+            r.device.model = model.clone();
+            Some(build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
+                Error::Key { file, key, message } if key == "device.model" => {
+                    Error::key(file, "replay.reference", message)
+                }
+                other => other,
+            })?)
+        }
+        None => None,
+    };
+    let mut sources = inputs.sources();
+    let report = match reference.as_mut() {
+        Some(r) => replay::run_with_reference(&mut stack, Some(r as &mut dyn replay::Stack), &mut sources, &cfg)?,
+        None => replay::run(&mut stack, &mut sources, &cfg)?,
+    };
+    let mut result = stack.result("timed");
+    result.add_timed(&report);
+    result.skipped = inputs.skipped();
+    result.unique_blocks = survey.as_ref().and_then(|s| s.unique);
+    result.finish();
+    Ok((report, result))
+}

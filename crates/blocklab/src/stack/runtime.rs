@@ -1,0 +1,266 @@
+//! A composed stack at run time: its layers over its target, the address
+//! map, the failure trigger, and the two ways of driving it — in time (it is
+//! the `timed::replay::Stack` the replayer issues requests to) and counted
+//! (requests handed over one by one; every plan completes at once).
+
+use std::sync::Arc;
+
+use super::address::AddressMap;
+use super::failure::FailAt;
+use super::layer::{Below, Cx, Exec, Instant, Layer, Origin, Target};
+use super::result::StackResult;
+use crate::cache::fault::FaultMap;
+use crate::device::DeviceModel;
+use crate::error::Result;
+use crate::timed::engine::{secs_to_ns, Ns};
+use crate::timed::executor::{Step, TimedExecutor};
+use crate::timed::rebuild::RebuildReport;
+use crate::timed::replay::Stack;
+use crate::trace::{Op, Request};
+
+/// Background work of layer `index` is tagged with bit 63 set and the
+/// layer's index in bits 48..63; the target's own (the rebuild) has bit 63 clear.
+pub const LAYER_BIT: u64 = 1 << 63;
+
+pub fn layer_tag(index: usize, payload: u64) -> u64 {
+    LAYER_BIT | ((index as u64 & 0x7fff) << 48) | (payload & ((1 << 48) - 1))
+}
+
+/// Makes the layers afresh for each pass, given the array's fault map.
+pub type LayerFactory = Box<dyn Fn(Option<Arc<dyn FaultMap>>) -> Result<Vec<Box<dyn Layer>>> + Send>;
+
+pub struct Composed {
+    layers: Vec<Box<dyn Layer>>,
+    target: Box<dyn Target>,
+    make_layers: LayerFactory,
+    addr: AddressMap,
+    fail_at: Option<FailAt>,
+    failed: bool,
+    /// Requests handed to the stack in this pass.
+    requests: u64,
+    block_accesses: u64,
+    flushed: bool,
+    /// Counted runs: the executor, and the trace time of the first request.
+    instant: Instant,
+    t0: Option<f64>,
+    /// Trace time of the request before which the disks failed.
+    failed_at: Option<f64>,
+    rebuilt: bool,
+    pub seed: u64,
+}
+
+impl Composed {
+    /// `fail_at`: when the target's failing-later disks fail (None: never;
+    /// disks failed from the start are failed by the target itself).
+    pub fn new(
+        target: Box<dyn Target>,
+        make_layers: LayerFactory,
+        addr: AddressMap,
+        fail_at: Option<FailAt>,
+    ) -> Result<Self> {
+        let layers = make_layers(target.faults())?;
+        Ok(Composed {
+            layers,
+            target,
+            make_layers,
+            addr,
+            fail_at,
+            failed: false,
+            requests: 0,
+            block_accesses: 0,
+            flushed: false,
+            instant: Instant::default(),
+            t0: None,
+            failed_at: None,
+            rebuilt: false,
+            seed: 0,
+        })
+    }
+
+    /// Start a pass: fresh devices, empty caches, the array as configured.
+    fn reset(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        let devices = self.target.devices()?;
+        self.layers = (self.make_layers)(self.target.faults())?;
+        self.failed = false;
+        self.requests = 0;
+        self.block_accesses = 0;
+        self.flushed = false;
+        self.instant = Instant::default();
+        self.t0 = None;
+        self.failed_at = None;
+        self.rebuilt = false;
+        Ok(devices)
+    }
+
+    /// Before each request: the configured failure, when due (`ex`: in time).
+    fn before(&mut self, req: &Request, ex: Option<&mut TimedExecutor>) -> Result<()> {
+        if !self.failed {
+            if let Some(f) = self.fail_at {
+                if f.due(self.requests, req.time) {
+                    self.failed_at = Some(req.time);
+                    self.target.fail_now(ex)?;
+                    self.failed = true;
+                }
+            }
+        }
+        self.requests += 1;
+        Ok(())
+    }
+
+    /// Counted runs: when the rebuild is due, in ns of trace time since the
+    /// first request (after the failure when disks fail mid-run).
+    fn rebuild_due(&self) -> Option<Ns> {
+        let at = self.target.rebuild_start()?;
+        match self.fail_at {
+            None => Some(at),
+            Some(_) => {
+                let t0 = self.t0?;
+                self.failed_at.map(|f| secs_to_ns(f - t0) + at)
+            }
+        }
+    }
+
+    /// Send one request down the stack; returns its plan and id.
+    fn serve(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<(crate::array::IoPlan, u64)> {
+        let io = self.addr.io(req)?;
+        self.block_accesses += io.nblocks;
+        let mut cx = Cx::new(exec);
+        cx.origin = Some(Origin {
+            time: req.time,
+            tenant: req.tenant,
+            stack_first: io.first,
+            volume_first: req.offset / self.addr.block_size(),
+        });
+        Below {
+            layers: &mut self.layers,
+            target: &mut *self.target,
+        }
+        .handle(&io, &mut cx)?;
+        Ok((std::mem::take(&mut cx.plan), cx.id))
+    }
+
+    /// Every layer writes back what only it holds, top first (a layer's
+    /// destages may land in the layer below, which flushes after it).
+    fn flush(&mut self, exec: &mut dyn Exec) -> Result<()> {
+        for i in 0..self.layers.len() {
+            let (upper, rest) = self.layers.split_at_mut(i + 1);
+            upper[i].flush(
+                exec,
+                &mut Below {
+                    layers: rest,
+                    target: &mut *self.target,
+                },
+            )?;
+        }
+        self.flushed = true;
+        Ok(())
+    }
+
+    /// Counted executor: one request, every plan done at once.
+    pub fn count_request(&mut self, req: &Request) -> Result<()> {
+        let t0 = *self.t0.get_or_insert(req.time);
+        self.before(req, None)?;
+        let now = secs_to_ns(req.time - t0);
+        if let Some(at) = self.rebuild_due() {
+            if !self.rebuilt && now >= at {
+                self.target.rebuild_at_once(at)?;
+                self.rebuilt = true;
+            }
+        }
+        let mut exec = std::mem::take(&mut self.instant);
+        exec.now = now;
+        let r = self.serve(req, &mut exec);
+        self.instant = exec;
+        r.map(|_| ())
+    }
+
+    /// Counted executor: the trace is over (a rebuild not yet started runs now).
+    pub fn count_finish(&mut self) -> Result<()> {
+        // A rebuild not yet due runs at the end (if its disks ever failed).
+        let due = self.target.rebuild_start().is_some() && (self.fail_at.is_none() || self.failed);
+        if due && !self.rebuilt {
+            self.target.rebuild_at_once(self.rebuild_due().unwrap_or(0))?;
+            self.rebuilt = true;
+        }
+        let mut exec = std::mem::take(&mut self.instant);
+        let r = self.flush(&mut exec);
+        self.instant = exec;
+        r
+    }
+
+    /// What fault-aware caches see of the array (None: no array).
+    pub fn faults(&self) -> Option<Arc<dyn FaultMap>> {
+        self.target.faults()
+    }
+
+    /// The figures of the pass (layers, array, devices).
+    pub fn result(&self, executor: &str) -> StackResult {
+        let mut out = StackResult {
+            executor: executor.to_string(),
+            seed: self.seed,
+            requests: self.requests,
+            block_accesses: self.block_accesses,
+            ..Default::default()
+        };
+        for l in &self.layers {
+            l.report(&mut out);
+        }
+        self.target.report(&mut out);
+        if executor == "count" {
+            out.rebuild = self.target.rebuild_report();
+        }
+        out
+    }
+}
+
+impl Stack for Composed {
+    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
+        self.reset()
+    }
+
+    fn sectors_per_block(&self) -> u64 {
+        self.target.sectors_per_block()
+    }
+
+    fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()> {
+        self.before(req, Some(&mut *ex))?;
+        let (plan, id) = self.serve(req, ex)?;
+        ex.submit_user(plan, tag, id, req.op == Op::Write)
+    }
+
+    fn start_background(&mut self, ex: &mut TimedExecutor) -> Result<()> {
+        self.target.start_background(ex)
+    }
+
+    fn background(&mut self, step: Step, ex: &mut TimedExecutor) -> Result<()> {
+        let tag = match step {
+            Step::BgDone { tag, .. } => tag,
+            Step::BgWake { token, .. } => token,
+            _ => return Ok(()),
+        };
+        if tag & LAYER_BIT == 0 {
+            return self.target.background(step, ex);
+        }
+        let i = ((tag >> 48) & 0x7fff) as usize;
+        if let (Some(l), Step::BgDone { .. }) = (self.layers.get_mut(i), step) {
+            l.background_done(tag & ((1 << 48) - 1));
+        }
+        Ok(())
+    }
+
+    fn drain(&mut self, ex: &mut TimedExecutor) -> Result<bool> {
+        if self.flushed {
+            return Ok(false);
+        }
+        self.flush(ex)?;
+        Ok(ex.bg_in_flight() > 0)
+    }
+
+    fn user_done(&mut self, time: Ns, start: Ns, unreadable: bool) {
+        self.target.user_done(time, start, unreadable);
+    }
+
+    fn rebuild_report(&self) -> Option<RebuildReport> {
+        self.target.rebuild_report()
+    }
+}

@@ -1,0 +1,787 @@
+//! The stack file: what a stack is made of, as TOML (see docs/stack.md).
+//!
+//! Parsing is strict: an unknown key, a wrong type or an impossible value is
+//! an error naming the file and the key by its dotted path, the same path
+//! `--set` takes (`cache.0.size`, `array.failed`). The file is read into a
+//! TOML tree, `--set` overrides are applied to the tree, and only then is it
+//! deserialized, so an override is checked exactly like the file.
+//!
+//! Keys that mirror an option of `disk run` take that flag's name, dashes as
+//! underscores and without its section's prefix (`--think-ms` is
+//! `replay.think_ms`, `--rebuild-at` is `array.rebuild.at`).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Value;
+
+use crate::error::{Error, Result};
+
+/// A number or a string: sizes (`65536` or `"64KiB"`), levels (`5` or `"raid5"`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum NumOrStr {
+    Int(u64),
+    Float(f64),
+    Str(String),
+}
+
+impl NumOrStr {
+    pub fn text(&self) -> String {
+        match self {
+            NumOrStr::Int(n) => n.to_string(),
+            NumOrStr::Float(x) => x.to_string(),
+            NumOrStr::Str(s) => s.clone(),
+        }
+    }
+}
+
+/// How the trace's tenants (volumes) share the stack's address space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TenantMap {
+    /// Volumes laid out one after another, each as large as the highest
+    /// block the trace touches in it, aligned to 1 MiB (needs a pass over
+    /// the trace first).
+    #[default]
+    Concat,
+    /// Block `b` of tenant `t` is stack block `t << 40 | b` (each volume its
+    /// own 2^40-block region; `rgr`'s default).
+    Key,
+    /// Every tenant addresses the same volume (`disk run`'s behaviour).
+    Ignore,
+}
+
+impl TenantMap {
+    pub fn parse(s: &str) -> Result<TenantMap> {
+        match s {
+            "concat" => Ok(TenantMap::Concat),
+            "key" | "offset" => Ok(TenantMap::Key),
+            "ignore" => Ok(TenantMap::Ignore),
+            other => Err(Error::unknown("tenant mapping", other, &["concat", "key", "ignore"])),
+        }
+    }
+}
+
+/// `[replay]`: when requests are issued (timed executor).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReplaySpec {
+    /// `open`, `closed` or `feedback`.
+    pub mode: String,
+    /// Open: trace times divided by this. Feedback: processor speed-up n.
+    pub speedup: f64,
+    /// Closed: requests kept in flight per stream.
+    pub outstanding: usize,
+    /// Closed: think time between a completion and the next issue (ms).
+    pub think_ms: f64,
+    /// Feedback: issue window per stream.
+    pub window: usize,
+    /// Feedback: replace each think time x by x[1 - f(x)].
+    pub infinitely_fast: bool,
+    /// Feedback: model of the traced system giving the original completion times.
+    pub reference: Option<String>,
+    /// Time-series interval in ms (0: none).
+    pub interval: f64,
+    /// Drop writes from the trace (the VDF paper's setting).
+    pub reads_only: bool,
+}
+
+impl Default for ReplaySpec {
+    fn default() -> Self {
+        ReplaySpec {
+            mode: "open".into(),
+            speedup: 1.0,
+            outstanding: 1,
+            think_ms: 0.0,
+            window: crate::timed::replay::ISSUE_WINDOW,
+            infinitely_fast: false,
+            reference: None,
+            interval: 0.0,
+            reads_only: false,
+        }
+    }
+}
+
+/// What a cache layer does with writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WritePolicy {
+    /// Writes stay in the cache (dirty) until the block is evicted or the run ends.
+    #[default]
+    Back,
+    /// Writes are cached and written below before they complete.
+    Through,
+    /// Writes go below; a cached copy is updated, a missing block is not allocated.
+    Around,
+}
+
+impl WritePolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            WritePolicy::Back => "back",
+            WritePolicy::Through => "through",
+            WritePolicy::Around => "around",
+        }
+    }
+}
+
+/// `[[cache]]`: one host cache layer.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// A label for reports (default `cache0`, `cache1`, ...).
+    #[serde(default)]
+    pub name: Option<String>,
+    pub policy: String,
+    /// Blocks (`1000`), bytes (`"64MiB"`) or a share of the trace's footprint (`"5%"`).
+    pub size: NumOrStr,
+    #[serde(default)]
+    pub write: WritePolicy,
+    /// Cache reads only: writes pass below and invalidate a cached copy.
+    #[serde(default)]
+    pub reads_only: bool,
+    /// Time of a hit in the timed executor (ms).
+    #[serde(default)]
+    pub hit_ms: f64,
+    /// Contiguous missed blocks of one request go below as one operation;
+    /// `false`: one operation per block (the cache simulators' model of RGR).
+    #[serde(default = "yes")]
+    pub merge_misses: bool,
+    /// Write this layer's misses as a native CSV trace (path relative to the stack file).
+    #[serde(default)]
+    pub miss_trace: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[array.rebuild]`: rebuild the failed disks onto spares (timed: in the
+/// background with MD's speed rule; counted: all at once).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RebuildSpec {
+    /// When the spares arrive (ms of simulated time; counted: of trace time).
+    pub at: f64,
+    /// Rebuild steps (chunk rows) in flight at most.
+    pub window: usize,
+    /// MD's sync_speed_min / sync_speed_max (KB/s).
+    pub min: u64,
+    pub max: u64,
+}
+
+impl Default for RebuildSpec {
+    fn default() -> Self {
+        RebuildSpec {
+            at: 0.0,
+            window: crate::timed::rebuild::DEFAULT_WINDOW,
+            min: crate::timed::rebuild::MD_SPEED_MIN,
+            max: crate::timed::rebuild::MD_SPEED_MAX,
+        }
+    }
+}
+
+/// `[array]`: a RAID array of `disks` devices of `[device]`'s model.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArraySpec {
+    /// `5`, `"raid5"`, `"RAID-10"`, ...
+    pub raid: NumOrStr,
+    pub disks: u32,
+    #[serde(default = "default_chunk")]
+    pub chunk: NumOrStr,
+    /// MD layout name (`left-symmetric`, RAID-10 `n2` / `f2` / `o2`, ...).
+    #[serde(default)]
+    pub layout: Option<String>,
+    /// Failed disks (degraded mode).
+    #[serde(default)]
+    pub failed: Vec<u32>,
+    /// When the failed disks fail: seconds of the trace's own clock (`30`,
+    /// `"2.5s"`) or a request index (`"1000req"`); default: from the start.
+    #[serde(default)]
+    pub fail_at: Option<NumOrStr>,
+    /// Allow more failed disks than the level tolerates (lost blocks are unreadable).
+    #[serde(default)]
+    pub allow_loss: bool,
+    /// Bytes of each member the array uses (default: the whole device).
+    #[serde(default)]
+    pub disk_size: Option<NumOrStr>,
+    /// The array's block size in bytes (also the cache layers' block).
+    #[serde(default)]
+    pub block_size: Option<u64>,
+    /// Fold addresses beyond the array's capacity back onto it.
+    #[serde(default)]
+    pub wrap: bool,
+    /// Compute time of an XOR / P+Q step (ms).
+    #[serde(default)]
+    pub xor_ms: f64,
+    #[serde(default)]
+    pub rebuild: Option<RebuildSpec>,
+}
+
+fn default_chunk() -> NumOrStr {
+    NumOrStr::Str("64KiB".into())
+}
+
+/// `[device]`: the device model (every member of the array is one).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSpec {
+    /// A `.parv` / `.diskspecs` / `.toml` file (relative to the stack file),
+    /// or `const:MS` / `toy:...`.
+    pub model: String,
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// Requests handed to the device at once (0: unlimited).
+    #[serde(default)]
+    pub queue_depth: usize,
+    /// Fold addresses beyond the device's capacity back onto it (a stack
+    /// without an array; with one, `array.wrap`).
+    #[serde(default)]
+    pub wrap: bool,
+}
+
+fn default_scheduler() -> String {
+    "fcfs".into()
+}
+
+/// A whole stack file.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackSpec {
+    /// Seed of everything random in the stack (nothing is, yet: the field
+    /// is recorded so that results name it).
+    #[serde(default)]
+    pub seed: u64,
+    /// Block size of the cache layers and the array (`array.block_size` says
+    /// the same; default 4096).
+    #[serde(default)]
+    pub block_size: Option<u64>,
+    #[serde(default)]
+    pub tenant_map: TenantMap,
+    #[serde(default)]
+    pub replay: ReplaySpec,
+    #[serde(default)]
+    pub cache: Vec<CacheSpec>,
+    #[serde(default)]
+    pub array: Option<ArraySpec>,
+    pub device: DeviceSpec,
+    /// Where the spec came from (for messages) and the folder relative
+    /// paths are resolved against; not a key of the file.
+    #[serde(skip)]
+    pub origin: Origin,
+}
+
+/// The file a spec was read from, for error messages and relative paths.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Origin {
+    pub file: String,
+    pub dir: PathBuf,
+}
+
+impl Origin {
+    pub fn err(&self, key: &str, message: impl std::fmt::Display) -> Error {
+        Error::key(&self.file, key, message)
+    }
+
+    /// A path as written in the file: relative to the file's folder.
+    pub fn path(&self, p: &str) -> String {
+        let path = Path::new(p);
+        if path.is_absolute() || self.dir.as_os_str().is_empty() {
+            p.to_string()
+        } else {
+            self.dir.join(path).to_string_lossy().into_owned()
+        }
+    }
+
+    /// A device model as written: `const:` / `toy:` specs stay, files are
+    /// resolved against the file's folder.
+    pub fn model(&self, m: &str) -> String {
+        if m.starts_with("const:") || m.starts_with("toy:") || m == "toy" {
+            m.to_string()
+        } else {
+            self.path(m)
+        }
+    }
+}
+
+impl StackSpec {
+    /// Read a stack file and apply `--set KEY=VALUE` overrides.
+    pub fn load(path: &Path, sets: &[String]) -> Result<StackSpec> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(&file, e))?;
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Self::from_str_with(&text, sets, Origin { file, dir })
+    }
+
+    /// Parse stack text (`origin` names it in errors and anchors relative paths).
+    pub fn from_str_with(text: &str, sets: &[String], origin: Origin) -> Result<StackSpec> {
+        let mut tree: Value = match toml::from_str::<toml::Table>(text) {
+            Ok(t) => Value::Table(t),
+            Err(e) => {
+                let line = e
+                    .span()
+                    .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1)
+                    .unwrap_or(0);
+                let what = e.message().to_string();
+                return Err(Error::config(format!("{}: line {line}: {what}", origin.file)));
+            }
+        };
+        for s in sets {
+            apply_set(&mut tree, s)
+                .map_err(|e| Error::config(format!("{}: --set {s}: {}", origin.file, e.message())))?;
+        }
+        Self::from_tree(tree, origin)
+    }
+
+    /// Deserialize a TOML tree (file plus overrides), strictly.
+    pub fn from_tree(tree: Value, origin: Origin) -> Result<StackSpec> {
+        let mut spec: StackSpec = match serde_path_to_error::deserialize(tree) {
+            Ok(s) => s,
+            Err(e) => {
+                let key = dotted(e.path());
+                let msg = e.into_inner().to_string();
+                let msg = msg.trim().trim_end_matches('\n').replace('\n', " ");
+                return Err(if key.is_empty() || key == "." {
+                    Error::config(format!("{}: {msg}", origin.file))
+                } else {
+                    origin.err(&key, msg)
+                });
+            }
+        };
+        spec.origin = origin;
+        spec.check()?;
+        Ok(spec)
+    }
+
+    /// Check a spec built in code (front ends) as a file would be.
+    pub fn validated(self) -> Result<StackSpec> {
+        self.check()?;
+        Ok(self)
+    }
+
+    /// The stack's block size (the cache layers' and the array's).
+    pub fn block_size(&self) -> u64 {
+        self.array
+            .as_ref()
+            .and_then(|a| a.block_size)
+            .or(self.block_size)
+            .unwrap_or(4096)
+    }
+
+    /// Checks that need no trace and no device: names, ranges, consistency.
+    fn check(&self) -> Result<()> {
+        let o = &self.origin;
+        if let (Some(a), Some(b)) = (self.block_size, self.array.as_ref().and_then(|a| a.block_size)) {
+            if a != b {
+                return Err(o.err(
+                    "array.block_size",
+                    format!("{b} differs from the stack's block_size {a}: give one of them"),
+                ));
+            }
+        }
+        let bs = self.block_size();
+        if bs == 0 || bs % 512 != 0 {
+            let key = if self.array.as_ref().is_some_and(|a| a.block_size.is_some()) {
+                "array.block_size"
+            } else {
+                "block_size"
+            };
+            return Err(o.err(key, format!("must be a positive multiple of 512 bytes, got {bs}")));
+        }
+        self.check_replay()?;
+        let valid = crate::cache::fault::all_policies();
+        for (i, c) in self.cache.iter().enumerate() {
+            let name = c.policy.to_ascii_lowercase();
+            if !valid.contains(&name.as_str()) {
+                return Err(o.err(
+                    &format!("cache.{i}.policy"),
+                    Error::unknown("policy", &c.policy, &valid),
+                ));
+            }
+            if name == "opt" && (i != 0 || c.write == WritePolicy::Around) {
+                return Err(o.err(
+                    &format!("cache.{i}.policy"),
+                    "opt needs the future of its access stream: only the top layer (cache.0), with write \
+                     `back` or `through`, can have it",
+                ));
+            }
+            crate::cache::sizes::parse_size(&c.size.text()).map_err(|e| o.err(&format!("cache.{i}.size"), e))?;
+            if let NumOrStr::Int(0) = c.size {
+                return Err(o.err(&format!("cache.{i}.size"), "a cache needs at least one block"));
+            }
+            if !(c.hit_ms.is_finite() && c.hit_ms >= 0.0) {
+                return Err(o.err(&format!("cache.{i}.hit_ms"), "must be a non-negative number of ms"));
+            }
+            if c.reads_only && c.write != WritePolicy::Back {
+                return Err(o.err(
+                    &format!("cache.{i}.write"),
+                    "a reads_only layer caches no writes: leave `write` out",
+                ));
+            }
+        }
+        if let Some(a) = &self.array {
+            self.check_array(a)?;
+            if self.device.wrap {
+                return Err(o.err("device.wrap", "with an [array], folding is `array.wrap`"));
+            }
+        }
+        crate::timed::sched::build(&self.device.scheduler).map_err(|e| o.err("device.scheduler", e))?;
+        Ok(())
+    }
+
+    fn check_replay(&self) -> Result<()> {
+        let o = &self.origin;
+        let r = &self.replay;
+        if !crate::timed::replay::REPLAYS.contains(&r.mode.to_ascii_lowercase().as_str()) {
+            return Err(o.err(
+                "replay.mode",
+                Error::unknown("replay discipline", &r.mode, crate::timed::replay::REPLAYS),
+            ));
+        }
+        if !(r.speedup.is_finite() && r.speedup > 0.0) {
+            return Err(o.err("replay.speedup", "must be a positive number"));
+        }
+        if r.outstanding == 0 {
+            return Err(o.err("replay.outstanding", "must be at least 1"));
+        }
+        if !(r.think_ms.is_finite() && r.think_ms >= 0.0) {
+            return Err(o.err("replay.think_ms", "must be a non-negative number of ms"));
+        }
+        if r.window == 0 {
+            return Err(o.err("replay.window", "must be at least 1"));
+        }
+        if !(r.interval.is_finite() && r.interval >= 0.0) {
+            return Err(o.err("replay.interval", "must be a non-negative number of ms"));
+        }
+        Ok(())
+    }
+
+    fn check_array(&self, a: &ArraySpec) -> Result<()> {
+        let o = &self.origin;
+        let level = crate::array::Level::parse(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
+        if a.disks == 0 {
+            return Err(o.err("array.disks", "an array needs disks"));
+        }
+        let chunk = crate::array::parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))?;
+        let disk_bytes = match &a.disk_size {
+            Some(s) => crate::array::parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?,
+            None => 0,
+        };
+        let mut cfg = crate::array::ArrayConfig::new(level, a.disks);
+        cfg.chunk_bytes = chunk;
+        cfg.block_size = self.block_size();
+        cfg.disk_bytes = disk_bytes;
+        if let Some(l) = &a.layout {
+            cfg.set_layout(l).map_err(|e| o.err("array.layout", e))?;
+        }
+        // A far RAID-10 without a size takes the device's: checked when built.
+        let far_without_size = level == crate::array::Level::Raid10 && disk_bytes == 0;
+        if let Err(e) = cfg.validate() {
+            if !(far_without_size && e.to_string().contains("far layout")) {
+                let key = if e.to_string().contains("disks") {
+                    "array.disks"
+                } else {
+                    "array"
+                };
+                return Err(o.err(key, e));
+            }
+        }
+        for &d in &a.failed {
+            if d >= a.disks {
+                return Err(o.err(
+                    "array.failed",
+                    format!("disk {d} does not exist: the array has disks 0..{}", a.disks - 1),
+                ));
+            }
+        }
+        let mut uniq = a.failed.clone();
+        uniq.sort_unstable();
+        uniq.dedup();
+        if uniq.len() != a.failed.len() {
+            return Err(o.err("array.failed", "a disk is listed twice"));
+        }
+        let tolerated = match level {
+            crate::array::Level::Raid0 => 0,
+            crate::array::Level::Raid1 => a.disks - 1,
+            crate::array::Level::Raid10 => cfg.effective_copies() - 1,
+            l => l.parity_units(),
+        };
+        if let Some(r) = &a.rebuild {
+            if a.failed.is_empty() {
+                return Err(o.err("array.rebuild", "a rebuild needs failed disks (array.failed)"));
+            }
+            if tolerated == 0 {
+                return Err(o.err(
+                    "array.rebuild",
+                    format!("{} has no redundancy: a lost disk cannot be rebuilt", level.name()),
+                ));
+            }
+            if a.failed.len() as u32 > tolerated {
+                return Err(o.err(
+                    "array.rebuild",
+                    format!(
+                        "{} of {} disks survives {tolerated} failure(s), {} failed: the data is lost, nothing to rebuild from",
+                        level.name(),
+                        a.disks,
+                        a.failed.len()
+                    ),
+                ));
+            }
+            if !(r.at.is_finite() && r.at >= 0.0) {
+                return Err(o.err("array.rebuild.at", "must be a non-negative number of ms"));
+            }
+            if r.window == 0 {
+                return Err(o.err("array.rebuild.window", "must be at least 1 row"));
+            }
+            if r.max == 0 {
+                return Err(o.err("array.rebuild.max", "must be at least 1 KB/s"));
+            }
+        }
+        if a.failed.len() as u32 > tolerated && !a.allow_loss {
+            return Err(o.err(
+                "array.failed",
+                format!(
+                    "{} of {} disks survives {tolerated} failure(s), {} failed: data would be lost \
+                     (set array.allow_loss = true to run it anyway)",
+                    level.name(),
+                    a.disks,
+                    a.failed.len()
+                ),
+            ));
+        }
+        if let Some(f) = &a.fail_at {
+            if a.failed.is_empty() {
+                return Err(o.err("array.fail_at", "no disk fails: give array.failed"));
+            }
+            crate::stack::failure::FailAt::parse(&f.text()).map_err(|e| o.err("array.fail_at", e))?;
+        }
+        if !(a.xor_ms.is_finite() && a.xor_ms >= 0.0) {
+            return Err(o.err("array.xor_ms", "must be a non-negative number of ms"));
+        }
+        Ok(())
+    }
+}
+
+/// A serde path as `--set` writes it: `cache.0.size`.
+fn dotted(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut parts = Vec::new();
+    for seg in path.iter() {
+        match seg {
+            Segment::Seq { index } => parts.push(index.to_string()),
+            Segment::Map { key } => parts.push(key.clone()),
+            Segment::Enum { variant } => parts.push(variant.clone()),
+            Segment::Unknown => {}
+        }
+    }
+    parts.join(".")
+}
+
+/// A `--set` value: TOML when it parses as a TOML value (`5`, `[0, 1]`,
+/// `true`, `"x"`), else the text itself as a string (`10%`, `lru`, `64MiB`).
+fn set_value(text: &str) -> Value {
+    let t = text.trim();
+    match toml::from_str::<toml::Table>(&format!("v = {t}")) {
+        Ok(mut tbl) => tbl.remove("v").unwrap_or_else(|| Value::String(t.to_string())),
+        Err(_) => Value::String(t.to_string()),
+    }
+}
+
+/// Apply one `KEY=VALUE` override to the tree. Numeric path parts index
+/// arrays of tables (`cache.0.size`); index = length appends a new table
+/// (`cache.1.policy=lru` adds a second layer).
+pub fn apply_set(tree: &mut Value, assignment: &str) -> Result<()> {
+    let (key, value) = assignment
+        .split_once('=')
+        .ok_or_else(|| Error::config("expected KEY=VALUE (e.g. cache.0.size=10%)"))?;
+    let parts: Vec<&str> = key.trim().split('.').collect();
+    if parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::config(format!("bad key `{}`", key.trim())));
+    }
+    let mut node = tree;
+    for (i, part) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        let next_is_index = !last && parts[i + 1].parse::<usize>().is_ok();
+        node = match node {
+            Value::Table(t) => {
+                if last {
+                    t.insert(part.to_string(), set_value(value));
+                    return Ok(());
+                }
+                t.entry(part.to_string()).or_insert_with(|| {
+                    if next_is_index {
+                        Value::Array(Vec::new())
+                    } else {
+                        Value::Table(toml::Table::new())
+                    }
+                })
+            }
+            Value::Array(a) => {
+                let idx: usize = part
+                    .parse()
+                    .map_err(|_| Error::config(format!("`{part}` in `{}` is not an index", key.trim())))?;
+                if idx > a.len() {
+                    return Err(Error::config(format!(
+                        "index {idx} in `{}`: the list has {} entries (use {} to add one)",
+                        key.trim(),
+                        a.len(),
+                        a.len()
+                    )));
+                }
+                if idx == a.len() {
+                    a.push(Value::Table(toml::Table::new()));
+                }
+                if last {
+                    a[idx] = set_value(value);
+                    return Ok(());
+                }
+                &mut a[idx]
+            }
+            _ => {
+                return Err(Error::config(format!(
+                    "`{}` is not a table: cannot set `{}` in it",
+                    parts[..i].join("."),
+                    key.trim()
+                )))
+            }
+        };
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str, sets: &[&str]) -> Result<StackSpec> {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        StackSpec::from_str_with(
+            text,
+            &sets,
+            Origin {
+                file: "s.toml".into(),
+                dir: PathBuf::new(),
+            },
+        )
+    }
+
+    const BASE: &str = "[[cache]]\npolicy = \"lru\"\nsize = \"5%\"\n\n[array]\nraid = 5\ndisks = 5\nfailed = [0]\n\n[device]\nmodel = \"const:1\"\n";
+
+    #[test]
+    fn a_whole_file_with_defaults() {
+        let s = parse(BASE, &[]).unwrap();
+        assert_eq!(s.cache[0].write, WritePolicy::Back);
+        assert!(s.cache[0].merge_misses);
+        assert_eq!(s.replay.mode, "open");
+        assert_eq!(s.block_size(), 4096);
+        assert_eq!(s.tenant_map, TenantMap::Concat);
+        let a = s.array.unwrap();
+        assert_eq!(a.chunk, NumOrStr::Str("64KiB".into()));
+        assert_eq!(a.failed, vec![0]);
+        assert!(a.rebuild.is_none());
+    }
+
+    #[test]
+    fn overrides_reach_lists_and_nested_tables() {
+        let s = parse(
+            BASE,
+            &[
+                "cache.0.size=10%",
+                "array.failed=[1]",
+                "cache.1.policy=lfu",
+                "cache.1.size=100",
+                "array.rebuild.at=5",
+                "replay.mode=closed",
+            ],
+        )
+        .unwrap();
+        assert_eq!(s.cache[0].size, NumOrStr::Str("10%".into()));
+        assert_eq!(s.cache[1].policy, "lfu");
+        assert_eq!(s.cache[1].size, NumOrStr::Int(100));
+        assert_eq!(s.array.as_ref().unwrap().failed, vec![1]);
+        assert_eq!(s.array.as_ref().unwrap().rebuild.as_ref().unwrap().at, 5.0);
+        assert_eq!(s.replay.mode, "closed");
+    }
+
+    fn err(text: &str, sets: &[&str]) -> String {
+        parse(text, sets).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let e = err(BASE, &["cache.0.polcy=lru"]);
+        assert!(e.starts_with("s.toml: key `cache.0.polcy`: unknown field"), "{e}");
+        let e = err(BASE, &["array.disks=\"five\""]);
+        assert!(e.starts_with("s.toml: key `array.disks`: invalid type"), "{e}");
+        let e = err(BASE, &["array.failed=[7]"]);
+        assert_eq!(
+            e,
+            "s.toml: key `array.failed`: disk 7 does not exist: the array has disks 0..4"
+        );
+        let e = err(BASE, &["array.failed=[0, 1]"]);
+        assert!(
+            e.starts_with("s.toml: key `array.failed`: raid5 of 5 disks survives 1 failure(s), 2 failed"),
+            "{e}"
+        );
+        let e = err(BASE, &["array.disks=0"]);
+        assert!(e.starts_with("s.toml: key `array.disks`:"), "{e}");
+        let e = err(BASE, &["cache.0.policy=lru3"]);
+        assert!(
+            e.starts_with("s.toml: key `cache.0.policy`: unknown policy `lru3`; valid: lru"),
+            "{e}"
+        );
+        let e = err(BASE, &["cache.0.size=0"]);
+        assert!(e.starts_with("s.toml: key `cache.0.size`"), "{e}");
+        let e = err(BASE, &["cache.0.size=150%"]);
+        assert!(e.starts_with("s.toml: key `cache.0.size`"), "{e}");
+        let e = err(BASE, &["cache.0.write=sideways"]);
+        assert!(
+            e.starts_with("s.toml: key `cache.0.write`: unknown variant `sideways`"),
+            "{e}"
+        );
+        let e = err(BASE, &["replay.mode=warp"]);
+        assert!(
+            e.starts_with("s.toml: key `replay.mode`: unknown replay discipline"),
+            "{e}"
+        );
+        let e = err(BASE, &["device.scheduler=elevator"]);
+        assert!(e.starts_with("s.toml: key `device.scheduler`"), "{e}");
+        let e = err(BASE, &["array.raid=0", "array.rebuild.at=0"]);
+        assert!(e.contains("array.failed") || e.contains("array.rebuild"), "{e}");
+        let e = err("[array]\nraid = 5\ndisks = 4\n", &[]);
+        assert!(e.contains("device"), "{e}");
+        let e = err(BASE, &["cache.3.policy=lru"]);
+        assert!(
+            e.contains("--set cache.3.policy=lru") && e.contains("the list has 1 entries"),
+            "{e}"
+        );
+        let e = err("[device\nmodel=1", &[]);
+        assert!(e.starts_with("s.toml: line 1:"), "{e}");
+    }
+
+    #[test]
+    fn set_values_are_toml_or_text() {
+        assert_eq!(set_value("5"), Value::Integer(5));
+        assert_eq!(set_value("lru"), Value::String("lru".into()));
+        assert_eq!(set_value("10%"), Value::String("10%".into()));
+        assert_eq!(
+            set_value("[0, 2]"),
+            Value::Array(vec![Value::Integer(0), Value::Integer(2)])
+        );
+        assert_eq!(set_value("\"a b\""), Value::String("a b".into()));
+        assert_eq!(set_value("true"), Value::Boolean(true));
+    }
+
+    #[test]
+    fn relative_paths_follow_the_file() {
+        let o = Origin {
+            file: "x/s.toml".into(),
+            dir: PathBuf::from("x"),
+        };
+        assert_eq!(o.model("const:3"), "const:3");
+        assert_eq!(o.model("d.toml"), "x/d.toml");
+        assert_eq!(o.path("/abs/t"), "/abs/t");
+    }
+}

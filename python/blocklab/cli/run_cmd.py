@@ -1,0 +1,116 @@
+"""`blocklab run`: run a stack file (host caches, array, rebuild, devices) over traces,
+counted or in simulated time. The engine does the work (crates/blocklab/src/stack);
+this module converts arguments and prints the result."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+
+EXECUTORS = ("count", "timed")
+
+
+def run(
+    stack: Path = typer.Argument(..., help="Stack file (TOML): [replay], [[cache]], [array], [array.rebuild], [device]."),
+    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat to replay several traces as independent streams."),
+    format: str = FormatOpt,
+    executor: str = typer.Option("timed", "--executor", "-x", help="timed (simulated time) or count (no time: every plan completes at once)."),
+    set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a key of the stack file by its dotted path: cache.0.size=10%, array.failed=[0]. Repeatable."),
+    timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="timed: write the per-interval series (replay.interval ms, default 1000) to this CSV."),
+    skip_bad: bool = SkipBadOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Run a stack file over traces; print per-layer hits, array and device work, response times."""
+    from blocklab import _core
+
+    if executor not in EXECUTORS:
+        fail(f"unknown executor `{executor}`; valid: {', '.join(EXECUTORS)}")
+    sets = list(set_ or [])
+    if timeseries is not None and not any(s.split("=", 1)[0].strip() == "replay.interval" for s in sets):
+        sets.append("replay.interval=1000.0")
+    out = json.loads(_core.run_stack(str(stack), [str(t) for t in trace], format=format, executor=executor,
+                                     sets=sets, skip_bad=skip_bad))
+    timing = out.get("timing") or {}
+    series = timing.pop("timeseries", None)
+    if timeseries is not None:
+        with open(timeseries, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
+            w.writeheader()
+            w.writerows(series or [])
+        out["timeseries_csv"] = str(timeseries)
+    elif series is not None:
+        timing["timeseries"] = series
+    if json_out:
+        print_json(out)
+        return
+    print_result(out, stack)
+
+
+def print_result(out: dict, stack) -> None:
+    """A readable summary of a stack result."""
+    import sys
+
+    from rich.console import Console
+    from rich.table import Table
+
+    # Off a terminal (pipes, logs) rich would wrap at 80 columns.
+    con = Console() if sys.stdout.isatty() else Console(width=120)
+    head = f"{stack}: {out['executor']} executor, {out['requests']:,} requests, {out['block_accesses']:,} block accesses"
+    if out.get("skipped"):
+        head += f", {out['skipped']} malformed records skipped"
+    con.print(head)
+    if out["layers"]:
+        t = Table(title="cache layers")
+        for c in ("layer", "policy", "write", "blocks", "accesses", "hits", "miss ratio", "read hits", "dirty evictions", "flushed"):
+            t.add_column(c, justify="left" if c in ("layer", "policy", "write") else "right")
+        for l in out["layers"]:
+            t.add_row(l["name"], l["policy"], l["write"], f"{l['cache_blocks']:,}", f"{l['accesses']:,}", f"{l['hits']:,}",
+                      f"{l['miss_ratio']:.4f}", f"{l['read_hits']:,}", f"{l['dirty_evictions']:,}", f"{l['flushed_blocks']:,}")
+        con.print(t)
+    a = out.get("array")
+    if a:
+        con.print(f"array: {a['level']} x {a['disks']} ({a['layout']}, chunk {a['chunk_bytes'] // 1024} KiB), "
+                  f"failed {a['failed'] or 'none'}; surviving-disk blocks read {a['surviving_reads']:,}, "
+                  f"written {a['surviving_writes']:,}; RGR {a['rgr']:.4f}")
+        causes = ", ".join(f"{c} {v['reads']:,}r/{v['writes']:,}w ({v['blocks']:,} blocks)"
+                           for c, v in a["ops_by_cause"].items())
+        con.print(f"  ops by cause: {causes}")
+    for d in out["devices"]:
+        line = f"  disk {d['disk']}: ops {d['ops']:,} ({d['reads']:,} reads, {d['writes']:,} writes)"
+        if d.get("busy_ms") is not None:
+            line += f", busy {d['busy_ms']:.1f} ms, util {d['utilization']:.3f}, mean queue {d['mean_queue']:.2f}"
+        con.print(line)
+    r = out.get("response")
+    if r:
+        t = Table(title="response time (ms)")
+        for c in ("requests", "count", "avg", "p50", "p95", "p99", "max"):
+            t.add_column(c, justify="left" if c == "requests" else "right")
+        total = r["reads"]["requests"] + r["writes"]["requests"]
+        t.add_row("all", f"{total:,}", *(f"{r[k]:.3f}" for k in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
+        for k in ("reads", "writes"):
+            s = r[k]
+            t.add_row(k, f"{s['requests']:,}", *(f"{s[m]:.3f}" for m in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
+        con.print(t)
+        tm = out["timing"]
+        con.print(f"simulated {tm['sim_time_ms']:.1f} ms, utilization {tm['utilization']:.3f}, "
+                  f"replay {tm['replay']}, scheduler {tm['scheduler']}")
+    rb = out.get("rebuild")
+    if rb:
+        state = f"{rb['rebuild_ms']:.1f} ms" if rb["finished"] else "unfinished"
+        con.print(f"rebuild of disk(s) {','.join(map(str, rb['disks']))} from {rb['start_ms']:.1f} ms: {state}, "
+                  f"{rb['rebuild_rows']}/{rb['rows_total']} rows, {rb['rebuild_reads']:,} reads, {rb['rebuild_writes']:,} writes")
+        for k in ("user_before", "user_during", "user_after"):
+            p = rb[k]
+            if p["requests"]:
+                con.print(f"  {k:12} requests {p['requests']:,}, avg {p['avg_response_ms']:.3f} ms, max {p['max_response_ms']:.3f} ms")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` to the main app."""
+    app.command("run")(run)
