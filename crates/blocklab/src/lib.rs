@@ -3,8 +3,9 @@
 //! Layers (see docs/ARCHITECTURE.md): `trace` (readers, Request stream),
 //! `cache` (replacement policies behind one trait, counted simulation),
 //! `analysis` (trace statistics, miss-ratio curves), `array` (RAID layouts and
-//! I/O plans), `exec` (executors that run plans), `device` (disk and SSD
-//! models), `timed` (the discrete-event engine and trace replay).
+//! I/O plans), `rebuild` (rebuild orders, without time), `exec` (executors
+//! that run plans), `device` (disk and SSD models), `timed` (the
+//! discrete-event engine, trace replay, the rebuild paced in time).
 
 pub mod analysis;
 pub mod array;
@@ -12,6 +13,7 @@ pub mod cache;
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod rebuild;
 pub mod timed;
 pub mod trace;
 
