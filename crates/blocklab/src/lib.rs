@@ -3,8 +3,10 @@
 //! Layers (see docs/ARCHITECTURE.md): `trace` (readers, Request stream),
 //! `cache` (replacement policies behind one trait, counted simulation),
 //! `analysis` (trace statistics, miss-ratio curves), `array` (RAID layouts and
-//! I/O plans), `exec` (executors that run plans), `device` (disk and SSD
-//! models), `timed` (the discrete-event engine and trace replay).
+//! I/O plans), `rebuild` (rebuild orders, without time), `exec` (executors
+//! that run plans), `device` (disk and SSD models), `timed` (the
+//! discrete-event engine, trace replay, the rebuild paced in time), `stack`
+//! (host caches over an array or a device, from a stack file, in either executor).
 
 pub mod analysis;
 pub mod array;
@@ -12,6 +14,7 @@ pub mod cache;
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod rebuild;
 pub mod stack;
 pub mod timed;
 pub mod trace;

@@ -1,42 +1,27 @@
 //! Background rebuild onto spares in simulated time (Linux MD's recovery).
 //!
 //! At `start` the failed disks of the array are replaced by fresh spares
-//! ([`Array::start_recovery`]) and recovery walks the members' chunk rows in
-//! order, one row per step ([`Array::plan_rebuild_row`]), keeping at most
-//! `window` steps in flight. The recovery offset (MD's `recovery_offset`)
-//! is the number of leading rows whose step has completed: user reads of
-//! those rows read the spare, user writes to them write it; the other rows
-//! stay degraded. When every row is done the spares become ordinary members.
-//!
-//! Speed limits, as MD's `md_do_sync`: before each step the recovery
-//! measures its speed and, if the speed is above `min_kbps` and (above
-//! `max_kbps` or the array is not idle), pauses. Exactly (see
-//! `docs/timed.md`, "Rebuild"):
-//!
-//! * speed = KiB of rows completed since the oldest mark ÷ seconds since
-//!   it (MD: `recovery_done = io_sectors − recovery_active`); a mark (time,
-//!   KiB completed) is taken at the start and then at the first
-//!   check at least 3 s after the previous mark, the last 10 kept (MD's
-//!   SYNC_MARK_STEP = 3 s, SYNC_MARKS = 10). With no time elapsed since the
-//!   mark the speed is 0 if nothing completed, else infinite. The check
-//!   runs before every step (MD checks once per `window` sectors).
-//! * idle = no user request in flight and none issued in the last 500 ms.
-//! * pause: if speed > max, until the moment the speed would fall to max
-//!   (mark time + KiB ÷ max); otherwise (busy array) until the earlier of
-//!   that moment for min and now + 500 ms, then check again. MD sleeps a
-//!   fixed 500 ms above max; when not idle older kernels also slept 500 ms
-//!   and current ones wait until their in-flight recovery I/O has drained.
-//!   MD's speed has `+1 s` in its denominator; we wait exactly as long as
-//!   the rule needs, so a binding max gives a hand-computable rate.
+//! ([`Array::start_recovery`]) and a rebuild strategy
+//! ([`crate::rebuild::Strategy`]; by default `md`, MD's sequential chunk
+//! rows behind the recovery offset) issues the steps. The [`Rebuilder`]
+//! paces them in time: at most `window` steps in flight, and before each
+//! step MD's speed rule ([`pacing`]: `min_kbps` / `max_kbps`, marks, idle
+//! test) may pause the rebuild until a background wake-up. When the
+//! strategy has rebuilt every unit the spares become ordinary members.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+pub mod pacing;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
 
 use serde::Serialize;
 
+use self::pacing::MdPacing;
 use super::engine::{ns_to_ms, Ns};
 use super::executor::TimedExecutor;
-use crate::array::{Array, Cause, DiskOp, DiskOpKind};
+use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan};
 use crate::error::{Error, Result};
+use crate::rebuild::{Md, Strategy};
 
 /// MD's default `sync_speed_min` (KiB/s).
 pub const MD_SPEED_MIN: u64 = 1000;
@@ -45,17 +30,12 @@ pub const MD_SPEED_MAX: u64 = 200_000;
 /// Default rebuild steps (chunk rows) in flight.
 pub const DEFAULT_WINDOW: usize = 4;
 
-const MARK_STEP: Ns = 3_000_000_000;
-const MARKS: usize = 10;
-const IDLE_NS: Ns = 500_000_000;
-const RECHECK_NS: Ns = 500_000_000;
-
 /// Rebuild settings (CLI `--rebuild-*`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RebuildConfig {
     /// Simulated time at which the spares arrive and recovery starts.
     pub start: Ns,
-    /// Rows in flight at most.
+    /// Rebuild steps in flight at most (rows, for `md`).
     pub window: usize,
     pub min_kbps: u64,
     pub max_kbps: u64,
@@ -155,21 +135,17 @@ impl Acc {
     }
 }
 
-/// The recovery state machine, driven by background steps.
-#[derive(Debug, Clone)]
+/// The recovery in time: drives a [`Strategy`] with background steps,
+/// paced by MD's speed rule, and reports what happened.
+#[derive(Debug)]
 pub struct Rebuilder {
     cfg: RebuildConfig,
     rows: u64,
     row_kib: u64,
+    strategy: Box<dyn Strategy>,
+    pacing: MdPacing,
     started: bool,
-    next_row: u64,
     in_flight: usize,
-    /// Completed rows above the offset (out of order with window > 1; at
-    /// most `window` of them, so memory does not grow with the disk).
-    ahead: BTreeSet<u64>,
-    offset: u64,
-    done_kib: u64,
-    marks: VecDeque<(Ns, u64)>,
     paused: bool,
     end: Option<Ns>,
     rep: RebuildReport,
@@ -183,16 +159,33 @@ const START: u64 = 0;
 const RESUME: u64 = 1;
 
 impl Rebuilder {
-    /// A rebuild of `array`'s failed disks; checks that it can be rebuilt.
+    /// A rebuild of `array`'s failed disks in MD's order; checks that it can
+    /// be rebuilt.
     pub fn new(array: &Array, cfg: RebuildConfig) -> Result<Self> {
+        let rows = Self::rows_to_rebuild(array, &cfg)?;
+        Ok(Self::build(array, cfg, rows, Box::new(Md::new(rows))))
+    }
+
+    /// A rebuild of `array`'s failed disks in `strategy`'s order (made for
+    /// this array, e.g. by [`crate::rebuild::build`]).
+    pub fn with_strategy(array: &Array, cfg: RebuildConfig, strategy: Box<dyn Strategy>) -> Result<Self> {
+        let rows = Self::rows_to_rebuild(array, &cfg)?;
+        Ok(Self::build(array, cfg, rows, strategy))
+    }
+
+    /// The member chunk rows, once `cfg` and the array are known to allow a rebuild.
+    fn rows_to_rebuild(array: &Array, cfg: &RebuildConfig) -> Result<u64> {
         cfg.check()?;
         let mut probe = array.clone();
         probe.start_recovery(array.failed())?;
-        let rows = array
+        array
             .member_rows()
-            .ok_or_else(|| Error::config("rebuild needs the member size"))?;
+            .ok_or_else(|| Error::config("rebuild needs the member size"))
+    }
+
+    fn build(array: &Array, cfg: RebuildConfig, rows: u64, strategy: Box<dyn Strategy>) -> Self {
         let row_kib = array.chunk_blocks() * array.config().block_size / 1024;
-        Ok(Rebuilder {
+        Rebuilder {
             rep: RebuildReport {
                 disks: array.failed().to_vec(),
                 start_ms: ns_to_ms(cfg.start),
@@ -203,22 +196,24 @@ impl Rebuilder {
                 max_kbps: cfg.max_kbps,
                 ..Default::default()
             },
+            pacing: MdPacing::new(cfg.min_kbps, cfg.max_kbps),
             cfg,
             rows,
             row_kib: row_kib.max(1),
+            strategy,
             started: false,
-            next_row: 0,
             in_flight: 0,
-            ahead: BTreeSet::new(),
-            offset: 0,
-            done_kib: 0,
-            marks: VecDeque::new(),
             paused: false,
             end: None,
             before: Acc::default(),
             during: Acc::default(),
             after: Acc::default(),
-        })
+        }
+    }
+
+    /// The rebuild order's name (`md`, ...).
+    pub fn order(&self) -> &'static str {
+        self.strategy.name()
     }
 
     /// Schedule the start (call at the beginning of a pass, on fresh devices).
@@ -246,6 +241,19 @@ impl Rebuilder {
         self.count(op);
     }
 
+    /// A user request for array blocks `blocks` was planned as `plan` at
+    /// `now`: counts its disk operations (as [`count_user_op`] does for each;
+    /// call one or the other) and shows it to the strategy's access monitor
+    /// ([`Strategy::observe_user`]).
+    ///
+    /// [`count_user_op`]: Self::count_user_op
+    pub fn user_request(&mut self, array: &Array, blocks: Range<u64>, plan: &IoPlan, now: Ns) {
+        for op in plan.disk_ops() {
+            self.count(op);
+        }
+        self.strategy.observe_user(array, blocks, plan, now);
+    }
+
     /// A user request completed at `time` (issued at `start`).
     pub fn user_done(&mut self, time: Ns, start: Ns, unreadable: bool) {
         if unreadable {
@@ -269,8 +277,8 @@ impl Rebuilder {
         if token == START {
             array.start_recovery(&self.rep.disks)?;
             self.started = true;
-            self.marks.push_back((ex.now(), 0));
-            if self.rows == 0 {
+            self.pacing.start(ex.now());
+            if self.strategy.is_finished() {
                 self.finish(array, ex.now());
                 return Ok(());
             }
@@ -280,15 +288,12 @@ impl Rebuilder {
         self.pump(array, ex)
     }
 
-    pub fn on_done(&mut self, row: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
+    /// Background step `tag` completed.
+    pub fn on_done(&mut self, tag: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
         self.in_flight -= 1;
-        self.done_kib += self.row_kib;
-        self.ahead.insert(row);
-        while self.ahead.remove(&self.offset) {
-            self.offset += 1;
-        }
-        array.set_recovered_rows(self.offset);
-        if self.offset == self.rows {
+        let rows = self.strategy.complete(tag, array, ex.now());
+        self.pacing.rebuilt(rows * self.row_kib);
+        if self.strategy.is_finished() {
             self.finish(array, ex.now());
             return Ok(());
         }
@@ -303,55 +308,23 @@ impl Rebuilder {
         self.end = Some(now);
     }
 
-    fn speed(&mut self, now: Ns) -> (f64, Ns, u64) {
-        if let Some(&(t, _)) = self.marks.back() {
-            if now >= t + MARK_STEP {
-                self.marks.push_back((now, self.done_kib));
-                if self.marks.len() > MARKS {
-                    self.marks.pop_front();
-                }
-            }
-        }
-        let (mt, mk) = *self.marks.front().expect("a mark is taken at the start");
-        let kib = self.done_kib - mk;
-        let speed = if now == mt {
-            if kib == 0 {
-                0.0
-            } else {
-                f64::INFINITY
-            }
-        } else {
-            kib as f64 / ((now - mt) as f64 / 1e9)
-        };
-        (speed, mt, kib)
-    }
-
+    /// Issue the strategy's steps while the window and the speed rule allow.
     fn pump(&mut self, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
         if !self.started || self.end.is_some() {
             return Ok(());
         }
-        while self.in_flight < self.cfg.window && self.next_row < self.rows {
+        while self.in_flight < self.cfg.window && self.strategy.has_step() {
             let now = ex.now();
-            let (speed, mt, kib) = self.speed(now);
-            let idle = ex.in_flight() == 0 && ex.last_user_issue().is_none_or(|t| now >= t + IDLE_NS);
-            let min = self.cfg.min_kbps as f64;
-            let max = self.cfg.max_kbps as f64;
-            if speed > min && (speed > max || !idle) {
-                // The moment the speed falls to `limit` with no new step.
-                let at = |limit: f64| mt + (kib as f64 / limit * 1e9).ceil() as Ns;
-                let until = if speed > max {
-                    at(max)
-                } else {
-                    at(min).min(now + RECHECK_NS)
-                };
+            if let Some(until) = self.pacing.check(now, ex) {
                 self.paused = true;
                 self.rep.pauses += 1;
-                ex.bg_wake_at(until.max(now + 1), RESUME);
+                ex.bg_wake_at(until, RESUME);
                 return Ok(());
             }
-            let row = self.next_row;
-            let plan = array.plan_rebuild_row(row);
-            for op in plan.disk_ops() {
+            let Some(step) = self.strategy.next_step(array, now) else {
+                break;
+            };
+            for op in step.plan.disk_ops() {
                 self.count(op);
                 match op.kind {
                     DiskOpKind::Read => {
@@ -364,8 +337,7 @@ impl Rebuilder {
                     }
                 }
             }
-            ex.submit_background(plan, row)?;
-            self.next_row += 1;
+            ex.submit_background(step.plan, step.tag)?;
             self.in_flight += 1;
         }
         Ok(())
@@ -373,7 +345,10 @@ impl Rebuilder {
 
     pub fn report(&self) -> RebuildReport {
         let mut r = self.rep.clone();
-        r.rebuild_rows = self.offset.max(if self.end.is_some() { self.rows } else { 0 });
+        r.rebuild_rows = self
+            .strategy
+            .rebuilt_rows()
+            .max(if self.end.is_some() { self.rows } else { 0 });
         r.finished = self.end.is_some();
         if let Some(e) = self.end {
             r.rebuild_ms = ns_to_ms(e - self.cfg.start);
@@ -387,5 +362,129 @@ impl Rebuilder {
         r.user_during = self.during.period();
         r.user_after = self.after.period();
         r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::array::{ArrayConfig, Level};
+    use crate::device::{toy::ToyDisk, DeviceModel};
+    use crate::rebuild::RebuildStep;
+    use crate::timed::{ExecConfig, Step};
+
+    /// What the test order saw: steps completed in order, user ranges observed.
+    #[derive(Debug, Default)]
+    struct Seen {
+        completed: Vec<u64>,
+        user: Vec<Range<u64>>,
+    }
+
+    /// A second order behind the trait: rows from the last to the first;
+    /// the array serves the spare only once all are done (it has no map).
+    #[derive(Debug)]
+    struct Backward {
+        left: u64,
+        rows: u64,
+        done: u64,
+        seen: Arc<Mutex<Seen>>,
+    }
+
+    impl Strategy for Backward {
+        fn name(&self) -> &'static str {
+            "backward"
+        }
+        fn has_step(&self) -> bool {
+            self.left > 0
+        }
+        fn next_step(&mut self, array: &Array, _now: u64) -> Option<RebuildStep> {
+            self.left = self.left.checked_sub(1)?;
+            Some(RebuildStep {
+                tag: self.left,
+                plan: array.plan_rebuild_row(self.left),
+            })
+        }
+        fn complete(&mut self, tag: u64, array: &mut Array, _now: u64) -> u64 {
+            self.done += 1;
+            self.seen.lock().unwrap().completed.push(tag);
+            if self.done == self.rows {
+                array.set_recovered_rows(self.rows);
+            }
+            1
+        }
+        fn is_finished(&self) -> bool {
+            self.done == self.rows
+        }
+        fn rebuilt_rows(&self) -> u64 {
+            if self.is_finished() {
+                self.rows
+            } else {
+                0
+            }
+        }
+        fn observe_user(&mut self, _array: &Array, blocks: Range<u64>, _plan: &IoPlan, _now: u64) {
+            self.seen.lock().unwrap().user.push(blocks);
+        }
+    }
+
+    #[test]
+    fn the_pacing_drives_any_order() {
+        // RAID-5 of 3 constant 10 ms disks, 4 rows, disk 0 lost, window 1,
+        // no max: each row reads the 2 survivors (10 ms) then writes the
+        // spare (10 ms), so 80 ms whatever the order — as md's timeline.
+        let mut cfg = ArrayConfig::new(Level::Raid5, 3);
+        cfg.disk_bytes = 4 * cfg.chunk_bytes;
+        let mut array = Array::new(cfg).unwrap();
+        array.fail(0).unwrap();
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let order = Backward {
+            left: 4,
+            rows: 4,
+            done: 0,
+            seen: seen.clone(),
+        };
+        let rc = RebuildConfig {
+            window: 1,
+            max_kbps: u64::MAX,
+            ..Default::default()
+        };
+        let mut r = Rebuilder::with_strategy(&array, rc, Box::new(order)).unwrap();
+        assert_eq!(r.order(), "backward");
+        // A degraded read of block 0 (disk 0): counted and shown to the order.
+        let plan = array.plan_read(0, 1);
+        r.user_request(&array, 0..1, &plan, 0);
+        let models = (0..3)
+            .map(|_| Box::new(ToyDisk::constant(10.0)) as Box<dyn DeviceModel>)
+            .collect();
+        let mut ex = TimedExecutor::new(
+            models,
+            ExecConfig {
+                sectors_per_block: 8,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        r.arm(&mut ex);
+        while let Some(step) = ex.next_step() {
+            match step {
+                Step::BgWake { token, .. } => r.on_wake(token, &mut array, &mut ex).unwrap(),
+                Step::BgDone { tag, .. } => r.on_done(tag, &mut array, &mut ex).unwrap(),
+                other => panic!("no user plan was submitted, got {other:?}"),
+            }
+        }
+        let b = r.report();
+        assert!(b.finished);
+        assert_eq!(b.rebuild_ms, 80.0);
+        assert_eq!(
+            (b.rebuild_rows, b.rebuild_reads, b.rebuild_writes, b.pauses),
+            (4, 8, 4, 0)
+        );
+        assert_eq!(b.ops_by_cause["reconstruct-read"].reads, 2);
+        let seen = seen.lock().unwrap();
+        assert_eq!(seen.completed, [3, 2, 1, 0]);
+        assert_eq!(seen.user, vec![Range { start: 0, end: 1 }]);
+        assert!(array.failed().is_empty(), "the spare is a member");
     }
 }

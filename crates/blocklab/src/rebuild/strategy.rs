@@ -1,0 +1,71 @@
+//! The rebuild strategy trait: what to rebuild next, and what the array
+//! learns when it is done. Time and speed are not its business.
+
+use std::fmt::Debug;
+use std::ops::Range;
+
+use crate::array::{Array, IoPlan};
+
+/// One unit of background rebuild work: a plan (all its disk operations
+/// have cause `rebuild`) and the strategy's own name for it, handed back to
+/// [`Strategy::complete`] when the plan has run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RebuildStep {
+    /// Chosen by the strategy (a row, a (disk, row) read, ...); the driver
+    /// only carries it.
+    pub tag: u64,
+    pub plan: IoPlan,
+}
+
+/// A rebuild order: which units of the recovering disks to rebuild, in which
+/// order, with which plans, and how completions update the array's view of
+/// what is in sync.
+///
+/// A driver — [`Rebuilder`](crate::timed::rebuild::Rebuilder) in simulated
+/// time, [`rebuild_all`](super::rebuild_all) without time — calls
+/// `start_recovery` on the array, then repeatedly asks [`next_step`]
+/// (only when [`has_step`] says one is ready), runs the plan and reports its
+/// completion with [`complete`], possibly out of issue order and with other
+/// steps still in flight, until [`is_finished`]; then it calls
+/// `finish_recovery`. How many steps are in flight and when the next may
+/// start (MD's speed rule) is the driver's pacing, not the strategy's.
+///
+/// `now` is the simulated time in ns (0 throughout a run without time).
+///
+/// [`next_step`]: Strategy::next_step
+/// [`has_step`]: Strategy::has_step
+/// [`complete`]: Strategy::complete
+/// [`is_finished`]: Strategy::is_finished
+pub trait Strategy: Send + Debug {
+    /// The order's name (`md`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Whether a step can be issued now. False while the strategy waits for
+    /// steps in flight (a disk stream's outstanding read, a row whose reads
+    /// have not all arrived) or has issued everything.
+    fn has_step(&self) -> bool;
+
+    /// The next step to issue; called only when [`has_step`](Self::has_step)
+    /// is true, at the moment the driver issues it (so a strategy that
+    /// ranks its work sees the latest state).
+    fn next_step(&mut self, array: &Array, now: u64) -> Option<RebuildStep>;
+
+    /// Step `tag` completed. Update what the array serves from the spares
+    /// (e.g. [`Array::set_recovered_rows`]) and return how many member
+    /// chunk rows of the recovering disks this completion finished (the
+    /// rebuilt amount the driver's speed rule measures; 0 for a step that
+    /// only read).
+    fn complete(&mut self, tag: u64, array: &mut Array, now: u64) -> u64;
+
+    /// Every unit is rebuilt (the driver then calls `finish_recovery`).
+    fn is_finished(&self) -> bool;
+
+    /// Member chunk rows the array treats as rebuilt so far (the report's
+    /// `rebuild_rows`).
+    fn rebuilt_rows(&self) -> u64;
+
+    /// A user request for array blocks `blocks` was planned as `plan` at
+    /// `now` (from the failure on, before and during the rebuild): the hook
+    /// of an access monitor such as PRO's popularity count. Default: ignore.
+    fn observe_user(&mut self, _array: &Array, _blocks: Range<u64>, _plan: &IoPlan, _now: u64) {}
+}
