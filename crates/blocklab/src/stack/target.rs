@@ -382,9 +382,11 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         }
         for op in plan.disk_ops() {
             self.head[op.disk as usize] = op.block + op.nblocks as u64;
-            if let Some(r) = self.rebuild.as_mut() {
-                r.count_user_op(op);
-            }
+        }
+        if let Some(r) = self.rebuild.as_mut() {
+            // The rebuild counts the I/O it competes with, and its order may
+            // watch what users access (PRO's popularity).
+            r.user_request(&self.array.get(), first..first + n, &plan, exec.now());
         }
         self.ledger.run(&plan);
         Ok(plan)
@@ -524,19 +526,16 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
     }
 }
 
-/// The counted executor's rebuild: every chunk row in MD's order at once;
+/// The counted executor's rebuild: every step of the rebuild order at once;
 /// the spares then become ordinary members.
 fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildReport> {
     let disks = array.failed().to_vec();
-    array.start_recovery(&disks)?;
-    let rows = array
-        .member_rows()
-        .ok_or_else(|| Error::config("rebuild needs the member size"))?;
+    let mut strategy = crate::rebuild::build("md", array)?;
+    let rows = array.member_rows().unwrap_or(0);
     let mut r = RebuildReport {
         disks,
         start_ms: crate::timed::engine::ns_to_ms(cfg.start),
         finished: true,
-        rebuild_rows: rows,
         rows_total: rows,
         row_kib: array.chunk_blocks() * array.config().block_size / 1024,
         window: cfg.window,
@@ -544,8 +543,8 @@ fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildRepo
         max_kbps: cfg.max_kbps,
         ..Default::default()
     };
-    for row in 0..rows {
-        for op in array.plan_rebuild_row(row).disk_ops() {
+    crate::rebuild::rebuild_all(array, &mut *strategy, |plan| {
+        for op in plan.disk_ops() {
             match op.kind {
                 DiskOpKind::Read => {
                     r.rebuild_reads += 1;
@@ -557,9 +556,8 @@ fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildRepo
                 }
             }
         }
-        array.set_recovered_rows(row + 1);
-    }
-    array.finish_recovery();
+    })?;
+    r.rebuild_rows = strategy.rebuilt_rows();
     Ok(r)
 }
 
