@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use super::layer::{Below, Cx, Exec, Io, Layer};
+use super::layer::{Below, Class, Cx, Exec, Io, Layer};
 use super::miss_trace::MissTrace;
 use super::result::{LayerReport, StackResult};
 use super::spec::WritePolicy;
@@ -136,7 +136,7 @@ impl CacheLayer {
             .collect();
         // One plan per at most this many runs (plans have 16-bit node ids).
         for chunk in ios.chunks(1024) {
-            below.background(chunk, exec, self.tag)?;
+            below.background(chunk, exec, self.tag, Class::Normal)?;
         }
         Ok(())
     }

@@ -65,7 +65,16 @@ pub trait Exec {
     fn is_done(&self, id: PlanId) -> bool;
     /// Start a background plan (not a user request) under a reserved id;
     /// `tag` routes its completion back (see `stack::runtime`).
-    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64) -> Result<()>;
+    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64, class: Class) -> Result<()>;
+}
+
+/// How background work competes with user requests at the devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Queued like user requests (a destage the cache must make room with).
+    Normal,
+    /// Served only when no normal request waits at the device.
+    Idle,
 }
 
 impl Exec for TimedExecutor {
@@ -84,8 +93,11 @@ impl Exec for TimedExecutor {
     fn is_done(&self, id: PlanId) -> bool {
         TimedExecutor::is_done(self, id)
     }
-    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64) -> Result<()> {
-        self.submit_background_as(plan, tag, id)
+    fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64, class: Class) -> Result<()> {
+        match class {
+            Class::Normal => self.submit_background_as(plan, tag, id),
+            Class::Idle => self.submit_idle_as(plan, tag, id),
+        }
     }
 }
 
@@ -115,7 +127,7 @@ impl Exec for Instant {
     fn is_done(&self, _id: PlanId) -> bool {
         true
     }
-    fn submit_background(&mut self, _plan: IoPlan, _id: PlanId, _tag: u64) -> Result<()> {
+    fn submit_background(&mut self, _plan: IoPlan, _id: PlanId, _tag: u64, _class: Class) -> Result<()> {
         Ok(())
     }
 }
@@ -265,12 +277,12 @@ impl Below<'_> {
 
     /// Send `ios` down as one piece of background work the caller does not
     /// wait for; `tag` comes back to the caller when it completes.
-    pub fn background(&mut self, ios: &[Io], exec: &mut dyn Exec, tag: u64) -> Result<()> {
+    pub fn background(&mut self, ios: &[Io], exec: &mut dyn Exec, tag: u64, class: Class) -> Result<()> {
         let mut cx = Cx::new(exec);
         for io in ios {
             self.handle(io, &mut cx)?;
         }
         let (plan, id) = (std::mem::take(&mut cx.plan), cx.id);
-        cx.exec.submit_background(plan, id, tag)
+        cx.exec.submit_background(plan, id, tag, class)
     }
 }

@@ -115,6 +115,8 @@ struct Live {
     unreadable: bool,
     /// Background work: not a user request (no response time, not counted).
     bg: bool,
+    /// Its disk operations are of the devices' idle class.
+    idle: bool,
 }
 
 pub struct TimedExecutor {
@@ -255,7 +257,18 @@ impl TimedExecutor {
         self.submit_as(plan, tag, id, false, true)
     }
 
+    /// A background plan whose disk operations are of the devices' idle
+    /// class: they reach a device only when no normal request waits there.
+    pub fn submit_idle_as(&mut self, plan: IoPlan, tag: u64, id: PlanId) -> Result<()> {
+        self.submit_class(plan, tag, id, false, true, true)
+    }
+
     fn submit_as(&mut self, plan: IoPlan, tag: u64, id: PlanId, write: bool, bg: bool) -> Result<()> {
+        self.submit_class(plan, tag, id, write, bg, false)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn submit_class(&mut self, plan: IoPlan, tag: u64, id: PlanId, write: bool, bg: bool, idle: bool) -> Result<()> {
         if !self.reserved.remove(&id) {
             return Err(Error::config(format!(
                 "internal: plan id {id} was not reserved, or submitted twice"
@@ -320,6 +333,7 @@ impl TimedExecutor {
             left: n,
             unreadable: false,
             bg,
+            idle,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -354,7 +368,8 @@ impl TimedExecutor {
                 let d = op.disk;
                 let tag = ((slot as u64) << 16) | i as u64;
                 let now = self.engine.now();
-                if let Some((t, dur)) = self.devs[d as usize].arrive(now, tag, req) {
+                let idle = live.idle;
+                if let Some((t, dur)) = self.devs[d as usize].arrive_as(now, tag, req, idle) {
                     self.started(d, t, dur);
                 }
             }

@@ -5,6 +5,11 @@
 //! handed to the device (the one in service included); the scheduler chooses
 //! only among those. Requests beyond the limit wait in arrival order in the
 //! host's queue. Depth 1 therefore means FCFS whatever the scheduler.
+//!
+//! Background work may come in the *idle* class (a cache's prefetch or
+//! write-back, a low-priority rebuild): such requests wait in a queue of
+//! their own and reach the device only when no normal request is waiting,
+//! so they delay a demand request by at most the one in service.
 
 use std::collections::VecDeque;
 
@@ -40,6 +45,9 @@ pub struct DevQueue {
     device_q: Vec<Pending>,
     /// Beyond the depth limit, in arrival order.
     host_q: VecDeque<Pending>,
+    /// Idle-class requests, served (by the scheduler) only when no normal
+    /// request waits.
+    idle_q: Vec<Pending>,
     in_service: Option<Pending>,
     head_cyl: u64,
     seq: u64,
@@ -55,6 +63,7 @@ impl DevQueue {
             depth: depth.max(1),
             device_q: Vec::new(),
             host_q: VecDeque::new(),
+            idle_q: Vec::new(),
             in_service: None,
             head_cyl: 0,
             seq: 0,
@@ -65,7 +74,7 @@ impl DevQueue {
 
     /// Requests waiting (not in service).
     pub fn waiting(&self) -> usize {
-        self.device_q.len() + self.host_q.len()
+        self.device_q.len() + self.host_q.len() + self.idle_q.len()
     }
 
     pub fn busy(&self) -> bool {
@@ -90,6 +99,11 @@ impl DevQueue {
     /// A request arrives. Returns `Some((tag, service_ns))` if it starts
     /// service at once (the device was idle).
     pub fn arrive(&mut self, now: Ns, tag: u64, req: DevRequest) -> Option<(u64, Ns)> {
+        self.arrive_as(now, tag, req, false)
+    }
+
+    /// As [`arrive`](Self::arrive); `idle`: the request is of the idle class.
+    pub fn arrive_as(&mut self, now: Ns, tag: u64, req: DevRequest, idle: bool) -> Option<(u64, Ns)> {
         self.account(now);
         let p = Pending {
             tag,
@@ -99,7 +113,9 @@ impl DevQueue {
         };
         self.seq += 1;
         let held = self.device_q.len() + self.in_service.is_some() as usize;
-        if held < self.depth {
+        if idle {
+            self.idle_q.push(p);
+        } else if held < self.depth {
             self.device_q.push(p);
         } else {
             self.host_q.push_back(p);
@@ -129,7 +145,8 @@ impl DevQueue {
                 None => break,
             }
         }
-        if self.device_q.is_empty() {
+        let idle = self.device_q.is_empty();
+        if idle && self.idle_q.is_empty() {
             return None;
         }
         let now_ms = ns_to_ms(now);
@@ -139,10 +156,10 @@ impl DevQueue {
                 head_cyl: self.head_cyl,
                 dev: self.model.as_ref(),
             };
-            self.sched.pick(&self.device_q, &ctx)
+            self.sched.pick(if idle { &self.idle_q } else { &self.device_q }, &ctx)
         };
         // `remove` keeps arrival order among the rest (FCFS picks index 0).
-        let p = self.device_q.remove(i);
+        let p = if idle { self.idle_q.remove(i) } else { self.device_q.remove(i) };
         let ms = self.model.service(now_ms, &p.req);
         let dur = ms_to_ns(ms);
         let last = p.req.lbn + (p.req.sectors.max(1) as u64) - 1;

@@ -1119,3 +1119,38 @@ mod rebuild {
             .is_err());
     }
 }
+
+#[test]
+fn idle_class_waits_behind_normal_requests() {
+    // Constant 10 ms device. A normal plan starts at once; an idle-class
+    // plan and another normal plan arrive at the same time: the normal one
+    // is served first (10..20 ms), the idle one last (20..30 ms).
+    let mut ex = TimedExecutor::new(vec![Box::new(ToyDisk::constant(10.0))], ExecConfig::default()).unwrap();
+    let one = |block: u64| {
+        let mut p = IoPlan::default();
+        p.push(
+            Action::Disk(DiskOp {
+                disk: 0,
+                kind: DiskOpKind::Read,
+                block,
+                nblocks: 1,
+                cause: Cause::User,
+            }),
+            &[],
+        );
+        p
+    };
+    ex.submit(one(0), 1).unwrap();
+    let id = ex.reserve_id();
+    ex.submit_idle_as(one(1), 2, id).unwrap();
+    ex.submit(one(2), 3).unwrap();
+    let mut done = Vec::new();
+    while let Some(s) = ex.next_step() {
+        match s {
+            Step::Done { time, tag, .. } | Step::BgDone { time, tag } => done.push((tag, time)),
+            _ => {}
+        }
+    }
+    assert_eq!(done, vec![(1, 10_000_000), (3, 20_000_000), (2, 30_000_000)]);
+    assert!(ex.is_done(id));
+}
