@@ -3,7 +3,10 @@
 //! build on it.
 
 pub mod mrc;
+pub mod partition;
 pub mod reuse;
 pub mod rgr;
 pub mod rgr_array;
+pub mod sizing;
 pub mod stats;
+pub mod write_policy;
