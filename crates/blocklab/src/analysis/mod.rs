@@ -4,6 +4,7 @@
 
 pub mod mrc;
 pub mod partition;
+pub mod partition_plan;
 pub mod reuse;
 pub mod rgr;
 pub mod rgr_array;
