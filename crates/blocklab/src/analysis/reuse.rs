@@ -75,23 +75,68 @@ impl History {
     }
 }
 
-/// A histogram of stack distances: `counts[d]` reuses at distance `d`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Distances below this are counted in a dense array, larger ones in a
+/// hash map: closing a window then costs O(this + distinct large distances),
+/// not O(largest distance).
+const DENSE_DISTANCES: usize = 1 << 12;
+
+/// A histogram of stack distances (reuses counted per distance).
+#[derive(Debug, Clone)]
 pub struct DistanceHistogram {
-    /// Dense by distance; its length is always the largest distance + 1 (or 0).
-    counts: Vec<u64>,
+    /// dense[d]: reuses at distance d < dense_limit.
+    dense: Vec<u64>,
+    dense_limit: usize,
+    /// Distances >= dense_limit.
+    sparse: FxHashMap<u64, u64>,
     reuses: u64,
+    max: u64,
 }
 
+impl Default for DistanceHistogram {
+    fn default() -> Self {
+        Self::with_dense_limit(DENSE_DISTANCES)
+    }
+}
+
+impl PartialEq for DistanceHistogram {
+    fn eq(&self, o: &Self) -> bool {
+        self.reuses == o.reuses && self.counts() == o.counts()
+    }
+}
+
+impl Eq for DistanceHistogram {}
+
 impl DistanceHistogram {
+    /// Distances below `limit` in a dense array (`usize::MAX`: all of them,
+    /// the fastest when the histogram is never reset).
+    pub fn with_dense_limit(limit: usize) -> Self {
+        DistanceHistogram {
+            dense: Vec::new(),
+            dense_limit: limit,
+            sparse: FxHashMap::default(),
+            reuses: 0,
+            max: 0,
+        }
+    }
+
     #[inline]
     pub fn add(&mut self, d: u64) {
-        let i = d as usize;
-        if i >= self.counts.len() {
-            self.counts.resize(i + 1, 0);
+        self.add_count(d, 1);
+    }
+
+    #[inline]
+    fn add_count(&mut self, d: u64, n: u64) {
+        if (d as usize) < self.dense_limit {
+            let i = d as usize;
+            if i >= self.dense.len() {
+                self.dense.resize(i + 1, 0);
+            }
+            self.dense[i] += n;
+        } else {
+            *self.sparse.entry(d).or_insert(0) += n;
         }
-        self.counts[i] += 1;
-        self.reuses += 1;
+        self.reuses += n;
+        self.max = self.max.max(d);
     }
 
     /// Reuses counted.
@@ -103,10 +148,25 @@ impl DistanceHistogram {
         self.reuses == 0
     }
 
+    /// `(distance, reuses)` for every distance present, ascending.
+    pub fn counts(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<(u64, u64)> = self
+            .dense
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .map(|(d, &n)| (d as u64, n))
+            .collect();
+        let mut tail: Vec<(u64, u64)> = self.sparse.iter().map(|(&d, &n)| (d, n)).collect();
+        tail.sort_unstable();
+        v.extend(tail);
+        v
+    }
+
     /// The largest distance (0 when empty): the LRU size in which every
     /// counted reuse hits.
     pub fn max(&self) -> u64 {
-        self.counts.len().saturating_sub(1) as u64
+        self.max
     }
 
     /// The smallest LRU size in which at least `basis_points`/10,000 of the
@@ -120,45 +180,52 @@ impl DistanceHistogram {
         // ceil(n · bp / 10,000) in integers: exact for any n.
         let need = ((self.reuses as u128 * bp).div_ceil(10_000)).max(1) as u64;
         let mut seen = 0;
-        for (d, &n) in self.counts.iter().enumerate() {
+        for (d, n) in self.counts() {
             seen += n;
             if seen >= need {
-                return d as u64;
+                return d;
             }
         }
-        self.max()
+        self.max
     }
 
     /// Reuses with distance at most `c` (the hits of an LRU cache of `c` blocks).
     pub fn within(&self, c: u64) -> u64 {
-        let end = (c as usize).saturating_add(1).min(self.counts.len());
-        self.counts[..end].iter().sum()
+        let end = (c as usize).saturating_add(1).min(self.dense.len());
+        let dense: u64 = self.dense[..end].iter().sum();
+        dense
+            + self
+                .sparse
+                .iter()
+                .filter(|&(&d, _)| d <= c)
+                .map(|(_, &n)| n)
+                .sum::<u64>()
     }
 
     /// The step function of hits against cache size: `(d, reuses with
     /// distance <= d)` at every distance present, ascending.
     pub fn steps(&self) -> Vec<(u64, u64)> {
         let mut seen = 0;
-        self.counts
-            .iter()
-            .enumerate()
-            .filter(|&(_, &n)| n > 0)
-            .map(|(d, &n)| {
+        self.counts()
+            .into_iter()
+            .map(|(d, n)| {
                 seen += n;
-                (d as u64, seen)
+                (d, seen)
             })
             .collect()
     }
 
-    /// Add another histogram's counts to this one.
+    /// Add another histogram's counts to this one: O(its dense part + its
+    /// large distances).
     pub fn merge(&mut self, o: &DistanceHistogram) {
-        if o.counts.len() > self.counts.len() {
-            self.counts.resize(o.counts.len(), 0);
+        for (d, &n) in o.dense.iter().enumerate() {
+            if n > 0 {
+                self.add_count(d as u64, n);
+            }
         }
-        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
-            *a += b;
+        for (&d, &n) in &o.sparse {
+            self.add_count(d, n);
         }
-        self.reuses += o.reuses;
     }
 }
 
@@ -174,6 +241,16 @@ pub struct ReuseProfile {
 }
 
 impl ReuseProfile {
+    /// An empty profile whose histograms count distances below `limit`
+    /// densely (see [`DistanceHistogram::with_dense_limit`]).
+    pub fn with_dense_limit(limit: usize) -> Self {
+        ReuseProfile {
+            classes: AccessClasses::default(),
+            trd: DistanceHistogram::with_dense_limit(limit),
+            urd: DistanceHistogram::with_dense_limit(limit),
+        }
+    }
+
     /// Block accesses counted.
     pub fn accesses(&self) -> u64 {
         self.classes.total()
@@ -242,12 +319,12 @@ struct Stack {
 }
 
 impl Stack {
-    fn new(group: u32) -> Self {
+    fn new(group: u32, dense_limit: usize) -> Self {
         Stack {
             group,
             sd: StackDistance::with_min_slots(TENANT_MIN_SLOTS),
             last_write: FxHashMap::default(),
-            window: ReuseProfile::default(),
+            window: ReuseProfile::with_dense_limit(dense_limit),
         }
     }
 }
@@ -258,6 +335,7 @@ impl Stack {
 pub struct ReuseTracker {
     per_tenant: bool,
     history: History,
+    dense_limit: usize,
     index: FxHashMap<u32, usize>,
     stacks: Vec<Stack>,
     /// (group, index) of the last stack used: consecutive accesses mostly
@@ -269,9 +347,16 @@ impl ReuseTracker {
     /// `per_tenant`: one stack per tenant (else one stack over all tenants,
     /// reported as tenant 0 by [`end_window`](Self::end_window)).
     pub fn new(per_tenant: bool, history: History) -> Self {
+        Self::with_dense_limit(per_tenant, history, DENSE_DISTANCES)
+    }
+
+    /// A tracker whose window histograms count distances below `limit`
+    /// densely: `usize::MAX` when a single window covers the whole stream.
+    fn with_dense_limit(per_tenant: bool, history: History, dense_limit: usize) -> Self {
         ReuseTracker {
             per_tenant,
             history,
+            dense_limit,
             index: FxHashMap::default(),
             stacks: Vec::new(),
             last: None,
@@ -293,7 +378,7 @@ impl ReuseTracker {
                 let n = self.stacks.len();
                 let i = *self.index.entry(group).or_insert(n);
                 if i == n {
-                    self.stacks.push(Stack::new(group));
+                    self.stacks.push(Stack::new(group, self.dense_limit));
                 }
                 self.last = Some((group, i));
                 i
@@ -314,7 +399,10 @@ impl ReuseTracker {
             .stacks
             .iter_mut()
             .filter(|s| s.window.accesses() > 0)
-            .map(|s| (s.group, std::mem::take(&mut s.window)))
+            .map(|s| {
+                let fresh = ReuseProfile::with_dense_limit(self.dense_limit);
+                (s.group, std::mem::replace(&mut s.window, fresh))
+            })
             .collect();
         out.sort_unstable_by_key(|&(g, _)| g);
         if self.history == History::Window {
@@ -472,7 +560,16 @@ impl WindowedReuse {
         opts.validate()?;
         Ok(WindowedReuse {
             opts,
-            tracker: ReuseTracker::new(opts.per_tenant, opts.history),
+            // One window for the whole stream: never reset, dense is fastest.
+            tracker: ReuseTracker::with_dense_limit(
+                opts.per_tenant,
+                opts.history,
+                if opts.window.is_some() {
+                    DENSE_DISTANCES
+                } else {
+                    usize::MAX
+                },
+            ),
             clock: None,
             earliest: f64::INFINITY,
             latest: f64::NEG_INFINITY,
@@ -569,7 +666,12 @@ impl ReuseAnalysis {
             });
         }
         for (g, p) in c.profiles {
-            self.totals.entry(g).or_default().merge(&p);
+            match self.totals.entry(g) {
+                std::collections::hash_map::Entry::Occupied(mut e) => e.get_mut().merge(&p),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(p);
+                }
+            }
         }
     }
 
@@ -926,6 +1028,56 @@ mod tests {
                 ..Default::default()
             };
             prop_assert_eq!(run(&reqs, opts), brute(&reqs, opts));
+        }
+
+        /// Trackers with different dense limits close identical windows.
+        #[test]
+        fn tracker_dense_limit_is_invisible(
+            accs in prop::collection::vec((0u32..3, 0u64..20, any::<bool>(), any::<bool>()), 0..200),
+            by_window in any::<bool>(),
+        ) {
+            let h = if by_window { History::Window } else { History::All };
+            let mut a = ReuseTracker::with_dense_limit(true, h, 2);
+            let mut b = ReuseTracker::with_dense_limit(true, h, usize::MAX);
+            for &(t, blk, w, close) in &accs {
+                prop_assert_eq!(a.access(t, blk, w).unwrap(), b.access(t, blk, w).unwrap());
+                if close {
+                    prop_assert_eq!(a.end_window(), b.end_window());
+                }
+            }
+            prop_assert_eq!(a.end_window(), b.end_window());
+        }
+
+        /// The dense/sparse split of a histogram changes nothing it answers.
+        #[test]
+        fn histogram_split_is_invisible(
+            a in prop::collection::vec(1u64..40, 0..60),
+            b in prop::collection::vec(1u64..40, 0..60),
+            limit in 0usize..45,
+            c in 0u64..45,
+            bp in 1u32..=10_000,
+        ) {
+            let fill = |v: &[u64], limit: usize| {
+                let mut h = DistanceHistogram::with_dense_limit(limit);
+                v.iter().for_each(|&d| h.add(d));
+                h
+            };
+            let (mut small, mut whole) = (fill(&a, limit), fill(&a, usize::MAX));
+            small.merge(&fill(&b, usize::MAX));
+            whole.merge(&fill(&b, limit));
+            let mut all: Vec<u64> = a.iter().chain(&b).copied().collect();
+            all.sort_unstable();
+            prop_assert_eq!(&small, &whole);
+            for h in [&small, &whole] {
+                prop_assert_eq!(h.reuses(), all.len() as u64);
+                prop_assert_eq!(h.max(), all.last().copied().unwrap_or(0));
+                prop_assert_eq!(h.within(c), all.iter().filter(|&&d| d <= c).count() as u64);
+                let want = if all.is_empty() { 0 } else { all[(all.len() * bp as usize).div_ceil(10_000).max(1) - 1] };
+                prop_assert_eq!(h.percentile(bp), want);
+                let steps = h.steps();
+                prop_assert!(steps.windows(2).all(|w| w[0].0 < w[1].0));
+                prop_assert_eq!(steps.last().map_or(0, |s| s.1), all.len() as u64);
+            }
         }
 
         /// The sizes mean what they say: in a write-allocate LRU of
