@@ -146,9 +146,9 @@ def reuse(
     if json_out:
         print_json(s)
         return
-    # Twelve numeric columns: wider than the 80 columns rich assumes off a terminal.
-    console = Console(width=max(Console().width, 132))
     windowed = s["windows"] is not None
+    # Twelve to fourteen columns: wider than the 80 columns rich assumes off a terminal.
+    console = Console(width=max(Console().width, 150 if windowed else 132))
     t = Table(title=f"{trace}: reuse (block size {s['block_size']} B, sizes in blocks)")
     if windowed:
         t.add_column("window", justify="right")
@@ -175,7 +175,7 @@ def reuse(
     console.print(t)
     tot = s["totals"]
     if s["per_tenant"]:
-        print(f"whole trace, summed over {tot['rows']:,} tenants: trd_size {tot['trd_size']:,}, urd_size {tot['urd_size']:,}"
+        print(f"whole trace, summed over {tot['rows']:,} tenant{'s' if tot['rows'] != 1 else ''}: trd_size {tot['trd_size']:,}, urd_size {tot['urd_size']:,}"
               f" (p99: {tot['trd_p99_size']:,} / {tot['urd_p99_size']:,}) blocks")
 
 
