@@ -226,3 +226,16 @@ def test_msr_volumes_stay_apart_when_merged(tmp_path):
     both.write_text(src.read_text() + web.read_text())
     r = run_json("trace", "reuse", str(both), "--format", "msr", "--per-tenant", "--block-size", "8192")
     assert [(x["tenant"], x["trd_size"], x["urd_size"]) for x in r["tenants"]] == [(256, 881, 373), (3328, 881, 373)]
+
+
+def test_outputs_are_deterministic(tmp_path):
+    args = ("trace", "partition", str(SAMPLE), "--format", "mqsim", "--window", "20", "--capacity", "3000", "--json")
+    assert run(*args).stdout == run(*args).stdout
+    args = ("trace", "reuse", str(SAMPLE), "--format", "mqsim", "--per-tenant", "--window", "7", "--json")
+    assert run(*args).stdout == run(*args).stdout
+    outs = []
+    for name in ("m1.csv", "m2.csv"):
+        out = tmp_path / name
+        assert run("trace", "merge", str(out), f"{SAMPLE}:mqsim", f"{SAMPLE}:mqsim", "--tenants", "pair").returncode == 0
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1] and outs[0].count(b"\n") == 1 + 2 * 24_783
