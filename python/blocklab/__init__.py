@@ -5,7 +5,8 @@ Python API, experiment recipes and plots.
 """
 
 from blocklab._core import BlocklabError, __version__
-from blocklab.api import array_map, array_plan, disk_run, mrc, read_trace, rgr, simulate_cache
+from blocklab.api import (array_map, array_plan, disk_run, merge_traces, mrc, partition_plan, read_trace, reuse, rgr,
+                          simulate_cache)
 
 __all__ = [
     "BlocklabError",
@@ -17,4 +18,7 @@ __all__ = [
     "array_map",
     "array_plan",
     "disk_run",
+    "reuse",
+    "partition_plan",
+    "merge_traces",
 ]
