@@ -66,6 +66,45 @@ def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: 
     return pd.DataFrame(out["cells"])
 
 
+def reuse(path, *, format: str = "auto", per_tenant: bool = True, window: float | None = None, history: str = "all",
+          block_size: int = 4096, skip_bad: bool = False):
+    """Reuse analysis (``blocklab trace reuse``); a pandas DataFrame, one row per tenant (per window when
+    ``window`` is given: columns window, start, end first). Columns: tenant, accesses, the six access
+    classes, trd_size, urd_size, trd_p99_size, urd_p99_size, trd_reuses, urd_reuses, write_ratio."""
+    import pandas as pd
+
+    out = json.loads(_core.trace_reuse(_paths(path), format, block_size, per_tenant, window, history, skip_bad, "Q"))
+
+    def flat(r, extra=None):
+        row = dict(extra or {})
+        row.update({k: v for k, v in r.items() if k != "classes"})
+        row.update(r["classes"])
+        return row
+
+    if out["windows"] is None:
+        return pd.DataFrame([flat(r) for r in out["tenants"]])
+    return pd.DataFrame([flat(r, {"window": w["window"], "start": w["start"], "end": w["end"]})
+                         for w in out["windows"] for r in w["tenants"]])
+
+
+def partition_plan(path, *, format: str = "auto", capacity: int | str | None = None, window: float | None = None,
+                   history: str = "all", solver: str = "exact", units: int | None = None, estimator: str = "max",
+                   objective: str = "hit-ratio", min_blocks: int = 0, theta: float = 0.5, block_size: int = 4096,
+                   skip_bad: bool = False) -> dict:
+    """What Centaur and ECI-Cache allocate per window (``blocklab trace partition``): the JSON report as a dict."""
+    return json.loads(_core.trace_partition(_paths(path), format, block_size, None if capacity is None else str(capacity),
+                                            window, history, solver, units, estimator, objective, min_blocks, theta,
+                                            skip_bad, "Q"))
+
+
+def merge_traces(dst, inputs: Sequence, *, format: str = "auto", tenants: str = "input", align: str = "start",
+                 span: float | None = None, skip_bad: bool = False) -> dict:
+    """Merge traces (each ``PATH`` or ``PATH:FORMAT``) by time into native CSV (``blocklab trace merge``);
+    the summary (with the tenant mapping) as a dict."""
+    return json.loads(_core.trace_merge(_paths(dst), [str(i) for i in inputs], format, tenants, align, span, skip_bad,
+                                        "Q"))
+
+
 def _csv(v: str | Iterable) -> str:
     if isinstance(v, str):
         return v

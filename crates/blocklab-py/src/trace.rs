@@ -1,7 +1,13 @@
 //! Bindings of the trace area (conversion only).
 
 use crate::to_py;
+use blocklab::analysis::partition::Solver;
+use blocklab::analysis::partition_plan::{plan_trace, PlanOptions};
+use blocklab::analysis::reuse::{reuse_trace, History, ReuseOptions};
+use blocklab::analysis::sizing::{Estimator, Value};
 use blocklab::analysis::stats::trace_stats as stats;
+use blocklab::cache::sizes;
+use blocklab::trace::merge::{self, Clock, MergeInput, TenantMap};
 use blocklab::trace::{self, convert, TraceOptions};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -99,6 +105,103 @@ fn trace_convert(
     serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
 }
 
+/// Reuse analysis (TRD / URD sizes per tenant and window), as JSON text.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", block_size=4096, per_tenant=false, window=None, history="all", skip_bad=false, blkparse_event="Q"))]
+#[allow(clippy::too_many_arguments)]
+fn trace_reuse(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_size: u64,
+    per_tenant: bool,
+    window: Option<f64>,
+    history: &str,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let r = ReuseOptions {
+        block_size,
+        per_tenant,
+        window,
+        history: History::parse(history).map_err(to_py)?,
+    };
+    let s = py.allow_threads(|| reuse_trace(&path, &opts, &r)).map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
+/// What Centaur and ECI would allocate per window (and ECI's write policy),
+/// as JSON text. `capacity`: a size as for `cache --size` (blocks or bytes),
+/// None for unlimited.
+#[pyfunction]
+#[pyo3(signature = (path, format="auto", block_size=4096, capacity=None, window=None, history="all", solver="exact", units=None, estimator="max", objective="hit-ratio", min_blocks=0, theta=0.5, skip_bad=false, blkparse_event="Q"))]
+#[allow(clippy::too_many_arguments)]
+fn trace_partition(
+    py: Python<'_>,
+    path: PathBuf,
+    format: &str,
+    block_size: u64,
+    capacity: Option<&str>,
+    window: Option<f64>,
+    history: &str,
+    solver: &str,
+    units: Option<u64>,
+    estimator: &str,
+    objective: &str,
+    min_blocks: u64,
+    theta: f64,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let capacity = match capacity {
+        None => None,
+        Some(text) => {
+            Some(sizes::resolve(&sizes::parse_size(text).map_err(to_py)?, text, block_size, None).map_err(to_py)?)
+        }
+    };
+    let p = PlanOptions {
+        block_size,
+        window,
+        history: History::parse(history).map_err(to_py)?,
+        capacity,
+        solver: Solver::parse(solver, units).map_err(to_py)?,
+        estimator: Estimator::parse(estimator).map_err(to_py)?,
+        value: Value::parse(objective).map_err(to_py)?,
+        min_blocks,
+        theta,
+    };
+    let s = py.allow_threads(|| plan_trace(&path, &opts, &p)).map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
+/// Merge traces (`PATH[:FORMAT]` each) by time into native CSV at `dst`;
+/// a JSON summary with the tenant mapping.
+#[pyfunction]
+#[pyo3(signature = (dst, inputs, format="auto", tenants="input", align="start", span=None, skip_bad=false, blkparse_event="Q"))]
+#[allow(clippy::too_many_arguments)]
+fn trace_merge(
+    py: Python<'_>,
+    dst: PathBuf,
+    inputs: Vec<String>,
+    format: &str,
+    tenants: &str,
+    align: &str,
+    span: Option<f64>,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let inputs: Vec<MergeInput> = inputs.iter().map(|s| MergeInput::parse(s, &opts)).collect();
+    let map = TenantMap::parse(tenants).map_err(to_py)?;
+    let clock = Clock::parse(align, span).map_err(to_py)?;
+    let s = py
+        .allow_threads(|| merge::merge(&inputs, &dst, map, clock))
+        .map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
 /// The trace formats: a list of (name, one-line description).
 #[pyfunction]
 fn trace_formats() -> Vec<(&'static str, &'static str)> {
@@ -115,6 +218,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(read_trace, m)?)?;
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_reuse, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_partition, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;
     m.add_function(wrap_pyfunction!(sniff_format, m)?)?;
     Ok(())

@@ -254,3 +254,81 @@ fn stats_of_shared_traces() {
     let s = trace_stats(&dir.join("blktrace/apress_hadoop_blkparse.txt"), &o, 4096).unwrap();
     assert_eq!((s.reads, s.writes), (78, 92));
 }
+
+/// TRD / URD sizes at 8 KiB per tenant, summed over tenants, as computed
+/// independently for the research note (`../shared/research/eci-ssd-tier.md`, E2).
+#[test]
+fn reuse_sizes_of_the_research_note() {
+    use blocklab::analysis::reuse::{reuse_trace, ReuseOptions};
+    let Some(dir) = shared() else { return };
+    let opts8 = ReuseOptions {
+        block_size: 8192,
+        per_tenant: true,
+        ..Default::default()
+    };
+    // (file, format, trd, urd, trd p99, urd p99)
+    let cases: &[(&str, &str, u64, u64, Option<(u64, u64)>)] = &[
+        (
+            "msr_cambridge/msr-cambridge1-sample.csv",
+            "msr",
+            881,
+            373,
+            Some((302, 302)),
+        ),
+        (
+            "msr_cambridge/msr.cut.per_10k.rw_20_80.105.trace",
+            "msr-cut",
+            4389,
+            1339,
+            Some((2726, 940)),
+        ),
+        (
+            "msr_cambridge/msr.cut.per_10k.rw_40_60.1370.trace",
+            "msr-cut",
+            4958,
+            4852,
+            Some((2861, 3553)),
+        ),
+        (
+            "msr_cambridge/msr.cut.per_10k.most_thpt_rand_iops.1006.trace",
+            "msr-cut",
+            15642,
+            15642,
+            Some((15641, 15641)),
+        ),
+        (
+            "cloudphysics/cloudPhysicsIO.csv",
+            "cloudphysics",
+            135_496,
+            134_825,
+            None,
+        ),
+        ("tencent_cbs/cloud_storage-sample.bz2", "tencent", 73_908, 40_523, None),
+        ("systor17/systor17-additional-sample.csv.gz", "systor", 2091, 1835, None),
+        ("systor17/systor17-traces-sample.csv.gz", "systor", 3756, 1720, None),
+    ];
+    for &(file, format, trd, urd, p99) in cases {
+        let r = reuse_trace(&dir.join(file), &opts(format), &opts8).unwrap();
+        assert_eq!((r.totals.trd_size, r.totals.urd_size), (trd, urd), "{file}");
+        if let Some(p) = p99 {
+            assert_eq!((r.totals.trd_p99_size, r.totals.urd_p99_size), p, "{file}");
+        }
+    }
+    // The Tencent sample: 2,038 volumes, 1,730 of them with no read reuse.
+    let r = reuse_trace(
+        &dir.join("tencent_cbs/cloud_storage-sample.bz2"),
+        &opts("tencent"),
+        &opts8,
+    )
+    .unwrap();
+    assert_eq!(r.tenants.len(), 2038);
+    assert_eq!(r.tenants.iter().filter(|t| t.urd_size == 0).count(), 1730);
+    // The MSR sample is hm_0: tenant (hm = host 1) · 256 + disk 0.
+    let r = reuse_trace(
+        &dir.join("msr_cambridge/msr-cambridge1-sample.csv"),
+        &opts("msr"),
+        &opts8,
+    )
+    .unwrap();
+    assert_eq!(r.tenants[0].tenant, Some(256));
+}

@@ -84,6 +84,8 @@ pub struct StackDistance {
     last: FxHashMap<u64, u32>,
     tree: Fenwick,
     next: usize,
+    /// Smallest tree; compaction keeps at least this many slots.
+    min_slots: usize,
 }
 
 impl Default for StackDistance {
@@ -94,10 +96,19 @@ impl Default for StackDistance {
 
 impl StackDistance {
     pub fn new() -> Self {
+        Self::with_min_slots(MIN_SLOTS)
+    }
+
+    /// A stack whose tree starts at `min_slots` slots (at least 16), for
+    /// uses that keep many small stacks (one per tenant). The tree still
+    /// grows to four times the live keys, so the cost per access is the same.
+    pub fn with_min_slots(min_slots: usize) -> Self {
+        let min_slots = min_slots.max(16);
         StackDistance {
             last: FxHashMap::default(),
-            tree: Fenwick::new(MIN_SLOTS),
+            tree: Fenwick::new(min_slots),
             next: 0,
+            min_slots,
         }
     }
 
@@ -120,7 +131,7 @@ impl StackDistance {
             *v = slots.binary_search(v).expect("live slot") as u32;
         }
         let n = slots.len();
-        let cap = (4 * n).max(MIN_SLOTS);
+        let cap = (4 * n).max(self.min_slots);
         assert!(
             cap < u32::MAX as usize,
             "too many unique keys for the stack-distance tree"

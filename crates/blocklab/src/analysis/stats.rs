@@ -41,6 +41,76 @@ pub struct AccessClasses {
     pub waw: u64,
 }
 
+impl AccessClasses {
+    /// Count one access of class `c`.
+    #[inline]
+    pub fn count(&mut self, c: AccessClass) {
+        match c {
+            AccessClass::ColdRead => self.cold_read += 1,
+            AccessClass::ColdWrite => self.cold_write += 1,
+            AccessClass::Rar => self.rar += 1,
+            AccessClass::Raw => self.raw += 1,
+            AccessClass::War => self.war += 1,
+            AccessClass::Waw => self.waw += 1,
+        }
+    }
+
+    /// All accesses counted.
+    pub fn total(&self) -> u64 {
+        self.cold_read + self.cold_write + self.rar + self.raw + self.war + self.waw
+    }
+
+    /// Add another set of counts to these.
+    pub fn merge(&mut self, o: &AccessClasses) {
+        self.cold_read += o.cold_read;
+        self.cold_write += o.cold_write;
+        self.rar += o.rar;
+        self.raw += o.raw;
+        self.war += o.war;
+        self.waw += o.waw;
+    }
+}
+
+/// The class of one block access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AccessClass {
+    ColdRead,
+    ColdWrite,
+    Rar,
+    Raw,
+    War,
+    Waw,
+}
+
+impl AccessClass {
+    /// The class of an access (`write` or read) to a block whose previous
+    /// access was a write (`Some(true)`), a read (`Some(false)`) or none.
+    #[inline]
+    pub fn of(previous_write: Option<bool>, write: bool) -> AccessClass {
+        match (previous_write, write) {
+            (None, true) => AccessClass::ColdWrite,
+            (None, false) => AccessClass::ColdRead,
+            (Some(false), false) => AccessClass::Rar,
+            (Some(true), false) => AccessClass::Raw,
+            (Some(false), true) => AccessClass::War,
+            (Some(true), true) => AccessClass::Waw,
+        }
+    }
+
+    /// A re-access of a block (not a first touch).
+    #[inline]
+    pub fn is_reuse(self) -> bool {
+        !matches!(self, AccessClass::ColdRead | AccessClass::ColdWrite)
+    }
+
+    /// A re-access that reads (RAR, RAW): the reuses a read cache can turn
+    /// into hits, the ones useful reuse distance keeps.
+    #[inline]
+    pub fn is_read_reuse(self) -> bool {
+        matches!(self, AccessClass::Rar | AccessClass::Raw)
+    }
+}
+
 /// One bucket of the request-size histogram: sizes in [lo, hi) bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct SizeBucket {
@@ -149,15 +219,8 @@ impl StatsBuilder {
         for block in r.blocks(self.block_size) {
             let key = block_key(r.tenant, block)?;
             self.block_accesses += 1;
-            let c = &mut self.classes;
-            match self.last_write.insert(key, write) {
-                None if write => c.cold_write += 1,
-                None => c.cold_read += 1,
-                Some(false) if write => c.war += 1,
-                Some(false) => c.rar += 1,
-                Some(true) if write => c.waw += 1,
-                Some(true) => c.raw += 1,
-            }
+            self.classes
+                .count(AccessClass::of(self.last_write.insert(key, write), write));
         }
         Ok(())
     }

@@ -46,7 +46,7 @@ pub struct ConvertSummary {
 }
 
 /// A buffered writer for `path`, compressing by extension.
-fn create(path: &Path) -> Result<Box<dyn Write>> {
+pub(crate) fn create(path: &Path) -> Result<Box<dyn Write>> {
     let name = path.display().to_string();
     let file = File::create(path).map_err(|e| Error::io(&name, e))?;
     let buf = BufWriter::with_capacity(1 << 20, file);

@@ -5,7 +5,8 @@
 //! its own file behind [`TextFormat`] (line-oriented) or [`BinaryFormat`]
 //! (fixed-size records); `hpsrt` (variable-size records) has its own iterator.
 //! [`FORMAT_INFO`] lists them, [`sniff`] implements `--format auto`, and
-//! [`convert`] writes native CSV and oracleGeneral. docs/trace-formats.md
+//! [`convert`] writes native CSV and oracleGeneral, [`merge`] interleaves
+//! several traces by time as tenants of one. docs/trace-formats.md
 //! describes every format's units and mapping to [`Request`].
 
 pub mod blkparse;
@@ -17,6 +18,7 @@ pub mod hpsrt;
 pub mod hpsrt_csv;
 pub mod input;
 pub mod lbn32;
+pub mod merge;
 pub mod msr;
 pub mod msr_cut;
 pub mod native_csv;

@@ -64,9 +64,43 @@ fn msr_times_are_relative_to_the_first_record() {
         .parse_line("128166385305514663,hm,1,Read,4096,512,10", 2, &ctx())
         .unwrap()
         .unwrap();
-    assert_eq!(a, req(0.0, Op::Write, 9056014336, 2048, 0));
+    // hm is host 1: tenant 256 + disk.
+    assert_eq!(a, req(0.0, Op::Write, 9056014336, 2048, 256));
     // 10,000,000 ticks of 100 ns = 1 s
-    assert_eq!(b, req(1.0, Op::Read, 4096, 512, 1));
+    assert_eq!(b, req(1.0, Op::Read, 4096, 512, 257));
+}
+
+#[test]
+fn msr_tenant_is_host_and_disk() {
+    let t = |line: &str| one(&mut msr::Msr::default(), line).tenant;
+    assert_eq!(t("1,hm,0,Read,0,512,1"), 256);
+    assert_eq!(t("1,web,0,Read,0,512,1"), 13 * 256);
+    assert_eq!(t("1,src1,2,Read,0,512,1"), 7 * 256 + 2);
+    assert_eq!(t("1,WDEV,0,Read,0,512,1"), 12 * 256);
+    assert_eq!(msr::volume_name(13 * 256), Some("web_0".into()));
+    assert_eq!(msr::volume_name(7 * 256 + 2), Some("src1_2".into()));
+    assert_eq!(msr::volume_name(3), None);
+    // Every known host has its own id; unknown names hash above them,
+    // deterministically, below 2^16.
+    let ids: std::collections::BTreeSet<u32> = msr::HOSTS.iter().map(|h| msr::host_id(h)).collect();
+    assert_eq!(ids, (1..=13).collect());
+    let other = msr::host_id("fileserver");
+    assert!((14..1 << 16).contains(&other));
+    assert_eq!(other, msr::host_id("FileServer"));
+    assert_ne!(other, msr::host_id("fileserver2"));
+    assert_eq!(t("1,fileserver,3,Read,0,512,1"), other * 256 + 3);
+    // Disk numbers above 255 and empty host names are errors naming the field.
+    let mut f = msr::Msr::default();
+    let e = f
+        .parse_line("1,hm,256,Read,0,512,1", 1, &ctx())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("line 1") && e.contains("DiskNumber") && e.contains("256"),
+        "{e}"
+    );
+    let e = f.parse_line("1,,0,Read,0,512,1", 2, &ctx()).unwrap_err().to_string();
+    assert!(e.contains("line 2") && e.contains("Hostname"), "{e}");
 }
 
 #[test]
