@@ -13,6 +13,19 @@
 //! directory holds 2c blocks drop the LRU of B2, then REPLACE.
 //!
 //! All four lists are threaded through one slab (at most 2c slots).
+//!
+//! Invalidation (`remove`) is not in the paper; what we do keeps its
+//! invariants (|T1|+|B1| <= c, |T1|+|T2|+|B1|+|B2| <= 2c):
+//! - `remove` forgets a cached block outright: it does not enter B1/B2 (an
+//!   invalidation says nothing about the list sizes, which is what ghost hits
+//!   measure), p is left alone; B1 and B2 are kept.
+//! - A cache that is not full may then hold ghosts, which the paper never
+//!   meets. A ghost hit adapts p as usual but calls REPLACE only when the cache
+//!   is full (REPLACE frees a slot; with room there is nothing to free). A miss
+//!   outside the ghosts with room evicts nothing but trims the directory as
+//!   case IV would: it drops the LRU of B1 when |T1|+|B1| = c, else the LRU of
+//!   B2 when the directory holds 2c blocks. Without removals the cache is
+//!   full whenever a ghost exists, so none of this changes ARC.
 
 use super::list::{Ends, Links32};
 use super::slab::Slab;
@@ -30,6 +43,7 @@ pub struct Arc {
     which: Vec<u8>,
     links: Links32,
     lists: [Ends; 4],
+    evicted: Option<u64>,
 }
 
 impl Arc {
@@ -42,6 +56,7 @@ impl Arc {
             which: Vec::with_capacity(reserve),
             links: Links32::with_capacity(reserve),
             lists: [Ends::default(); 4],
+            evicted: None,
         }
     }
 
@@ -59,13 +74,14 @@ impl Arc {
         self.which[s as usize] = to;
     }
 
-    /// Forget the LRU block of list `l` entirely.
-    fn drop_tail(&mut self, l: u8) {
+    /// Forget the LRU block of list `l` entirely; returns its slot.
+    fn drop_tail(&mut self, l: u8) -> u32 {
         let s = self
             .links
             .pop_tail(&mut self.lists[l as usize])
             .expect("non-empty list");
         self.slots.forget(s);
+        s
     }
 
     /// REPLACE of the paper: demote one cached block to its ghost list.
@@ -75,10 +91,11 @@ impl Arc {
         let from_t1 = from_t1 || self.size(T2) == 0;
         let (src, dst) = if from_t1 { (T1, B1) } else { (T2, B2) };
         let s = self.lists[src as usize].tail;
+        self.evicted = Some(self.slots.block(s));
         self.move_to(s, dst);
     }
 
-    /// Make room for one block on a miss that is not a ghost hit.
+    /// Make room for one block on a miss that is not a ghost hit (full cache).
     fn evict(&mut self) {
         let (t1, b1) = (self.size(T1), self.size(B1));
         if t1 + b1 >= self.c {
@@ -86,13 +103,25 @@ impl Arc {
                 self.drop_tail(B1);
                 self.replace(false);
             } else {
-                self.drop_tail(T1);
+                let s = self.drop_tail(T1);
+                self.evicted = Some(self.slots.block(s));
             }
         } else {
             if t1 + b1 + self.size(T2) + self.size(B2) >= 2 * self.c {
                 self.drop_tail(B2);
             }
             self.replace(false);
+        }
+    }
+
+    /// Case IV on a cache with room (only after removals): keep the
+    /// directory within its bounds by dropping a ghost, evict nothing.
+    fn trim_ghosts(&mut self) {
+        let (t1, b1) = (self.size(T1), self.size(B1));
+        if t1 + b1 >= self.c {
+            self.drop_tail(B1);
+        } else if t1 + b1 + self.size(T2) + self.size(B2) >= 2 * self.c {
+            self.drop_tail(B2);
         }
     }
 
@@ -113,6 +142,8 @@ impl Arc {
 
 impl Policy for Arc {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
+        let full = self.cached() >= self.c;
         if let Some(s) = self.slots.get(a.block) {
             match self.which[s as usize] {
                 T1 | T2 => {
@@ -122,26 +153,49 @@ impl Policy for Arc {
                 B1 => {
                     let delta = (self.size(B2) as f64 / self.size(B1) as f64).max(1.0);
                     self.p = (self.p + delta).min(self.c as f64);
-                    self.replace(false);
+                    if full {
+                        self.replace(false);
+                    }
                 }
                 _ => {
                     let delta = (self.size(B1) as f64 / self.size(B2) as f64).max(1.0);
                     self.p = (self.p - delta).max(0.0);
-                    self.replace(true);
+                    if full {
+                        self.replace(true);
+                    }
                 }
             }
             // The ghost comes back as a frequent block.
-            while self.cached() + 1 > self.c {
-                self.evict();
-            }
             self.move_to(s, T2);
             return false;
         }
-        while self.cached() + 1 > self.c {
+        if full {
             self.evict();
+        } else {
+            self.trim_ghosts();
         }
         self.new_slot(a.block, T1);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.slots.get(block).is_some_and(|s| self.which[s as usize] <= T2)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.slots.get(block) {
+            Some(s) if self.which[s as usize] <= T2 => {
+                let l = self.which[s as usize];
+                self.links.unlink(&mut self.lists[l as usize], s);
+                self.slots.forget(s);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn len(&self) -> usize {

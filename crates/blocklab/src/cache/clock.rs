@@ -4,19 +4,26 @@
 //! clear (libCacheSim `Clock` with its defaults `init-freq=0, n-bit-counter=1`).
 //! On a miss with a full cache the hand sweeps the ring: a block with its bit
 //! set gets the bit cleared and is passed over, the first block with a clear
-//! bit is evicted and the newcomer takes its slot (so it is the last one the
+//! bit is evicted and the newcomer takes its place (so it is the last one the
 //! hand will reach, exactly like FIFO-reinsertion at the queue head).
+//!
+//! The ring is a queue of slots ([`SlotQueue`]) whose front is the hand:
+//! passing a block over moves it from the front to the back. `remove` drops
+//! the block from the ring (bit and all; CLOCK keeps no history); a later
+//! newcomer enters just behind the hand, as every newcomer does.
 
+use super::slot_queue::SlotQueue;
 use super::{Access, Policy};
 use rustc_hash::FxHashMap;
 
 pub struct Clock {
     capacity: usize,
-    /// block -> ring slot
+    /// block -> slot
     map: FxHashMap<u64, u32>,
-    ring: Vec<u64>,
+    blocks: Vec<u64>,
     referenced: Vec<bool>,
-    hand: usize,
+    ring: SlotQueue,
+    evicted: Option<u64>,
 }
 
 impl Clock {
@@ -27,9 +34,10 @@ impl Clock {
         Clock {
             capacity,
             map,
-            ring: Vec::with_capacity(reserve),
+            blocks: Vec::with_capacity(reserve),
             referenced: Vec::with_capacity(reserve),
-            hand: 0,
+            ring: SlotQueue::with_capacity(reserve),
+            evicted: None,
         }
     }
 }
@@ -37,26 +45,55 @@ impl Clock {
 impl Policy for Clock {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         if let Some(&slot) = self.map.get(&a.block) {
             self.referenced[slot as usize] = true;
             return true;
         }
-        if self.ring.len() < self.capacity {
-            self.map.insert(a.block, self.ring.len() as u32);
-            self.ring.push(a.block);
-            self.referenced.push(false);
-            return false;
-        }
-        let mut h = self.hand;
-        while self.referenced[h] {
-            self.referenced[h] = false;
-            h = if h + 1 == self.capacity { 0 } else { h + 1 };
-        }
-        self.map.remove(&self.ring[h]);
-        self.ring[h] = a.block;
-        self.map.insert(a.block, h as u32);
-        self.hand = if h + 1 == self.capacity { 0 } else { h + 1 };
+        let slot = if self.ring.len() >= self.capacity {
+            let mut h = self.ring.pop_front().expect("full cache");
+            while self.referenced[h as usize] {
+                self.referenced[h as usize] = false;
+                self.ring.push_back(h);
+                h = self.ring.pop_front().expect("full cache");
+            }
+            let old = self.blocks[h as usize];
+            self.evicted = Some(old);
+            self.map.remove(&old);
+            self.blocks[h as usize] = a.block;
+            h
+        } else {
+            let (s, new) = self.ring.alloc();
+            if new {
+                self.blocks.push(a.block);
+                self.referenced.push(false);
+            } else {
+                self.blocks[s as usize] = a.block;
+                self.referenced[s as usize] = false;
+            }
+            s
+        };
+        self.ring.push_back(slot);
+        self.map.insert(a.block, slot);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.map.remove(&block) {
+            Some(s) => {
+                self.ring.kill(s);
+                true
+            }
+            None => false,
+        }
     }
 
     fn len(&self) -> usize {

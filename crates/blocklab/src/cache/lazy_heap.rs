@@ -4,8 +4,9 @@
 //! Re-keying a cached block pushes a fresh entry instead of finding and
 //! changing the old one: each entry carries the stamp of the access that made
 //! it, and it is live only while that stamp is still its slot's latest (stamps
-//! must be unique). Stale entries are skipped when popped and swept when they
-//! outnumber the live ones, so the heap stays within about twice the number of
+//! must be unique). Dropping a block ([`LazyHeap::kill`]) just gives its slot a
+//! stamp no entry carries. Stale entries are skipped when popped and swept when
+//! they outnumber the slots, so the heap stays within about twice the number of
 //! slots and every operation is O(log n) amortized.
 //!
 //! The entry type fixes the order: a plain tuple for a max-heap, `Reverse` for
@@ -44,6 +45,9 @@ impl Stamped for Reverse<(u64, u64, u32)> {
     }
 }
 
+/// Stamp of a killed slot; no entry may carry it.
+const DEAD: u64 = u64::MAX;
+
 pub(crate) struct LazyHeap<E> {
     heap: BinaryHeap<E>,
     /// Latest stamp of each slot; slots are numbered densely from 0.
@@ -63,6 +67,7 @@ impl<E: Stamped> LazyHeap<E> {
     /// seen before must be the next one, `slots()`.
     #[inline]
     pub fn push(&mut self, e: E) {
+        debug_assert!(e.stamp() != DEAD);
         let s = e.slot() as usize;
         if s == self.stamps.len() {
             self.stamps.push(e.stamp());
@@ -84,8 +89,14 @@ impl<E: Stamped> LazyHeap<E> {
         }
     }
 
-    /// Every slot is live (a slot popped by `pop_live` is reused by the
-    /// caller's next `push`), so `stamps.len()` counts the live entries.
+    /// Drop `slot`'s live entry (its block left the cache); the slot has no
+    /// live entry until the caller pushes one for it again.
+    pub fn kill(&mut self, slot: u32) {
+        self.stamps[slot as usize] = DEAD;
+    }
+
+    /// Every slot has at most one live entry (a slot popped by `pop_live` is
+    /// reused by the caller's next `push`), so `stamps.len()` bounds them.
     fn sweep_if_needed(&mut self) {
         if self.heap.len() > 2 * self.stamps.len() + 64 {
             let stamps = &self.stamps;
@@ -117,5 +128,18 @@ mod tests {
         max.push((1, 2, 1));
         max.push((0, 3, 0)); // slot 0 now has the smaller key
         assert_eq!(max.pop_live(), 1);
+    }
+
+    #[test]
+    fn killed_slots_never_pop_until_pushed_again() {
+        let mut h: LazyHeap<Reverse<(u64, u64, u32)>> = LazyHeap::with_capacity(3);
+        h.push(Reverse((1, 1, 0)));
+        h.push(Reverse((2, 2, 1)));
+        h.push(Reverse((3, 3, 2)));
+        h.kill(0);
+        assert_eq!(h.pop_live(), 1);
+        h.push(Reverse((9, 4, 0))); // slot 0 reused: only its new entry counts
+        assert_eq!(h.pop_live(), 2);
+        assert_eq!(h.pop_live(), 0);
     }
 }

@@ -8,6 +8,9 @@
 //! A binary min-heap keyed by (count, time of last access) with lazy deletion
 //! ([`LazyHeap`]): every access pushes a fresh entry stamped with its time
 //! (times are unique), so the cost is O(log n) per access.
+//!
+//! `remove` drops the block and its count (LFU keeps no history: a removed
+//! block that comes back starts again at 1, as after an eviction).
 
 use super::lazy_heap::LazyHeap;
 use super::{Access, Policy};
@@ -21,7 +24,10 @@ pub struct Lfu {
     freq: Vec<u64>,
     /// (count, time of last access, slot), smallest first.
     heap: LazyHeap<Reverse<(u64, u64, u32)>>,
+    /// Slots of removed blocks.
+    free: Vec<u32>,
     now: u64,
+    evicted: Option<u64>,
 }
 
 impl Lfu {
@@ -35,7 +41,9 @@ impl Lfu {
             blocks: Vec::with_capacity(reserve),
             freq: Vec::with_capacity(reserve),
             heap: LazyHeap::with_capacity(reserve),
+            free: Vec::new(),
             now: 0,
+            evicted: None,
         }
     }
 }
@@ -44,6 +52,7 @@ impl Policy for Lfu {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
         self.now += 1;
+        self.evicted = None;
         let now = self.now;
         if let Some(&slot) = self.map.get(&a.block) {
             let s = slot as usize;
@@ -53,7 +62,13 @@ impl Policy for Lfu {
         }
         let slot = if self.map.len() >= self.capacity {
             let s = self.heap.pop_live();
-            self.map.remove(&self.blocks[s as usize]);
+            let old = self.blocks[s as usize];
+            self.evicted = Some(old);
+            self.map.remove(&old);
+            self.blocks[s as usize] = a.block;
+            self.freq[s as usize] = 1;
+            s
+        } else if let Some(s) = self.free.pop() {
             self.blocks[s as usize] = a.block;
             self.freq[s as usize] = 1;
             s
@@ -65,6 +80,25 @@ impl Policy for Lfu {
         self.map.insert(a.block, slot);
         self.heap.push(Reverse((1, now, slot)));
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.map.remove(&block) {
+            Some(s) => {
+                self.heap.kill(s);
+                self.free.push(s);
+                true
+            }
+            None => false,
+        }
     }
 
     fn len(&self) -> usize {

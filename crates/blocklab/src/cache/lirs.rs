@@ -7,7 +7,9 @@
 //! `LIRS` uses the same 2c limit and order).
 //!
 //! Stack S orders LIR blocks and HIR entries (resident or not) by recency and
-//! always has an LIR block at its bottom (pruning removes HIR entries there).
+//! always has an LIR block at its bottom, or is empty (pruning removes HIR
+//! entries there; an HIR entry pushed while no block is LIR is pruned at once,
+//! which happens only with c = 1 or after removals).
 //! List Q holds the resident HIR blocks; its LRU end is the victim.
 //! - LIR hit: to the top of S (prune if it was the bottom).
 //! - resident HIR hit: if in S, it becomes LIR (leaves Q) and the bottom LIR
@@ -25,6 +27,13 @@
 //! a resident HIR block that is not in S, libCacheSim also demotes the bottom
 //! LIR block whenever the LIR set is full; the paper (and this file) leaves
 //! the LIR set alone there.
+//!
+//! `remove` forgets a cached block outright, LIR or resident HIR: it leaves S
+//! and Q and does not stay in S as a non-resident entry (an invalidation says
+//! nothing about its reuse distance). Removing the LIR block at the bottom of
+//! S prunes S, as an LIR hit there does (pruning forgets the non-resident
+//! entries it uncovers); the LIR set is then one short, and the next misses
+//! fill it as on a cold start. Non-resident entries are kept otherwise.
 
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
@@ -48,6 +57,7 @@ pub struct Lirs {
     q: Ends,
     nr: Ends,
     free: Vec<u32>,
+    evicted: Option<u64>,
 }
 
 impl Lirs {
@@ -71,6 +81,7 @@ impl Lirs {
             q: Ends::default(),
             nr: Ends::default(),
             free: Vec::new(),
+            evicted: None,
         }
     }
 
@@ -135,6 +146,7 @@ impl Lirs {
             .q_links
             .pop_tail(&mut self.q)
             .expect("full cache has a resident HIR");
+        self.evicted = Some(self.blocks[v as usize]);
         self.resident[v as usize] = false;
         if self.in_s[v as usize] {
             self.q_links.push_head(&mut self.nr, v);
@@ -177,6 +189,7 @@ impl Lirs {
                 } else {
                     self.push_s_top(x);
                     self.q_links.move_to_head(&mut self.q, x);
+                    self.keep_bottom_lir();
                 }
                 return true;
             }
@@ -218,16 +231,62 @@ impl Lirs {
             self.n_lir += 1;
         } else {
             self.q_links.push_head(&mut self.q, x);
+            self.keep_bottom_lir();
         }
         false
+    }
+
+    /// After pushing an HIR entry onto S: with no LIR block, S held nothing
+    /// and the entry sits at the bottom, which must be LIR; prune it.
+    #[inline]
+    fn keep_bottom_lir(&mut self) {
+        if self.n_lir == 0 {
+            self.prune();
+        }
     }
 }
 
 impl Policy for Lirs {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         let hit = self.access_inner(a);
         self.limit_stack();
         hit
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.get(&block).is_some_and(|&x| self.resident[x as usize])
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(&x) = self.map.get(&block) else {
+            return false;
+        };
+        let i = x as usize;
+        if !self.resident[i] {
+            return false;
+        }
+        let lir_at_bottom = self.lir[i] && self.s.tail == x;
+        if self.lir[i] {
+            self.lir[i] = false;
+            self.n_lir -= 1;
+        } else {
+            self.q_links.unlink(&mut self.q, x);
+        }
+        if self.in_s[i] {
+            self.s_links.unlink(&mut self.s, x);
+            self.in_s[i] = false;
+        }
+        self.resident[i] = false;
+        self.forget(x);
+        if lir_at_bottom {
+            self.prune();
+        }
+        true
     }
 
     fn len(&self) -> usize {

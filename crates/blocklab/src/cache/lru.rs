@@ -8,6 +8,8 @@
 //! probe-chain entries back (no tombstones) and repairs the links of every
 //! entry it moves. The table grows by doubling up to what `capacity` needs,
 //! so a huge nominal cache costs nothing until it fills. 16 bytes an entry.
+//!
+//! `remove` deletes the entry like an eviction does; LRU keeps no history.
 
 use super::{Access, Policy};
 
@@ -39,6 +41,8 @@ pub struct Lru {
     head: u32,
     /// Eviction end.
     tail: u32,
+    /// Block the last access evicted.
+    evicted: Option<u64>,
 }
 
 #[inline]
@@ -56,6 +60,7 @@ impl Lru {
             shift: 64 - bits,
             head: NIL,
             tail: NIL,
+            evicted: None,
         }
     }
 
@@ -183,6 +188,7 @@ impl Lru {
 impl Policy for Lru {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         if let Some(i) = self.find(a.block) {
             if self.head != i as u32 {
                 self.unlink(i);
@@ -192,6 +198,7 @@ impl Policy for Lru {
         }
         if self.len >= self.capacity {
             let victim = self.tail as usize;
+            self.evicted = Some(self.table[victim].key);
             self.unlink(victim);
             self.remove_at(victim);
             self.len -= 1;
@@ -202,6 +209,24 @@ impl Policy for Lru {
         self.push_head(i);
         self.len += 1;
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.find(block).is_some()
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(i) = self.find(block) else {
+            return false;
+        };
+        self.unlink(i);
+        self.remove_at(i);
+        self.len -= 1;
+        true
     }
 
     fn len(&self) -> usize {

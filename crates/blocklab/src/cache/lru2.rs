@@ -10,6 +10,9 @@
 //!
 //! Once-seen blocks sit in a FIFO list (O(1)); the others in a min-heap keyed
 //! by their penultimate access time with lazy deletion (O(log n)).
+//!
+//! `remove` drops the block and its history, as an eviction does (no
+//! retained-information period here either).
 
 use super::list::{Ends, Links32};
 use super::{Access, Policy};
@@ -29,6 +32,9 @@ pub struct Lru2 {
     once: Ends,
     /// (penultimate access time, last access time, slot)
     heap: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Slots of removed blocks.
+    free: Vec<u32>,
+    evicted: Option<u64>,
 }
 
 impl Lru2 {
@@ -46,6 +52,8 @@ impl Lru2 {
             links: Links32::with_capacity(reserve),
             once: Ends::default(),
             heap: BinaryHeap::with_capacity(2 * reserve + 64),
+            free: Vec::new(),
+            evicted: None,
         }
     }
 
@@ -59,7 +67,9 @@ impl Lru2 {
                 }
             },
         };
-        self.map.remove(&self.blocks[s as usize]);
+        let old = self.blocks[s as usize];
+        self.evicted = Some(old);
+        self.map.remove(&old);
         s
     }
 }
@@ -67,6 +77,7 @@ impl Lru2 {
 impl Policy for Lru2 {
     fn access(&mut self, a: &Access) -> bool {
         self.now += 1;
+        self.evicted = None;
         let now = self.now;
         if let Some(&s) = self.map.get(&a.block) {
             let i = s as usize;
@@ -87,6 +98,9 @@ impl Policy for Lru2 {
             let s = self.evict();
             self.blocks[s as usize] = a.block;
             s
+        } else if let Some(s) = self.free.pop() {
+            self.blocks[s as usize] = a.block;
+            s
         } else {
             self.blocks.push(a.block);
             self.last.push(0);
@@ -98,6 +112,28 @@ impl Policy for Lru2 {
         self.links.push_head(&mut self.once, s);
         self.map.insert(a.block, s);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(s) = self.map.remove(&block) else {
+            return false;
+        };
+        if self.twice[s as usize] {
+            // Its heap entries die with the flag (see `evict`).
+            self.twice[s as usize] = false;
+        } else {
+            self.links.unlink(&mut self.once, s);
+        }
+        self.free.push(s);
+        true
     }
 
     fn len(&self) -> usize {

@@ -2,7 +2,8 @@
 //!
 //! Each policy is one file behind the small [`Policy`] trait. A policy is fed
 //! block accesses one at a time and says hit or miss; on a miss it inserts the
-//! block (evicting as it sees fit). Block ids are u64; `next_use` is the index
+//! block (evicting as it sees fit) and reports the block it evicted; it can
+//! answer whether a block is cached and drop a block on request. Block ids are u64; `next_use` is the index
 //! of the next access to the same block (`NEVER` when none), needed only by
 //! offline policies such as OPT.
 
@@ -26,6 +27,7 @@ pub mod sieve;
 pub mod sim;
 pub mod sizes;
 mod slab;
+mod slot_queue;
 #[cfg(test)]
 mod tests;
 pub mod twoq;
@@ -57,9 +59,30 @@ impl Access {
 }
 
 /// A cache replacement policy.
+///
+/// Besides hit/miss, a layer above the policy (a write-back, write-around or
+/// invalidating cache) needs to know what left the cache and what is in it:
+/// [`Policy::evicted`], [`Policy::contains`], [`Policy::remove`]. "Resident"
+/// means cached now; ghost entries (ids a policy remembers after eviction)
+/// are not resident. Every access evicts at most one resident block: every
+/// policy here makes room for one block by evicting one block (checked by the
+/// tests in `tests.rs`), so the eviction report is a single block.
 pub trait Policy: Send {
     /// Present one access; returns true on a hit. On a miss the block is inserted.
     fn access(&mut self, a: &Access) -> bool;
+    /// Whether `block` is cached now (resident). No change of state: no
+    /// recency or frequency update.
+    fn contains(&self, block: u64) -> bool;
+    /// The resident block the last `access` evicted to make room, if it
+    /// evicted one (None after a hit, and after a miss that found free room).
+    /// `remove` does not change it.
+    fn evicted(&self) -> Option<u64>;
+    /// Drop `block` from the cache if it is resident (an invalidation);
+    /// returns whether it was. A non-resident block is left alone (false, no
+    /// change of state). What history a policy keeps about a removed block is
+    /// documented in its file's header; by default it keeps none (the block
+    /// does not become a ghost: an invalidation is not a replacement decision).
+    fn remove(&mut self, block: u64) -> bool;
     /// Blocks currently cached.
     fn len(&self) -> usize;
     /// Capacity in blocks.

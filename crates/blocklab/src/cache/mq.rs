@@ -14,6 +14,10 @@
 //!   frequency enter Qout (dropping Qout's oldest when full).
 //!
 //! It agrees with libCacheSim `MQ` access for access (tests/test_libcachesim.py).
+//!
+//! `remove` forgets a cached block outright, frequency and all: it does not
+//! enter Qout (Qout remembers the blocks MQ chose to evict); Qout is kept, and
+//! the virtual clock does not tick.
 
 use super::ghost::Ghosts;
 use super::list::{Ends, Links32, NIL};
@@ -35,6 +39,7 @@ pub struct Mq {
     links: Links32,
     queues: [Ends; N_QUEUES],
     qout: Ghosts,
+    evicted: Option<u64>,
 }
 
 #[inline]
@@ -62,6 +67,7 @@ impl Mq {
             links: Links32::with_capacity(reserve),
             queues: [Ends::default(); N_QUEUES],
             qout: Ghosts::new(qout_cap),
+            evicted: None,
         }
     }
 
@@ -85,6 +91,7 @@ impl Mq {
     fn evict(&mut self) {
         let k = (0..N_QUEUES).find(|&k| self.queues[k].len > 0).expect("full cache");
         let t = self.links.pop_tail(&mut self.queues[k]).expect("non-empty queue");
+        self.evicted = Some(self.slots.block(t));
         self.cached -= 1;
         self.which[t as usize] = QOUT;
         if let Some(gone) = self.qout.remember(&mut self.links, t) {
@@ -95,6 +102,7 @@ impl Mq {
 
 impl Policy for Mq {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         let mut ghost = None;
         if let Some(s) = self.slots.get(a.block) {
             let q = self.which[s as usize];
@@ -131,6 +139,27 @@ impl Policy for Mq {
         self.cached += 1;
         self.adjust();
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.slots.get(block).is_some_and(|s| self.which[s as usize] != QOUT)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.slots.get(block) {
+            Some(s) if self.which[s as usize] != QOUT => {
+                let q = self.which[s as usize];
+                self.links.unlink(&mut self.queues[q as usize], s);
+                self.slots.forget(s);
+                self.cached -= 1;
+                true
+            }
+            _ => false,
+        }
     }
 
     fn len(&self) -> usize {

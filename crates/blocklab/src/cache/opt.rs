@@ -8,6 +8,9 @@
 //! A binary max-heap keyed by (next use, access stamp) with lazy deletion
 //! ([`LazyHeap`]): each access pushes a new entry stamped with its (unique)
 //! access count.
+//!
+//! `remove` drops the block (OPT keeps no history; a removed block that comes
+//! back is a miss like any other).
 
 use super::lazy_heap::LazyHeap;
 use super::{Access, Policy};
@@ -19,7 +22,10 @@ pub struct Opt {
     blocks: Vec<u64>,
     /// (next use, access stamp, slot), largest first.
     heap: LazyHeap<(u64, u64, u32)>,
+    /// Slots of removed blocks.
+    free: Vec<u32>,
     now: u64,
+    evicted: Option<u64>,
 }
 
 impl Opt {
@@ -32,7 +38,9 @@ impl Opt {
             map,
             blocks: Vec::with_capacity(reserve),
             heap: LazyHeap::with_capacity(reserve),
+            free: Vec::new(),
             now: 0,
+            evicted: None,
         }
     }
 }
@@ -41,6 +49,7 @@ impl Policy for Opt {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
         self.now += 1;
+        self.evicted = None;
         let now = self.now;
         if let Some(&slot) = self.map.get(&a.block) {
             self.heap.push((a.next_use, now, slot));
@@ -48,7 +57,12 @@ impl Policy for Opt {
         }
         let slot = if self.map.len() >= self.capacity {
             let s = self.heap.pop_live();
-            self.map.remove(&self.blocks[s as usize]);
+            let old = self.blocks[s as usize];
+            self.evicted = Some(old);
+            self.map.remove(&old);
+            self.blocks[s as usize] = a.block;
+            s
+        } else if let Some(s) = self.free.pop() {
             self.blocks[s as usize] = a.block;
             s
         } else {
@@ -58,6 +72,25 @@ impl Policy for Opt {
         self.map.insert(a.block, slot);
         self.heap.push((a.next_use, now, slot));
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.map.remove(&block) {
+            Some(s) => {
+                self.heap.kill(s);
+                self.free.push(s);
+                true
+            }
+            None => false,
+        }
     }
 
     fn len(&self) -> usize {

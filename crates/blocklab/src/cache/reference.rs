@@ -4,17 +4,52 @@
 //! scans — no hashing, no intrusive lists, no heaps — so that the fast
 //! implementations can be checked against them access for access. Vectors are
 //! ordered oldest / least recent first (index 0 is the eviction end).
+//!
+//! Each also states what the policy's file header says about invalidation:
+//! `remove` drops a resident block (and, unless said otherwise, everything
+//! known about it; ghosts of other blocks stay), `evicted` is the resident
+//! block the last access pushed out (`ev`, reset at every access).
 
+use super::fault::FaultMap;
 use super::{Access, Policy};
+use std::cmp::Ordering;
+use std::sync::Arc;
 
 fn pos(v: &[u64], b: u64) -> Option<usize> {
     v.iter().position(|&x| x == b)
 }
 
-macro_rules! len_cap {
+/// Remove `b` from `v` if there; whether it was.
+fn take(v: &mut Vec<u64>, b: u64) -> bool {
+    match pos(v, b) {
+        Some(i) => {
+            v.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Remove the entry of block `b` from a vector of tuples keyed by `.0`.
+macro_rules! take_by_block {
+    ($v:expr, $b:expr) => {
+        match $v.iter().position(|e| e.0 == $b) {
+            Some(i) => {
+                $v.remove(i);
+                true
+            }
+            None => false,
+        }
+    };
+}
+
+macro_rules! common {
     () => {
         fn capacity(&self) -> usize {
             self.c
+        }
+        fn evicted(&self) -> Option<u64> {
+            self.ev
         }
     };
 }
@@ -22,55 +57,70 @@ macro_rules! len_cap {
 pub struct RefLru {
     c: usize,
     v: Vec<u64>,
+    ev: Option<u64>,
 }
 impl RefLru {
     pub fn new(c: usize) -> Self {
-        RefLru { c, v: vec![] }
+        RefLru { c, v: vec![], ev: None }
     }
 }
 impl Policy for RefLru {
     fn access(&mut self, a: &Access) -> bool {
-        if let Some(i) = pos(&self.v, a.block) {
-            self.v.remove(i);
+        self.ev = None;
+        if take(&mut self.v, a.block) {
             self.v.push(a.block);
             return true;
         }
         if self.v.len() == self.c {
-            self.v.remove(0);
+            self.ev = Some(self.v.remove(0));
         }
         self.v.push(a.block);
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        pos(&self.v, b).is_some()
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take(&mut self.v, b)
+    }
     fn len(&self) -> usize {
         self.v.len()
     }
-    len_cap!();
+    common!();
 }
 
 pub struct RefFifo {
     c: usize,
     v: Vec<u64>,
+    ev: Option<u64>,
 }
 impl RefFifo {
     pub fn new(c: usize) -> Self {
-        RefFifo { c, v: vec![] }
+        RefFifo { c, v: vec![], ev: None }
     }
 }
 impl Policy for RefFifo {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         if pos(&self.v, a.block).is_some() {
             return true;
         }
         if self.v.len() == self.c {
-            self.v.remove(0);
+            self.ev = Some(self.v.remove(0));
         }
         self.v.push(a.block);
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        pos(&self.v, b).is_some()
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take(&mut self.v, b)
+    }
     fn len(&self) -> usize {
         self.v.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// LFU: (block, count since insertion, time of last access).
@@ -78,14 +128,21 @@ pub struct RefLfu {
     c: usize,
     t: u64,
     v: Vec<(u64, u64, u64)>,
+    ev: Option<u64>,
 }
 impl RefLfu {
     pub fn new(c: usize) -> Self {
-        RefLfu { c, t: 0, v: vec![] }
+        RefLfu {
+            c,
+            t: 0,
+            v: vec![],
+            ev: None,
+        }
     }
 }
 impl Policy for RefLfu {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         self.t += 1;
         if let Some(e) = self.v.iter_mut().find(|e| e.0 == a.block) {
             e.1 += 1;
@@ -94,15 +151,21 @@ impl Policy for RefLfu {
         }
         if self.v.len() == self.c {
             let i = (0..self.v.len()).min_by_key(|&i| (self.v[i].1, self.v[i].2)).unwrap();
-            self.v.remove(i);
+            self.ev = Some(self.v.remove(i).0);
         }
         self.v.push((a.block, 1, self.t));
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.v.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.v, b)
+    }
     fn len(&self) -> usize {
         self.v.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// CLOCK stated as FIFO with reinsertion: a referenced block at the tail gets
@@ -110,14 +173,16 @@ impl Policy for RefLfu {
 pub struct RefClock {
     c: usize,
     q: Vec<(u64, bool)>,
+    ev: Option<u64>,
 }
 impl RefClock {
     pub fn new(c: usize) -> Self {
-        RefClock { c, q: vec![] }
+        RefClock { c, q: vec![], ev: None }
     }
 }
 impl Policy for RefClock {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         if let Some(e) = self.q.iter_mut().find(|e| e.0 == a.block) {
             e.1 = true;
             return true;
@@ -126,6 +191,7 @@ impl Policy for RefClock {
             loop {
                 let (b, r) = self.q.remove(0);
                 if !r {
+                    self.ev = Some(b);
                     break;
                 }
                 self.q.push((b, false));
@@ -134,10 +200,16 @@ impl Policy for RefClock {
         self.q.push((a.block, false));
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.q.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.q, b)
+    }
     fn len(&self) -> usize {
         self.q.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// SIEVE: queue (index 0 = oldest), hand = index it will examine next.
@@ -145,6 +217,7 @@ pub struct RefSieve {
     c: usize,
     q: Vec<(u64, bool)>,
     hand: Option<usize>,
+    ev: Option<u64>,
 }
 impl RefSieve {
     pub fn new(c: usize) -> Self {
@@ -152,11 +225,24 @@ impl RefSieve {
             c,
             q: vec![],
             hand: None,
+            ev: None,
         }
+    }
+    /// Take index `i` out of the queue; a hand on it moves to the next newer
+    /// block (none: back to the oldest).
+    fn take_at(&mut self, i: usize) -> u64 {
+        let (b, _) = self.q.remove(i);
+        self.hand = match self.hand {
+            Some(h) if h > i => Some(h - 1),
+            Some(h) if h == i => (i < self.q.len()).then_some(i),
+            h => h,
+        };
+        b
     }
 }
 impl Policy for RefSieve {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         if let Some(e) = self.q.iter_mut().find(|e| e.0 == a.block) {
             e.1 = true;
             return true;
@@ -167,17 +253,28 @@ impl Policy for RefSieve {
                 self.q[i].1 = false;
                 i = if i + 1 == self.q.len() { 0 } else { i + 1 };
             }
-            self.q.remove(i);
-            // The hand rests on the next newer block (now at index i), if any.
-            self.hand = if i < self.q.len() { Some(i) } else { None };
+            self.hand = Some(i);
+            self.ev = Some(self.take_at(i));
         }
         self.q.push((a.block, false));
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.q.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        match self.q.iter().position(|e| e.0 == b) {
+            Some(i) => {
+                self.take_at(i);
+                true
+            }
+            None => false,
+        }
+    }
     fn len(&self) -> usize {
         self.q.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// ARC with the four lists as vectors (index 0 = LRU end).
@@ -188,6 +285,7 @@ pub struct RefArc {
     t2: Vec<u64>,
     b1: Vec<u64>,
     b2: Vec<u64>,
+    ev: Option<u64>,
 }
 impl RefArc {
     pub fn new(c: usize) -> Self {
@@ -198,6 +296,7 @@ impl RefArc {
             t2: vec![],
             b1: vec![],
             b2: vec![],
+            ev: None,
         }
     }
     fn replace(&mut self, in_b2: bool) {
@@ -205,29 +304,31 @@ impl RefArc {
         if (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2))) || self.t2.is_empty() {
             let x = self.t1.remove(0);
             self.b1.push(x);
+            self.ev = Some(x);
         } else {
             let x = self.t2.remove(0);
             self.b2.push(x);
+            self.ev = Some(x);
         }
     }
 }
 impl Policy for RefArc {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         let x = a.block;
-        if let Some(i) = pos(&self.t1, x) {
-            self.t1.remove(i);
-            self.t2.push(x);
-            return true;
-        }
-        if let Some(i) = pos(&self.t2, x) {
-            self.t2.remove(i);
+        // REPLACE frees a slot: only a full cache needs one (a cache with
+        // room and ghosts exists only after removals).
+        let full = self.t1.len() + self.t2.len() == self.c;
+        if take(&mut self.t1, x) || take(&mut self.t2, x) {
             self.t2.push(x);
             return true;
         }
         if let Some(i) = pos(&self.b1, x) {
             let d = (self.b2.len() as f64 / self.b1.len() as f64).max(1.0);
             self.p = (self.p + d).min(self.c as f64);
-            self.replace(false);
+            if full {
+                self.replace(false);
+            }
             self.b1.remove(i);
             self.t2.push(x);
             return false;
@@ -235,33 +336,47 @@ impl Policy for RefArc {
         if let Some(i) = pos(&self.b2, x) {
             let d = (self.b1.len() as f64 / self.b2.len() as f64).max(1.0);
             self.p = (self.p - d).max(0.0);
-            self.replace(true);
+            if full {
+                self.replace(true);
+            }
             self.b2.remove(i);
             self.t2.push(x);
             return false;
         }
-        if self.t1.len() + self.t2.len() == self.c {
-            if self.t1.len() + self.b1.len() == self.c {
+        let l1 = self.t1.len() + self.b1.len();
+        let all = l1 + self.t2.len() + self.b2.len();
+        if full {
+            if l1 == self.c {
                 if !self.b1.is_empty() {
                     self.b1.remove(0);
                     self.replace(false);
                 } else {
-                    self.t1.remove(0);
+                    self.ev = Some(self.t1.remove(0));
                 }
             } else {
-                if self.t1.len() + self.t2.len() + self.b1.len() + self.b2.len() >= 2 * self.c {
+                if all >= 2 * self.c {
                     self.b2.remove(0);
                 }
                 self.replace(false);
             }
+        } else if l1 == self.c {
+            self.b1.remove(0);
+        } else if all >= 2 * self.c {
+            self.b2.remove(0);
         }
         self.t1.push(x);
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        pos(&self.t1, b).is_some() || pos(&self.t2, b).is_some()
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take(&mut self.t1, b) || take(&mut self.t2, b)
+    }
     fn len(&self) -> usize {
         self.t1.len() + self.t2.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// OPT: evict the largest next use; ties (never used again) by the most
@@ -270,14 +385,21 @@ pub struct RefOpt {
     c: usize,
     t: u64,
     v: Vec<(u64, u64, u64)>,
+    ev: Option<u64>,
 }
 impl RefOpt {
     pub fn new(c: usize) -> Self {
-        RefOpt { c, t: 0, v: vec![] }
+        RefOpt {
+            c,
+            t: 0,
+            v: vec![],
+            ev: None,
+        }
     }
 }
 impl Policy for RefOpt {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         self.t += 1;
         if let Some(e) = self.v.iter_mut().find(|e| e.0 == a.block) {
             e.1 = a.next_use;
@@ -286,18 +408,24 @@ impl Policy for RefOpt {
         }
         if self.v.len() == self.c {
             let i = (0..self.v.len()).max_by_key(|&i| (self.v[i].1, self.v[i].2)).unwrap();
-            self.v.remove(i);
+            self.ev = Some(self.v.remove(i).0);
         }
         self.v.push((a.block, a.next_use, self.t));
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.v.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.v, b)
+    }
     fn len(&self) -> usize {
         self.v.len()
     }
-    len_cap!();
+    common!();
 }
 
-/// 2Q with Kin = ⌊c/4⌋, Kout = ⌊c/2⌋, Am ≤ c − Kin.
+/// 2Q with Kin = ⌊c/4⌋, Kout = ⌊c/2⌋; room is made only in a full cache.
 pub struct RefTwoQ {
     c: usize,
     kin: usize,
@@ -305,6 +433,7 @@ pub struct RefTwoQ {
     ain: Vec<u64>,
     am: Vec<u64>,
     aout: Vec<u64>,
+    ev: Option<u64>,
 }
 impl RefTwoQ {
     pub fn new(c: usize) -> Self {
@@ -315,30 +444,26 @@ impl RefTwoQ {
             ain: vec![],
             am: vec![],
             aout: vec![],
+            ev: None,
         }
     }
 }
 impl Policy for RefTwoQ {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         let x = a.block;
         if pos(&self.ain, x).is_some() {
             return true;
         }
-        if let Some(i) = pos(&self.am, x) {
-            self.am.remove(i);
+        if take(&mut self.am, x) {
             self.am.push(x);
             return true;
         }
-        let ghost = match pos(&self.aout, x) {
-            Some(i) => {
-                self.aout.remove(i);
-                true
-            }
-            None => false,
-        };
-        while self.ain.len() + self.am.len() + 1 > self.c {
+        let ghost = take(&mut self.aout, x);
+        if self.ain.len() + self.am.len() == self.c {
             if self.ain.len() > self.kin {
                 let y = self.ain.remove(0);
+                self.ev = Some(y);
                 if self.kout > 0 {
                     if self.aout.len() == self.kout {
                         self.aout.remove(0);
@@ -346,23 +471,26 @@ impl Policy for RefTwoQ {
                     self.aout.push(y);
                 }
             } else {
-                self.am.remove(0);
+                self.ev = Some(self.am.remove(0));
             }
         }
         if ghost {
-            if self.am.len() + 1 > self.c - self.kin {
-                self.am.remove(0);
-            }
             self.am.push(x);
         } else {
             self.ain.push(x);
         }
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        pos(&self.ain, b).is_some() || pos(&self.am, b).is_some()
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take(&mut self.ain, b) || take(&mut self.am, b)
+    }
     fn len(&self) -> usize {
         self.ain.len() + self.am.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// S3-FIFO: small / main as (block, counter) queues, ghost as ids.
@@ -374,6 +502,7 @@ pub struct RefS3Fifo {
     small: Vec<(u64, u8)>,
     main: Vec<(u64, u8)>,
     ghost: Vec<u64>,
+    ev: Option<u64>,
 }
 impl RefS3Fifo {
     pub fn new(c: usize) -> Self {
@@ -385,29 +514,26 @@ impl RefS3Fifo {
             small: vec![],
             main: vec![],
             ghost: vec![],
+            ev: None,
         }
     }
 }
 impl Policy for RefS3Fifo {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         let x = a.block;
         if let Some(e) = self.small.iter_mut().chain(self.main.iter_mut()).find(|e| e.0 == x) {
             e.1 = e.1.saturating_add(1);
             return true;
         }
-        let ghost = match pos(&self.ghost, x) {
-            Some(i) => {
-                self.ghost.remove(i);
-                true
-            }
-            None => false,
-        };
+        let ghost = take(&mut self.ghost, x);
         while self.small.len() + self.main.len() + 1 > self.c {
             self.evicted = true;
             if self.main.len() > self.c - self.small_cap || self.small.is_empty() {
                 loop {
                     let (b, f) = self.main.remove(0);
                     if f == 0 {
+                        self.ev = Some(b);
                         break;
                     }
                     self.main.push((b, f.min(3) - 1));
@@ -418,6 +544,7 @@ impl Policy for RefS3Fifo {
                     if f >= 2 {
                         self.main.push((b, 0));
                     } else {
+                        self.ev = Some(b);
                         if self.ghost_cap > 0 {
                             if self.ghost.len() == self.ghost_cap {
                                 self.ghost.remove(0);
@@ -436,10 +563,16 @@ impl Policy for RefS3Fifo {
         }
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.small.iter().chain(&self.main).any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.small, b) || take_by_block!(self.main, b)
+    }
     fn len(&self) -> usize {
         self.small.len() + self.main.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// LRU-2: (block, penultimate access, last access); once-seen blocks first,
@@ -448,14 +581,21 @@ pub struct RefLru2 {
     c: usize,
     t: u64,
     v: Vec<(u64, Option<u64>, u64)>,
+    ev: Option<u64>,
 }
 impl RefLru2 {
     pub fn new(c: usize) -> Self {
-        RefLru2 { c, t: 0, v: vec![] }
+        RefLru2 {
+            c,
+            t: 0,
+            v: vec![],
+            ev: None,
+        }
     }
 }
 impl Policy for RefLru2 {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         self.t += 1;
         if let Some(e) = self.v.iter_mut().find(|e| e.0 == a.block) {
             e.1 = Some(e.2);
@@ -467,15 +607,21 @@ impl Policy for RefLru2 {
                 .filter(|&i| self.v[i].1.is_none())
                 .min_by_key(|&i| self.v[i].2);
             let i = once.unwrap_or_else(|| (0..self.v.len()).min_by_key(|&i| self.v[i].1.unwrap()).unwrap());
-            self.v.remove(i);
+            self.ev = Some(self.v.remove(i).0);
         }
         self.v.push((a.block, None, self.t));
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.v.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.v, b)
+    }
     fn len(&self) -> usize {
         self.v.len()
     }
-    len_cap!();
+    common!();
 }
 
 /// MQ: queues of (block, freq, expire), index 0 = LRU end; Qout of (block, freq).
@@ -484,6 +630,7 @@ pub struct RefMq {
     vtime: u64,
     q: Vec<Vec<(u64, u32, u64)>>,
     qout: Vec<(u64, u32)>,
+    ev: Option<u64>,
 }
 impl RefMq {
     const M: usize = 8;
@@ -494,6 +641,7 @@ impl RefMq {
             vtime: 0,
             q: vec![vec![]; Self::M],
             qout: vec![],
+            ev: None,
         }
     }
     fn qnum(f: u32) -> usize {
@@ -511,6 +659,7 @@ impl RefMq {
 }
 impl Policy for RefMq {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         let x = a.block;
         for k in 0..Self::M {
             if let Some(i) = self.q[k].iter().position(|e| e.0 == x) {
@@ -528,6 +677,7 @@ impl Policy for RefMq {
         while self.len() + 1 > self.c {
             let k = (0..Self::M).find(|&k| !self.q[k].is_empty()).unwrap();
             let (b, fb, _) = self.q[k].remove(0);
+            self.ev = Some(b);
             if self.qout.len() == 4 * self.c {
                 self.qout.remove(0);
             }
@@ -537,14 +687,21 @@ impl Policy for RefMq {
         self.adjust();
         false
     }
+    fn contains(&self, b: u64) -> bool {
+        self.q.iter().flatten().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        self.q.iter_mut().any(|q| take_by_block!(q, b))
+    }
     fn len(&self) -> usize {
         self.q.iter().map(|q| q.len()).sum()
     }
-    len_cap!();
+    common!();
 }
 
 /// LIRS: stack S (index 0 = bottom), Q and NR (index 0 = oldest), and a
-/// status per known block: (block, is_lir, is_resident).
+/// status per known block: (block, is_lir, is_resident). S is pruned after
+/// every step: its bottom is an LIR block, or S is empty.
 pub struct RefLirs {
     c: usize,
     lirs_limit: usize,
@@ -552,6 +709,7 @@ pub struct RefLirs {
     q: Vec<u64>,
     nr: Vec<u64>,
     st: Vec<(u64, bool, bool)>,
+    ev: Option<u64>,
 }
 impl RefLirs {
     pub fn new(c: usize) -> Self {
@@ -563,6 +721,7 @@ impl RefLirs {
             q: vec![],
             nr: vec![],
             st: vec![],
+            ev: None,
         }
     }
     fn status(&self, b: u64) -> Option<(bool, bool)> {
@@ -608,7 +767,9 @@ impl RefLirs {
 }
 impl Policy for RefLirs {
     fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
         let hit = self.access_inner(a);
+        self.prune();
         while self.s.len() > 2 * self.c && !self.nr.is_empty() {
             let old = self.nr.remove(0);
             self.s.retain(|&y| y != old);
@@ -616,10 +777,24 @@ impl Policy for RefLirs {
         }
         hit
     }
+    fn contains(&self, b: u64) -> bool {
+        matches!(self.status(b), Some((_, true)))
+    }
+    /// Forget a resident block entirely (S is then pruned, as always).
+    fn remove(&mut self, b: u64) -> bool {
+        let Some((_, true)) = self.status(b) else {
+            return false;
+        };
+        self.s.retain(|&y| y != b);
+        self.q.retain(|&y| y != b);
+        self.drop_block(b);
+        self.prune();
+        true
+    }
     fn len(&self) -> usize {
         self.n_lir() + self.q.len()
     }
-    len_cap!();
+    common!();
 }
 
 impl RefLirs {
@@ -647,6 +822,7 @@ impl RefLirs {
         }
         if self.n_lir() + self.q.len() >= self.c {
             let v = self.q.remove(0);
+            self.ev = Some(v);
             if pos(&self.s, v).is_some() {
                 self.set(v, false, false);
                 self.nr.push(v);
@@ -688,5 +864,247 @@ pub fn build_ref(name: &str, c: usize) -> Box<dyn Policy> {
         "mq" => Box::new(RefMq::new(c)),
         "lirs" => Box::new(RefLirs::new(c)),
         other => panic!("no reference for {other}"),
+    }
+}
+
+// ---- fault-aware policies ------------------------------------------------
+
+/// W = age / mp, mp = 0 counting as infinite: compare two weights exactly.
+fn cmp_weight(age_a: u64, mp_a: u32, age_b: u64, mp_b: u32) -> Ordering {
+    match (mp_a == 0, mp_b == 0) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => (age_a as u128 * mp_b as u128).cmp(&(age_b as u128 * mp_a as u128)),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Base {
+    Lru,
+    Fifo,
+    Clock,
+}
+
+/// One base-policy queue of (block, reference bit), index 0 = next victim.
+fn touch(q: &mut Vec<(u64, bool)>, base: Base, b: u64) {
+    match q.iter().position(|e| e.0 == b) {
+        Some(i) => match base {
+            Base::Lru => {
+                q.remove(i);
+                q.push((b, false));
+            }
+            Base::Fifo => {}
+            Base::Clock => q[i].1 = true,
+        },
+        None => q.push((b, false)),
+    }
+}
+
+/// The block the queue would evict next; CLOCK first sends referenced blocks
+/// round again (bit cleared).
+fn candidate(q: &mut Vec<(u64, bool)>) -> Option<u64> {
+    while q.first().is_some_and(|e| e.1) {
+        let (b, _) = q.remove(0);
+        q.push((b, false));
+    }
+    q.first().map(|e| e.0)
+}
+
+/// Victim disk first around LRU (VDF-LRU, Algorithm 1), FIFO or CLOCK: a
+/// global queue and one queue per disk; fault-free, the global queue's victim;
+/// faulty, among the per-disk victims the largest (GTS - TS) / MP, ties to the
+/// older TS.
+pub struct RefVdf {
+    c: usize,
+    base: Base,
+    faults: Arc<dyn FaultMap>,
+    gts: u64,
+    global: Vec<(u64, bool)>,
+    local: Vec<Vec<(u64, bool)>>,
+    /// (block, TS of last access)
+    ts: Vec<(u64, u64)>,
+    ev: Option<u64>,
+}
+impl RefVdf {
+    fn new(base: Base, c: usize, faults: Arc<dyn FaultMap>) -> Self {
+        let n = faults.ndisks() as usize;
+        RefVdf {
+            c,
+            base,
+            faults,
+            gts: 0,
+            global: vec![],
+            local: vec![vec![]; n],
+            ts: vec![],
+            ev: None,
+        }
+    }
+    fn ts_of(&self, b: u64) -> u64 {
+        self.ts.iter().find(|e| e.0 == b).unwrap().1
+    }
+    fn victim(&mut self) -> u64 {
+        if !self.faults.any_failed() {
+            return candidate(&mut self.global).unwrap();
+        }
+        let mut cands = vec![];
+        for j in 0..self.local.len() {
+            if let Some(b) = candidate(&mut self.local[j]) {
+                cands.push((b, self.ts_of(b)));
+            }
+        }
+        let gts = self.gts;
+        let f = &self.faults;
+        cands
+            .sort_by(|&(a, ta), &(b, tb)| cmp_weight(gts - tb, f.penalty(b), gts - ta, f.penalty(a)).then(ta.cmp(&tb)));
+        cands[0].0
+    }
+}
+impl Policy for RefVdf {
+    fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
+        let b = a.block;
+        let d = self.faults.disk_of(b) as usize;
+        let hit = if let Some(e) = self.ts.iter_mut().find(|e| e.0 == b) {
+            e.1 = self.gts;
+            true
+        } else {
+            if self.ts.len() == self.c {
+                let v = self.victim();
+                self.ev = Some(v);
+                self.remove(v);
+            }
+            self.ts.push((b, self.gts));
+            false
+        };
+        touch(&mut self.global, self.base, b);
+        touch(&mut self.local[d], self.base, b);
+        self.gts += 1;
+        hit
+    }
+    fn contains(&self, b: u64) -> bool {
+        self.ts.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        let d = self.faults.disk_of(b) as usize;
+        take_by_block!(self.global, b);
+        take_by_block!(self.local[d], b);
+        take_by_block!(self.ts, b)
+    }
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+    common!();
+}
+
+/// VDF-LFU (Algorithm 2): (block, F, TS); fault-free, the smallest (F, TS);
+/// faulty, among each disk's smallest (F, TS) the smallest (F x MP, TS).
+pub struct RefVdfLfu {
+    c: usize,
+    faults: Arc<dyn FaultMap>,
+    gts: u64,
+    v: Vec<(u64, u64, u64)>,
+    ev: Option<u64>,
+}
+impl Policy for RefVdfLfu {
+    fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
+        let now = self.gts;
+        self.gts += 1;
+        if let Some(e) = self.v.iter_mut().find(|e| e.0 == a.block) {
+            e.1 += 1;
+            e.2 = now;
+            return true;
+        }
+        if self.v.len() == self.c {
+            let fm = &self.faults;
+            let i = if !fm.any_failed() {
+                (0..self.v.len()).min_by_key(|&i| (self.v[i].1, self.v[i].2)).unwrap()
+            } else {
+                (0..fm.ndisks())
+                    .filter_map(|j| {
+                        (0..self.v.len())
+                            .filter(|&i| fm.disk_of(self.v[i].0) == j)
+                            .min_by_key(|&i| (self.v[i].1, self.v[i].2))
+                    })
+                    .min_by_key(|&i| (self.v[i].1 * fm.penalty(self.v[i].0) as u64, self.v[i].2))
+                    .unwrap()
+            };
+            self.ev = Some(self.v.remove(i).0);
+        }
+        self.v.push((a.block, 1, now));
+        false
+    }
+    fn contains(&self, b: u64) -> bool {
+        self.v.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.v, b)
+    }
+    fn len(&self) -> usize {
+        self.v.len()
+    }
+    common!();
+}
+
+/// GreedyDual-Size, size 1, cost = miss penalty: (block, H, when H was set);
+/// evict the smallest (H, set first) and raise L to its H.
+pub struct RefGds {
+    c: usize,
+    faults: Arc<dyn FaultMap>,
+    l: u64,
+    seq: u64,
+    v: Vec<(u64, u64, u64)>,
+    ev: Option<u64>,
+}
+impl Policy for RefGds {
+    fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
+        let hit = take_by_block!(self.v, a.block);
+        if !hit && self.v.len() == self.c {
+            let i = (0..self.v.len()).min_by_key(|&i| (self.v[i].1, self.v[i].2)).unwrap();
+            let (b, h, _) = self.v.remove(i);
+            self.l = h;
+            self.ev = Some(b);
+        }
+        let h = self.l + self.faults.penalty(a.block) as u64;
+        self.v.push((a.block, h, self.seq));
+        self.seq += 1;
+        hit
+    }
+    fn contains(&self, b: u64) -> bool {
+        self.v.iter().any(|e| e.0 == b)
+    }
+    fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.v, b)
+    }
+    fn len(&self) -> usize {
+        self.v.len()
+    }
+    common!();
+}
+
+/// The reference for any policy name, fault-aware ones included.
+pub fn build_ref_fault(name: &str, c: usize, faults: Arc<dyn FaultMap>) -> Box<dyn Policy> {
+    match name {
+        "vdf-lru" => Box::new(RefVdf::new(Base::Lru, c, faults)),
+        "vdf-fifo" => Box::new(RefVdf::new(Base::Fifo, c, faults)),
+        "vdf-clock" => Box::new(RefVdf::new(Base::Clock, c, faults)),
+        "vdf-lfu" => Box::new(RefVdfLfu {
+            c,
+            faults,
+            gts: 0,
+            v: vec![],
+            ev: None,
+        }),
+        "gds" => Box::new(RefGds {
+            c,
+            faults,
+            l: 0,
+            seq: 0,
+            v: vec![],
+            ev: None,
+        }),
+        other => build_ref(other, c),
     }
 }

@@ -17,6 +17,13 @@
 //! than 20 blocks admit nothing into S), tiny caches still work here.
 //! From 20 blocks up it agrees with libCacheSim `S3FIFO` access for access
 //! (tests/test_libcachesim.py).
+//!
+//! Making room evicts exactly one block: moving S's oldest to M frees nothing,
+//! so the loop runs until one block has left S or M.
+//!
+//! `remove` forgets a cached block outright, in S or M, counter and all: it
+//! does not enter G (G remembers what S judged a one-hit wonder, and an
+//! invalidation is no such judgement); G is kept.
 
 use super::ghost::Ghosts;
 use super::list::{Ends, Links32};
@@ -41,6 +48,7 @@ pub struct S3Fifo {
     /// S, M.
     lists: [Ends; 2],
     ghosts: Ghosts,
+    evicted: Option<u64>,
 }
 
 impl S3Fifo {
@@ -59,6 +67,7 @@ impl S3Fifo {
             links: Links32::with_capacity(reserve),
             lists: [Ends::default(); 2],
             ghosts: Ghosts::new(ghost_cap),
+            evicted: None,
         }
     }
 
@@ -82,6 +91,7 @@ impl S3Fifo {
                 self.freq[t as usize] = 0;
             } else {
                 self.links.unlink(&mut self.lists[S as usize], t);
+                self.evicted = Some(self.slots.block(t));
                 self.which[t as usize] = G;
                 if let Some(gone) = self.ghosts.remember(&mut self.links, t) {
                     self.slots.forget(gone);
@@ -100,6 +110,7 @@ impl S3Fifo {
                 self.links.move_to_head(&mut self.lists[M as usize], t);
             } else {
                 self.links.unlink(&mut self.lists[M as usize], t);
+                self.evicted = Some(self.slots.block(t));
                 self.slots.forget(t);
                 return;
             }
@@ -118,6 +129,7 @@ impl S3Fifo {
 
 impl Policy for S3Fifo {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         let mut ghost = None;
         if let Some(s) = self.slots.get(a.block) {
             if self.which[s as usize] != G {
@@ -151,6 +163,26 @@ impl Policy for S3Fifo {
         self.freq[s as usize] = 0;
         self.links.push_head(&mut self.lists[to as usize], s);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.slots.get(block).is_some_and(|s| self.which[s as usize] != G)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.slots.get(block) {
+            Some(s) if self.which[s as usize] != G => {
+                let l = self.which[s as usize];
+                self.links.unlink(&mut self.lists[l as usize], s);
+                self.slots.forget(s);
+                true
+            }
+            _ => false,
+        }
     }
 
     fn len(&self) -> usize {

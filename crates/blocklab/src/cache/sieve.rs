@@ -6,6 +6,9 @@
 //! place), wrapping from the head back to the tail, and evicts the first
 //! unvisited block; the hand then rests on the evicted block's newer
 //! neighbour. The newcomer reuses the victim's slot.
+//!
+//! `remove` unlinks the block (SIEVE keeps no history); if the hand rested on
+//! it, the hand moves to its newer neighbour, as after an eviction.
 
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
@@ -19,6 +22,9 @@ pub struct Sieve {
     links: Links32,
     queue: Ends,
     hand: u32,
+    /// Slots of removed blocks.
+    free: Vec<u32>,
+    evicted: Option<u64>,
 }
 
 impl Sieve {
@@ -34,6 +40,8 @@ impl Sieve {
             links: Links32::with_capacity(reserve),
             queue: Ends::default(),
             hand: NIL,
+            free: Vec::new(),
+            evicted: None,
         }
     }
 
@@ -47,7 +55,9 @@ impl Sieve {
         }
         self.hand = self.links.prev(o);
         self.links.unlink(&mut self.queue, o);
-        self.map.remove(&self.blocks[o as usize]);
+        let old = self.blocks[o as usize];
+        self.evicted = Some(old);
+        self.map.remove(&old);
         o
     }
 }
@@ -55,12 +65,17 @@ impl Sieve {
 impl Policy for Sieve {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         if let Some(&slot) = self.map.get(&a.block) {
             self.visited[slot as usize] = true;
             return true;
         }
         let slot = if self.map.len() >= self.capacity {
             let s = self.evict();
+            self.blocks[s as usize] = a.block;
+            self.visited[s as usize] = false;
+            s
+        } else if let Some(s) = self.free.pop() {
             self.blocks[s as usize] = a.block;
             self.visited[s as usize] = false;
             s
@@ -72,6 +87,26 @@ impl Policy for Sieve {
         self.links.push_head(&mut self.queue, slot);
         self.map.insert(a.block, slot);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(s) = self.map.remove(&block) else {
+            return false;
+        };
+        if self.hand == s {
+            self.hand = self.links.prev(s);
+        }
+        self.links.unlink(&mut self.queue, s);
+        self.free.push(s);
+        true
     }
 
     fn len(&self) -> usize {

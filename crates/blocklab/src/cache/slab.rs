@@ -32,6 +32,12 @@ impl Slab {
         self.map.get(&block).copied()
     }
 
+    /// The block of slot `s` (cached or ghost).
+    #[inline]
+    pub fn block(&self, s: u32) -> u64 {
+        self.blocks[s as usize]
+    }
+
     /// Give `block` a slot: a freed one when there is one, else a new one.
     /// Returns the slot and whether it is new (then it is the last index and
     /// the caller must push that slot's entries onto its own vectors).
@@ -72,6 +78,7 @@ mod tests {
         assert_eq!(s.get(10), None);
         assert_eq!(s.insert(12), (0, false));
         assert_eq!(s.get(12), Some(0));
+        assert_eq!(s.block(0), 12);
         assert_eq!(s.get(11), Some(1));
         assert_eq!(s.insert(13), (2, true));
     }

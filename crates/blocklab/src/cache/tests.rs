@@ -245,3 +245,280 @@ fn lirs_promotes_a_nonresident_block_with_a_short_reuse_distance() {
     let s = blocks("abcdcdba");
     assert_eq!(hits("lirs", 3, &s), pattern("MMMMMMHM"));
 }
+
+// ---- contains / evicted / remove -----------------------------------------
+
+use super::fault::{all_policies, build_fault_aware, FaultMap, ModMap};
+use super::reference::build_ref_fault;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// One step of a cache's life: an access, or an invalidation.
+#[derive(Debug, Clone, Copy)]
+enum Op {
+    Get(u64),
+    Drop(u64),
+}
+
+/// Accesses over a small skewed universe interleaved with removes (0 to 50%
+/// of the steps, skewed the same way so they often hit resident blocks).
+/// Returns the ops, the capacity, the universe, and the failure plan for the
+/// fault-aware policies: disks, failed disk, step of the failure.
+#[allow(clippy::type_complexity)]
+fn op_sequences() -> impl Strategy<Value = (Vec<Op>, usize, u64, (u32, u32, usize))> {
+    (1u64..40, 0usize..400, 1usize..24, 0u32..6).prop_flat_map(|(universe, len, cap, rm)| {
+        let op =
+            (0..universe, 0..universe, 0u32..10).prop_map(
+                move |(a, b, r)| {
+                    if r < rm {
+                        Op::Drop(a.min(b))
+                    } else {
+                        Op::Get(a.min(b))
+                    }
+                },
+            );
+        let fail = (2u32..7, 0u32..7, 0usize..400).prop_map(|(n, f, at)| (n, f % n, at));
+        (prop::collection::vec(op, len), Just(cap), Just(universe), fail)
+    })
+}
+
+/// The accesses of `ops`, with `next_use` counted in the access stream.
+fn accesses_of(ops: &[Op]) -> Vec<Access> {
+    let blocks: Vec<u64> = ops
+        .iter()
+        .filter_map(|o| match o {
+            Op::Get(b) => Some(*b),
+            Op::Drop(_) => None,
+        })
+        .collect();
+    blocks
+        .iter()
+        .zip(next_uses(&blocks))
+        .map(|(&block, next_use)| Access {
+            block,
+            next_use,
+            write: false,
+        })
+        .collect()
+}
+
+fn resident(p: &dyn Policy, universe: u64) -> BTreeSet<u64> {
+    (0..universe).filter(|&b| p.contains(b)).collect()
+}
+
+/// Drive a fast policy and its reference through `ops` (a disk of `fail`
+/// fails at its step, shared by both), comparing everything observable after
+/// every step (`contains` over the universe every `sweep` steps).
+fn check_against_reference(
+    name: &str,
+    cap: usize,
+    universe: u64,
+    ops: &[Op],
+    fail: (u32, u32, usize),
+    sweep: usize,
+) -> Result<(), TestCaseError> {
+    let (ndisks, disk, fail_at) = fail;
+    let map = Arc::new(ModMap::new(ndisks));
+    let faults: Arc<dyn FaultMap> = map.clone();
+    let mut fast = build_fault_aware(name, cap, faults.clone()).unwrap();
+    let mut slow = build_ref_fault(name, cap, faults);
+    let mut acc = accesses_of(ops).into_iter();
+    for (i, op) in ops.iter().enumerate() {
+        if i == fail_at {
+            map.fail(disk);
+        }
+        match *op {
+            Op::Get(b) => {
+                let a = acc.next().unwrap();
+                let (f, s) = (fast.access(&a), slow.access(&a));
+                prop_assert_eq!(f, s, "{} cap={}: step {} get {} hit", name, cap, i, b);
+            }
+            Op::Drop(b) => {
+                let (f, s) = (fast.remove(b), slow.remove(b));
+                prop_assert_eq!(f, s, "{} cap={}: step {} remove {}", name, cap, i, b);
+            }
+        }
+        prop_assert_eq!(
+            fast.evicted(),
+            slow.evicted(),
+            "{} cap={}: step {} evicted",
+            name,
+            cap,
+            i
+        );
+        prop_assert_eq!(fast.len(), slow.len(), "{} cap={}: step {} len", name, cap, i);
+        if i % sweep == 0 || i + 1 == ops.len() {
+            for b in 0..universe {
+                prop_assert_eq!(
+                    fast.contains(b),
+                    slow.contains(b),
+                    "{} cap={}: step {} contains {}",
+                    name,
+                    cap,
+                    i,
+                    b
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What every policy (and every reference) must satisfy whatever its rules:
+/// a hit is exactly an access to a resident block and evicts nothing; a miss
+/// evicts one resident block exactly when the cache was full; the resident
+/// set changes by the accessed block in and the evicted block out; `remove`
+/// drops exactly the block and says whether it was there; `len` counts the
+/// resident blocks; `contains` changes nothing.
+fn check_residency(p: &mut dyn Policy, universe: u64, ops: &[Op], what: &str) -> Result<(), TestCaseError> {
+    let cap = p.capacity();
+    let mut acc = accesses_of(ops).into_iter();
+    let mut prev = resident(p, universe);
+    prop_assert!(prev.is_empty());
+    for (i, op) in ops.iter().enumerate() {
+        let before_ev = p.evicted();
+        let mut want = prev.clone();
+        match *op {
+            Op::Get(b) => {
+                let hit = p.access(&acc.next().unwrap());
+                let ev = p.evicted();
+                prop_assert_eq!(hit, prev.contains(&b), "{}: step {} hit on {}", what, i, b);
+                if hit {
+                    prop_assert_eq!(ev, None, "{}: step {} hit evicted", what, i);
+                } else {
+                    prop_assert_eq!(ev.is_some(), prev.len() == cap, "{}: step {} evicted {:?}", what, i, ev);
+                    if let Some(e) = ev {
+                        prop_assert!(
+                            e != b && want.remove(&e),
+                            "{}: step {} evicted {} not resident",
+                            what,
+                            i,
+                            e
+                        );
+                    }
+                    want.insert(b);
+                }
+            }
+            Op::Drop(b) => {
+                let was = p.remove(b);
+                prop_assert_eq!(was, want.remove(&b), "{}: step {} remove {}", what, i, b);
+                prop_assert_eq!(p.evicted(), before_ev, "{}: step {} remove changed evicted", what, i);
+            }
+        }
+        let now = resident(p, universe);
+        prop_assert_eq!(&now, &want, "{}: step {} resident set", what, i);
+        prop_assert_eq!(p.len(), now.len(), "{}: step {} len", what, i);
+        prev = now;
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_policy_with_removes_equals_its_reference((ops, cap, universe, fail) in op_sequences()) {
+        for name in all_policies() {
+            check_against_reference(name, cap, universe, &ops, fail, 1)?;
+        }
+    }
+
+    #[test]
+    fn every_policy_accounts_for_residency((ops, cap, universe, fail) in op_sequences()) {
+        let (ndisks, disk, fail_at) = fail;
+        for name in all_policies() {
+            let map = Arc::new(ModMap::new(ndisks));
+            if fail_at < ops.len() / 2 {
+                map.fail(disk);
+            }
+            let mut p = build_fault_aware(name, cap, map.clone()).unwrap();
+            check_residency(p.as_mut(), universe, &ops, name)?;
+            let mut r = build_ref_fault(name, cap, map);
+            check_residency(r.as_mut(), universe, &ops, &format!("reference {name}"))?;
+        }
+    }
+}
+
+/// Long runs reach steady states (ghost lists full, LIRS stack limits) with
+/// removes throughout and a disk failing half-way. The working set moves
+/// after 2,000 steps (blocks 0..150, then 150..300), so frequent blocks of the
+/// first phase sit unused in MQ's upper queues past its lifetime of 10,000
+/// ticks and get demoted.
+#[test]
+fn long_random_run_with_removes_matches_reference() {
+    let mut x: u64 = 0x2545F4914F6CDD1D;
+    let mut ops = Vec::new();
+    for i in 0..16_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let r = x % 1000;
+        let phase = if i < 2000 { 0 } else { 150 };
+        let b = phase + if r < 600 { r % 30 } else { r % 150 };
+        ops.push(if (x >> 20) % 8 == 0 { Op::Drop(b) } else { Op::Get(b) });
+    }
+    for name in all_policies() {
+        for cap in [1, 5, 32, 100] {
+            if let Err(e) = check_against_reference(name, cap, 300, &ops, (5, 2, 8000), 64) {
+                panic!("{e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn remove_by_hand() {
+    let run = |name: &str, cap: usize, ops: &[Op]| -> Vec<(bool, Option<u64>)> {
+        let mut p = build(name, cap).unwrap();
+        ops.iter()
+            .map(|&op| match op {
+                Op::Get(b) => (p.access(&Access::read(b)), p.evicted()),
+                Op::Drop(b) => (p.remove(b), p.evicted()),
+            })
+            .collect()
+    };
+    use Op::{Drop as D, Get as G};
+    // LRU, 2 blocks: 1 2 | remove 1 | 3 fills the hole (no eviction) | 4 evicts 2.
+    assert_eq!(
+        run("lru", 2, &[G(1), G(2), D(1), D(1), G(3), G(4)]),
+        vec![
+            (false, None),
+            (false, None),
+            (true, None),
+            (false, None),
+            (false, None),
+            (false, Some(2))
+        ]
+    );
+    // FIFO, 3 blocks: 1 2 3, remove 2, 4 enters as the newest; 5 evicts 1,
+    // then 6 evicts 3 (2 is not skipped over twice, 4 is younger).
+    let f = run("fifo", 3, &[G(1), G(2), G(3), D(2), G(4), G(5), G(6)]);
+    assert_eq!(
+        f[4..].iter().map(|x| x.1).collect::<Vec<_>>(),
+        vec![None, Some(1), Some(3)]
+    );
+    // ARC, 2 blocks: a b, b again (T2), c demotes a to B1; remove b leaves room
+    // with a ghost; the ghost hit on a comes back without evicting c.
+    let arc = run("arc", 2, &[G(1), G(2), G(2), G(3), D(2), G(1)]);
+    assert_eq!(arc[3], (false, Some(1)));
+    assert_eq!(arc[5], (false, None));
+    // 2Q, 4 blocks (Kin 1): 1..4 fill A1in; 5 pushes 1 to A1out; removing 5
+    // leaves room, so 1 comes back into Am with no eviction.
+    let q = run("2q", 4, &[G(1), G(2), G(3), G(4), G(5), D(5), G(1)]);
+    assert_eq!(q[4], (false, Some(1)));
+    assert_eq!(q[6], (false, None));
+    // LIRS, 3 blocks (2 LIR): 5 6 LIR, 0 HIR; 0 again turns LIR and demotes 5
+    // to a resident HIR outside S. Removing 6 and 0 leaves no LIR block; the
+    // hit on 5 pushes it on S, where it would sit at the bottom: it is pruned
+    // at once. 1 and 0 become LIR, 1 hits, 5 hits (HIR, not in S, so it stays
+    // HIR); 2 then evicts Q's LRU, 5 (not 0, which would be the victim if 5
+    // had stayed at the bottom of S and been promoted by its hit).
+    let l = run(
+        "lirs",
+        3,
+        &[G(5), G(6), G(0), G(0), D(6), D(0), G(5), G(1), G(0), G(1), G(5), G(2)],
+    );
+    let hits: Vec<bool> = l.iter().map(|x| x.0).collect();
+    assert_eq!(hits, pattern("MMMH HH H MMH H M"));
+    assert_eq!(l[11], (false, Some(5)));
+}

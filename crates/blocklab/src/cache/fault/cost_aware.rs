@@ -27,6 +27,10 @@
 //! A base policy plugs in by implementing [`Candidate`]; FIFO, CLOCK and LRU
 //! are provided here (policies with ghost history, such as ARC, would need
 //! `remove` to record the ghost as their own eviction does).
+//!
+//! `Policy::remove` (an invalidation) drops the block from the global
+//! instance, its disk's instance and the TS table, exactly as an eviction
+//! does; the bases keep no history. GTS does not tick.
 
 use super::{AgeOverPenaltyPick, FaultMap};
 use crate::cache::list::{Ends, Links32, NIL};
@@ -67,6 +71,7 @@ pub struct CostAware {
     /// block -> (disk, TS of last access)
     meta: FxHashMap<u64, (u32, u64)>,
     gts: u64,
+    evicted: Option<u64>,
 }
 
 impl CostAware {
@@ -81,6 +86,7 @@ impl CostAware {
             faults,
             meta: FxHashMap::default(),
             gts: 0,
+            evicted: None,
         })
     }
 
@@ -96,14 +102,24 @@ impl CostAware {
             }
             pick.best().expect("full cache")
         };
-        let (disk, _) = self.meta.remove(&victim).expect("victim cached");
-        self.global.remove(victim);
-        self.local[disk as usize].remove(victim);
+        self.evicted = Some(victim);
+        self.drop_block(victim);
+    }
+
+    /// Drop a cached block from every instance; false if not cached.
+    fn drop_block(&mut self, block: u64) -> bool {
+        let Some((disk, _)) = self.meta.remove(&block) else {
+            return false;
+        };
+        self.global.remove(block);
+        self.local[disk as usize].remove(block);
+        true
     }
 }
 
 impl Policy for CostAware {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         let hit = if let Some(m) = self.meta.get_mut(&a.block) {
             m.1 = self.gts;
             let d = m.0 as usize;
@@ -122,6 +138,18 @@ impl Policy for CostAware {
         };
         self.gts += 1;
         hit
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.meta.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        self.drop_block(block)
     }
 
     fn len(&self) -> usize {

@@ -9,6 +9,9 @@
 //! the block is inserted or hit. With all costs equal (fault-free array) GDS is
 //! exactly LRU. Ties of H: the block whose H was set first goes first.
 //! Everything is integer (size 1, integer costs): deterministic.
+//!
+//! `remove` drops the block and its H; L is left alone (it rises only when a
+//! block is evicted). GDS keeps no history.
 
 use super::FaultMap;
 use crate::cache::{Access, Policy};
@@ -26,6 +29,7 @@ pub struct Gds {
     /// Inflation value L.
     l: u64,
     seq: u64,
+    evicted: Option<u64>,
 }
 
 impl Gds {
@@ -37,6 +41,7 @@ impl Gds {
             order: BTreeMap::new(),
             l: 0,
             seq: 0,
+            evicted: None,
         }
     }
 
@@ -62,6 +67,7 @@ impl Gds {
 
 impl Policy for Gds {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         if self.map.contains_key(&a.block) {
             self.set(a.block);
             return true;
@@ -71,9 +77,28 @@ impl Policy for Gds {
             self.order.remove(&(h, seq));
             self.map.remove(&v);
             self.l = h;
+            self.evicted = Some(v);
         }
         self.set(a.block);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        match self.map.remove(&block) {
+            Some(key) => {
+                self.order.remove(&key);
+                true
+            }
+            None => false,
+        }
     }
 
     fn len(&self) -> usize {

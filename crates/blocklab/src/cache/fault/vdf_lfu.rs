@@ -25,6 +25,10 @@
 //! - The mode is read from the array at every eviction: a failure in the
 //!   middle of a run switches the policy with no loss of state.
 //!
+//! `remove` (an invalidation, not in the paper) drops the block from GS and
+//! its LS with its F and TS; as after an eviction, no frequency is kept. GTS
+//! does not tick.
+//!
 //! Stacks are ordered maps keyed by (F, TS); TS values are unique, so keys are.
 
 use super::FaultMap;
@@ -49,6 +53,7 @@ pub struct VdfLfu {
     /// LS_k: (F, TS) -> block
     local: Vec<BTreeMap<(u64, u64), u64>>,
     gts: u64,
+    evicted: Option<u64>,
 }
 
 impl VdfLfu {
@@ -61,6 +66,7 @@ impl VdfLfu {
             global: BTreeMap::new(),
             local: vec![BTreeMap::new(); n],
             gts: 0,
+            evicted: None,
         }
     }
 
@@ -97,6 +103,7 @@ impl Policy for VdfLfu {
     fn access(&mut self, a: &Access) -> bool {
         let gts = self.gts;
         self.gts += 1;
+        self.evicted = None;
         if let Some(e) = self.map.get_mut(&a.block) {
             let old = (e.f, e.ts);
             e.f += 1;
@@ -111,15 +118,31 @@ impl Policy for VdfLfu {
         }
         if self.map.len() >= self.capacity {
             let v = self.victim();
-            let e = self.map.remove(&v).expect("victim cached");
-            self.global.remove(&(e.f, e.ts));
-            self.local[e.disk as usize].remove(&(e.f, e.ts));
+            self.evicted = Some(v);
+            self.remove(v);
         }
         let disk = self.faults.disk_of(a.block);
         self.map.insert(a.block, Entry { disk, f: 1, ts: gts });
         self.global.insert((1, gts), a.block);
         self.local[disk as usize].insert((1, gts), a.block);
         false
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(e) = self.map.remove(&block) else {
+            return false;
+        };
+        self.global.remove(&(e.f, e.ts));
+        self.local[e.disk as usize].remove(&(e.f, e.ts));
+        true
     }
 
     fn len(&self) -> usize {

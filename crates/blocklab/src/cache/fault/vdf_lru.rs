@@ -40,6 +40,9 @@
 //!   skipped); empty local stacks have no candidate.
 //! - The mode is read from the array at every eviction, so a failure in the
 //!   middle of a run switches the policy without losing any state.
+//! - `remove` (an invalidation, not in the paper) drops the block from GS and
+//!   its LS with its TS; like LRU, VDF-LRU keeps no history. GTS does not tick
+//!   (it counts accesses).
 
 use super::{AgeOverPenaltyPick, FaultMap};
 use crate::cache::list::{Ends, Links32, NIL};
@@ -63,6 +66,9 @@ pub struct VdfLru {
     local: Vec<Ends>,
     /// Global timestamp GTS.
     gts: u64,
+    /// Slots of removed blocks.
+    free: Vec<u32>,
+    evicted: Option<u64>,
 }
 
 impl VdfLru {
@@ -81,6 +87,8 @@ impl VdfLru {
             llinks: Links32::with_capacity(reserve),
             local: vec![Ends::default(); n],
             gts: 0,
+            free: Vec::new(),
+            evicted: None,
         }
     }
 
@@ -118,6 +126,7 @@ impl VdfLru {
 
 impl Policy for VdfLru {
     fn access(&mut self, a: &Access) -> bool {
+        self.evicted = None;
         let hit = if let Some(&slot) = self.map.get(&a.block) {
             self.ts[slot as usize] = self.gts;
             let d = self.disk[slot as usize] as usize;
@@ -131,7 +140,13 @@ impl Policy for VdfLru {
                 let vd = self.disk[v as usize] as usize;
                 self.glinks.unlink(&mut self.global, v);
                 self.llinks.unlink(&mut self.local[vd], v);
-                self.map.remove(&self.blocks[v as usize]);
+                let old = self.blocks[v as usize];
+                self.evicted = Some(old);
+                self.map.remove(&old);
+                self.blocks[v as usize] = a.block;
+                self.disk[v as usize] = d;
+                v
+            } else if let Some(v) = self.free.pop() {
                 self.blocks[v as usize] = a.block;
                 self.disk[v as usize] = d;
                 v
@@ -149,6 +164,25 @@ impl Policy for VdfLru {
         };
         self.gts += 1;
         hit
+    }
+
+    fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    fn evicted(&self) -> Option<u64> {
+        self.evicted
+    }
+
+    fn remove(&mut self, block: u64) -> bool {
+        let Some(s) = self.map.remove(&block) else {
+            return false;
+        };
+        let d = self.disk[s as usize] as usize;
+        self.glinks.unlink(&mut self.global, s);
+        self.llinks.unlink(&mut self.local[d], s);
+        self.free.push(s);
+        true
     }
 
     fn len(&self) -> usize {
