@@ -128,15 +128,15 @@ impl CacheLayer {
         }
     }
 
-    /// Write `blocks` (sorted) below as background work, one operation per
-    /// contiguous run (per block without `merge_misses`).
-    fn write_back(&self, blocks: &[u64], exec: &mut dyn Exec, below: &mut Below) -> Result<()> {
+    /// Write `blocks` (sorted) below as background work of `cx`'s request,
+    /// one operation per contiguous run (per block without `merge_misses`).
+    fn write_back(&self, blocks: &[u64], cx: &mut Cx, below: &mut Below) -> Result<()> {
         let ios: Vec<Io> = runs(blocks, self.merge_misses)
             .map(|(first, n)| Io::blocks(Op::Write, first, n, Cause::Destage))
             .collect();
         // One plan per at most this many runs (plans have 16-bit node ids).
         for chunk in ios.chunks(1024) {
-            below.background(chunk, exec, self.tag, Class::Normal)?;
+            below.background(chunk, cx, self.tag, Class::Normal)?;
         }
         Ok(())
     }
@@ -261,7 +261,7 @@ impl Layer for CacheLayer {
         if !self.destage.is_empty() {
             let mut d = std::mem::take(&mut self.destage);
             d.sort_unstable();
-            self.write_back(&d, &mut *cx.exec, below)?;
+            self.write_back(&d, cx, below)?;
             self.destage = d;
         }
         Ok(())
@@ -277,7 +277,10 @@ impl Layer for CacheLayer {
         let mut d: Vec<u64> = self.dirty.drain().collect();
         d.sort_unstable();
         self.stats.flushed_blocks += d.len() as u64;
-        self.write_back(&d, exec, below)
+        // The flush is nobody's request: its work is submitted at once.
+        let mut cx = Cx::new(exec);
+        self.write_back(&d, &mut cx, below)?;
+        cx.submit_deferred()
     }
 
     fn report(&self, out: &mut StackResult) {

@@ -152,6 +152,17 @@ pub struct Cx<'a> {
     pub id: PlanId,
     /// The user request being served (None for background work).
     pub origin: Option<Origin>,
+    /// Background work made while serving the request: submitted after the
+    /// request's own plan, so that it queues behind it at the devices.
+    pub deferred: Vec<Deferred>,
+}
+
+/// A background plan waiting to be submitted.
+pub struct Deferred {
+    pub plan: IoPlan,
+    pub id: PlanId,
+    pub tag: u64,
+    pub class: Class,
 }
 
 impl<'a> Cx<'a> {
@@ -162,7 +173,16 @@ impl<'a> Cx<'a> {
             plan: IoPlan::default(),
             id,
             origin: None,
+            deferred: Vec::new(),
         }
+    }
+
+    /// Submit the background work made meanwhile (after the request's plan).
+    pub fn submit_deferred(&mut self) -> Result<()> {
+        for d in std::mem::take(&mut self.deferred) {
+            self.exec.submit_background(d.plan, d.id, d.tag, d.class)?;
+        }
+        Ok(())
     }
 
     /// The request also waits for `plan`.
@@ -275,14 +295,19 @@ impl Below<'_> {
         }
     }
 
-    /// Send `ios` down as one piece of background work the caller does not
-    /// wait for; `tag` comes back to the caller when it completes.
-    pub fn background(&mut self, ios: &[Io], exec: &mut dyn Exec, tag: u64, class: Class) -> Result<()> {
-        let mut cx = Cx::new(exec);
+    /// Send `ios` down as one piece of background work the request being
+    /// served does not wait for; it is submitted after the request's own
+    /// plan, and `tag` comes back to the caller when it completes.
+    pub fn background(&mut self, ios: &[Io], cx: &mut Cx, tag: u64, class: Class) -> Result<()> {
+        let mut child = Cx::new(&mut *cx.exec);
         for io in ios {
-            self.handle(io, &mut cx)?;
+            self.handle(io, &mut child)?;
         }
-        let (plan, id) = (std::mem::take(&mut cx.plan), cx.id);
-        cx.exec.submit_background(plan, id, tag, class)
+        let (plan, id) = (std::mem::take(&mut child.plan), child.id);
+        let mut later = std::mem::take(&mut child.deferred);
+        drop(child);
+        cx.deferred.push(Deferred { plan, id, tag, class });
+        cx.deferred.append(&mut later);
+        Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::address::AddressMap;
 use super::failure::FailAt;
-use super::layer::{Below, Cx, Exec, Instant, Layer, Origin, Target};
+use super::layer::{Below, Cx, Deferred, Exec, Instant, Layer, Origin, Target};
 use super::result::StackResult;
 use crate::cache::fault::FaultMap;
 use crate::device::DeviceModel;
@@ -120,8 +120,9 @@ impl Composed {
         }
     }
 
-    /// Send one request down the stack; returns its plan and id.
-    fn serve(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<(crate::array::IoPlan, u64)> {
+    /// Send one request down the stack; returns its plan and id, and the
+    /// background work to submit after it.
+    fn serve(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<(crate::array::IoPlan, u64, Vec<Deferred>)> {
         let io = self.addr.io(req)?;
         self.block_accesses += io.nblocks;
         let mut cx = Cx::new(exec);
@@ -136,7 +137,7 @@ impl Composed {
             target: &mut *self.target,
         }
         .handle(&io, &mut cx)?;
-        Ok((std::mem::take(&mut cx.plan), cx.id))
+        Ok((std::mem::take(&mut cx.plan), cx.id, std::mem::take(&mut cx.deferred)))
     }
 
     /// Every layer writes back what only it holds, top first (a layer's
@@ -224,8 +225,12 @@ impl Stack for Composed {
 
     fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()> {
         self.before(req, Some(&mut *ex))?;
-        let (plan, id) = self.serve(req, ex)?;
-        ex.submit_user(plan, tag, id, req.op == Op::Write)
+        let (plan, id, deferred) = self.serve(req, ex)?;
+        ex.submit_user(plan, tag, id, req.op == Op::Write)?;
+        for d in deferred {
+            Exec::submit_background(ex, d.plan, d.id, d.tag, d.class)?;
+        }
+        Ok(())
     }
 
     fn start_background(&mut self, ex: &mut TimedExecutor) -> Result<()> {

@@ -159,7 +159,11 @@ impl DevQueue {
             self.sched.pick(if idle { &self.idle_q } else { &self.device_q }, &ctx)
         };
         // `remove` keeps arrival order among the rest (FCFS picks index 0).
-        let p = if idle { self.idle_q.remove(i) } else { self.device_q.remove(i) };
+        let p = if idle {
+            self.idle_q.remove(i)
+        } else {
+            self.device_q.remove(i)
+        };
         let ms = self.model.service(now_ms, &p.req);
         let dur = ms_to_ns(ms);
         let last = p.req.lbn + (p.req.sectors.max(1) as u64) - 1;
