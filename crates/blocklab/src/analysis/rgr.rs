@@ -27,6 +27,7 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashSet;
 use serde::Serialize;
 
+use crate::array::ArrayConfig;
 use crate::cache::fault::all_policies;
 use crate::cache::sim::{open_blocks, parse_policy_list};
 use crate::cache::sizes;
@@ -166,6 +167,19 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
     if let Some(f) = &cfg.fail_at {
         crate::stack::failure::FailAt::parse(f)?;
     }
+    // The array as the user wrote it (a far RAID-10 needs the member size).
+    let disk_bytes = match &cfg.disk_size {
+        Some(s) => crate::array::parse_bytes(s)?,
+        None => 0,
+    };
+    ArrayConfig::from_names_sized(
+        &cfg.raid,
+        cfg.disks,
+        crate::array::parse_bytes(&cfg.chunk)?,
+        cfg.layout.as_deref(),
+        cfg.block_size,
+        disk_bytes,
+    )?;
     // Sizes: blocks, bytes, or a share of the unique blocks (one extra pass).
     let unique = if sizes::needs_unique(&cfg.sizes) {
         let blocks = BlockOptions {

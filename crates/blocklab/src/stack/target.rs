@@ -201,10 +201,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
         Ok(Self::with_capacity(array, make, wrap, blocks))
     }
 
-    /// An array of the counted executor: block numbers are bounded only by
-    /// the array's member size, when it has one.
+    /// An array of the counted executor: it has no disks to run past, so
+    /// block numbers are not bounded (`wrap` folds them onto the array's size).
     pub fn counted(array: Array, make: F, wrap: bool) -> Result<Self> {
-        if array.config().disk_bytes != 0 || wrap {
+        if wrap {
             return Self::new(array, make, wrap);
         }
         Ok(Self::with_capacity(array, make, false, u64::MAX))
