@@ -6,7 +6,6 @@ group exists, and creates a minimal `disk` group otherwise.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -15,7 +14,7 @@ import typer
 
 from blocklab import _core
 from blocklab.cli import disk_cmd
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
 
 REPLAYS = ("open", "closed", "feedback")
 SUMMARY = ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "max_response_ms",
@@ -83,15 +82,7 @@ def run(
         rebuild=rebuild, rebuild_at_ms=rebuild_at, rebuild_window=rebuild_window,
         rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
     ))
-    series = out.pop("timeseries", None)
-    if timeseries is not None:
-        with open(timeseries, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
-            w.writeheader()
-            w.writerows(series or [])
-        out["timeseries_csv"] = str(timeseries)
-    elif series is not None:
-        out["timeseries"] = series
+    place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
         print_json(out)
         return

@@ -4,14 +4,13 @@ this module converts arguments and prints the result."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
 
 EXECUTORS = ("count", "timed")
 
@@ -37,15 +36,7 @@ def run(
     out = json.loads(_core.run_stack(str(stack), [str(t) for t in trace], format=format, executor=executor,
                                      sets=sets, skip_bad=skip_bad))
     timing = out.get("timing") or {}
-    series = timing.pop("timeseries", None)
-    if timeseries is not None:
-        with open(timeseries, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
-            w.writeheader()
-            w.writerows(series or [])
-        out["timeseries_csv"] = str(timeseries)
-    elif series is not None:
-        timing["timeseries"] = series
+    place_timeseries(timing, timing.pop("timeseries", None), timeseries)
     if json_out:
         print_json(out)
         return
