@@ -104,13 +104,13 @@ impl Exec for TimedExecutor {
 /// The counted executor's side of [`Exec`]: nothing waits, nothing is
 /// pending (the plans themselves are tallied by the target that made them).
 #[derive(Debug, Default)]
-pub struct Instant {
+pub struct AtOnce {
     next: PlanId,
     /// Trace time of the request being handled.
     pub now: Ns,
 }
 
-impl Exec for Instant {
+impl Exec for AtOnce {
     fn timed(&self) -> bool {
         false
     }
