@@ -774,6 +774,27 @@ mod tests {
         assert_eq!(set_value("true"), Value::Boolean(true));
     }
 
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Mangled stack files and overrides give an error or a spec, never a panic.
+        #[test]
+        fn mangled_files_never_panic(
+            cut in 0usize..BASE.len(),
+            junk in "[ -~\n]{0,40}",
+            key in prop::sample::select(vec!["cache.0.size", "array.disks", "array.failed", "replay.mode",
+                "cache.0.policy", "array.rebuild.at", "device.model", "cache.9.x", "block_size", "x.y.z"]),
+            value in "[ -~]{0,12}",
+        ) {
+            let text = format!("{}{}{}", &BASE[..cut], junk, &BASE[cut..]);
+            let _ = parse(&text, &[]);
+            let set = format!("{key}={value}");
+            let _ = parse(BASE, &[set.as_str()]);
+        }
+    }
+
     #[test]
     fn relative_paths_follow_the_file() {
         let o = Origin {
