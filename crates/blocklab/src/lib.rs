@@ -12,6 +12,7 @@ pub mod cache;
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod fsmodel;
 pub mod timed;
 pub mod trace;
 
