@@ -10,6 +10,7 @@ pub mod analysis;
 pub mod array;
 pub mod cache;
 pub mod device;
+pub mod dgraid;
 pub mod error;
 pub mod exec;
 pub mod fsmodel;

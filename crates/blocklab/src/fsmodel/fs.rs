@@ -863,7 +863,7 @@ impl FileSystem {
         let want = new_size.div_ceil(bs);
         let tag = self.tag_of(ino, BlockKind::Data);
         // A partial last block is rewritten.
-        if old % bs != 0 && new_size > old && have > 0 {
+        if !old.is_multiple_of(bs) && new_size > old && have > 0 {
             let b = self.inodes[&ino].map.data[(have - 1) as usize];
             self.emit(Op::Write, b, tag);
         }
@@ -1053,8 +1053,22 @@ impl FileSystem {
     /// order), then write everything back. Returns each entry's inode
     /// (entry 0, the root, is inode 2).
     pub fn populate(&mut self, ns: &Namespace) -> Result<Vec<u64>> {
+        let inos = self.populate_each(ns, |_, _, _| Ok(()))?;
+        self.sync();
+        Ok(inos)
+    }
+
+    /// As [`populate`](Self::populate) without the final write-back, calling
+    /// `after(entry, inode, fs)` once each entry is made (to drain its I/O,
+    /// or to mark it).
+    pub fn populate_each(
+        &mut self,
+        ns: &Namespace,
+        mut after: impl FnMut(usize, u64, &mut FileSystem) -> Result<()>,
+    ) -> Result<Vec<u64>> {
         let mut inos = vec![0u64; ns.len()];
         inos[0] = ROOT_INO;
+        after(0, ROOT_INO, self)?;
         for id in ns.creation_order() {
             let e = &ns.entries[id];
             let parent = inos[e.parent];
@@ -1068,8 +1082,8 @@ impl FileSystem {
             }
             .map_err(|err| Error::config(format!("{}: {err}", path())))?;
             inos[id] = ino;
+            after(id, ino, self)?;
         }
-        self.sync();
         Ok(inos)
     }
 

@@ -246,7 +246,10 @@ fn materialize(ns: &Namespace, root: &Path) {
 }
 
 /// debugfs `stat` of every path: (inode, data blocks, IND, DIND, TIND) in order.
-fn debugfs_blocks(img: &Path, paths: &[String]) -> Vec<(u64, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>)> {
+/// (inode, data, IND, DIND, TIND) of one path.
+type StatBlocks = (u64, Vec<u64>, Vec<u64>, Vec<u64>, Vec<u64>);
+
+fn debugfs_blocks(img: &Path, paths: &[String]) -> Vec<StatBlocks> {
     let dir = tmpdir();
     let cmds = dir.path().join("cmds");
     let text: String = paths.iter().map(|p| format!("stat /{p}\n")).collect();
