@@ -4,6 +4,7 @@
 
 mod array;
 mod cache;
+mod dgraid;
 mod disk;
 mod policy;
 mod timed;
@@ -37,5 +38,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     timed::register(m)?;
     policy::register(m)?;
     vdf::register(m)?;
+    dgraid::register(m)?;
     Ok(())
 }

@@ -27,6 +27,7 @@ pub mod avail;
 pub mod layer;
 pub mod live;
 pub mod model;
+pub mod run;
 pub mod space;
 
 #[cfg(test)]

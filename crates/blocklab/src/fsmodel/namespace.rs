@@ -198,6 +198,22 @@ impl Namespace {
         s
     }
 
+    /// Copy `other` in under the directory `prefix` (`/`-separated, created
+    /// as needed); `""` grafts at the root.
+    pub fn graft(&mut self, prefix: &str, other: &Namespace) -> std::result::Result<(), String> {
+        let mut at = 0usize;
+        for part in prefix.split('/').filter(|p| !p.is_empty()) {
+            at = self.add(at, part, EntryType::Dir, 0)?;
+        }
+        let mut map = vec![usize::MAX; other.len()];
+        map[0] = at;
+        for id in other.creation_order() {
+            let e = &other.entries[id];
+            map[id] = self.add(map[e.parent], &e.name, e.kind, e.size)?;
+        }
+        Ok(())
+    }
+
     /// Write the namespace as a `find -printf '%y %s %p\n'` listing (paths
     /// with a leading `/`, directories sized one block of `dir_size` bytes).
     pub fn write_listing(&self, w: &mut impl std::io::Write, dir_size: u64) -> std::io::Result<()> {
@@ -323,7 +339,8 @@ pub fn parse_listing(r: impl BufRead, file: &str) -> Result<Namespace> {
 /// directory ∝ 1/(n + 2.36)^2; file sizes lognormal (μ = 9.48, σ = 2.46 in
 /// ln bytes) with a Pareto tail. These are our choice of published shapes;
 /// every one is a parameter.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GenParams {
     pub dirs: u64,
     pub files: u64,
@@ -520,6 +537,16 @@ mod tests {
         sizes.sort_unstable();
         let med = sizes[sizes.len() / 2];
         assert!((6_000..30_000).contains(&med), "median {med}");
+    }
+
+    #[test]
+    fn graft_puts_a_tree_under_a_prefix() {
+        let mut a = parse("f 1 /etc/x\n").unwrap();
+        let b = parse("d 1 /u\nf 7 /u/y\n").unwrap();
+        a.graft("home/me", &b).unwrap();
+        let y = a.child(a.child(a.child(a.child(0, "home").unwrap(), "me").unwrap(), "u").unwrap(), "y").unwrap();
+        assert_eq!((a.path(y).as_str(), a.entries[y].size), ("home/me/u/y", 7));
+        assert!(a.graft("etc/x", &b).is_err(), "a file cannot hold a tree");
     }
 
     #[test]
