@@ -237,27 +237,19 @@ impl Dgraid {
     pub fn new(cfg: DgraidConfig, geo: &Geometry) -> Result<Dgraid> {
         cfg.validate()?;
         let volume_blocks = geo.blocks;
-        let d = cfg.disks as u64;
-        let data_copies: u64 = match cfg.level {
-            DgraidLevel::L0 => 1,
-            DgraidLevel::L1 => 2,
-        };
         let mut is_static = Bitmap::new(volume_blocks);
-        let mut static_blocks = 0u64;
         for g in 0..geo.group_count() {
             let grp = &geo.groups[g as usize];
             for b in grp.start..=grp.end {
                 if geo.classify(b) != crate::fsmodel::StaticKind::Dynamic {
                     is_static.set(b);
-                    static_blocks += 1;
                 }
             }
         }
         let disk_blocks = if cfg.disk_blocks > 0 {
             cfg.disk_blocks
         } else {
-            let base = (volume_blocks * data_copies).div_ceil(d) + (static_blocks * cfg.meta_copies as u64).div_ceil(d);
-            base + base / 8 + 64
+            Dgraid::member_blocks_for(&cfg, geo, 0)
         };
         if disk_blocks > u32::MAX as u64 {
             return Err(Error::config("members of more than 2^32 blocks are not supported"));
@@ -288,6 +280,20 @@ impl Dgraid {
             },
             cfg,
         })
+    }
+
+    /// The default member size: each member's share of the data copies of
+    /// the whole volume and of the metadata replicas, plus `extra` blocks of
+    /// further copies spread over the members, plus 1/8 slack.
+    pub fn member_blocks_for(cfg: &DgraidConfig, geo: &Geometry, extra: u64) -> u64 {
+        let d = cfg.disks.max(1) as u64;
+        let data_copies: u64 = match cfg.level {
+            DgraidLevel::L0 => 1,
+            DgraidLevel::L1 => 2,
+        };
+        let static_blocks: u64 = (0..geo.group_count()).map(|g| geo.static_blocks_of_group(g)).sum();
+        let base = (geo.blocks * data_copies + extra).div_ceil(d) + (static_blocks * cfg.meta_copies as u64).div_ceil(d);
+        base + base / 8 + 64
     }
 
     pub fn config(&self) -> &DgraidConfig {

@@ -15,7 +15,7 @@ use crate::array::{Array, ArrayConfig};
 use crate::error::{Error, Result};
 use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
-use crate::fsmodel::namespace::{generate, read_listing, GenParams, Namespace, NamespaceStats};
+use crate::fsmodel::namespace::{generate, read_listing, EntryType, GenParams, Namespace, NamespaceStats};
 
 /// Where a namespace comes from: a listing, the generator, or both (the
 /// generated tree grafted under `generate_under`).
@@ -228,6 +228,15 @@ pub fn availability(p: &AvailParams) -> Result<AvailReport> {
         cfg.seed = p.seed;
         cfg.disk_blocks = p.disk_blocks;
         let popular = |id: usize| avail::under(&ns.path(id), &p.popular_dirs);
+        if cfg.disk_blocks == 0 && p.popular_copies > 1 {
+            // Room for the extra copies of the popular files.
+            let popular_blocks: u64 = (1..ns.len())
+                .filter(|&id| ns.entries[id].kind == EntryType::File && popular(id))
+                .map(|id| ns.entries[id].size.div_ceil(p.block_size) + 2)
+                .sum();
+            let geo = crate::fsmodel::Geometry::mke2fs(&mkfs)?;
+            cfg.disk_blocks = Dgraid::member_blocks_for(&cfg, &geo, popular_blocks * p.popular_copies as u64);
+        }
         let run = populate_dgraid(&ns, mkfs, cfg, &popular)?;
         let mut s = avail::structure(&ns, &run.fs, &run.inos, &|b| {
             let m = run.layer.disk_mask(b);
