@@ -42,7 +42,8 @@ fn fs_tree(py: Python<'_>, tree: &str, out: Option<std::path::PathBuf>) -> PyRes
             let name = p.display().to_string();
             let f = std::fs::File::create(p).map_err(|e| blocklab::Error::io(&name, e))?;
             let mut w = std::io::BufWriter::new(f);
-            ns.write_listing(&mut w, 4096).map_err(|e| blocklab::Error::io(&name, e))?;
+            ns.write_listing(&mut w, 4096)
+                .map_err(|e| blocklab::Error::io(&name, e))?;
             std::io::Write::flush(&mut w).map_err(|e| blocklab::Error::io(&name, e))?;
         }
         Ok(ns.stats())

@@ -66,7 +66,8 @@ def _register(app: typer.Typer) -> None:
         disks: int = typer.Option(..., "--disks", help="Number of disks (at most 64)."),
         meta_copies: str = typer.Option("1", "--meta-copies", help="Copies of naming and system metadata (D-GRAID); a list runs each: 1,4,8."),
         grouping: str = typer.Option("file", "--grouping", help="Unit of fault isolation: file, or dir (a directory's files share a disk)."),
-        failed_count: str = typer.Option(..., "--failed-count", help="Failed disks: 4, a list 0,2,4 or an inclusive range 0..16 (0..16:2)."),
+        failed_count: Optional[str] = typer.Option(None, "--failed-count", help="Failed disks: 4, a list 0,2,4 or an inclusive range 0..16 (0..16:2)."),
+        failed: Optional[str] = typer.Option(None, "--failed", help="Instead of --failed-count: these disks failed (e.g. 0,1)."),
         trials: int = typer.Option(200, "--trials", help="Random failure sets per count when there are more than --exact-limit."),
         seed: int = typer.Option(1, "--seed", help="Seed of the failure sets and of the processes."),
         semantics: Optional[str] = typer.Option(None, "--semantics", help="RAID levels: md (the volume is lost beyond the redundancy; default) or block (what a file needs is readable)."),
@@ -87,9 +88,11 @@ def _register(app: typer.Typer) -> None:
             fail(f"unknown level `{level}`; valid: {', '.join(LEVELS)}")
         if trials < 1:
             fail("--trials must be at least 1")
+        if (failed_count is None) == (failed is None):
+            fail("give --failed-count K (or a list or range), or --failed DISKS")
         spec = tree_spec(tree, dirs, files, tree_seed, under)
         params = {
-            "tree": spec, "level": level, "disks": disks, "grouping": grouping, "failed_counts": failed_count,
+            "tree": spec, "level": level, "disks": disks, "grouping": grouping, "failed_counts": failed_count or "0", "failed_disks": failed,
             "trials": trials, "seed": seed, "semantics": semantics, "exact_limit": exact_limit,
             "placement": placement, "popular_copies": popular_copies, "processes": processes,
             "block_size": block_size, "size": size_bytes(size) if size else 0, "chunk_bytes": size_bytes(chunk, "--chunk"),
@@ -147,14 +150,14 @@ def _register(app: typer.Typer) -> None:
     def postmark(
         disks: int = typer.Option(4, "--disks", help="Disks of the D-GRAID array."),
         meta_copies: str = typer.Option("1..4", "--meta-copies", help="Copy counts to run."),
-        files: int = typer.Option(1000, "--files", help="Files created before the transactions."),
-        transactions: int = typer.Option(5000, "--transactions", help="Transactions (read or append, then create or delete)."),
+        files: int = typer.Option(5000, "--files", help="Files created before the transactions."),
+        transactions: int = typer.Option(30000, "--transactions", help="Transactions (read or append, then create or delete)."),
         min_size: str = typer.Option("512", "--min-size", help="Smallest file."),
         max_size: str = typer.Option("10KiB", "--max-size", help="Largest file."),
         subdirs: int = typer.Option(10, "--subdirs", help="Directories the files are spread over."),
-        flush_every: int = typer.Option(64, "--flush-every", help="Write back dirty metadata every this many operations (0: only at the syncs)."),
+        flush_every: int = typer.Option(5000, "--flush-every", help="Write back dirty metadata every this many operations (0: only at the syncs); the default flushes about 13 times, as Linux 2.2's 5 s bdflush did during the paper's run."),
         block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
-        size: str = typer.Option("512MiB", "--size", help="File-system size."),
+        size: str = typer.Option("2GiB", "--size", help="File-system size."),
         seed: int = typer.Option(1, "--seed", help="Seed of the workload."),
         as_json: bool = JsonOpt,
     ) -> None:

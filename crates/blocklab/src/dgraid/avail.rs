@@ -233,6 +233,8 @@ pub struct AvailRow {
     pub namespace_navigable: f64,
     /// Mean share of directories reachable from the root.
     pub dirs_reachable: f64,
+    /// As `dirs_available` over the directories holding at least one file.
+    pub nonempty_dirs_available: f64,
     /// `exact` (every failure set) or `monte-carlo`.
     pub method: &'static str,
     /// Failure sets evaluated.
@@ -247,9 +249,17 @@ struct Tally {
     procs: f64,
     navigable: f64,
     reachable: f64,
+    nonempty: f64,
 }
 
-fn evaluate(s: &Structure, failed: u64, reach: &mut Vec<bool>, bad: &mut Vec<u32>, fok: &mut Vec<bool>) -> Tally {
+fn evaluate(
+    s: &Structure,
+    failed: u64,
+    reach: &mut Vec<bool>,
+    bad: &mut Vec<u32>,
+    fok: &mut Vec<bool>,
+    has_files: &[bool],
+) -> Tally {
     let nd = s.dir_parent.len();
     reach.clear();
     reach.resize(nd, false);
@@ -274,6 +284,8 @@ fn evaluate(s: &Structure, failed: u64, reach: &mut Vec<bool>, bad: &mut Vec<u32
         }
     }
     let dirs_ok = (0..nd).filter(|&d| reach[d] && bad[d] == 0).count();
+    let nonempty = has_files.iter().filter(|&&h| h).count();
+    let nonempty_ok = (0..nd).filter(|&d| has_files[d] && reach[d] && bad[d] == 0).count();
     let procs_ok = s.processes.iter().filter(|p| p.iter().all(|&f| fok[f])).count();
     let share = |a: usize, n: usize| if n == 0 { 1.0 } else { a as f64 / n as f64 };
     Tally {
@@ -282,6 +294,7 @@ fn evaluate(s: &Structure, failed: u64, reach: &mut Vec<bool>, bad: &mut Vec<u32
         procs: share(procs_ok, s.processes.len()),
         navigable: (reachable == nd) as u8 as f64,
         reachable: share(reachable, nd),
+        nonempty: share(nonempty_ok, nonempty),
     }
 }
 
@@ -358,6 +371,39 @@ pub fn failure_sets(d: u32, k: u32, smp: &Sampling) -> (Vec<u64>, &'static str) 
     }
 }
 
+/// Which failure sets to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failures {
+    /// Each failure count, over every set or random ones.
+    Counts(Vec<u32>, Sampling),
+    /// One given set of failed disks.
+    Set(u64),
+}
+
+impl Failures {
+    /// (k, sets, method) per row.
+    fn rows(&self, d: u32) -> Result<Vec<(u32, Vec<u64>, &'static str)>> {
+        match self {
+            Failures::Counts(ks, smp) => ks
+                .iter()
+                .map(|&k| {
+                    if k > d {
+                        return Err(Error::config(format!("--failed-count {k} exceeds the {d} disks")));
+                    }
+                    let (sets, m) = failure_sets(d, k, smp);
+                    Ok((k, sets, m))
+                })
+                .collect(),
+            Failures::Set(m) => {
+                if d < 64 && m >> d != 0 {
+                    return Err(Error::config(format!("failed disks beyond the {d} disks")));
+                }
+                Ok(vec![(m.count_ones(), vec![*m], "given")])
+            }
+        }
+    }
+}
+
 /// Availability of a structure (block semantics) for each failure count.
 pub fn availability_of(
     d: u32,
@@ -365,17 +411,27 @@ pub fn availability_of(
     smp: &Sampling,
     structure_for: &mut dyn FnMut(u32) -> Result<std::rc::Rc<Structure>>,
 ) -> Result<Vec<AvailRow>> {
+    availability_over(d, &Failures::Counts(ks.to_vec(), *smp), structure_for)
+}
+
+/// Availability of a structure (block semantics) over the given failures.
+pub fn availability_over(
+    d: u32,
+    failures: &Failures,
+    structure_for: &mut dyn FnMut(u32) -> Result<std::rc::Rc<Structure>>,
+) -> Result<Vec<AvailRow>> {
     let mut out = Vec::new();
     let (mut reach, mut bad, mut fok) = (Vec::new(), Vec::new(), Vec::new());
-    for &k in ks {
-        if k > d {
-            return Err(Error::config(format!("--failed-count {k} exceeds the {d} disks")));
-        }
+    for (k, sets, method) in failures.rows(d)? {
         let s = structure_for(k)?;
-        let (sets, method) = failure_sets(d, k, smp);
+        let mut has_files = vec![false; s.dir_parent.len()];
+        for &d in &s.file_dir {
+            has_files[d] = true;
+        }
         let mut t = Tally::default();
         for &f in &sets {
-            let x = evaluate(&s, f, &mut reach, &mut bad, &mut fok);
+            let x = evaluate(&s, f, &mut reach, &mut bad, &mut fok, &has_files);
+            t.nonempty += x.nonempty;
             t.files += x.files;
             t.dirs += x.dirs;
             t.procs += x.procs;
@@ -390,6 +446,7 @@ pub fn availability_of(
             processes_available: t.procs / n,
             namespace_navigable: t.navigable / n,
             dirs_reachable: t.reachable / n,
+            nonempty_dirs_available: t.nonempty / n,
             method,
             sets: sets.len() as u64,
         });
@@ -422,22 +479,23 @@ pub fn md_survives(a: &Array, failed: u64) -> bool {
 
 /// MD semantics: every share is the probability that the array survives.
 pub fn md_availability(cfg: &ArrayConfig, ks: &[u32], smp: &Sampling) -> Result<Vec<AvailRow>> {
+    md_availability_over(cfg, &Failures::Counts(ks.to_vec(), *smp))
+}
+
+/// MD semantics over the given failures.
+pub fn md_availability_over(cfg: &ArrayConfig, failures: &Failures) -> Result<Vec<AvailRow>> {
     let a = Array::new(*cfg)?;
     let d = cfg.disks;
     if d > 64 {
         return Err(Error::config("availability supports at most 64 disks"));
     }
-    let sets_cache = mirror_sets(&a);
+    let mirrors = mirror_sets(&a);
     let mut out = Vec::new();
-    for &k in ks {
-        if k > d {
-            return Err(Error::config(format!("--failed-count {k} exceeds the {d} disks")));
-        }
-        let (sets, method) = failure_sets(d, k, smp);
+    for (k, sets, method) in failures.rows(d)? {
         let alive = sets
             .iter()
             .filter(|&&f| match a.level() {
-                Level::Raid1 | Level::Raid10 => sets_cache.iter().all(|&m| m & !f != 0),
+                Level::Raid1 | Level::Raid10 => mirrors.iter().all(|&m| m & !f != 0),
                 _ => md_survives(&a, f),
             })
             .count() as f64
@@ -449,6 +507,7 @@ pub fn md_availability(cfg: &ArrayConfig, ks: &[u32], smp: &Sampling) -> Result<
             processes_available: alive,
             namespace_navigable: alive,
             dirs_reachable: alive,
+            nonempty_dirs_available: alive,
             method,
             sets: sets.len() as u64,
         });

@@ -15,6 +15,12 @@
 //!   disk (logical runs stay physical runs), else the member's fill cursor
 //!   (so a member fills from its start, as a fresh file system does);
 //! * a full home site spills to the least used disk with room (counted);
+//!   file data may not take the last blocks of a member, kept for metadata
+//!   replicas (the static metadata's share plus 1/32 of the member); a
+//!   replica that finds every other disk full is dropped (counted);
+//! * a mapped block is remapped only when it is reused by another unit of
+//!   fault isolation or changes between data and replicated metadata (the
+//!   paper's block-reuse detection); otherwise it stays where it is.
 //! * diffusion copies stripe a segment over all disks in chunks; they are
 //!   performance replicas, never counted for availability nor rebuilt.
 
@@ -191,6 +197,8 @@ pub struct DgraidCounts {
     pub reads_from_diffused: u64,
     pub remaps: u64,
     pub spills: u64,
+    /// Metadata replicas that found no disk with room.
+    pub dropped_replicas: u64,
     pub freed: u64,
     pub diffused_segments: u64,
     pub per_disk_writes: Vec<u64>,
@@ -209,6 +217,10 @@ pub struct Dgraid {
     more: FxHashMap<u64, Vec<Slot>>,
     /// Kind of what each mapped block holds was replicated as metadata.
     replicated: Bitmap,
+    /// Unit of fault isolation each mapped block was placed for.
+    unit: Vec<u32>,
+    /// Blocks of a member file data may use (the rest is kept for replicas).
+    data_limit: u64,
     home: FxHashMap<u64, u32>,
     dirs: FxHashSet<u64>,
     popular: FxHashSet<u64>,
@@ -251,6 +263,9 @@ impl Dgraid {
         } else {
             Dgraid::member_blocks_for(&cfg, geo, 0)
         };
+        let static_blocks: u64 = (0..geo.group_count()).map(|g| geo.static_blocks_of_group(g)).sum();
+        let reserve = (static_blocks * cfg.meta_copies as u64).div_ceil(cfg.disks as u64) + disk_blocks / 32;
+        let data_limit = disk_blocks.saturating_sub(reserve).max(disk_blocks / 2);
         if disk_blocks > u32::MAX as u64 {
             return Err(Error::config("members of more than 2^32 blocks are not supported"));
         }
@@ -263,6 +278,8 @@ impl Dgraid {
             second: vec![EMPTY; volume_blocks as usize],
             more: FxHashMap::default(),
             replicated: Bitmap::new(volume_blocks),
+            unit: vec![0; volume_blocks as usize],
+            data_limit,
             home: FxHashMap::default(),
             dirs: FxHashSet::default(),
             popular: FxHashSet::default(),
@@ -292,7 +309,8 @@ impl Dgraid {
             DgraidLevel::L1 => 2,
         };
         let static_blocks: u64 = (0..geo.group_count()).map(|g| geo.static_blocks_of_group(g)).sum();
-        let base = (geo.blocks * data_copies + extra).div_ceil(d) + (static_blocks * cfg.meta_copies as u64).div_ceil(d);
+        let base =
+            (geo.blocks * data_copies + extra).div_ceil(d) + (static_blocks * cfg.meta_copies as u64).div_ceil(d);
         base + base / 8 + 64
     }
 
@@ -466,7 +484,10 @@ impl Dgraid {
         self.slots(block).iter().fold(0, |m, s| m | 1 << s.disk)
     }
 
-    fn alloc_phys(&mut self, disk: u32, block: u64) -> Option<u32> {
+    fn alloc_phys(&mut self, disk: u32, block: u64, replica: bool) -> Option<u32> {
+        if !replica && self.used[disk as usize] >= self.data_limit {
+            return None;
+        }
         let bm = &self.phys[disk as usize];
         let prev = block
             .checked_sub(1)
@@ -494,40 +515,44 @@ impl Dgraid {
         }
     }
 
-    /// Place `block` on `disks` (or the closest disks with room).
-    fn place(&mut self, block: u64, disks: &[u32]) -> Result<Vec<Slot>> {
+    /// Place `block` on `disks` (or the least used disks with room).
+    /// `replica`: replicated metadata (may use the reserve; a copy with no
+    /// room anywhere is dropped as long as one copy is placed).
+    fn place(&mut self, block: u64, disks: &[u32], replica: bool) -> Result<Vec<Slot>> {
         let mut out: Vec<Slot> = Vec::with_capacity(disks.len());
         for &d in disks {
-            let mut disk = d;
-            let p = match self.alloc_phys(disk, block) {
-                Some(p) => p,
-                None => {
-                    // Spill: the least used disk with room not yet holding a copy.
-                    self.counts.spills += 1;
-                    let mut cands: Vec<u32> = (0..self.cfg.disks)
-                        .filter(|c| !out.iter().any(|s| s.disk as u32 == *c) && !disks.contains(c))
-                        .collect();
-                    cands.sort_by_key(|&c| (self.used[c as usize], c));
-                    let mut got = None;
-                    for c in cands {
-                        if let Some(p) = self.alloc_phys(c, block) {
-                            got = Some(p);
-                            disk = c;
-                            break;
-                        }
+            let mut placed = self.alloc_phys(d, block, replica).map(|p| (d, p));
+            if placed.is_none() {
+                // Spill: the least used disk with room not holding a copy.
+                self.counts.spills += 1;
+                let mut cands: Vec<u32> = (0..self.cfg.disks)
+                    .filter(|c| !out.iter().any(|s| s.disk as u32 == *c) && !disks.contains(c))
+                    .collect();
+                cands.sort_by_key(|&c| (self.used[c as usize], c));
+                for c in cands {
+                    if let Some(p) = self.alloc_phys(c, block, replica) {
+                        placed = Some((c, p));
+                        break;
                     }
-                    got.ok_or_else(|| {
-                        Error::config(format!(
-                            "the D-GRAID members are full ({} blocks each): give larger members",
-                            self.disk_blocks
-                        ))
-                    })?
                 }
-            };
-            out.push(Slot {
-                disk: disk as u16,
-                phys: p,
-            });
+            }
+            match placed {
+                Some((disk, p)) => out.push(Slot {
+                    disk: disk as u16,
+                    phys: p,
+                }),
+                None if replica => self.counts.dropped_replicas += 1,
+                None => {}
+            }
+        }
+        if out.is_empty() || (!replica && out.len() < disks.len()) {
+            for s in out {
+                self.free_phys(s);
+            }
+            return Err(Error::config(format!(
+                "the D-GRAID members are full ({} blocks each): give larger members",
+                self.disk_blocks
+            )));
         }
         Ok(out)
     }
@@ -546,7 +571,12 @@ impl Dgraid {
         let wanted = self.wanted_disks(block, tag);
         let replicated = self.is_replicated(block, tag);
         let have = self.slots(block);
-        let same = have.len() == wanted.len() && wanted.iter().all(|&w| have.iter().any(|s| s.disk as u32 == w));
+        let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
+            0
+        } else {
+            self.unit_of(tag) as u32
+        };
+        let same = !have.is_empty() && self.unit[block as usize] == unit && self.replicated.get(block) == replicated;
         let slots = if same {
             have
         } else {
@@ -556,8 +586,9 @@ impl Dgraid {
                     self.free_phys(s);
                 }
             }
-            let s = self.place(block, &wanted)?;
+            let s = self.place(block, &wanted, replicated)?;
             self.set_slots(block, &s);
+            self.unit[block as usize] = unit;
             s
         };
         if replicated {

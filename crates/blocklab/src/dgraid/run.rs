@@ -6,7 +6,7 @@ use std::rc::Rc;
 
 use serde::{Deserialize, Serialize};
 
-use super::avail::{self, AvailRow, Need, ProcessModel, Sampling, Structure};
+use super::avail::{self, AvailRow, Failures, Need, ProcessModel, Sampling, Structure};
 use super::layer::{Dgraid, DgraidConfig, DgraidLevel, Diffusion, Grouping, ReplicaPlacement};
 use super::live::{LiveLayout, LiveSet};
 use super::model::{feed, fitting_size, populate_dgraid, populate_plain};
@@ -47,7 +47,11 @@ impl TreeSpec {
 
 /// `0..16` (inclusive), `0..16:2`, `0,1,4`, `3`.
 pub fn parse_counts(s: &str) -> Result<Vec<u32>> {
-    let bad = || Error::config(format!("bad --failed-count `{s}`: expected e.g. 4, 0,1,4 or 0..16 (inclusive) or 0..16:2"));
+    let bad = || {
+        Error::config(format!(
+            "bad --failed-count `{s}`: expected e.g. 4, 0,1,4 or 0..16 (inclusive) or 0..16:2"
+        ))
+    };
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         if let Some((a, rest)) = part.split_once("..") {
@@ -72,7 +76,11 @@ pub fn parse_counts(s: &str) -> Result<Vec<u32>> {
 }
 
 fn mkfs_for(ns: &Namespace, block_size: u64, size: u64, fill: f64) -> MkfsParams {
-    let size = if size == 0 { fitting_size(ns, block_size, fill) } else { size };
+    let size = if size == 0 {
+        fitting_size(ns, block_size, fill)
+    } else {
+        size
+    };
     MkfsParams::new(size, block_size)
 }
 
@@ -95,6 +103,8 @@ pub struct AvailParams {
     pub lib_dirs: Vec<String>,
     pub processes: usize,
     pub failed_counts: String,
+    /// One given set of failed disks (`0,1`) instead of failure counts.
+    pub failed_disks: Option<String>,
     pub trials: u64,
     pub seed: u64,
     pub exact_limit: u64,
@@ -124,6 +134,7 @@ impl Default for AvailParams {
             lib_dirs: pm.lib_dirs,
             processes: 1000,
             failed_counts: "0..4".into(),
+            failed_disks: None,
             trials: 200,
             seed: 1,
             exact_limit: 5000,
@@ -170,10 +181,39 @@ pub fn availability(p: &AvailParams) -> Result<AvailReport> {
     if p.trials == 0 {
         return Err(Error::config("--trials must be at least 1"));
     }
-    let ks = parse_counts(&p.failed_counts)?;
-    if let Some(&k) = ks.iter().find(|&&k| k > p.disks) {
-        return Err(Error::config(format!("--failed-count {k} exceeds the {} disks", p.disks)));
-    }
+    let smp = Sampling {
+        trials: p.trials,
+        seed: p.seed,
+        exact_limit: p.exact_limit,
+    };
+    let failures = match &p.failed_disks {
+        Some(list) => {
+            let mut m = 0u64;
+            for part in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+                let d: u32 = part
+                    .parse()
+                    .map_err(|_| Error::config(format!("bad --failed `{list}`: expected disk numbers like 0,1")))?;
+                if d >= p.disks {
+                    return Err(Error::config(format!(
+                        "failed disk {d} does not exist: the array has disks 0..{}",
+                        p.disks - 1
+                    )));
+                }
+                m |= 1 << d;
+            }
+            Failures::Set(m)
+        }
+        None => {
+            let ks = parse_counts(&p.failed_counts)?;
+            if let Some(&k) = ks.iter().find(|&&k| k > p.disks) {
+                return Err(Error::config(format!(
+                    "--failed-count {k} exceeds the {} disks",
+                    p.disks
+                )));
+            }
+            Failures::Counts(ks, smp)
+        }
+    };
     let dgraid = p.level.starts_with("dgraid");
     let semantics = match (p.semantics.as_deref(), dgraid) {
         (None, true) | (Some("block"), _) => "block",
@@ -187,11 +227,6 @@ pub fn availability(p: &AvailParams) -> Result<AvailReport> {
     };
     let grouping = Grouping::parse(&p.grouping)?;
     let placement = ReplicaPlacement::parse(&p.placement)?;
-    let smp = Sampling {
-        trials: p.trials,
-        seed: p.seed,
-        exact_limit: p.exact_limit,
-    };
     let ns = p.tree.load()?;
     let mkfs = mkfs_for(&ns, p.block_size, p.size, p.fill);
     let pm = ProcessModel {
@@ -248,21 +283,21 @@ pub fn availability(p: &AvailParams) -> Result<AvailReport> {
         });
         avail::add_processes(&mut s, &ns, &pm)?;
         let s = Rc::new(s);
-        let rows = avail::availability_of(p.disks, &ks, &smp, &mut |_| Ok(s.clone()))?;
+        let rows = avail::availability_over(p.disks, &failures, &mut |_| Ok(s.clone()))?;
         let bytes = run.fs.geometry().blocks * p.block_size;
         return Ok(out(rows, run.layer.counts().spills, bytes, p.meta_copies));
     }
     let acfg = ArrayConfig::from_names(&p.level, p.disks, p.chunk_bytes, p.layout.as_deref(), p.block_size)?;
     let bytes = (mkfs.size_bytes / p.block_size) * p.block_size;
     if semantics == "md" {
-        let rows = avail::md_availability(&acfg, &ks, &smp)?;
+        let rows = avail::md_availability_over(&acfg, &failures)?;
         return Ok(out(rows, 0, bytes, 1));
     }
     let a = Array::new(acfg)?;
     let (fs, inos) = populate_plain(&ns, mkfs)?;
     let parity = acfg.level.parity_units();
     let mut cache: [Option<Rc<Structure>>; 2] = [None, None];
-    let rows = avail::availability_of(p.disks, &ks, &smp, &mut |k| {
+    let rows = avail::availability_over(p.disks, &failures, &mut |k| {
         let slot = (k > parity) as usize;
         if let Some(s) = &cache[slot] {
             return Ok(s.clone());
@@ -493,13 +528,16 @@ pub struct DiffusionRow {
 pub fn diffusion(p: &DiffusionParams) -> Result<Vec<DiffusionRow>> {
     let bs = p.block_size;
     if p.segment_bytes < bs || p.chunk_bytes < bs || p.threshold == 0 {
-        return Err(Error::config("segment and chunk must be at least one block; threshold at least 1"));
+        return Err(Error::config(
+            "segment and chunk must be at least one block; threshold at least 1",
+        ));
     }
     let acfg = ArrayConfig::from_names("raid0", p.disks, p.chunk_bytes, None, bs)?;
     let arr = Array::new(acfg)?;
     let mut out = Vec::new();
     for &size in &p.sizes {
-        let fs_size = ((size * 2).max(64 << 20)).div_ceil(1 << 20) << 20;
+        // Members of at least twice the file: it fits its home site.
+        let fs_size = ((size * 2 * p.disks as u64).max(64 << 20)).div_ceil(1 << 20) << 20;
         let per_disk = |reads: &[u64]| -> f64 {
             let total: u64 = reads.iter().sum();
             let max = reads.iter().copied().max().unwrap_or(0).max(1);
@@ -675,12 +713,31 @@ mod tests {
             ..AvailParams::default()
         };
         let bad = [
-            AvailParams { level: "raid7".into(), ..base.clone() },
-            AvailParams { failed_counts: "5".into(), ..base.clone() },
-            AvailParams { semantics: Some("md".into()), ..base.clone() },
-            AvailParams { meta_copies: 5, ..base.clone() },
-            AvailParams { level: "dgraid1".into(), disks: 3, ..base.clone() },
-            AvailParams { grouping: "disk".into(), ..base.clone() },
+            AvailParams {
+                level: "raid7".into(),
+                ..base.clone()
+            },
+            AvailParams {
+                failed_counts: "5".into(),
+                ..base.clone()
+            },
+            AvailParams {
+                semantics: Some("md".into()),
+                ..base.clone()
+            },
+            AvailParams {
+                meta_copies: 5,
+                ..base.clone()
+            },
+            AvailParams {
+                level: "dgraid1".into(),
+                disks: 3,
+                ..base.clone()
+            },
+            AvailParams {
+                grouping: "disk".into(),
+                ..base.clone()
+            },
         ];
         for p in bad {
             assert!(availability(&p).is_err(), "{:?} {}", p.level, p.failed_counts);
@@ -689,7 +746,10 @@ mod tests {
         assert_eq!(ok.rows.len(), 5);
         assert_eq!(ok.rows[0].row.files_available, 1.0);
         let again = availability(&base).unwrap();
-        assert_eq!(serde_json::to_string(&ok.rows).unwrap(), serde_json::to_string(&again.rows).unwrap());
+        assert_eq!(
+            serde_json::to_string(&ok.rows).unwrap(),
+            serde_json::to_string(&again.rows).unwrap()
+        );
     }
 
     #[test]

@@ -544,7 +544,13 @@ mod tests {
         let mut a = parse("f 1 /etc/x\n").unwrap();
         let b = parse("d 1 /u\nf 7 /u/y\n").unwrap();
         a.graft("home/me", &b).unwrap();
-        let y = a.child(a.child(a.child(a.child(0, "home").unwrap(), "me").unwrap(), "u").unwrap(), "y").unwrap();
+        let y = a
+            .child(
+                a.child(a.child(a.child(0, "home").unwrap(), "me").unwrap(), "u")
+                    .unwrap(),
+                "y",
+            )
+            .unwrap();
         assert_eq!((a.path(y).as_str(), a.entries[y].size), ("home/me/u/y", 7));
         assert!(a.graft("etc/x", &b).is_err(), "a file cannot hold a tree");
     }
