@@ -734,4 +734,29 @@ impl Dgraid {
         v.sort_unstable();
         v
     }
+
+    /// The live-block rebuild of member `disk` with the disks in `failed`
+    /// lost (`disk` among them): for each live member block, ascending, a
+    /// surviving copy to read it from (None: no copy survives, e.g. level 0
+    /// file data). The timed rebuild copies exactly these blocks.
+    pub fn rebuild_sources(&self, disk: u32, failed: u64) -> Vec<(u64, Option<Copy>)> {
+        let mut v: Vec<(u64, Option<Copy>)> = self
+            .live
+            .ones()
+            .filter_map(|b| {
+                let slots = self.slots(b);
+                let on = slots.iter().find(|s| s.disk as u32 == disk)?;
+                let src = slots
+                    .iter()
+                    .find(|s| s.disk as u32 != disk && failed >> s.disk & 1 == 0)
+                    .map(|s| Copy {
+                        disk: s.disk as u32,
+                        block: s.phys as u64,
+                    });
+                Some((on.phys as u64, src))
+            })
+            .collect();
+        v.sort_unstable_by_key(|x| x.0);
+        v
+    }
 }

@@ -257,3 +257,27 @@ fn monte_carlo_is_seeded_and_close_to_exact() {
         "{a:?} {e:?}"
     );
 }
+
+#[test]
+fn rebuild_sources_cover_the_live_blocks_from_surviving_copies() {
+    let ns = dense_tree();
+    for level in [DgraidLevel::L0, DgraidLevel::L1] {
+        let run = populate_dgraid(&ns, MkfsParams::new(16 << 20, 1024), DgraidConfig::new(level, 4, 2), &|_| false).unwrap();
+        for d in 0..4u32 {
+            let src = run.layer.rebuild_sources(d, 1 << d);
+            let live = run.layer.live_member_blocks(d);
+            assert_eq!(src.iter().map(|x| x.0).collect::<Vec<_>>(), live);
+            for (_, s) in &src {
+                if let Some(c) = s {
+                    assert_ne!(c.disk, d);
+                }
+            }
+            let missing = src.iter().filter(|x| x.1.is_none()).count();
+            if level == DgraidLevel::L1 {
+                assert_eq!(missing, 0, "level 1: every block has a mirror or replica");
+            } else {
+                assert!(missing > 0, "level 0 file data has no second copy");
+            }
+        }
+    }
+}
