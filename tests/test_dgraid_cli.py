@@ -208,6 +208,19 @@ def test_fs_trace_is_an_annotated_native_csv(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_place_an_annotated_trace(tmp_path):
+    out = tmp_path / "t.csv"
+    s = ok_json("fs", "trace", str(out), "--dirs", "5", "--files", "40", "--block-size", "1024")
+    reps = [ok_json("dgraid", "place", str(out), "--fs-size", str(s["fs_bytes"]), "--block-size", "1024",
+                    "--disks", "4", "--meta-copies", str(r)) for r in (1, 2)]
+    assert reps[1]["counts"]["unique_metadata_blocks"] == 2 * reps[0]["counts"]["unique_metadata_blocks"]
+    assert reps[0]["counts"]["logical_writes"] == s["writes"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("0,W,0,1024,0,3,dir,2\n")
+    r = run("dgraid", "place", str(bad), "--fs-size", "8MiB", "--block-size", "1024")
+    assert r.returncode == 2 and "bad.csv: line 1: field `kind`" in r.stderr, r.stderr
+
+
 def test_live_synthetic_and_model():
     rows = ok_json("dgraid", "live", "--live-frac", "0.25", "--layout", "spread", "--disk-blocks", "1000",
                    "--disks", "2")

@@ -95,7 +95,15 @@ fn dgraid_diffusion(py: Python<'_>, params_json: &str) -> PyResult<String> {
     json(&r)
 }
 
+#[pyfunction]
+fn dgraid_place(py: Python<'_>, params_json: &str) -> PyResult<String> {
+    let p: run::PlaceParams = params(params_json)?;
+    let r = py.allow_threads(|| run::place_trace(&p)).map_err(to_py)?;
+    json(&r)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(dgraid_place, m)?)?;
     m.add_function(wrap_pyfunction!(fs_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(fs_tree, m)?)?;
     m.add_function(wrap_pyfunction!(fs_trace, m)?)?;

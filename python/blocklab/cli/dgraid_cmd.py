@@ -213,6 +213,33 @@ def _register(app: typer.Typer) -> None:
                [[str(x["disk"]), f"{x['member_blocks']:,}", f"{x['live_blocks']:,}", f"{x['live_fraction']:.4f}",
                  f"{x['extents']:,}"] for x in rows])
 
+    @group.command("place")
+    def place(
+        trace: str = typer.Argument(..., help="Annotated native CSV trace (owner, kind, parent columns), e.g. from `blocklab fs trace`."),
+        fs_size: str = typer.Option(..., "--fs-size", help="Size of the ext2 file system the trace addresses."),
+        block_size: int = typer.Option(4096, "--block-size", help="Its block size."),
+        level: str = typer.Option("dgraid0", "--level", help="dgraid0 or dgraid1."),
+        disks: int = typer.Option(4, "--disks", help="Disks."),
+        meta_copies: int = typer.Option(1, "--meta-copies", help="Copies of metadata."),
+        grouping: str = typer.Option("file", "--grouping", help="file or dir (needs the parent column)."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Place an annotated block trace on a D-GRAID array: physical writes, metadata copies, space and live blocks per disk."""
+        from blocklab import _core
+
+        params = {"trace": trace, "fs_size": size_bytes(fs_size, "--fs-size"), "block_size": block_size, "level": level,
+                  "disks": disks, "meta_copies": meta_copies, "grouping": grouping}
+        rep = json.loads(_core.dgraid_place(json.dumps(params)))
+        if as_json:
+            print_json(rep)
+            return
+        c = rep["counts"]
+        print(f"{rep['requests']:,} requests: {c['logical_writes']:,} block writes became {c['physical_writes']:,} "
+              f"physical writes ({c['metadata_writes']:,} to metadata replicas, {c['unique_metadata_blocks']:,} distinct); "
+              f"{c['spills']} spilled, {c['remaps']} remapped")
+        _table(f"members of {rep['member_blocks']:,} blocks", ["disk", "used", "live"],
+               [[str(d), f"{u:,}", f"{l:,}"] for d, (u, l) in enumerate(zip(rep["used"], rep["live"]))])
+
     @group.command("diffusion")
     def diffusion(
         disks: int = typer.Option(4, "--disks", help="Disks."),

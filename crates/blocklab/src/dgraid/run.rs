@@ -688,6 +688,63 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_annotated_trace_places_like_the_model_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("t.csv");
+        let tree = TreeSpec {
+            generate: Some(GenParams {
+                dirs: 10,
+                files: 80,
+                max_file: 1 << 20,
+                ..GenParams::default()
+            }),
+            ..TreeSpec::default()
+        };
+        let s = write_trace(
+            &TraceParams {
+                tree: tree.clone(),
+                block_size: 1024,
+                ..TraceParams::default()
+            },
+            &out,
+        )
+        .unwrap();
+        for r in [1u32, 3] {
+            let rep = place_trace(&PlaceParams {
+                trace: out.display().to_string(),
+                fs_size: s.fs_bytes,
+                block_size: 1024,
+                meta_copies: r,
+                ..PlaceParams::default()
+            })
+            .unwrap();
+            // The same run straight from the model (same placement decisions).
+            let ns = tree.load().unwrap();
+            let run = populate_dgraid(
+                &ns,
+                MkfsParams::new(s.fs_bytes, 1024),
+                DgraidConfig::new(DgraidLevel::L0, 4, r),
+                &|_| false,
+            )
+            .unwrap();
+            let c = run.layer.counts();
+            assert_eq!(rep.counts.unique_metadata_blocks, c.unique_metadata_blocks);
+            assert_eq!(rep.counts.physical_writes, c.physical_writes);
+            assert_eq!(rep.used, run.layer.used());
+        }
+        std::fs::write(&out, "0,W,0,1024\n").unwrap();
+        let e = place_trace(&PlaceParams {
+            trace: out.display().to_string(),
+            fs_size: s.fs_bytes,
+            block_size: 1024,
+            ..PlaceParams::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("line 1") && e.contains("owner"), "{e}");
+    }
+
+    #[test]
     fn counts_parse_lists_and_inclusive_ranges() {
         assert_eq!(parse_counts("0..4").unwrap(), vec![0, 1, 2, 3, 4]);
         assert_eq!(parse_counts("0..8:4,9").unwrap(), vec![0, 4, 8, 9]);
@@ -766,4 +823,93 @@ mod tests {
         assert!(big.dgraid_parallelism < 1.01, "one home site: {big:?}");
         assert!(big.diffused_parallelism > 0.9 * big.raid0_parallelism, "{big:?}");
     }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PlaceParams {
+    pub trace: String,
+    /// Size and block size of the file system the trace addresses (its
+    /// static metadata is known by address).
+    pub fs_size: u64,
+    pub block_size: u64,
+    pub level: String,
+    pub disks: u32,
+    pub meta_copies: u32,
+    pub grouping: String,
+    pub placement: String,
+    pub seed: u64,
+    pub disk_blocks: u64,
+}
+
+impl Default for PlaceParams {
+    fn default() -> Self {
+        PlaceParams {
+            trace: String::new(),
+            fs_size: 0,
+            block_size: 4096,
+            level: "dgraid0".into(),
+            disks: 4,
+            meta_copies: 1,
+            grouping: "file".into(),
+            placement: "rotate".into(),
+            seed: 1,
+            disk_blocks: 0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PlaceReport {
+    pub requests: u64,
+    pub counts: super::layer::DgraidCounts,
+    pub member_blocks: u64,
+    pub used: Vec<u64>,
+    pub live: Vec<u64>,
+}
+
+/// `blocklab dgraid place`: an annotated native-CSV trace through the layer.
+/// Without bitmap contents in the trace the live map only grows.
+pub fn place_trace(p: &PlaceParams) -> Result<PlaceReport> {
+    use crate::trace::native_csv::read_annotated;
+    let geo = crate::fsmodel::Geometry::mke2fs(&MkfsParams::new(p.fs_size, p.block_size))?;
+    let level = DgraidConfig::parse_level(&p.level)?;
+    let mut cfg = DgraidConfig::new(level, p.disks, p.meta_copies);
+    cfg.grouping = Grouping::parse(&p.grouping)?;
+    cfg.placement = ReplicaPlacement::parse(&p.placement)?;
+    cfg.seed = p.seed;
+    cfg.disk_blocks = p.disk_blocks;
+    let mut layer = Dgraid::new(cfg, &geo)?;
+    let bs = p.block_size;
+    let mut n = 0u64;
+    for rec in read_annotated(std::path::Path::new(&p.trace))? {
+        let (lineno, r, tag) = rec?;
+        n += 1;
+        let err =
+            |field: &str, msg: String| Error::parse(p.trace.clone(), crate::error::Location::Line(lineno), field, msg);
+        for b in r.blocks(bs) {
+            if b >= geo.blocks {
+                return Err(err(
+                    "offset",
+                    format!("block {b} is beyond the {}-block file system (--fs-size)", geo.blocks),
+                ));
+            }
+            match r.op {
+                crate::trace::Op::Write => {
+                    let t = tag.ok_or_else(|| err("owner", "a write needs its owner and kind".into()))?;
+                    layer.write(b, &t)?;
+                }
+                crate::trace::Op::Read => {
+                    layer.read(b, 0);
+                }
+            }
+        }
+    }
+    Ok(PlaceReport {
+        requests: n,
+        counts: layer.counts(),
+        member_blocks: layer.disk_blocks(),
+        used: layer.used().to_vec(),
+        live: (0..p.disks).map(|d| layer.live_member_blocks(d).len() as u64).collect(),
+    })
 }

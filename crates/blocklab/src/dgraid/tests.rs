@@ -262,7 +262,13 @@ fn monte_carlo_is_seeded_and_close_to_exact() {
 fn rebuild_sources_cover_the_live_blocks_from_surviving_copies() {
     let ns = dense_tree();
     for level in [DgraidLevel::L0, DgraidLevel::L1] {
-        let run = populate_dgraid(&ns, MkfsParams::new(16 << 20, 1024), DgraidConfig::new(level, 4, 2), &|_| false).unwrap();
+        let run = populate_dgraid(
+            &ns,
+            MkfsParams::new(16 << 20, 1024),
+            DgraidConfig::new(level, 4, 2),
+            &|_| false,
+        )
+        .unwrap();
         for d in 0..4u32 {
             let src = run.layer.rebuild_sources(d, 1 << d);
             let live = run.layer.live_member_blocks(d);

@@ -75,9 +75,12 @@ fn nonempty(c: Option<&str>) -> Option<&str> {
     c.filter(|t| !t.trim().is_empty())
 }
 
+/// One record of an annotated trace: line number, request, annotation.
+pub type Annotated = (u64, Request, Option<Tag>);
+
 /// Read a native CSV trace with its annotations (streamed; the first bad
 /// line is an error naming file, line and field).
-pub fn read_annotated(path: &Path) -> Result<impl Iterator<Item = Result<(Request, Option<Tag>)>>> {
+pub fn read_annotated(path: &Path) -> Result<impl Iterator<Item = Result<Annotated>>> {
     let ctx = ParseCtx {
         file: path.display().to_string(),
     };
@@ -112,7 +115,7 @@ pub fn read_annotated(path: &Path) -> Result<impl Iterator<Item = Result<(Reques
             continue;
         }
         match parse_annotated(text, lineno, &ctx) {
-            Ok(Some(x)) => return Some(Ok(x)),
+            Ok(Some((r, t))) => return Some(Ok((lineno, r, t))),
             Ok(None) => continue,
             Err(e) => {
                 failed = true;
@@ -217,8 +220,8 @@ mod tests {
         .unwrap();
         let got: Vec<_> = read_annotated(&p).unwrap().collect::<Result<_>>().unwrap();
         assert_eq!(got.len(), 2);
-        assert_eq!(got[0].1.unwrap().kind, BlockKind::Superblock);
-        assert_eq!(got[1].1, None);
+        assert_eq!(got[0].2.unwrap().kind, BlockKind::Superblock);
+        assert_eq!((got[1].0, got[1].2), (3, None));
         std::fs::write(&p, "0,W,0,1024,0,1,dir\n").unwrap();
         let e = read_annotated(&p).unwrap().next().unwrap().unwrap_err().to_string();
         assert!(e.contains("t.csv") && e.contains("line 1") && e.contains("kind"), "{e}");
