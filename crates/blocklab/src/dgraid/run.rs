@@ -671,7 +671,6 @@ pub fn write_trace(p: &TraceParams, out: &std::path::Path) -> Result<TraceSummar
     fs.populate_each(&ns, |_, _, fs| emit(fs))?;
     fs.sync();
     emit(&mut fs)?;
-    drop(emit);
     w.flush().map_err(|e| Error::io(&name, e))?;
     Ok(TraceSummary {
         requests: n,
