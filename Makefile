@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python bench clean
+.PHONY: install demo test test-rust test-python bench clean e2fsprogs
 
 install: .stamp-install
 
@@ -39,7 +39,12 @@ demo: install
 
 test: install test-rust test-python
 
-test-rust:
+# The ext2 model is checked against real mke2fs/dumpe2fs/debugfs images.
+E2FS_INSTALL := apt-get install -y --no-install-recommends e2fsprogs
+e2fsprogs:
+	@command -v mke2fs >/dev/null || test -x /usr/sbin/mke2fs || $(E2FS_INSTALL) || (apt-get update && $(E2FS_INSTALL))
+
+test-rust: e2fsprogs
 	cargo test --workspace --exclude blocklab-py
 
 test-python: install
