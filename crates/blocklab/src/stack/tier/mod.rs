@@ -158,9 +158,9 @@ impl LatencySums {
         ModelLatency {
             requests: self.reads + self.writes,
             latency_ms: mean(self.read_ms + self.write_ms, self.reads + self.writes),
-            reads: self.reads,
+            read_requests: self.reads,
             read_latency_ms: mean(self.read_ms, self.reads),
-            writes: self.writes,
+            write_requests: self.writes,
             write_latency_ms: mean(self.write_ms, self.writes),
         }
     }
@@ -175,6 +175,7 @@ struct Tenant {
     /// At the last window's end (the timeline's per-window figures).
     at_window: TierCounts,
     latency: LatencySums,
+    at_window_latency: LatencySums,
     quota: TimeAvg,
     held: TimeAvg,
     read_only_windows: u64,
@@ -322,6 +323,7 @@ impl TierLayer {
             counts: TierCounts::default(),
             at_window: TierCounts::default(),
             latency: LatencySums::default(),
+            at_window_latency: LatencySums::default(),
             quota: TimeAvg::starting(quota, self.now),
             held: TimeAvg::starting(0, self.now),
             read_only_windows: 0,
@@ -450,6 +452,10 @@ impl TierLayer {
                 ..Default::default()
             };
             t.at_window = t.counts;
+            let (l, l0) = (t.latency, t.at_window_latency);
+            t.at_window_latency = l;
+            let requests = l.reads + l.writes - l0.reads - l0.writes;
+            let ms = l.read_ms + l.write_ms - l0.read_ms - l0.write_ms;
             let alloc = if shared { t.held.value } else { t.quota.value };
             allocated += alloc;
             if d.accesses == 0 && alloc == 0 && t.held.value == 0 {
@@ -469,6 +475,8 @@ impl TierLayer {
                 reads: d.reads,
                 read_hits: d.read_hits,
                 ssd_writes: d.ssd_writes,
+                requests,
+                latency_ms: if requests > 0 { ms / requests as f64 } else { 0.0 },
             });
         }
         self.timeline.push(TierWindow {

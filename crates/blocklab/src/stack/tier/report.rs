@@ -54,9 +54,9 @@ pub struct ModelLatency {
     /// Requests (pieces of user requests that reached the tier).
     pub requests: u64,
     pub latency_ms: f64,
-    pub reads: u64,
+    pub read_requests: u64,
     pub read_latency_ms: f64,
-    pub writes: u64,
+    pub write_requests: u64,
     pub write_latency_ms: f64,
 }
 
@@ -99,6 +99,9 @@ pub struct WindowTenant {
     pub reads: u64,
     pub read_hits: u64,
     pub ssd_writes: u64,
+    /// In the window: requests and their mean latency (the counted model).
+    pub requests: u64,
+    pub latency_ms: f64,
 }
 
 /// The decisions at the end of one window.

@@ -393,6 +393,12 @@ fn hand_worked_timeline_of_write_back_and_read_only() {
     let ssd = &r.devices[1];
     assert_eq!((t.ssd_disk, ssd.reads, ssd.writes), (1, 2, 3));
     assert!(ssd.busy_ms.unwrap() > 0.0);
+    // Every figure has its own key in the JSON (flattened parts must not collide).
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    let j = &v["tier"]["tenants"][0];
+    assert_eq!((j["reads"].as_u64(), j["read_requests"].as_u64()), (Some(2), Some(2)));
+    assert_eq!((j["writes"].as_u64(), j["write_requests"].as_u64()), (None, Some(1)));
+    assert_eq!(v["tier"]["reads"].as_u64(), Some(4));
     // Counted: the same decisions.
     let c = counted(&s, &reqs);
     let mut a = tier(&c).clone();
