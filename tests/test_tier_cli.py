@@ -145,6 +145,7 @@ def test_repro_eci_on_the_paper_volumes(tmp_path):
     assert unl.loc["eci", "mean_allocated_blocks"] <= unl.loc["centaur", "mean_allocated_blocks"]
     report = (out / "eci-report.md").read_text()
     assert "ECI against Centaur, the paper beside us" in report and "paper -65 %" in report
+    assert "wdev_0 at unlimited: SSD writes" in report and "(paper -85 %)" in report
     for f in ("eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-stack.toml"):
         assert (out / f).stat().st_size > 0
     r = blocklab("repro", "eci", "--msr-dir", tmp_path / "nothing")

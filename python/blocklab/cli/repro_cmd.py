@@ -118,7 +118,7 @@ def eci(
     mix_name: str = typer.Option("all", "--mix", help="Traces at hand: all (the shipped sample and every shared trace) or note (the research note's eleven, to compare with its prototype)."),
     msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
     out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory (mix, stack file, Parquet, PNG, Markdown)."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,20000,10000,5000 (MSR: unlimited,3000000)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
     schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
     timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
     timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
@@ -182,6 +182,8 @@ def eci(
         timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
     cmp = re.comparison(totals, tenants)
     lines = re.verdict(cmp, re.tenant_effects(tenants), totals, timed_df)
+    for s in size_list:
+        lines += re.per_vm(tenants, timeline, s)
     labels.to_csv(outdir / "eci-tenants.csv", index=False)
     reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
     totals.to_parquet(outdir / "eci-runs.parquet", index=False)

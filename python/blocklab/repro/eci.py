@@ -38,7 +38,7 @@ SPAN_S = 3600.0
 # c_min: lost from the paper's text; the research note's prototype used 100.
 INITIAL_BLOCKS = 100
 THETA = 0.5
-SIZES = ("unlimited", "20000", "10000", "5000")
+SIZES = ("unlimited", "40000", "10000", "5000")
 TIMED_SIZE = "10000"
 
 # The paper's sixteen VMs (Table 2), one MSR Cambridge volume each.
@@ -378,7 +378,9 @@ def verdict(cmp, effects, totals, timed=None) -> list[str]:
             f"writes to the array), {e['write_latency_ms']:.3f} with read-only tenants too; blocks written to the "
             f"array {c['array_writes']:,} / {w['array_writes']:,} / {e['array_writes']:,}")
     for x in effects:
-        why = ("starved by reactive sizing (its wish, read off the window before, was too small)"
+        starved = x["hit_after"] < 0.01 or x["alloc_after"] < 0.5 * x["alloc_before"]
+        why = (("is starved by reactive sizing (its wish, read off the window before, was too small for the next)"
+                if starved else "loses read hits under ECI's sizing")
                if x["cause"] == "sizing" else
                f"loses its read-after-write hits to read-only ({x['ro_windows']} read-only windows)")
         before = "Centaur" if x["cause"] == "sizing" else "ECI's sizing alone"
@@ -392,10 +394,32 @@ def verdict(cmp, effects, totals, timed=None) -> list[str]:
             c, e = by.loc["centaur"], by.loc["eci"]
             ppc = _pct(e["timed_performance_per_cost"], c["timed_performance_per_cost"])
             lines.append(f"in time at {c['size']} blocks (closed loop): mean response {e['response_ms']:.2f} ms (ECI) "
-                         f"vs {c['response_ms']:.2f} ms (Centaur), {-_pct(e['response_ms'], c['response_ms']):+.1f} % "
+                         f"vs {c['response_ms']:.2f} ms (Centaur), {_pct(e['response_ms'], c['response_ms']):+.1f} % "
                          f"(paper: -17 %); reads {e['read_response_ms']:.2f} vs {c['read_response_ms']:.2f} ms, writes "
                          f"{e['write_response_ms']:.2f} vs {c['write_response_ms']:.2f} ms; performance-per-cost "
                          f"{ppc:+.1f} %; array utilization {e['array_utilization']:.2f} vs {c['array_utilization']:.2f}")
+    return lines
+
+
+def per_vm(tenants, timeline, size: str) -> list[str]:
+    """The paper's per-VM figures (§6.4, §6.6) beside ours, for tenants named as its volumes."""
+    tc = tenants[(tenants["size"] == size) & (tenants["scheme"] == "centaur")].set_index("label")
+    te = tenants[(tenants["size"] == size) & (tenants["scheme"] == "eci")].set_index("label")
+    lines = []
+    for vm in PAPER_VOLUMES:
+        if vm not in tc.index or vm not in te.index:
+            continue
+        c, e = tc.loc[vm], te.loc[vm]
+        paper = PAPER_PER_VM.get(vm, {})
+        w = _pct(e["ssd_writes"], c["ssd_writes"])
+        a = _pct(e["mean_allocated_blocks"], c["mean_allocated_blocks"])
+        pw = f" (paper {paper['writes']:+.0f} %)" if "writes" in paper else ""
+        pa = f" (paper {paper['cache']:+.0f} %)" if "cache" in paper else ""
+        ro = timeline[(timeline["size"] == size) & (timeline["scheme"] == "eci") & (timeline["label"] == vm)
+                      & (timeline["write_policy"] == "ro")]
+        first_ro = f"read-only from minute {ro['end_s'].min() / 60:.0f}" if len(ro) else "write-back throughout"
+        lines.append(f"{vm} at {size}: SSD writes {w:+.1f} %{pw}, cache {a:+.1f} %{pa}, read hit "
+                     f"{e['read_hit_ratio']:.3f} vs {c['read_hit_ratio']:.3f}; {first_ro}")
     return lines
 
 
