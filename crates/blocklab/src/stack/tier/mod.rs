@@ -885,7 +885,7 @@ impl Layer for TierLayer {
             ));
         }
         let per_block = bs / 512;
-        if sectors_per_block == 0 || per_block % sectors_per_block != 0 {
+        if sectors_per_block == 0 || !per_block.is_multiple_of(sectors_per_block) {
             return Err(Error::config(format!(
                 "internal: the executor's unit of {sectors_per_block} sectors does not divide a block"
             )));

@@ -232,8 +232,10 @@ proptest! {
 
 /// Records every Io that reaches the bottom, with the index of the request
 /// being served (the final flush: `usize::MAX`).
+type Make = fn() -> Result<Box<dyn DeviceModel>>;
+
 struct Recording {
-    inner: SingleDisk<fn() -> Result<Box<dyn DeviceModel>>>,
+    inner: SingleDisk<Make>,
     ios: Arc<Mutex<Vec<(usize, Io)>>>,
     at: Arc<Mutex<usize>>,
 }
@@ -271,7 +273,7 @@ fn recorded(s: &StackSpec, sv: &Survey) -> Recorded {
     let ios = Arc::new(Mutex::new(Vec::new()));
     let at = Arc::new(Mutex::new(0));
     let target = Recording {
-        inner: SingleDisk::new(const_disk as fn() -> Result<Box<dyn DeviceModel>>, true).unwrap(),
+        inner: SingleDisk::new(const_disk as Make, true).unwrap(),
         ios: ios.clone(),
         at: at.clone(),
     };
