@@ -659,3 +659,78 @@ fn the_tenant_of_a_block_comes_from_the_address_map() {
     assert_eq!(by, vec![(7, 1, 1), (9, 2, 2)]);
     let _ = TenantMap::Concat;
 }
+
+#[test]
+fn write_around_write_only_and_pass_through() {
+    // Block 1: write, read, write, read. Block 2: read, read.
+    let reqs: Vec<Request> = [(true, 1), (false, 1), (true, 1), (false, 1), (false, 2), (false, 2)]
+        .iter()
+        .enumerate()
+        .map(|(i, &(w, b))| rq(i as f64, if w { Op::Write } else { Op::Read }, 0, b))
+        .collect();
+    let run = |p: &str| {
+        let r = counted(&tier_stack(&format!("size = 10\nwrite_policy = \"{p}\"")), &reqs);
+        let t = tier(&r).counts;
+        (t.hits, t.read_hits, t.ssd_writes, t.array_writes)
+    };
+    // Write-around: the first write is not allocated; the read fills; the
+    // second write updates the copy and the array; the read hits; block 2
+    // fills and hits.
+    assert_eq!(run("wa"), (3, 2, 3, 2));
+    // Write-only: writes kept dirty, read misses not filled (block 2 misses twice).
+    assert_eq!(run("wo"), (3, 2, 2, 0));
+    // Pass-through: nothing reaches the SSD.
+    assert_eq!(run("pt"), (0, 0, 0, 2));
+    // Write-back, for reference: both writes and the fill of block 2.
+    assert_eq!(run("wb"), (4, 3, 3, 0));
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The tier takes, window by window, exactly the decisions that the
+    /// offline `trace partition` plan takes on the same requests: the wishes,
+    /// the solver's allocations, ECI's write policies.
+    #[test]
+    fn the_tier_decides_what_the_partition_plan_does(
+        ops in prop::collection::vec((any::<bool>(), 0u32..4, 0u64..40), 1..250),
+        size in 1u64..80,
+        theta in 0.0f64..1.0,
+    ) {
+        use crate::analysis::partition_plan::{PartitionPlan, PlanOptions};
+        let reqs = random_reqs(&ops, 0.5);
+        let mut plan = PartitionPlan::new(PlanOptions {
+            window: Some(9.0),
+            capacity: Some(size),
+            theta,
+            ..Default::default()
+        }).unwrap();
+        for r in &reqs {
+            plan.add(r).unwrap();
+        }
+        let plan = plan.finish(0).unwrap();
+        for scheme in ["centaur", "eci"] {
+            let s = tier_stack(&format!(
+                "size = {size}\npartitioner = \"{scheme}\"\nwindow_s = 9\nwrite_policy = \"adaptive\"\ntheta = {theta}"
+            ));
+            let r = counted(&s, &reqs);
+            let t = tier(&r);
+            // The plan also closes the last window, which the tier never sees end.
+            prop_assert_eq!(t.timeline.len() + 1, plan.windows.len());
+            for (w, p) in t.timeline.iter().zip(&plan.windows) {
+                let d = if scheme == "centaur" { &p.centaur } else { &p.eci };
+                prop_assert_eq!(w.window, p.window);
+                prop_assert_eq!(w.feasible, d.feasible);
+                prop_assert_eq!(w.allocated_blocks, d.allocated);
+                for a in &d.tenants {
+                    let x = w.tenants.iter().find(|x| x.tenant == a.tenant).unwrap();
+                    prop_assert_eq!((x.allocated_blocks, x.want), (a.blocks, Some(a.want)));
+                }
+                for pol in &p.write_policies {
+                    let x = w.tenants.iter().find(|x| x.tenant == pol.tenant).unwrap();
+                    prop_assert_eq!(x.write_policy.as_str(), pol.write_policy.name());
+                }
+            }
+        }
+    }
+}
