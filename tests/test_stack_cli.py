@@ -176,7 +176,7 @@ def test_deterministic_output(tmp_path):
     assert a.stdout == b.stdout
 
 
-@pytest.mark.parametrize("example", ["host-lru-raid5", "vdf-rebuild", "single-disk"])
+@pytest.mark.parametrize("example", ["host-lru-raid5", "vdf-rebuild", "single-disk", "eci-tier"])
 def test_examples_run(example):
     stack = ROOT / "examples" / "stacks" / f"{example}.toml"
     for executor in ("count", "timed"):

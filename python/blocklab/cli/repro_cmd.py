@@ -142,6 +142,97 @@ def dgraid(
     sys.stdout.flush()
 
 
+@repro_app.command("eci")
+def eci(
+    traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces as tenants, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are included unless --only."),
+    only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
+    mix_name: str = typer.Option("all", "--mix", help="Traces at hand: all (the shipped sample and every shared trace) or note (the research note's eleven, to compare with its prototype)."),
+    msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
+    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory (mix, stack file, Parquet, PNG, Markdown)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
+    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
+    timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
+    timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
+    span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
+) -> None:
+    """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import eci as re
+
+    console = Console(stderr=True)
+    if msr_dir is not None:
+        folder = Path(msr_dir)
+        if not folder.is_dir():
+            fail(f"--msr-dir: `{msr_dir}` is not a folder")
+        try:
+            inputs = re.msr_inputs(folder)
+        except FileNotFoundError as e:
+            fail(f"--msr-dir: {e}")
+        mix_span = None
+        default_sizes, default_schemes, timed_size = ("unlimited", re.PAPER_SIZE), re.MSR_SCHEMES, (
+            timed_size if timed_size != "10000" else re.PAPER_SIZE)
+    else:
+        if mix_name not in re.MIXES:
+            fail(f"--mix: unknown mix `{mix_name}`; valid: {', '.join(re.MIXES)}")
+        inputs = [] if only else re.default_inputs(mix=mix_name)
+        for t in traces or []:
+            inputs.append(re.parse_input(t))
+        mix_span = span
+        default_sizes, default_schemes = re.SIZES, tuple(re.SCHEMES)
+    if not inputs:
+        fail("no traces: give --traces PATH[:FORMAT] or --msr-dir")
+    size_list = [s.strip() for s in sizes.split(",") if s.strip()] if sizes else list(default_sizes)
+    for s in size_list + [timed_size]:
+        if s != "unlimited" and not s.isdigit():
+            fail(f"bad SSD size `{s}`: blocks (e.g. 10000) or unlimited")
+    scheme_list = [s.strip() for s in schemes.split(",") if s.strip()] if schemes else list(default_schemes)
+    bad = [s for s in scheme_list if s not in re.SCHEMES]
+    if bad:
+        fail(f"--schemes: unknown scheme `{bad[0]}`; valid: {', '.join(re.SCHEMES)}")
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    mix = outdir / "eci-mix.csv.zst"
+    console.log(f"merging {len(inputs)} traces into {mix}")
+    labels, _summary = re.build_mix(inputs, mix, span=mix_span)
+    stack = outdir / "eci-stack.toml"
+    stack.write_text(re.stack_text(outstanding=max(1, len(labels))))
+    console.log("reuse analysis (TRD / URD per tenant)")
+    reuse_df = re.reuse(mix, labels)
+    totals, tenants, timeline = re.run(stack, mix, labels, sizes=size_list, schemes=scheme_list,
+                                       progress=lambda m: console.log(m))
+    timed_df = None
+    if timed:
+        ts = [s for s in re.TIMED_SCHEMES if s in scheme_list]
+        timed_df, timed_tenants, _ = re.run(stack, mix, labels, sizes=[timed_size], schemes=ts, executor="timed",
+                                            progress=lambda m: console.log(m))
+        timed_tenants.to_parquet(outdir / "eci-timed-tenants.parquet", index=False)
+        timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
+    cmp = re.comparison(totals, tenants)
+    lines = re.verdict(cmp, re.tenant_effects(tenants), totals, timed_df)
+    for s in size_list:
+        lines += re.per_vm(tenants, timeline, s)
+    labels.to_csv(outdir / "eci-tenants.csv", index=False)
+    reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
+    totals.to_parquet(outdir / "eci-runs.parquet", index=False)
+    tenants.to_parquet(outdir / "eci-run-tenants.parquet", index=False)
+    timeline.to_parquet(outdir / "eci-timeline.parquet", index=False)
+    cmp.to_csv(outdir / "eci-comparison.csv", index=False)
+    re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
+    re.plot_summary(totals, outdir / "eci-summary.png")
+    re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
+    md = re.markdown(labels, reuse_df, totals, cmp, lines, timed_df)
+    (outdir / "eci-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, eci-run-tenants.parquet, "
+          "eci-timeline.parquet" + (", eci-timed.parquet" if timed else "") + ", eci-comparison.csv, eci-allocation.png, "
+          "eci-summary.png, eci-tenants.png, eci-report.md")
+    sys.stdout.flush()
+
+
 def register(app: typer.Typer) -> None:
     """Add the `repro` group to the main app."""
     app.add_typer(repro_app, name="repro")

@@ -132,6 +132,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             xor_ms: 0.0,
             rebuild: None,
         }),
+        tier: None,
         device: DeviceSpec {
             // No time is simulated: the device only has to exist.
             model: "const:0".into(),

@@ -79,8 +79,14 @@ impl Composed {
 
     /// Start a pass: fresh devices, empty caches, the array as configured.
     fn reset(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        let devices = self.target.devices()?;
+        let mut devices = self.target.devices()?;
         self.layers = (self.make_layers)(self.target.faults())?;
+        // Devices of layers (an SSD tier) come after the target's.
+        let spb = self.target.sectors_per_block();
+        for l in &mut self.layers {
+            let base = devices.len() as u32;
+            devices.extend(l.devices(base, spb)?);
+        }
         self.failed = false;
         self.requests = 0;
         self.block_accesses = 0;
@@ -203,10 +209,11 @@ impl Composed {
             block_accesses: self.block_accesses,
             ..Default::default()
         };
+        // The target first: layers owning devices add theirs after its.
+        self.target.report(&mut out);
         for l in &self.layers {
             l.report(&mut out);
         }
-        self.target.report(&mut out);
         if executor == "count" {
             out.rebuild = self.target.rebuild_report();
         }

@@ -266,6 +266,9 @@ pub struct StackSpec {
     pub cache: Vec<CacheSpec>,
     #[serde(default)]
     pub array: Option<ArraySpec>,
+    /// The SSD tier between the cache layers and the array.
+    #[serde(default)]
+    pub tier: Option<super::tier::spec::TierSpec>,
     pub device: DeviceSpec,
     /// Where the spec came from (for messages) and the folder relative
     /// paths are resolved against; not a key of the file.
@@ -420,6 +423,9 @@ impl StackSpec {
                     "a reads_only layer caches no writes: leave `write` out",
                 ));
             }
+        }
+        if let Some(t) = &self.tier {
+            t.check(o, self)?;
         }
         if let Some(a) = &self.array {
             self.check_array(a)?;

@@ -151,6 +151,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             reads_only: false,
         },
         cache: Vec::new(),
+        tier: None,
         device: DeviceSpec {
             model: o.model.clone(),
             scheduler: o.scheduler.clone(),
