@@ -52,10 +52,7 @@ impl Strategy for Md {
         }
         let row = self.next_row;
         self.next_row += 1;
-        Some(RebuildStep {
-            tag: row,
-            plan: array.plan_rebuild_row(row),
-        })
+        Some(RebuildStep::row(row, array.plan_rebuild_row(row)))
     }
 
     fn complete(&mut self, row: u64, array: &mut Array, _now: u64) -> u64 {
