@@ -617,6 +617,9 @@ pub fn lost_unit_reads(array: &Array, blocks: Range<u64>) -> (u64, u64) {
 }
 
 #[cfg(test)]
+mod orders_tests;
+
+#[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
 
