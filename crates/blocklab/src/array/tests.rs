@@ -1633,7 +1633,6 @@ fn rebuild_on_bytes(
     order: &str,
     mut seed: u64,
 ) -> Vec<(Vec<Vec<u8>>, Vec<Vec<u8>>)> {
-    use crate::rebuild::Strategy as _;
     let rows = 12u64;
     let mut a = sized(level, layout, n, rows);
     let k = a.data_disks_per_stripe() as u64;

@@ -24,6 +24,8 @@ pub mod spec;
 pub mod target;
 
 #[cfg(test)]
+mod rebuild_tests;
+#[cfg(test)]
 mod tests;
 
 pub use build::Executor;

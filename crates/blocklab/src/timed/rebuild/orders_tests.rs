@@ -12,8 +12,6 @@ use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
 use crate::timed::ExecConfig;
 use crate::trace::{Op, Request};
 
-const MS: Ns = 1_000_000;
-
 type Maker = fn() -> crate::error::Result<Box<dyn DeviceModel>>;
 
 fn const10() -> crate::error::Result<Box<dyn DeviceModel>> {
