@@ -153,14 +153,15 @@ fn counted_and_timed_agree_on_every_orders_work() {
 }
 
 #[test]
-fn fit_scale_compresses_the_span_and_keeps_order() {
+fn fit_scale_maps_the_span_onto_the_array_and_keeps_order() {
     // A span of 10,000 blocks onto an array of 1,000: block b → ⌊b / 10⌋,
     // pulled back so that a request ends inside the array.
     assert_eq!(scale_block(0, 1, 10_000, 1_000), 0);
     assert_eq!(scale_block(5_005, 1, 10_000, 1_000), 500);
     assert_eq!(scale_block(9_999, 4, 10_000, 1_000), 996);
-    // A span that fits is left alone.
-    assert_eq!(scale_block(700, 2, 800, 1_000), 700);
+    // A span smaller than the array is stretched over it.
+    assert_eq!(scale_block(700, 2, 800, 1_000), 875);
+    assert_eq!(scale_block(799, 2, 800, 1_000), 998);
     let pairs: Vec<u64> = (0..10_000)
         .step_by(97)
         .map(|b| scale_block(b, 1, 10_000, 1_000))

@@ -259,9 +259,10 @@ pub enum Fit {
     None,
     /// Block `b` lands at `b mod capacity` (`array.wrap`).
     Wrap,
-    /// The trace's address span is compressed linearly onto the array
-    /// (block `b` lands at `⌊b · capacity / span⌋`), so that what is near in
-    /// the trace stays near and the hot regions keep their places.
+    /// The trace's address span is mapped linearly onto the whole array
+    /// (block `b` lands at `⌊b · capacity / span⌋`: compressed, or
+    /// stretched), so that the order of addresses and the places of the hot
+    /// regions relative to the whole are kept.
     Scale,
 }
 
@@ -308,7 +309,7 @@ pub struct ArraySpec {
     #[serde(default)]
     pub wrap: bool,
     /// How trace addresses are fitted onto the array: `none`, `wrap` (as
-    /// `wrap = true`) or `scale` (the trace's span compressed onto it);
+    /// `wrap = true`) or `scale` (the trace's span mapped onto all of it);
     /// absent: `wrap` when `wrap = true`, else `none`.
     #[serde(default)]
     pub fit: Option<String>,

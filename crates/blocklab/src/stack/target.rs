@@ -303,16 +303,12 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
 
 /// `array.fit = "scale"`: where stack block `first` (of a request of `n`
 /// blocks) lands on an array of `capacity` blocks when the trace spans
-/// `span` stack blocks: ⌊first · capacity / span⌋ when the span is larger
-/// than the array (never moved otherwise), pulled back so that the request
-/// ends within the array. Requests keep their length, and what is near in
-/// the trace stays near.
+/// `span` stack blocks: ⌊first · capacity / span⌋ (the span compressed, or
+/// stretched, onto the whole array), pulled back so that the request ends
+/// within the array. Requests keep their length; the order of addresses,
+/// and where the busy regions lie relative to the whole, are kept.
 pub fn scale_block(first: u64, n: u64, span: u64, capacity: u64) -> u64 {
-    let at = if span > capacity {
-        (first as u128 * capacity as u128 / span as u128) as u64
-    } else {
-        first
-    };
+    let at = (first as u128 * capacity as u128 / span.max(1) as u128) as u64;
     at.min(capacity.saturating_sub(n))
 }
 
