@@ -74,20 +74,19 @@ pub fn touches_lost(array: &Array, blocks: Range<u64>) -> bool {
     let mut b = blocks.start;
     while b < blocks.end {
         let p = array.map(b);
-        let lost = p
+        let mut failed = p
             .disks
             .iter()
             .zip(&p.disk_blocks)
-            .any(|(&d, &at)| array.is_failed_at(d, at / cb));
+            .map(|(&d, &at)| array.is_failed_at(d, at / cb));
         // Mirrors lose a block only when every copy is lost; parity levels
         // when its one data unit is.
-        let mirrored = matches!(array.level(), Level::Raid1 | Level::Raid10);
-        let all_lost = p
-            .disks
-            .iter()
-            .zip(&p.disk_blocks)
-            .all(|(&d, &at)| array.is_failed_at(d, at / cb));
-        if (mirrored && lost && all_lost) || (!mirrored && lost) {
+        let lost = if matches!(array.level(), Level::Raid1 | Level::Raid10) {
+            failed.all(|f| f)
+        } else {
+            failed.next().unwrap_or(false)
+        };
+        if lost {
             return true;
         }
         // Next chunk piece.
