@@ -16,9 +16,13 @@ def vdf(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory (table CSV, Parquet, PNG)."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
-    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
+    timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
+    speedup: float = typer.Option(0.2, "--speedup", help="--timed: replay the trace at this times its rate."),
+    threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
 ) -> None:
-    """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only."""
+    """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only.
+    With --timed, §6: the same caches in front of the degraded array in simulated time."""
     from pathlib import Path
 
     from rich.console import Console
@@ -26,6 +30,11 @@ def vdf(
 
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
+
+    if timed:
+        _vdf_timed(traces, disks, sizes, speedup, threads, out)
+        return
+    sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
 
     specs = [] if only else rv.default_traces()
     for t in traces or []:
@@ -66,6 +75,98 @@ def vdf(
     for line in verdict:
         out_console.print(f"  - {line}")
     out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
+    sys.stdout.flush()
+
+
+def _ints(text: str, flag: str) -> list[int]:
+    from blocklab.cli.common import fail
+
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
+
+
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import vdf as rv
+    from blocklab.repro import vdf_timed as vt
+
+    if traces:
+        t = rv.parse_trace_arg(traces[0])
+        trace = vt.Trace(t.path, t.format, t.label)
+    else:
+        trace = vt.default_trace()
+        if trace is None:
+            fail("--timed: no trace: give --traces PATH[:FORMAT] (the default, Tencent CBS cut 222, is in ../shared)")
+    ndisks = _ints(disks, "--disks")
+    if any(n < 3 for n in ndisks):
+        fail("RAID-5 with a failed disk needs at least 3 disks")
+    nthreads = _ints(threads, "--threads")
+    if any(t < 1 for t in nthreads):
+        fail("--threads: at least 1 request outstanding")
+    if not speedup > 0:
+        fail("--speedup must be positive")
+    size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
+    console = Console(stderr=True)
+    outdir = Path(out)
+    df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
+                progress=lambda m: console.log(m))
+    s = vt.summary(df)
+    df.to_parquet(outdir / "vdf-timed.parquet", index=False)
+    s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
+    vt.plot(s, outdir / "vdf-timed.png")
+    md = vt.markdown(trace, s, vt.verdict(s))
+    (outdir / "vdf-timed-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/vdf-timed.parquet, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
+    sys.stdout.flush()
+
+
+@repro_app.command("pro")
+def pro(
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory (Parquet, CSV, PNG, Markdown)."),
+    only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
+    idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
+    sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
+    workers: int = typer.Option(2, "--workers", help="Runs at once."),
+) -> None:
+    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import pro as rp
+
+    if idle not in ("md2611", "md6", "simple"):
+        fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
+    specs = rp.traces()
+    if only:
+        keys = [k.strip() for k in only.split(",") if k.strip()]
+        bad = [k for k in keys if k not in ("ws", "fin")]
+        if bad:
+            fail(f"--only: unknown trace `{bad[0]}`; valid: ws, fin")
+        specs = [t for t in specs if t.key in keys]
+        if not specs:
+            fail("--only: none of these traces is available (fin needs ../shared/traces)")
+    console = Console(stderr=True)
+    outdir = Path(out)
+    df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, progress=lambda m: console.log(m))
+    df.to_parquet(outdir / "pro-runs.parquet", index=False)
+    t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
+    t3.to_csv(outdir / "pro-tables.csv", index=False)
+    sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
+    rp.plot(df, outdir)
+    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
+    (outdir / "pro-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/pro-runs.parquet, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, pro-sensitivity.png, "
+          "pro-report.md")
     sys.stdout.flush()
 
 

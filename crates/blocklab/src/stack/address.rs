@@ -136,6 +136,35 @@ pub struct SurveyNeeds {
     /// Next-use indices of the block accesses the top layer will see
     /// (`Some(reads_only)`: whether that layer sees reads only).
     pub next_use: Option<bool>,
+    /// The span of the stack blocks the trace touches (`array.fit = "scale"`;
+    /// the volumes' extents give it).
+    pub span: bool,
+}
+
+/// One past the highest stack block the surveyed trace touches under `map`.
+pub fn stack_span(map: TenantMap, block_size: u64, survey: &Survey) -> Result<u64> {
+    let highest = |s: &Survey| s.extents.values().copied().max().unwrap_or(0);
+    match map {
+        TenantMap::Ignore => Ok(highest(survey)),
+        TenantMap::Key => {
+            let mut span = 0;
+            for (&t, &end) in &survey.extents {
+                if end > 0 {
+                    span = span.max(block_key(t, end - 1)? + 1);
+                }
+            }
+            Ok(span)
+        }
+        TenantMap::Concat => {
+            let m = AddressMap::new(map, block_size, Some(survey))?;
+            Ok(survey
+                .extents
+                .iter()
+                .map(|(t, &end)| m.bases.get(t).copied().unwrap_or(0) + end)
+                .max()
+                .unwrap_or(0))
+        }
+    }
 }
 
 /// One pass over `requests` (already filtered by `replay.reads_only`).

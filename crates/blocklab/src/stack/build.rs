@@ -4,13 +4,13 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::address::{AddressMap, Survey};
+use super::address::{stack_span, AddressMap, Survey};
 use super::cache_layer::{CacheConfig, CacheLayer};
 use super::failure::FailAt;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::StackSpec;
+use super::spec::{Fit, RebuildSpec, StackSpec};
 use super::target::{ArrayStack, SingleDisk};
 use super::tier::partitioner::{Global, Partitioner, PartitionerKind, Static};
 use super::tier::reuse_sized::ReuseSized;
@@ -21,8 +21,9 @@ use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
 use crate::device::{load_model, DeviceModel};
 use crate::error::{Error, Result};
+use crate::rebuild::{OrderParams, ProCount, ProParams};
 use crate::timed::engine::ms_to_ns;
-use crate::timed::rebuild::RebuildConfig;
+use crate::timed::rebuild::{IdleRule, RebuildConfig};
 
 /// Which executor a stack is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +58,7 @@ fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceMod
 }
 
 /// The bottom of the stack.
-fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
+fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Box<dyn Target>> {
     let o = &spec.origin;
     let make = model_maker(spec)?;
     let bs = spec.block_size();
@@ -93,25 +94,60 @@ fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
             array.fail(d).map_err(|e| o.err("array.failed", e))?;
         }
     }
+    let wrap = spec.fit() == Fit::Wrap;
     let mut t = match exec {
-        Executor::Timed => ArrayStack::new(array, make, a.wrap),
-        Executor::Count => ArrayStack::counted(array, make, a.wrap),
+        Executor::Timed => ArrayStack::new(array, make, wrap),
+        // A scaled array needs its capacity, as a folded one does.
+        Executor::Count if spec.fit() == Fit::Scale => ArrayStack::new(array, make, false),
+        Executor::Count => ArrayStack::counted(array, make, wrap),
     }
     .map_err(|e| o.err("array", e))?;
     if fail_at.is_some() {
         t = t.failing_later(a.failed.clone());
     }
+    if spec.fit() == Fit::Scale {
+        let span = survey
+            .map(|s| stack_span(spec.tenant_map, bs, s))
+            .transpose()?
+            .ok_or_else(|| o.err("array.fit", "internal: `scale` needs a pass over the trace"))?;
+        t = t.scaled(span);
+    }
     if let Some(r) = &a.rebuild {
         t = t
-            .with_rebuild(RebuildConfig {
-                start: ms_to_ns(r.at),
-                window: r.window,
-                min_kbps: r.min,
-                max_kbps: r.max,
-            })
+            .with_rebuild(rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?)
             .map_err(|e| o.err("array.rebuild", e))?;
     }
     Ok(Box::new(t))
+}
+
+/// The rebuild's settings from `[array.rebuild]` (checked by the spec).
+fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
+    let map_unit_rows = match &r.map_unit {
+        Some(u) => parse_bytes(&u.text())? / chunk_bytes,
+        None => 1,
+    };
+    Ok(RebuildConfig {
+        start: ms_to_ns(r.at),
+        window: r.window,
+        min_kbps: r.min,
+        max_kbps: r.max,
+        order: r.order.to_ascii_lowercase(),
+        params: OrderParams {
+            pro: ProParams {
+                zone_bytes: parse_bytes(&r.pro.zone.text())?,
+                threads: r.pro.threads,
+                slice_ns: ms_to_ns(r.pro.slice_ms),
+                half_life_ns: ms_to_ns(r.pro.half_life_s * 1e3),
+                count: ProCount::parse(&r.pro.count)?,
+            },
+            dor_lead: r.dor.lead,
+        },
+        idle: IdleRule::parse(&r.idle)?,
+        throttle: r.throttle,
+        low_priority: r.priority.as_deref().map(|p| p == "low"),
+        map_unit_rows,
+        interval: ms_to_ns(r.interval),
+    })
 }
 
 /// When disks fail during the run (None: from the start, or never).
@@ -287,13 +323,14 @@ pub fn survey_needs(spec: &StackSpec) -> super::address::SurveyNeeds {
             .first()
             .filter(|c| c.policy.eq_ignore_ascii_case("opt"))
             .map(|c| c.reads_only),
+        span: spec.fit() == Fit::Scale,
     }
 }
 
 /// Build the stack of `spec` for `exec`; `survey` is the pass over the
 /// trace the stack needs (see [`survey_needs`]; `concat` needs one too).
 pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Composed> {
-    let target = target(spec, exec)?;
+    let target = target(spec, exec, survey)?;
     let below_blocks = target.capacity_blocks();
     let layers = layer_factory(spec, survey, below_blocks)?;
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;

@@ -25,6 +25,8 @@ pub mod target;
 pub mod tier;
 
 #[cfg(test)]
+mod rebuild_tests;
+#[cfg(test)]
 mod tests;
 
 pub use build::Executor;
