@@ -10,10 +10,10 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
+use blocklab::device::toy::ToyDisk;
 use blocklab::device::{self, DeviceModel};
 use blocklab::timed::executor::ExecConfig;
 use blocklab::timed::replay::{run, vec_source, Discipline, ReplayConfig, SingleDisk};
-use blocklab::device::toy::ToyDisk;
 use blocklab::trace::{Op, Request};
 
 const N: usize = 100_000;

@@ -11,6 +11,7 @@ pub mod layout;
 pub mod plan;
 pub mod plans;
 pub mod rebuild;
+pub mod scrub;
 
 use serde::{Deserialize, Serialize};
 

@@ -3,8 +3,8 @@
 use super::engine::Ns;
 use super::executor::{ExecConfig, Step, TimedExecutor};
 use super::replay::*;
-use crate::device::toy::ToyDisk;
 use crate::array::plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan};
+use crate::device::toy::ToyDisk;
 use crate::device::{DevRequest, DeviceModel};
 use crate::trace::{Op, Request};
 

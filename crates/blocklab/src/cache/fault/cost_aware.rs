@@ -220,9 +220,9 @@ impl Candidate for Queue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::fault::vdf_lru::VdfLru;
     use crate::cache::fault::ModMap;
     use crate::cache::lru::Lru;
-    use crate::cache::fault::vdf_lru::VdfLru;
     use proptest::prelude::*;
 
     /// Plain CLOCK, naive: a circular buffer and a hand.

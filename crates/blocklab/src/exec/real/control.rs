@@ -1,0 +1,2 @@
+//! (being written)
+pub const SERVE_FILE: &str = "serve.json";
