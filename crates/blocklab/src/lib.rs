@@ -4,7 +4,8 @@
 //! `cache` (replacement policies behind one trait, counted simulation),
 //! `analysis` (trace statistics, miss-ratio curves), `array` (RAID layouts and
 //! I/O plans), `exec` (executors that run plans), `device` (disk and SSD
-//! models), `timed` (the discrete-event engine and trace replay).
+//! models), `timed` (the discrete-event engine and trace replay), `nbd` (the
+//! Network Block Device server that exports real arrays).
 
 pub mod analysis;
 pub mod array;
@@ -12,6 +13,7 @@ pub mod cache;
 pub mod device;
 pub mod error;
 pub mod exec;
+pub mod nbd;
 pub mod timed;
 pub mod trace;
 

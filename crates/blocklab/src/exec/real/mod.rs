@@ -96,7 +96,7 @@ pub struct OpenConfig {
 }
 
 /// What opening the array had to do after an unclean shutdown.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct Recovery {
     /// Journal records replayed (writes to degraded rows).
     pub journal_records: u64,
@@ -108,7 +108,7 @@ pub struct Recovery {
 }
 
 /// The array's state, for `real status`.
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Status {
     pub level: String,
     pub disks: u32,

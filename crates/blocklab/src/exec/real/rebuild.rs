@@ -80,7 +80,7 @@ impl Default for RebuildOptions {
 }
 
 /// What a rebuild run did.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
 pub struct RebuildReport {
     pub order: String,
     pub disks: Vec<u32>,

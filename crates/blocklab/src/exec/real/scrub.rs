@@ -41,7 +41,7 @@ pub enum Mode {
 }
 
 /// What a scrub found (the JSON of `real check`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ScrubReport {
     pub stripes_checked: u64,
     pub mismatches: u64,

@@ -432,3 +432,59 @@ fn the_array_directory_is_locked_and_state_survives_reopen() {
         Err(ReqError::OutOfRange(_))
     ));
 }
+
+#[test]
+fn served_array_sees_fail_replace_rebuild_through_the_control_channel() {
+    use crate::nbd::client::Client;
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid6", 5, None), true).unwrap();
+    let s = control::serve(
+        dir.path(),
+        &control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut c = Client::connect(&s.info.nbd, "blocklab").unwrap();
+    let size = c.size as usize;
+    let mut image = vec![0u8; size];
+    let mut seed = 1;
+    for _ in 0..40 {
+        let off = (rng(&mut seed) % (size as u64 - 9000)) as usize;
+        let len = 1 + (rng(&mut seed) % 9000) as usize;
+        let d = bytes(&mut seed, len);
+        c.write(off as u64, &d, false).unwrap();
+        image[off..off + d.len()].copy_from_slice(&d);
+    }
+    // The other commands reach the served array.
+    assert_eq!(control::status(dir.path()).unwrap().health, "healthy");
+    assert!(RealArray::open(dir.path(), OpenConfig::default()).is_err());
+    control::fail(dir.path(), 1).unwrap();
+    control::fail(dir.path(), 3).unwrap();
+    let mut back = vec![0u8; size];
+    c.read(0, &mut back).unwrap();
+    assert_eq!(back, image, "served degraded after two failures");
+    let d = bytes(&mut seed, 20_000);
+    c.write(5000, &d, true).unwrap();
+    image[5000..25_000].copy_from_slice(&d);
+    control::replace(dir.path(), 1).unwrap();
+    control::replace(dir.path(), 3).unwrap();
+    let stop = AtomicBool::new(false);
+    let rep = control::rebuild(dir.path(), RebuildOptions::default(), &stop).unwrap();
+    assert!(rep.finished, "{rep:?}");
+    let chk = control::check(dir.path(), false).unwrap();
+    assert_eq!(chk.mismatches, 0);
+    c.read(0, &mut back).unwrap();
+    assert_eq!(back, image);
+    c.flush().unwrap();
+    c.disconnect().unwrap();
+    s.shutdown().unwrap();
+    assert!(!dir.path().join(control::SERVE_FILE).exists());
+    // Closed cleanly: nothing to recover, and the local path works again.
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    assert_eq!(a.recovery, Recovery::default());
+    assert_eq!(read_all(&a).unwrap(), image);
+    drop(a);
+    assert_eq!(control::status(dir.path()).unwrap().health, "healthy");
+}
