@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python bench clean
+.PHONY: install demo test test-rust test-python tools integrity bench clean
 
 install: .stamp-install
 
@@ -35,7 +35,22 @@ demo: install
 	$(BIN)/blocklab rgr out/zipf.csv --format csv --raid 5 --disks 6 --failed 0 --reads-only \
 		--policy lru,vdf-lru,lfu,vdf-lfu --size 1%,10%
 
-test: install test-rust test-python
+test: install tools test-rust test-python
+
+# The real clients the real-executor tests drive (fio's nbd engine, qemu-img /
+# qemu-io, nbdinfo / nbdcopy): installed once, only when missing.
+APT_GET := apt-get install -y --no-install-recommends
+tools:
+	@command -v fio >/dev/null || $(APT_GET) fio || (apt-get update && $(APT_GET) fio)
+	@command -v qemu-img >/dev/null || $(APT_GET) qemu-utils || (apt-get update && $(APT_GET) qemu-utils)
+	@command -v nbdinfo >/dev/null || $(APT_GET) libnbd-bin || (apt-get update && $(APT_GET) libnbd-bin)
+
+# The integrity suite of the real executor (docs/real.md): seeded rounds of
+# write, fault, recover, verify every byte. `make integrity ROUNDS=500` for a cut.
+ROUNDS ?= 10000
+integrity: install
+	@mkdir -p out
+	$(BIN)/blocklab real integrity --rounds $(ROUNDS) --seed 1 --out out/integrity.json
 
 test-rust:
 	cargo test --workspace --exclude blocklab-py

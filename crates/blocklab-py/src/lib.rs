@@ -6,6 +6,7 @@ mod array;
 mod cache;
 mod disk;
 mod policy;
+mod real;
 mod timed;
 mod trace;
 mod vdf;
@@ -37,5 +38,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     timed::register(m)?;
     policy::register(m)?;
     vdf::register(m)?;
+    real::register(m)?;
     Ok(())
 }

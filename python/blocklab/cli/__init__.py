@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from blocklab.cli import array_cmd, cache_cmd, disk_cmd, disk_run_cmd, repro_cmd, rgr_cmd, trace_cmd
+from blocklab.cli import array_cmd, cache_cmd, disk_cmd, disk_run_cmd, real_cmd, repro_cmd, rgr_cmd, trace_cmd
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -21,6 +21,7 @@ disk_cmd.register(app)
 disk_run_cmd.register(app)
 repro_cmd.register(app)
 rgr_cmd.register(app)
+real_cmd.register(app)
 
 
 def main() -> None:

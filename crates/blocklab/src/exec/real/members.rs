@@ -311,6 +311,16 @@ impl Member {
         Ok(())
     }
 
+    /// The image's length in bytes.
+    pub fn image_len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Grow a truncated image back to `bytes` (the tail reads as zeroes).
+    pub fn extend(&self, bytes: u64) -> io::Result<()> {
+        self.file.set_len(bytes)
+    }
+
     /// Make everything written so far durable.
     pub fn sync(&self) -> io::Result<()> {
         self.file.sync_data()?;

@@ -201,6 +201,8 @@ pub struct RealArray {
     rows: RowLocks,
     bitmap: Mutex<Bitmap>,
     bad: Mutex<Vec<BadRange>>,
+    /// Serializes the handling of truncated members.
+    truncation: Mutex<()>,
     journal: Journal,
     /// Journaled writes hold it shared; a journal checkpoint exclusively.
     gate: RwLock<()>,
@@ -368,6 +370,7 @@ impl RealArray {
             rows: RowLocks::new(),
             bitmap: Mutex::new(bitmap),
             bad: Mutex::new(st.bad_blocks.clone()),
+            truncation: Mutex::new(()),
             journal,
             gate: RwLock::new(()),
             generation: AtomicU64::new(st.generation),
@@ -392,6 +395,7 @@ impl RealArray {
     /// Returns the journal records replayed, the regions resynced and what the resync found.
     fn recover(&self) -> std::result::Result<(u64, u64, ScrubReport), ReqError> {
         let live = self.live.read().unwrap();
+        self.absorb_truncation(&live)?;
         let records = self.journal.records().map_err(io_err)?;
         for rec in &records {
             for (i, p) in rec.places.iter().enumerate() {
@@ -565,9 +569,44 @@ impl RealArray {
         rows
     }
 
+    /// A member image shorter than the member (truncated behind our back):
+    /// its missing tail goes on the bad-block list and the image is grown
+    /// back, before anything is written past its end. Otherwise a later
+    /// write past the end would leave a hole that reads as zeroes, which
+    /// without checksums is indistinguishable from data.
+    fn absorb_truncation(&self, live: &Live) -> std::result::Result<(), ReqError> {
+        let _g = self.truncation.lock().unwrap();
+        let bs = self.bs as u64;
+        let mut found = Vec::new();
+        for (d, m) in live.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            let len = m.image_len().map_err(io_err)?;
+            if len < self.cfg.disk_bytes {
+                let first = len / bs;
+                found.push(BadRange {
+                    disk: d as u32,
+                    block: first,
+                    blocks: self.cfg.disk_bytes / bs - first,
+                });
+                m.extend(self.cfg.disk_bytes).map_err(io_err)?;
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        {
+            let mut bad = self.bad.lock().unwrap();
+            bad.extend(found);
+            rebuild::merge_ranges(&mut bad);
+        }
+        let bm = self.bitmap.lock().unwrap();
+        self.persist(live, &bm)
+    }
+
     /// Scrub-and-repair member rows whose units were found bad.
     fn heal(&self, live: &Live, heal: &[u64]) -> std::result::Result<(), ReqError> {
         self.stats.heals.fetch_add(1, Ordering::Relaxed);
+        self.absorb_truncation(live)?;
         for &r in heal {
             let (_, fixes) = {
                 let bad = self.bad.lock().unwrap().clone();
@@ -579,16 +618,18 @@ impl RealArray {
     }
 
     fn apply_fixes(&self, live: &Live, fixes: &Fixes) -> std::result::Result<(), ReqError> {
+        // Checksums first: a unit rewritten below gets its own checksum,
+        // which must not be overwritten by the old data's.
+        for (d, b, data) in &fixes.sums {
+            let m = live.members[*d as usize].as_ref().expect("scrubbed members are open");
+            m.write_sums(*b, data, self.bs, self.zero_crc, &self.faults)
+                .map_err(io_err)?;
+        }
         for (d, b, data) in &fixes.units {
             let mut buf = AlignedBuf::zeroed(self.bs);
             buf.copy_from_slice(data);
             let m = live.members[*d as usize].as_ref().expect("scrubbed members are open");
             m.write_blocks(*b, &buf, self.bs, self.zero_crc, &self.faults)
-                .map_err(io_err)?;
-        }
-        for (d, b, data) in &fixes.sums {
-            let m = live.members[*d as usize].as_ref().expect("scrubbed members are open");
-            m.write_sums(*b, data, self.bs, self.zero_crc, &self.faults)
                 .map_err(io_err)?;
         }
         if !fixes.units.is_empty() {
@@ -849,7 +890,9 @@ impl RealArray {
             }
             regions
         };
-        let res = self.journal_and_write(live, bufs, &wrows, fua);
+        let res = self
+            .absorb_truncation(live)
+            .and_then(|_| self.journal_and_write(live, bufs, &wrows, fua));
         self.bitmap.lock().unwrap().end(&regions);
         res?;
         if !self.bad.lock().unwrap().is_empty() {
@@ -1076,6 +1119,10 @@ impl RealArray {
         let shown = self.dir.display().to_string();
         let mode = if repair { Mode::Repair } else { Mode::Check };
         let mut total = ScrubReport::default();
+        {
+            let live = self.live.read().unwrap();
+            self.absorb_truncation(&live).map_err(|e| Error::io(&shown, e))?;
+        }
         for row in 0..self.member_rows {
             let live = self.live.read().unwrap();
             let rows = plan_rows(&live.array.plan_scrub_row(row), live.array.chunk_blocks());

@@ -45,7 +45,7 @@ fn read_all(a: &RealArray) -> std::result::Result<Vec<u8>, ReqError> {
 fn scribble(a: &RealArray, image: &mut [u8], seed: &mut u64, count: usize) {
     let size = image.len() as u64;
     for _ in 0..count {
-        let aligned = rng(seed) % 3 != 0;
+        let aligned = !rng(seed).is_multiple_of(3);
         let (off, len) = if aligned {
             let b = rng(seed) % (size / 4096);
             let n = 1 + rng(seed) % (size / 4096 - b).min(24);
@@ -56,7 +56,7 @@ fn scribble(a: &RealArray, image: &mut [u8], seed: &mut u64, count: usize) {
             (off, len)
         };
         let data = bytes(seed, len as usize);
-        a.write(off, &data, rng(seed) % 5 == 0).unwrap();
+        a.write(off, &data, rng(seed).is_multiple_of(5)).unwrap();
         image[off as usize..(off + len) as usize].copy_from_slice(&data);
     }
 }
@@ -487,4 +487,108 @@ fn served_array_sees_fail_replace_rebuild_through_the_control_channel() {
     assert_eq!(read_all(&a).unwrap(), image);
     drop(a);
     assert_eq!(control::status(dir.path()).unwrap().health, "healthy");
+}
+
+#[test]
+fn replay_reports_response_times_locally_and_through_a_server() {
+    use super::replay::{replay, ReplayOptions};
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid5", 4, None), false).unwrap();
+    let tr = dir.path().join("t.csv");
+    let mut text = String::from("timestamp,op,offset,size\n");
+    let mut seed = 2;
+    for i in 0..300 {
+        let op = if i % 3 == 0 { "W" } else { "R" };
+        let off = (rng(&mut seed) % 40) * 4096;
+        text.push_str(&format!("{:.4},{op},{off},{}\n", i as f64 * 0.0005, 4096 * (1 + i % 3)));
+    }
+    std::fs::write(&tr, text).unwrap();
+    let mut o = ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        outstanding: 4,
+        ..Default::default()
+    };
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!((r.requests, r.reads, r.writes, r.errors), (300, 200, 100, 0));
+    assert_eq!(r.target, "local");
+    let resp = &r.response;
+    assert!(resp.p50_ms > 0.0 && resp.p50_ms <= resp.p95_ms && resp.p95_ms <= resp.p99_ms);
+    assert!(resp.p99_ms <= resp.max_ms * 1.001 && resp.reads.max_ms <= resp.max_ms);
+    let json = serde_json::to_value(&r).unwrap();
+    for k in ["avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms"] {
+        assert!(
+            json["response"][k].is_number()
+                && json["response"]["reads"][k].is_number()
+                && json["response"]["writes"][k].is_number()
+        );
+    }
+    // Open loop at 10× through a server, with a failed member: still no errors.
+    let s = control::serve(
+        dir.path(),
+        &control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    control::fail(dir.path(), 2).unwrap();
+    o.replay = "open".into();
+    o.speedup = 10.0;
+    o.threads = 4;
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!((r.requests, r.errors, r.target.as_str()), (300, 0, "nbd"));
+    assert!(r.wall_s >= 0.149 / 10.0 * 0.9, "{}", r.wall_s);
+    s.shutdown().unwrap();
+    // Offsets past the end are refused unless folded.
+    std::fs::write(&tr, "timestamp,op,offset,size\n0,R,999999999,4096\n").unwrap();
+    o.replay = "closed".into();
+    let e = replay(dir.path(), &o).unwrap_err().to_string();
+    assert!(e.contains("past the end") && e.contains("--wrap"), "{e}");
+    o.wrap = true;
+    assert_eq!(replay(dir.path(), &o).unwrap().requests, 1);
+    // A write lands with its offset's pattern.
+    std::fs::write(&tr, "timestamp,op,offset,size\n0,W,12288,8192\n").unwrap();
+    replay(dir.path(), &o).unwrap();
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    let (mut got, mut want) = (vec![0u8; 8192], vec![0u8; 8192]);
+    a.read(12288, &mut got).unwrap();
+    super::replay::pattern_for_tests(&mut want, 12288);
+    assert_eq!(got, want);
+}
+
+/// A far RAID-10 truncated to nothing: healing an early row writes the far
+/// copies past the end of the image, which must not turn the rows in
+/// between into a hole read as zeroes (the tail goes on the bad-block list
+/// first).
+#[test]
+fn a_truncated_member_never_reads_back_as_zeroes() {
+    for (victim, cut) in [(0u32, 0u64), (2, 5000), (4, 200_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ArrayConfig::from_names_sized("raid10", 5, 16384, Some("f2"), 4096, 360448).unwrap();
+        let a = make(dir.path(), c, false);
+        let mut seed = 5 + victim as u64;
+        let image = bytes(&mut seed, a.size_bytes() as usize);
+        a.write(0, &image, false).unwrap();
+        let f = OpenOptions::new()
+            .write(true)
+            .open(member_path(dir.path(), victim))
+            .unwrap();
+        f.set_len(cut).unwrap();
+        assert!(
+            read_all(&a).unwrap() == image,
+            "victim {victim} cut {cut}: read after truncation"
+        );
+        a.check(true).unwrap();
+        assert_eq!(a.check(false).unwrap().mismatches, 0);
+        assert_eq!(a.status().bad_blocks, 0, "every listed block was rewritten");
+        for fail in 0..5 {
+            if fail != victim {
+                a.fail(fail).unwrap();
+                assert!(read_all(&a).unwrap() == image, "victim {victim} cut {cut} fail {fail}");
+                break;
+            }
+        }
+    }
 }
