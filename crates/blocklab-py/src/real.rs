@@ -45,7 +45,7 @@ fn real_create(
 /// Serve the array over NBD until interrupted. `ready` is called with the
 /// server's address information (JSON) once it accepts connections.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, ready, threads=8, direct=false, name="blocklab"))]
+#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab"))]
 fn real_serve(
     py: Python<'_>,
     dir: PathBuf,

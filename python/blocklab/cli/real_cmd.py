@@ -75,7 +75,7 @@ def create(
 def serve(
     dir: Path = DirArg,
     listen: str = typer.Option("127.0.0.1:10809", "--listen", help="Address to listen on (HOST:PORT; port 0 picks a free one)."),
-    threads: int = typer.Option(8, "--threads", help="Worker threads shared by all clients."),
+    threads: int = typer.Option(16, "--threads", help="Worker threads shared by all clients (requests served at once)."),
     direct: bool = typer.Option(False, "--direct", help="O_DIRECT on the member files when the file system allows it."),
     name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too)."),
 ) -> None:

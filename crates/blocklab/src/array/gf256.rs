@@ -98,13 +98,43 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// P and Q of `data` where `data[i]` sits in syndrome slot `slots[i]`.
+/// Multiply every byte of `buf` by g = {02}, eight bytes at a time: shift
+/// each byte left and reduce the bytes whose top bit fell out by 0x1d (the
+/// low byte of the field polynomial), as MD's SIMD `gen_syndrome` does.
+pub fn mul2_in_place(buf: &mut [u8]) {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = buf.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes(c[..8].try_into().unwrap());
+        let hi = w & HI;
+        let v = ((w & !HI) << 1) ^ ((hi >> 7) * 0x1d);
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    for b in chunks.into_remainder() {
+        *b = mul(*b, 2);
+    }
+}
+
+/// P and Q of `data` where `data[i]` sits in syndrome slot `slots[i]`:
+/// Horner's rule from the highest slot down (Q = Q·g^gap ⊕ D), as MD.
 pub fn syndrome(data: &[&[u8]], slots: &[u32], p: &mut [u8], q: &mut [u8]) {
     p.fill(0);
     q.fill(0);
-    for (d, &z) in data.iter().zip(slots) {
-        xor_into(p, d);
-        mul_xor_into(q, d, gpow(z));
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(slots[i]));
+    let mut prev: Option<u32> = None;
+    for &i in &order {
+        if let Some(ps) = prev {
+            for _ in 0..ps - slots[i] {
+                mul2_in_place(q);
+            }
+        }
+        xor_into(p, data[i]);
+        xor_into(q, data[i]);
+        prev = Some(slots[i]);
+    }
+    for _ in 0..prev.unwrap_or(0) {
+        mul2_in_place(q);
     }
 }
 
@@ -418,5 +448,31 @@ mod tests {
             let views: Vec<&[u8]> = d.iter().map(|x| x.as_slice()).collect();
             assert_eq!(locate(&views, &slots, &p, &q), Syndrome::Unlocatable);
         }
+    }
+
+    #[test]
+    fn fast_syndrome_equals_the_definition_for_any_slots() {
+        let mut seed = 3;
+        for slots in [vec![0u32, 1, 2, 3], vec![4, 0, 9, 2, 7], vec![254, 1], vec![5]] {
+            let len = 37; // not a multiple of 8: the byte tail too
+            let data: Vec<Vec<u8>> = slots
+                .iter()
+                .map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect())
+                .collect();
+            let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            let (mut p, mut q) = (vec![0; len], vec![0; len]);
+            syndrome(&views, &slots, &mut p, &mut q);
+            for j in 0..len {
+                let (mut wp, mut wq) = (0u8, 0u8);
+                for (d, &z) in data.iter().zip(&slots) {
+                    wp ^= d[j];
+                    wq ^= mul(gpow(z), d[j]);
+                }
+                assert_eq!((p[j], q[j]), (wp, wq), "slots {slots:?} byte {j}");
+            }
+        }
+        let mut b: Vec<u8> = (0..=255u8).collect();
+        mul2_in_place(&mut b);
+        assert!(b.iter().enumerate().all(|(i, &x)| x == mul(i as u8, 2)));
     }
 }

@@ -18,6 +18,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::*;
+use crate::exec::buf::AlignedBuf;
 
 /// Server settings.
 #[derive(Debug, Clone)]
@@ -405,12 +406,12 @@ impl Connection {
             if typ == CMD_DISC {
                 return Ok(());
             }
-            let mut payload = Vec::new();
+            let mut payload = AlignedBuf::scratch(0);
             if typ == CMD_WRITE {
                 if len > MAX_PAYLOAD {
                     return Ok(()); // cannot skip it safely: hard disconnect
                 }
-                payload = vec![0u8; len as usize];
+                payload = AlignedBuf::scratch(len as usize);
                 if !read_full(&mut self.sock, &mut payload, &self.stop)? {
                     return Ok(());
                 }
@@ -465,16 +466,16 @@ impl Connection {
     }
 }
 
-/// Carry out one request; a read returns its reply buffer (16 header bytes
-/// then the data).
+/// Carry out one request; a read returns its data (in an aligned buffer,
+/// so that the device may read into it with O_DIRECT).
 fn execute(
     export: &dyn Export,
     typ: u16,
     offset: u64,
     len: u32,
     fua: bool,
-    payload: Vec<u8>,
-) -> Result<Option<Vec<u8>>, u32> {
+    payload: AlignedBuf,
+) -> Result<Option<AlignedBuf>, u32> {
     let code = |e: ExportError, write: bool| match e {
         ExportError::OutOfRange(_) if write => ENOSPC,
         ExportError::OutOfRange(_) => EINVAL,
@@ -482,8 +483,8 @@ fn execute(
     };
     match typ {
         CMD_READ => {
-            let mut buf = vec![0u8; 16 + len as usize];
-            export.read(offset, &mut buf[16..]).map_err(|e| code(e, false))?;
+            let mut buf = AlignedBuf::scratch(len as usize);
+            export.read(offset, &mut buf).map_err(|e| code(e, false))?;
             Ok(Some(buf))
         }
         CMD_WRITE => export
@@ -499,10 +500,23 @@ fn execute(
     }
 }
 
-fn reply(writer: &Mutex<TcpStream>, cookie: u64, err: u32, data: Option<Vec<u8>>) -> io::Result<()> {
-    let mut msg = data.unwrap_or_else(|| vec![0u8; 16]);
-    msg[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-    msg[4..8].copy_from_slice(&err.to_be_bytes());
-    msg[8..16].copy_from_slice(&cookie.to_be_bytes());
-    writer.lock().unwrap().write_all(&msg)
+fn reply(writer: &Mutex<TcpStream>, cookie: u64, err: u32, data: Option<AlignedBuf>) -> io::Result<()> {
+    let mut head = [0u8; 16];
+    head[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+    head[4..8].copy_from_slice(&err.to_be_bytes());
+    head[8..16].copy_from_slice(&cookie.to_be_bytes());
+    let mut w = writer.lock().unwrap();
+    let data: &[u8] = data.as_deref().unwrap_or(&[]);
+    // Header and data in one vectored write where possible.
+    let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
+    let mut slices: &mut [io::IoSlice] = &mut parts;
+    while !slices.is_empty() {
+        match w.write_vectored(slices) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+            Ok(k) => io::IoSlice::advance_slices(&mut slices, k),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

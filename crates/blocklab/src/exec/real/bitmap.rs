@@ -8,8 +8,12 @@
 //! seconds, as MD's bitmap daemon). After a crash only the regions whose bit
 //! is set need their parity recomputed (resync), not the whole array.
 //!
+//! Regions cover 64 MiB of each member (mdadm's default bitmap chunk) or
+//! more, so that the bitmap stays under 4096 bits.
+//!
 //! Cost: one state-file rewrite (three syncs) for the first write to a clean
-//! region after each clearing; nothing for writes to regions already dirty.
+//! region after each clearing; nothing for writes to regions already dirty;
+//! after a crash, a resync of 64 MiB per member for each dirty region.
 
 /// What the bitmap tracks for each region.
 #[derive(Debug, Clone)]
@@ -26,10 +30,18 @@ pub struct Bitmap {
 
 /// Regions per array at most (the bitmap's size in the state file).
 pub const MAX_REGIONS: u64 = 4096;
+/// Bytes of each member per region at least: mdadm's default bitmap chunk
+/// for an internal bitmap. Smaller regions mean less to resync after a
+/// crash but more state-file writes while writing.
+pub const MIN_REGION_BYTES: u64 = 64 << 20;
 
-/// Rows per region so that the bitmap has at most [`MAX_REGIONS`] bits.
-pub fn region_rows(member_rows: u64) -> u64 {
-    member_rows.div_ceil(MAX_REGIONS).max(1)
+/// Rows per region: at least [`MIN_REGION_BYTES`] of each member, and at
+/// most [`MAX_REGIONS`] bits.
+pub fn region_rows(member_rows: u64, chunk_bytes: u64) -> u64 {
+    member_rows
+        .div_ceil(MAX_REGIONS)
+        .max(MIN_REGION_BYTES.div_ceil(chunk_bytes))
+        .max(1)
 }
 
 impl Bitmap {
@@ -136,7 +148,10 @@ mod tests {
         let m = b.mark();
         assert!(b.clear_idle(&m));
         assert!(!b.any_dirty());
-        assert_eq!(region_rows(10), 1);
-        assert_eq!(region_rows(MAX_REGIONS * 3 + 1), 4);
+        // 64 MiB of member per region (1024 rows of 64 KiB), or more rows
+        // when the member would need over 4096 regions.
+        assert_eq!(region_rows(10, 65536), 1024);
+        assert_eq!(region_rows(1024 * MAX_REGIONS * 3 + 1, 65536), 3073);
+        assert_eq!(region_rows(10, 1 << 30), 1);
     }
 }

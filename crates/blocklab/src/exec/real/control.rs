@@ -101,7 +101,7 @@ impl Default for ServeOptions {
     fn default() -> Self {
         ServeOptions {
             listen: "127.0.0.1:10809".into(),
-            threads: 8,
+            threads: 16,
             direct: false,
             name: "blocklab".into(),
             bitmap_interval: Duration::from_secs(2),

@@ -14,59 +14,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-/// Alignment of every I/O buffer (O_DIRECT needs the logical block size).
-pub const ALIGN: usize = 4096;
-
-/// A zeroed, 4 KiB-aligned byte buffer.
-pub struct AlignedBuf {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the buffer owns its allocation exclusively, like a Vec<u8>.
-unsafe impl Send for AlignedBuf {}
-unsafe impl Sync for AlignedBuf {}
-
-impl AlignedBuf {
-    pub fn zeroed(len: usize) -> AlignedBuf {
-        if len == 0 {
-            return AlignedBuf {
-                ptr: std::ptr::NonNull::dangling(),
-                len: 0,
-            };
-        }
-        let layout = std::alloc::Layout::from_size_align(len, ALIGN).expect("buffer size fits a layout");
-        // SAFETY: the layout has a non-zero size.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(p).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
-        AlignedBuf { ptr, len }
-    }
-}
-
-impl Drop for AlignedBuf {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            let layout = std::alloc::Layout::from_size_align(self.len, ALIGN).expect("same layout as allocated");
-            // SAFETY: allocated in `zeroed` with this layout.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) }
-        }
-    }
-}
-
-impl std::ops::Deref for AlignedBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        // SAFETY: ptr is valid for len bytes (or dangling with len 0).
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl std::ops::DerefMut for AlignedBuf {
-    fn deref_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, and we hold the only reference.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
+pub use crate::exec::buf::{AlignedBuf, ALIGN};
 
 /// What a block read from a member turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,6 +215,60 @@ impl Member {
             }
         }
         states
+    }
+
+    /// Read member blocks from `block` straight into the memory ranges
+    /// `parts` (address, length), in order, with one `preadv`. Ok(false) when
+    /// the image ends first (a truncated member).
+    ///
+    /// # Safety
+    /// Every range must be valid for writes, and no other reference may
+    /// read or write it during the call.
+    pub unsafe fn read_into(&self, block: u64, parts: &[(usize, usize)], bs: usize) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut iov: Vec<libc::iovec> = parts
+            .iter()
+            .map(|&(p, l)| libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: l,
+            })
+            .collect();
+        let total: usize = parts.iter().map(|p| p.1).sum();
+        let mut done = 0usize;
+        let mut first = 0usize;
+        while done < total {
+            let cnt = (iov.len() - first).min(1024) as libc::c_int;
+            // SAFETY: the iovecs describe valid, exclusively borrowed memory (caller's contract).
+            let r = unsafe {
+                libc::preadv(
+                    self.file.as_raw_fd(),
+                    iov[first..].as_ptr(),
+                    cnt,
+                    (block * bs as u64 + done as u64) as libc::off_t,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if r == 0 {
+                return Ok(false);
+            }
+            let mut r = r as usize;
+            done += r;
+            while first < iov.len() && r >= iov[first].iov_len {
+                r -= iov[first].iov_len;
+                first += 1;
+            }
+            if r > 0 {
+                iov[first].iov_base = (iov[first].iov_base as usize + r) as *mut libc::c_void;
+                iov[first].iov_len -= r;
+            }
+        }
+        Ok(true)
     }
 
     /// Write blocks from member block `block` (and their checksums).

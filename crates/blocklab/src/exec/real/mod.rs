@@ -289,7 +289,7 @@ impl RealArray {
             Member::create(dir, d, cfg.disk_bytes, checksums).map_err(|e| Error::io(&shown, e))?;
         }
         File::create(journal::journal_path(dir)).map_err(|e| Error::io(&shown, e))?;
-        let bm_rows = bitmap::region_rows(rows);
+        let bm_rows = bitmap::region_rows(rows, cfg.chunk_bytes);
         let st = State {
             format: state::FORMAT,
             config: cfg,
@@ -443,6 +443,8 @@ impl RealArray {
             bs: self.bs,
             zero_crc: self.zero_crc,
             bad,
+            checksums: self.checksums,
+            parallel: self.inflight.load(Ordering::Relaxed) <= 1,
         }
     }
 
@@ -575,6 +577,14 @@ impl RealArray {
     /// write past the end would leave a hole that reads as zeroes, which
     /// without checksums is indistinguishable from data.
     fn absorb_truncation(&self, live: &Live) -> std::result::Result<(), ReqError> {
+        // The common case (no member short) without taking the lock.
+        let mut short = false;
+        for m in live.members.iter().flatten() {
+            short |= m.image_len().map_err(io_err)? < self.cfg.disk_bytes;
+        }
+        if !short {
+            return Ok(());
+        }
         let _g = self.truncation.lock().unwrap();
         let bs = self.bs as u64;
         let mut found = Vec::new();
@@ -694,6 +704,9 @@ impl RealArray {
         }
         let bad = self.bad.lock().unwrap().clone();
         let env = self.env(live, &bad);
+        if runner::read_direct(&env, plan, first, n, out).is_some() {
+            return Ok(());
+        }
         let reads = do_reads(&env, plan);
         read_out(&env, &reads, first, n, out)
     }
@@ -942,7 +955,7 @@ impl RealArray {
                 .map_err(io_err)
         };
         let bytes: usize = bufs.iter().map(|(_, b)| b.len()).sum();
-        if bufs.len() > 1 && bytes >= 256 * 1024 {
+        if bufs.len() > 1 && bytes >= 256 * 1024 && self.inflight.load(Ordering::Relaxed) <= 1 {
             std::thread::scope(|s| {
                 let hs: Vec<_> = bufs
                     .iter()

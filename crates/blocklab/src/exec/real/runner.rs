@@ -66,6 +66,10 @@ pub struct Env<'a> {
     pub bs: usize,
     pub zero_crc: u32,
     pub bad: &'a [BadRange],
+    pub checksums: bool,
+    /// Issue a request's member I/O from several threads (when the request
+    /// is alone: with others in flight the members are busy anyway).
+    pub parallel: bool,
 }
 
 /// One read of the plan and what came back.
@@ -129,7 +133,7 @@ pub fn listed(bad: &[BadRange], disk: u32, block: u64) -> bool {
 
 fn read_op(env: &Env, op: &DiskOp) -> Run {
     let n = op.nblocks as u64;
-    let mut buf = AlignedBuf::zeroed(n as usize * env.bs);
+    let mut buf = AlignedBuf::scratch(n as usize * env.bs);
     let states = match env.members.get(op.disk as usize).and_then(|m| m.as_ref()) {
         Some(m) => {
             let mut st = m.read_blocks(op.block, &mut buf, env.bs, env.zero_crc);
@@ -160,7 +164,7 @@ const PARALLEL_BYTES: usize = 256 * 1024;
 pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
     let ops: Vec<&DiskOp> = plan.disk_ops().filter(|o| o.kind == DiskOpKind::Read).collect();
     let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
-    let runs = if ops.len() > 1 && bytes >= PARALLEL_BYTES {
+    let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
         std::thread::scope(|s| {
             let hs: Vec<_> = ops.iter().map(|op| s.spawn(|| read_op(env, op))).collect();
             hs.into_iter()
@@ -415,10 +419,10 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         }
     }
 
-    /// New P and Q of block row `block`.
-    fn new_parity(&mut self, block: u64) -> NewParity {
-        if let Some(p) = self.parity.get(&block) {
-            return p.clone();
+    /// New P and Q of block row `block` (computed once, then kept).
+    fn new_parity(&mut self, block: u64) -> &NewParity {
+        if self.parity.contains_key(&block) {
+            return &self.parity[&block];
         }
         let bs = self.env.bs;
         let cb = self.env.array.chunk_blocks();
@@ -454,8 +458,7 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
                 result = (result.0.or(p), result.1.or(q));
             }
         }
-        self.parity.insert(block, result.clone());
-        result
+        self.parity.entry(block).or_insert(result)
     }
 
     /// Read-modify-write: needs the old value of every written data unit
@@ -491,10 +494,10 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         let a = self.env.array;
         let missing = || Fault::Heal(vec![block / a.chunk_blocks()]);
         match role(a, disk, block) {
-            Role::P | Role::Q => {
+            r @ (Role::P | Role::Q) => {
                 let (p, q) = self.new_parity(block);
-                let v = if role(a, disk, block) == Role::P { p } else { q };
-                dst.copy_from_slice(&v.ok_or_else(missing)?);
+                let v = if r == Role::P { p } else { q };
+                dst.copy_from_slice(v.as_deref().ok_or_else(missing)?);
             }
             Role::Data(l) => match self.user.get(l) {
                 Some(u) => dst.copy_from_slice(u),
@@ -517,7 +520,7 @@ pub fn write_buffers(
     let mut f = Filler::new(env, reads, user);
     let mut out = Vec::new();
     for op in plan.disk_ops().filter(|o| o.kind == DiskOpKind::Write) {
-        let mut buf = AlignedBuf::zeroed(op.nblocks as usize * bs);
+        let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
         for i in 0..op.nblocks as usize {
             f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
         }
@@ -535,6 +538,68 @@ pub fn unreadable(plan: &IoPlan) -> Vec<u64> {
             _ => None,
         })
         .collect()
+}
+
+/// Healthy reads straight into `out`, without intermediate buffers: only
+/// for a plan of nothing but user reads, without checksums or listed blocks,
+/// that covers every block of `out` exactly once, with `out` aligned for
+/// O_DIRECT. None when that does not apply or a member came back short; the
+/// caller then runs the general path (which reports and heals).
+pub fn read_direct(env: &Env, plan: &IoPlan, first: u64, n: u64, out: &mut [u8]) -> Option<()> {
+    use crate::array::Cause;
+    let bs = env.bs;
+    if env.checksums || !env.bad.is_empty() || !(out.as_ptr() as usize).is_multiple_of(super::members::ALIGN) {
+        return None;
+    }
+    if out.len() != n as usize * bs {
+        return None;
+    }
+    let a = env.array;
+    let mut covered = vec![false; n as usize];
+    let base = out.as_mut_ptr() as usize;
+    // Per member read: the member, its first block, the memory ranges it fills.
+    type Job<'m> = (&'m Member, u64, Vec<(usize, usize)>);
+    let mut jobs: Vec<Job> = Vec::new();
+    for node in &plan.nodes {
+        let Action::Disk(op) = &node.action else { return None };
+        if op.kind != DiskOpKind::Read || op.cause != Cause::User {
+            return None;
+        }
+        let m = env.members.get(op.disk as usize)?.as_ref()?;
+        let mut parts: Vec<(usize, usize)> = Vec::new();
+        for i in 0..op.nblocks as u64 {
+            let Role::Data(l) = role(a, op.disk, op.block + i) else {
+                return None;
+            };
+            if l < first || l >= first + n || covered[(l - first) as usize] {
+                return None;
+            }
+            covered[(l - first) as usize] = true;
+            let addr = base + (l - first) as usize * bs;
+            match parts.last_mut() {
+                Some(last) if last.0 + last.1 == addr => last.1 += bs,
+                _ => parts.push((addr, bs)),
+            }
+        }
+        jobs.push((m, op.block, parts));
+    }
+    if !covered.iter().all(|&c| c) {
+        return None;
+    }
+    // SAFETY: the ranges lie in `out` (exclusively borrowed here) and no
+    // block is covered twice, so the ranges are disjoint.
+    let read = |(m, block, parts): &Job| unsafe { m.read_into(*block, parts, bs) };
+    let ok = if env.parallel && jobs.len() > 1 && out.len() >= PARALLEL_BYTES {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = jobs.iter().map(|j| s.spawn(move || read(j))).collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("a member read does not panic"))
+                .all(|r| matches!(r, Ok(true)))
+        })
+    } else {
+        jobs.iter().all(|j| matches!(read(j), Ok(true)))
+    };
+    ok.then_some(())
 }
 
 /// Produce logical blocks `first..first + n` into `out` from the units read.

@@ -35,10 +35,15 @@ fn make(dir: &Path, c: ArrayConfig, checksums: bool) -> RealArray {
     RealArray::open(dir, OpenConfig::default()).unwrap()
 }
 
+/// The whole array, read into an aligned buffer (as the NBD server does, so
+/// that healthy reads take the direct path) and into a plain one.
 fn read_all(a: &RealArray) -> std::result::Result<Vec<u8>, ReqError> {
-    let mut buf = vec![0u8; a.size_bytes() as usize];
-    a.read(0, &mut buf)?;
-    Ok(buf)
+    let mut aligned = crate::exec::buf::AlignedBuf::zeroed(a.size_bytes() as usize);
+    a.read(0, &mut aligned)?;
+    let mut plain = vec![0u8; a.size_bytes() as usize + 1];
+    a.read(0, &mut plain[1..])?;
+    assert!(plain[1..] == aligned[..], "aligned and unaligned reads differ");
+    Ok(aligned.to_vec())
 }
 
 /// Random writes (aligned and not) mirrored into `image`.
