@@ -42,8 +42,8 @@ fn real_create(
     Ok(json(&st))
 }
 
-/// Serve the array over NBD until interrupted. `ready` is called with the
-/// server's address information (JSON) once it accepts connections.
+/// Serve the array over NBD until interrupted. `ready(info, status,
+/// recovery)` (JSON texts) is called once it accepts connections.
 #[pyfunction]
 #[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab"))]
 fn real_serve(
@@ -65,7 +65,8 @@ fn real_serve(
     let serving = py.allow_threads(|| control::serve(&dir, &opts)).map_err(to_py)?;
     let info = json(&serving.info);
     let status = json(&serving.array().status());
-    if let Err(e) = ready.call1(py, (info, status)) {
+    let recovery = json(&serving.array().recovery);
+    if let Err(e) = ready.call1(py, (info, status, recovery)) {
         py.allow_threads(|| serving.shutdown()).map_err(to_py)?;
         return Err(e);
     }

@@ -84,10 +84,14 @@ def serve(
     if threads < 1:
         fail("--threads must be at least 1")
 
-    def ready(info: str, status: str) -> None:
-        i, st = json.loads(info), json.loads(status)
+    def ready(info: str, status: str, recovery: str) -> None:
+        i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
         print(f"serving {dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
               f"on nbd://{i['nbd']}/{i['export']}", flush=True)
+        if rec["journal_records"] or rec["dirty_regions"] or rec["missing_members"]:
+            print(f"recovered from an unclean shutdown: {rec['journal_records']} journal record(s) replayed, "
+                  f"{rec['dirty_regions']} bitmap region(s) resynced ({rec['resync']['repaired']} block row(s) "
+                  f"rewritten), missing member(s): {rec['missing_members'] or 'none'}", file=sys.stderr, flush=True)
 
     def on_term(signum, frame):  # noqa: ARG001
         raise KeyboardInterrupt
