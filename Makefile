@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python bench clean e2fsprogs
+.PHONY: install demo test test-rust test-python tools integrity bench clean
 
 install: .stamp-install
 
@@ -37,14 +37,26 @@ demo: install
 	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv
 	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv --set cache.0.policy=lfu
 
-test: install test-rust test-python
+test: install tools test-rust test-python
 
-# The ext2 model is checked against real mke2fs/dumpe2fs/debugfs images.
-E2FS_INSTALL := apt-get install -y --no-install-recommends e2fsprogs
-e2fsprogs:
-	@command -v mke2fs >/dev/null || test -x /usr/sbin/mke2fs || $(E2FS_INSTALL) || (apt-get update && $(E2FS_INSTALL))
+# The real tools the tests drive, installed once, only when missing: fio's nbd
+# engine, qemu-img / qemu-io, nbdinfo / nbdcopy (the real executor's NBD server),
+# mke2fs / dumpe2fs / debugfs (the ext2 model is checked against real images).
+APT_GET := apt-get install -y --no-install-recommends
+tools:
+	@command -v fio >/dev/null || $(APT_GET) fio || (apt-get update && $(APT_GET) fio)
+	@command -v qemu-img >/dev/null || $(APT_GET) qemu-utils || (apt-get update && $(APT_GET) qemu-utils)
+	@command -v nbdinfo >/dev/null || $(APT_GET) libnbd-bin || (apt-get update && $(APT_GET) libnbd-bin)
+	@command -v mke2fs >/dev/null || test -x /usr/sbin/mke2fs || $(APT_GET) e2fsprogs || (apt-get update && $(APT_GET) e2fsprogs)
 
-test-rust: e2fsprogs
+# The integrity suite of the real executor (docs/real.md): seeded rounds of
+# write, fault, recover, verify every byte. `make integrity ROUNDS=500` for a cut.
+ROUNDS ?= 10000
+integrity: install
+	@mkdir -p out
+	$(BIN)/blocklab real integrity --rounds $(ROUNDS) --seed 1 --out out/integrity.json
+
+test-rust: tools
 	cargo test --workspace --exclude blocklab-py
 
 test-python: install

@@ -12,6 +12,13 @@ difference between two cache sizes).
 
 Timings are real measurements of this machine at this moment; the load
 average is recorded next to them because the machine may be shared.
+
+The real executor section (`real_nbd`) serves RAID-5 and RAID-6 arrays of
+member files with `blocklab real serve --direct` and drives them with fio's
+nbd engine, against fio on the raw member files (O_DIRECT, libaio) on the
+same file system. `python benches/run.py real` (or `stack`: the composed stack against `rgr` and
+`cache`, and the timed stack's speed) runs only that section and replaces it in
+BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -252,6 +259,132 @@ def stack_bench() -> list[str]:
     return lines
 
 
+REAL_MEMBER_MIB = int(os.environ.get("BENCH_REAL_MEMBER_MIB", 256))
+REAL_SECONDS = int(os.environ.get("BENCH_REAL_SECONDS", 8))
+REAL_SECTION = "## Real executor over NBD"
+# (name, fio rw, block size): large sequential and 4 KiB random.
+# Both arrays have three data members and 64 KiB chunks: 768 KiB is four
+# whole stripes, so those writes need no reads of old data.
+REAL_JOBS = [("seq read 1 MiB", "read", "1M"), ("seq write 1 MiB", "write", "1M"),
+             ("seq write 768 KiB (whole stripes)", "write", "768k"),
+             ("rand read 4 KiB", "randread", "4k"), ("rand write 4 KiB", "randwrite", "4k")]
+
+
+def _fio(args: list[str]) -> dict:
+    out = subprocess.run(["fio", "--output-format=json", *args], capture_output=True, text=True, check=True).stdout
+    return json.loads(out[out.index("{"):])
+
+
+def _rate(j: dict, rw: str) -> tuple[float, float]:
+    """(MiB/s, IOPS) summed over the jobs of one fio run."""
+    side = "write" if "write" in rw else "read"
+    bw = sum(job[side]["bw_bytes"] for job in j["jobs"])
+    iops = sum(job[side]["iops"] for job in j["jobs"])
+    return bw / 2**20, iops
+
+
+def _common(rw: str, bs: str) -> list[str]:
+    return [f"--rw={rw}", f"--bs={bs}", "--iodepth=16", f"--runtime={REAL_SECONDS}", "--time_based",
+            "--randrepeat=1", "--norandommap"]
+
+
+def real_nbd() -> list[str]:
+    """fio through `blocklab real serve` (RAID-5 of 4, RAID-6 of 5 member files)
+    against fio on the raw member files of the same size on the same file system."""
+    work = OUT / "real"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    size = f"{REAL_MEMBER_MIB}M"
+    load_before = os.getloadavg()
+    # Raw files, written in full first (reads of holes would not touch the disk).
+    raw = {}
+    for n in (1, 5):
+        for i in range(n):
+            _fio(["--name=fill", f"--filename={work / f'raw{i}'}", "--rw=write", "--bs=1M", f"--size={size}",
+                  "--direct=1", "--ioengine=libaio", "--iodepth=16"])
+        for name, rw, bs in REAL_JOBS:
+            args = ["--name=raw", "--direct=1", "--ioengine=libaio", f"--size={size}", *_common(rw, bs)]
+            if n == 1:
+                args.append(f"--filename={work / 'raw0'}")
+            else:
+                # One job per file, all at once: the files' aggregate.
+                args += [f"--numjobs={n}", "--filename_format=" + str(work / "raw$jobnum"), "--group_reporting"]
+            raw[(n, name)] = _rate(_fio(args), rw)
+            print(f"raw x{n} {name}: {raw[(n, name)][0]:.0f} MiB/s", file=sys.stderr)
+    arrays = {}
+    for level, disks in (("raid5", 4), ("raid6", 5)):
+        d = work / level
+        subprocess.run([BLOCKLAB, "real", "create", str(d), "--raid", level, "--disks", str(disks), "--chunk", "64KiB",
+                        "--disk-size", size], check=True, capture_output=True)
+        srv = subprocess.Popen([BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0", "--direct"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = srv.stdout.readline()
+        m = re.search(r"nbd://([\d.]+:\d+/\S+)", line)
+        if not m:
+            raise RuntimeError(f"server did not start: {line} {srv.stderr.read()}")
+        uri = "nbd://" + m.group(1)
+        _fio(["--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M", "--iodepth=16"])
+        for name, rw, bs in REAL_JOBS:
+            arrays[(level, name)] = _rate(_fio(["--name=nbd", "--ioengine=nbd", f"--uri={uri}", *_common(rw, bs)]), rw)
+            print(f"{level} {name}: {arrays[(level, name)][0]:.0f} MiB/s", file=sys.stderr)
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(timeout=120)
+    load_after = os.getloadavg()
+    shutil.rmtree(work, ignore_errors=True)
+    fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
+    lines = [
+        REAL_SECTION,
+        "",
+        f"`python benches/run.py real` (part of `make bench`); {fio_version}; machine: {cpu_model()}; load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Member files of {REAL_MEMBER_MIB} MiB on the same "
+        "ext4 file system, 64 KiB chunks, left-symmetric. Server: `blocklab real serve DIR --listen 127.0.0.1:0 "
+        "--direct` (O_DIRECT on the members, 16 worker threads); clients: `fio --ioengine=nbd --uri=nbd://...` "
+        f"with iodepth 16, {REAL_SECONDS} s per case, after writing the whole array once. Raw: `fio --direct=1 "
+        "--ioengine=libaio --iodepth=16` on one member-sized file, and on five such files at once (one job per "
+        "file, summed: the files' aggregate bandwidth).",
+        "",
+        "| case | raw file (MiB/s) | 5 raw files at once (MiB/s) | RAID-5 of 4 over NBD (MiB/s) | RAID-6 of 5 over NBD (MiB/s) | RAID-5 / aggregate | RAID-6 / aggregate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, rw, bs in REAL_JOBS:
+        r1, r5 = raw[(1, name)], raw[(5, name)]
+        a5, a6 = arrays[("raid5", name)], arrays[("raid6", name)]
+        extra = "" if bs != "4k" else f" ({r1[1]:,.0f} / {r5[1]:,.0f} / {a5[1]:,.0f} / {a6[1]:,.0f} IOPS)"
+        lines.append(f"| {name}{extra} | {r1[0]:.0f} | {r5[0]:.0f} | {a5[0]:.0f} | {a6[0]:.0f} | "
+                     f"{a5[0] / r5[0]:.2f} | {a6[0] / r5[0]:.2f} |")
+    def ratio(level: str, name: str) -> float:
+        return arrays[(level, name)][0] / raw[(5, name)][0]
+
+    rd5, rd6 = ratio("raid5", REAL_JOBS[0][0]), ratio("raid6", REAL_JOBS[0][0])
+    wr5, wr6 = ratio("raid5", REAL_JOBS[1][0]), ratio("raid6", REAL_JOBS[1][0])
+    fs5, fs6 = ratio("raid5", REAL_JOBS[2][0]), ratio("raid6", REAL_JOBS[2][0])
+    lines += [
+        "",
+        f"Large sequential reads through the NBD server reach **{rd5:.0%} (RAID-5) and {rd6:.0%} (RAID-6)** of the "
+        f"raw files' aggregate bandwidth (target: 70 %); large sequential writes {wr5:.0%} and {wr6:.0%} "
+        f"({fs5:.0%} and {fs6:.0%} in whole stripes). All member files share one device, so every parity byte "
+        "is written to the same device as the data: a RAID-5 of 4 writes 4/3 of the user's bytes (at most 75 % of "
+        "the device's bandwidth left for user data), a RAID-6 of 5 writes 5/3 (at most 60 %); writes that do not "
+        "cover whole stripes also read old data first (MD does the same without its stripe cache). The aggregate "
+        "of files on one file system is the device's bandwidth, so it is barely above one file's. The server is "
+        "CPU-bound on this 2-core machine (NBD over loopback TCP copies every byte twice in the kernel), so the "
+        "load average of the shared machine weighs on these numbers.",
+        "",
+    ]
+    return lines
+
+
+def replace_section(text: str, lines: list[str]) -> str:
+    """Put `lines` (a section starting with its `## ` title) in place of the same section of `text`."""
+    title = lines[0]
+    new = "\n".join(lines)
+    if title not in text:
+        return text.rstrip("\n") + "\n\n" + new
+    start = text.index(title)
+    nxt = text.find("\n## ", start + len(title))
+    return text[:start] + new + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+
+
 def main() -> None:
     ensure_trace()
     from blocklab import _core
@@ -355,6 +488,7 @@ def main() -> None:
     lines += shards_accuracy()
     lines += timed_engine()
     lines += stack_bench()
+    lines += real_nbd()
     text = "\n".join(lines)
     (ROOT / "BENCHMARKS.md").write_text(text)
     print(text)
@@ -369,5 +503,17 @@ def _lcs_version() -> str:
         return ""
 
 
+SECTIONS = {"real": lambda: real_nbd(), "stack": lambda: stack_bench()}
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 2 and sys.argv[1] in SECTIONS:
+        # One section alone, put in place of the same section of BENCHMARKS.md.
+        if sys.argv[1] == "stack":
+            ensure_trace()
+        lines = SECTIONS[sys.argv[1]]()
+        path = ROOT / "BENCHMARKS.md"
+        text = replace_section(path.read_text() if path.exists() else "# Benchmarks\n", lines)
+        path.write_text(text)
+        print("\n".join(lines))
+    else:
+        main()

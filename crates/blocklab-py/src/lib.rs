@@ -8,6 +8,7 @@ mod dgraid;
 mod disk;
 mod policy;
 mod stack;
+mod real;
 mod timed;
 mod trace;
 mod vdf;
@@ -41,5 +42,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     stack::register(m)?;
     vdf::register(m)?;
     dgraid::register(m)?;
+    real::register(m)?;
     Ok(())
 }

@@ -6,7 +6,8 @@
 //! I/O plans), `rebuild` (rebuild orders, without time), `exec` (executors
 //! that run plans), `device` (disk and SSD models), `timed` (the
 //! discrete-event engine, trace replay, the rebuild paced in time), `stack`
-//! (host caches over an array or a device, from a stack file, in either executor).
+//! (host caches over an array or a device, from a stack file, in either executor),
+//! `nbd` (the Network Block Device server that exports real arrays).
 
 pub mod analysis;
 pub mod array;
@@ -16,6 +17,7 @@ pub mod dgraid;
 pub mod error;
 pub mod exec;
 pub mod fsmodel;
+pub mod nbd;
 pub mod rebuild;
 pub mod stack;
 pub mod timed;

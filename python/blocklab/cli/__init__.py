@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from blocklab.cli import (array_cmd, cache_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, repro_cmd, rgr_cmd, run_cmd,
-                          trace_cmd)
+from blocklab.cli import (array_cmd, cache_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, real_cmd, repro_cmd, rgr_cmd,
+                          run_cmd, trace_cmd)
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -25,6 +25,7 @@ rgr_cmd.register(app)
 run_cmd.register(app)
 fs_cmd.register(app)
 dgraid_cmd.register(app)
+real_cmd.register(app)
 
 
 def main() -> None:

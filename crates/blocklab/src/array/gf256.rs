@@ -69,7 +69,7 @@ pub fn gpow(i: u32) -> u8 {
 }
 
 /// Multiply every byte of `src` by the constant `c` and XOR into `dst`.
-fn mul_xor_into(dst: &mut [u8], src: &[u8], c: u8) {
+pub fn mul_xor_into(dst: &mut [u8], src: &[u8], c: u8) {
     let table: [u8; 256] = std::array::from_fn(|v| mul(v as u8, c));
     for (d, s) in dst.iter_mut().zip(src) {
         *d ^= table[*s as usize];
@@ -83,19 +83,58 @@ fn scale(buf: &mut [u8], c: u8) {
     }
 }
 
-fn xor_into(dst: &mut [u8], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
+/// `dst ^= src`, byte by byte (eight bytes at a time).
+pub fn xor_into(dst: &mut [u8], src: &[u8]) {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    let mut dc = dst.chunks_exact_mut(8);
+    let mut sc = src.chunks_exact(8);
+    for (d, s) in (&mut dc).zip(&mut sc) {
+        let v = u64::from_ne_bytes(d[..8].try_into().unwrap()) ^ u64::from_ne_bytes(s.try_into().unwrap());
+        d.copy_from_slice(&v.to_ne_bytes());
+    }
+    for (d, s) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
         *d ^= *s;
     }
 }
 
-/// P and Q of `data` where `data[i]` sits in syndrome slot `slots[i]`.
+/// Multiply every byte of `buf` by g = {02}, eight bytes at a time: shift
+/// each byte left and reduce the bytes whose top bit fell out by 0x1d (the
+/// low byte of the field polynomial), as MD's SIMD `gen_syndrome` does.
+pub fn mul2_in_place(buf: &mut [u8]) {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let mut chunks = buf.chunks_exact_mut(8);
+    for c in &mut chunks {
+        let w = u64::from_ne_bytes(c[..8].try_into().unwrap());
+        let hi = w & HI;
+        let v = ((w & !HI) << 1) ^ ((hi >> 7) * 0x1d);
+        c.copy_from_slice(&v.to_ne_bytes());
+    }
+    for b in chunks.into_remainder() {
+        *b = mul(*b, 2);
+    }
+}
+
+/// P and Q of `data` where `data[i]` sits in syndrome slot `slots[i]`:
+/// Horner's rule from the highest slot down (Q = Q·g^gap ⊕ D), as MD.
 pub fn syndrome(data: &[&[u8]], slots: &[u32], p: &mut [u8], q: &mut [u8]) {
     p.fill(0);
     q.fill(0);
-    for (d, &z) in data.iter().zip(slots) {
-        xor_into(p, d);
-        mul_xor_into(q, d, gpow(z));
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(slots[i]));
+    let mut prev: Option<u32> = None;
+    for &i in &order {
+        if let Some(ps) = prev {
+            for _ in 0..ps - slots[i] {
+                mul2_in_place(q);
+            }
+        }
+        xor_into(p, data[i]);
+        xor_into(q, data[i]);
+        prev = Some(slots[i]);
+    }
+    for _ in 0..prev.unwrap_or(0) {
+        mul2_in_place(q);
     }
 }
 
@@ -194,6 +233,52 @@ pub fn recover(data: &mut [&mut [u8]], slots: &[u32], p: &mut [u8], q: &mut [u8]
         }
     }
     Ok(())
+}
+
+/// What a stripe row's P and Q say about its units (see [`locate`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syndrome {
+    /// P and Q match the data.
+    Consistent,
+    /// Exactly one unit is wrong and it is this one.
+    Wrong(Unit),
+    /// The mismatch cannot come from a single wrong unit.
+    Unlocatable,
+}
+
+/// Find the single wrong unit of a RAID-6 row, as `raid6check` does: with
+/// ΔP = P ⊕ ΣD and ΔQ = Q ⊕ Σ g^z·D, one wrong data unit in slot z with error e
+/// gives ΔP = e and ΔQ = g^z·e at every byte, a wrong P gives ΔQ = 0 and a
+/// wrong Q gives ΔP = 0. Every differing byte must point at the same unit.
+pub fn locate(data: &[&[u8]], slots: &[u32], p: &[u8], q: &[u8]) -> Syndrome {
+    let len = p.len();
+    let mut dp = p.to_vec();
+    let mut dq = q.to_vec();
+    for (d, &z) in data.iter().zip(slots) {
+        xor_into(&mut dp, d);
+        mul_xor_into(&mut dq, d, gpow(z));
+    }
+    let mut found: Option<Unit> = None;
+    for i in 0..len {
+        let unit = match (dp[i], dq[i]) {
+            (0, 0) => continue,
+            (_, 0) => Unit::P,
+            (0, _) => Unit::Q,
+            (a, b) => {
+                let z = LOG[div(b, a) as usize] as u32;
+                match slots.iter().position(|&s| s % 255 == z) {
+                    Some(idx) => Unit::Data(idx),
+                    None => return Syndrome::Unlocatable,
+                }
+            }
+        };
+        match found {
+            None => found = Some(unit),
+            Some(u) if u == unit => {}
+            Some(_) => return Syndrome::Unlocatable,
+        }
+    }
+    found.map_or(Syndrome::Consistent, Syndrome::Wrong)
 }
 
 #[cfg(test)]
@@ -319,5 +404,75 @@ mod tests {
             &[Unit::Data(0), Unit::Data(1), Unit::P]
         )
         .is_err());
+    }
+
+    #[test]
+    fn locate_finds_any_single_wrong_unit() {
+        let mut seed = 9;
+        for ndata in [2usize, 4, 7] {
+            let slots: Vec<u32> = (0..ndata as u32).map(|i| (i * 5 + 2) % 250).collect();
+            let len = 32;
+            let data: Vec<Vec<u8>> = (0..ndata)
+                .map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect())
+                .collect();
+            let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            let (mut p, mut q) = (vec![0; len], vec![0; len]);
+            syndrome(&views, &slots, &mut p, &mut q);
+            assert_eq!(locate(&views, &slots, &p, &q), Syndrome::Consistent);
+            let mut units: Vec<Unit> = (0..ndata).map(Unit::Data).collect();
+            units.push(Unit::P);
+            units.push(Unit::Q);
+            for &u in &units {
+                let (mut d, mut p2, mut q2) = (data.clone(), p.clone(), q.clone());
+                // Flip a few bytes (never to the same value) of one unit.
+                let buf = match u {
+                    Unit::Data(i) => &mut d[i],
+                    Unit::P => &mut p2,
+                    Unit::Q => &mut q2,
+                };
+                for j in [0, 5, len - 1] {
+                    buf[j] ^= 1 + (rng(&mut seed) as u8 % 255);
+                }
+                let views: Vec<&[u8]> = d.iter().map(|x| x.as_slice()).collect();
+                assert_eq!(
+                    locate(&views, &slots, &p2, &q2),
+                    Syndrome::Wrong(u),
+                    "ndata {ndata} {u:?}"
+                );
+            }
+            // Two wrong data units at the same byte cannot pass for one.
+            let mut d = data.clone();
+            d[0][3] ^= 0x11;
+            d[1][3] ^= 0x22;
+            d[1][4] ^= 0x33;
+            let views: Vec<&[u8]> = d.iter().map(|x| x.as_slice()).collect();
+            assert_eq!(locate(&views, &slots, &p, &q), Syndrome::Unlocatable);
+        }
+    }
+
+    #[test]
+    fn fast_syndrome_equals_the_definition_for_any_slots() {
+        let mut seed = 3;
+        for slots in [vec![0u32, 1, 2, 3], vec![4, 0, 9, 2, 7], vec![254, 1], vec![5]] {
+            let len = 37; // not a multiple of 8: the byte tail too
+            let data: Vec<Vec<u8>> = slots
+                .iter()
+                .map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect())
+                .collect();
+            let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            let (mut p, mut q) = (vec![0; len], vec![0; len]);
+            syndrome(&views, &slots, &mut p, &mut q);
+            for j in 0..len {
+                let (mut wp, mut wq) = (0u8, 0u8);
+                for (d, &z) in data.iter().zip(&slots) {
+                    wp ^= d[j];
+                    wq ^= mul(gpow(z), d[j]);
+                }
+                assert_eq!((p[j], q[j]), (wp, wq), "slots {slots:?} byte {j}");
+            }
+        }
+        let mut b: Vec<u8> = (0..=255u8).collect();
+        mul2_in_place(&mut b);
+        assert!(b.iter().enumerate().all(|(i, &x)| x == mul(i as u8, 2)));
     }
 }

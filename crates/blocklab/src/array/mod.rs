@@ -13,6 +13,7 @@ pub mod plans;
 pub mod rebuild;
 pub mod rebuilt;
 pub mod shared;
+pub mod scrub;
 
 use serde::{Deserialize, Serialize};
 

@@ -1821,4 +1821,59 @@ fn every_order_copies_the_lost_mirror() {
             assert_eq!(disk[lost as usize], original, "{order}: {level:?} of {n}");
         }
     }
+#[test]
+fn scrub_plans_read_every_copy_of_every_chunk_exactly_once() {
+    // Over all member rows, a scrub reads each (disk, block) that holds data
+    // exactly once, for parity arrays and every RAID-10 layout.
+    let cb = 2u64;
+    let rows = 6u64;
+    for (level, n, layout) in [
+        (Level::Raid5, 4u32, None),
+        (Level::Raid6, 5, None),
+        (Level::Raid1, 3, None),
+        (Level::Raid10, 4, Some("n2")),
+        (Level::Raid10, 5, Some("f2")),
+        (Level::Raid10, 3, Some("o2")),
+    ] {
+        let mut cfg = ArrayConfig::new(level, n);
+        cfg.chunk_bytes = cb * cfg.block_size;
+        cfg.disk_bytes = rows * cfg.chunk_bytes;
+        if let Some(l) = layout {
+            cfg.set_layout(l).unwrap();
+        }
+        let a = Array::new(cfg).unwrap();
+        let mut seen = std::collections::HashMap::new();
+        for row in 0..rows {
+            for o in a.plan_scrub_row(row).disk_ops() {
+                assert_eq!(
+                    (o.kind, o.cause, o.nblocks as u64),
+                    (DiskOpKind::Read, Cause::Rebuild, cb)
+                );
+                *seen.entry((o.disk, o.block)).or_insert(0) += 1;
+            }
+        }
+        let mut want = std::collections::HashMap::new();
+        match level {
+            Level::Raid10 => {
+                for b in (0..a.capacity_blocks().unwrap()).step_by(cb as usize) {
+                    for (d, at) in a.raid10_copies(b) {
+                        want.insert((d, at), 1);
+                    }
+                }
+            }
+            _ => {
+                for d in 0..n {
+                    for row in 0..rows {
+                        want.insert((d, row * cb), 1);
+                    }
+                }
+            }
+        }
+        assert_eq!(seen, want, "{level:?} {layout:?}");
+    }
+    // Failed members are not read.
+    let mut a = array(Level::Raid5, Layout::LeftSymmetric, 4, 2);
+    a.fail(2).unwrap();
+    assert!(a.plan_scrub_row(0).disk_ops().all(|o| o.disk != 2));
+    assert_eq!(a.plan_scrub_row(0).disk_ops().count(), 3);
 }

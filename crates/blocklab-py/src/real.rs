@@ -1,0 +1,222 @@
+//! Bindings of the real executor (conversion only): arrays on member files,
+//! the NBD server, faults, rebuild, scrub, replay, the integrity suite.
+//! Long calls release the GIL and poll for Ctrl-C / SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use blocklab::array::ArrayConfig;
+use blocklab::exec::real::control::{self, ServeOptions};
+use blocklab::exec::real::integrity::{self, IntegrityOptions};
+use blocklab::exec::real::rebuild::RebuildOptions;
+use blocklab::exec::real::replay::{self, ReplayOptions};
+use blocklab::exec::real::RealArray;
+use pyo3::prelude::*;
+
+use crate::to_py;
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).expect("reports serialize")
+}
+
+/// Create an array of member files; returns its status as JSON.
+#[pyfunction]
+#[pyo3(signature = (dir, raid, disks, chunk_bytes, disk_bytes, layout=None, checksums=false, block_size=4096))]
+#[allow(clippy::too_many_arguments)]
+fn real_create(
+    py: Python<'_>,
+    dir: PathBuf,
+    raid: &str,
+    disks: u32,
+    chunk_bytes: u64,
+    disk_bytes: u64,
+    layout: Option<String>,
+    checksums: bool,
+    block_size: u64,
+) -> PyResult<String> {
+    let cfg = ArrayConfig::from_names_sized(raid, disks, chunk_bytes, layout.as_deref(), block_size, disk_bytes)
+        .map_err(to_py)?;
+    let st = py
+        .allow_threads(|| RealArray::create(&dir, cfg, checksums))
+        .map_err(to_py)?;
+    Ok(json(&st))
+}
+
+/// Serve the array over NBD until interrupted. `ready(info, status,
+/// recovery)` (JSON texts) is called once it accepts connections.
+#[pyfunction]
+#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab"))]
+fn real_serve(
+    py: Python<'_>,
+    dir: PathBuf,
+    listen: String,
+    ready: PyObject,
+    threads: usize,
+    direct: bool,
+    name: &str,
+) -> PyResult<()> {
+    let opts = ServeOptions {
+        listen,
+        threads,
+        direct,
+        name: name.to_string(),
+        ..Default::default()
+    };
+    let serving = py.allow_threads(|| control::serve(&dir, &opts)).map_err(to_py)?;
+    let info = json(&serving.info);
+    let status = json(&serving.array().status());
+    let recovery = json(&serving.array().recovery);
+    if let Err(e) = ready.call1(py, (info, status, recovery)) {
+        py.allow_threads(|| serving.shutdown()).map_err(to_py)?;
+        return Err(e);
+    }
+    loop {
+        py.allow_threads(|| std::thread::sleep(Duration::from_millis(100)));
+        if let Err(e) = py.check_signals() {
+            py.allow_threads(|| serving.shutdown()).map_err(to_py)?;
+            return Err(e);
+        }
+    }
+}
+
+fn interruptible<T: Send>(
+    py: Python<'_>,
+    f: impl FnOnce(&std::sync::atomic::AtomicBool) -> blocklab::Result<T> + Send,
+) -> PyResult<T> {
+    py.allow_threads(|| control::run_interruptible(f, || Python::with_gil(|py| py.check_signals())))?
+        .map_err(to_py)
+}
+
+#[pyfunction]
+fn real_status(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
+    Ok(json(&py.allow_threads(|| control::status(&dir)).map_err(to_py)?))
+}
+
+#[pyfunction]
+fn real_fail(py: Python<'_>, dir: PathBuf, disk: u32) -> PyResult<String> {
+    Ok(json(&py.allow_threads(|| control::fail(&dir, disk)).map_err(to_py)?))
+}
+
+#[pyfunction]
+fn real_replace(py: Python<'_>, dir: PathBuf, disk: u32) -> PyResult<String> {
+    Ok(json(&py.allow_threads(|| control::replace(&dir, disk)).map_err(to_py)?))
+}
+
+#[pyfunction]
+fn real_check(py: Python<'_>, dir: PathBuf, repair: bool) -> PyResult<String> {
+    let d = dir.clone();
+    Ok(json(&interruptible(py, move |_| control::check(&d, repair))?))
+}
+
+#[pyfunction]
+#[pyo3(signature = (dir, min_kbps=1000, max_kbps=200000))]
+fn real_rebuild(py: Python<'_>, dir: PathBuf, min_kbps: u64, max_kbps: u64) -> PyResult<String> {
+    let opts = RebuildOptions {
+        min_kbps,
+        max_kbps,
+        ..Default::default()
+    };
+    let d = dir.clone();
+    Ok(json(&interruptible(py, move |stop| control::rebuild(&d, opts, stop))?))
+}
+
+#[pyfunction]
+#[pyo3(signature = (dir, traces, format="auto", replay="open", speedup=1.0, outstanding=1, threads=32,
+    direct=true, wrap=false, limit=0, skip_bad=false))]
+#[allow(clippy::too_many_arguments)]
+fn real_replay(
+    py: Python<'_>,
+    dir: PathBuf,
+    traces: Vec<String>,
+    format: &str,
+    replay: &str,
+    speedup: f64,
+    outstanding: usize,
+    threads: usize,
+    direct: bool,
+    wrap: bool,
+    limit: u64,
+    skip_bad: bool,
+) -> PyResult<String> {
+    let o = ReplayOptions {
+        traces,
+        format: format.into(),
+        skip_bad,
+        replay: replay.into(),
+        speedup,
+        outstanding,
+        threads,
+        direct,
+        wrap,
+        limit,
+    };
+    let d = dir.clone();
+    Ok(json(&interruptible(py, move |_| replay::replay(&d, &o))?))
+}
+
+/// Run the integrity suite; `progress(round, report_json)` is called every
+/// `every` rounds.
+#[pyfunction]
+#[pyo3(signature = (rounds, seed=1, dir=None, nbd_every=4, progress=None, every=100))]
+fn real_integrity(
+    py: Python<'_>,
+    rounds: u64,
+    seed: u64,
+    dir: Option<PathBuf>,
+    nbd_every: u64,
+    progress: Option<PyObject>,
+    every: u64,
+) -> PyResult<String> {
+    let o = IntegrityOptions {
+        rounds,
+        seed,
+        dir,
+        nbd_every,
+    };
+    let mut interrupted: Option<PyErr> = None;
+    let rep = py
+        .allow_threads(|| {
+            integrity::run(&o, &mut |i, rep| {
+                Python::with_gil(|py| {
+                    if let Err(e) = py.check_signals() {
+                        interrupted = Some(e);
+                        return false;
+                    }
+                    if let Some(p) = &progress {
+                        if (i + 1) % every.max(1) == 0 {
+                            if let Err(e) = p.call1(py, (i + 1, json(rep))) {
+                                interrupted = Some(e);
+                                return false;
+                            }
+                        }
+                    }
+                    true
+                })
+            })
+        })
+        .map_err(to_py)?;
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    Ok(json(&rep))
+}
+
+/// Whether `dir` holds an array (for friendlier CLI errors).
+#[pyfunction]
+fn real_exists(dir: PathBuf) -> bool {
+    Path::new(&dir).join("array.json").exists()
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(real_create, m)?)?;
+    m.add_function(wrap_pyfunction!(real_serve, m)?)?;
+    m.add_function(wrap_pyfunction!(real_status, m)?)?;
+    m.add_function(wrap_pyfunction!(real_fail, m)?)?;
+    m.add_function(wrap_pyfunction!(real_replace, m)?)?;
+    m.add_function(wrap_pyfunction!(real_check, m)?)?;
+    m.add_function(wrap_pyfunction!(real_rebuild, m)?)?;
+    m.add_function(wrap_pyfunction!(real_replay, m)?)?;
+    m.add_function(wrap_pyfunction!(real_integrity, m)?)?;
+    m.add_function(wrap_pyfunction!(real_exists, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,429 @@
+//! Serving an array over NBD, and reaching it while it is served.
+//!
+//! One process has an array open at a time (the directory's `lock`). While
+//! `real serve` runs, the other commands (`fail`, `replace`, `rebuild`,
+//! `check`, `status`) do not open the array themselves: they send their
+//! request to the server's control channel and the server carries it out on
+//! the array it has open, so a failure is seen by the very next request and
+//! the server keeps serving (degraded, recovering...) without a restart.
+//!
+//! The control channel is a TCP socket on 127.0.0.1 with a random token;
+//! port and token are in `serve.json` (mode 0600, beside the array), so only
+//! users who can read the array directory can send commands. A request is
+//! one JSON line `{"token", "op", ...}`, the answer one JSON line `{"ok",
+//! "result"}` or `{"ok": false, "error"}`. A stale `serve.json` (the server
+//! was killed) is ignored: the lock is free and the command opens the array.
+//!
+//! The server also runs MD's bitmap daemon: every two seconds, if bitmap
+//! regions are dirty, it syncs the members and clears the idle regions.
+
+use std::fs;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::rebuild::{MdOrder, RebuildOptions, RebuildReport};
+use super::scrub::ScrubReport;
+use super::{is_open_elsewhere, OpenConfig, RealArray, ReqError, Status};
+use crate::error::{Error, Result};
+use crate::nbd::server::{serve as nbd_serve, ServerConfig, ServerHandle};
+use crate::nbd::{Export, ExportError};
+
+pub const SERVE_FILE: &str = "serve.json";
+
+/// How to reach a running server (`serve.json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ServeInfo {
+    pub pid: u32,
+    /// The NBD address (`127.0.0.1:PORT`).
+    pub nbd: String,
+    pub export: String,
+    pub control: String,
+    pub token: String,
+}
+
+impl Export for RealArray {
+    fn size(&self) -> u64 {
+        self.size_bytes()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ExportError> {
+        RealArray::read(self, offset, buf).map_err(to_export)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), ExportError> {
+        RealArray::write(self, offset, data, fua).map_err(to_export)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ExportError> {
+        RealArray::write_zeroes(self, offset, len, fua).map_err(to_export)
+    }
+    fn flush(&self) -> std::result::Result<(), ExportError> {
+        RealArray::flush(self).map_err(to_export)
+    }
+    fn description(&self) -> String {
+        let c = self.config();
+        format!(
+            "blocklab {} of {} member files, {} chunks ({})",
+            c.level.name(),
+            c.disks,
+            c.chunk_bytes,
+            self.dir().display()
+        )
+    }
+}
+
+fn to_export(e: ReqError) -> ExportError {
+    match e {
+        ReqError::OutOfRange(m) => ExportError::OutOfRange(m),
+        ReqError::Unreadable(m) | ReqError::Io(m) => ExportError::Io(m),
+    }
+}
+
+/// `real serve` settings.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// `127.0.0.1:PORT` (port 0: any free port).
+    pub listen: String,
+    pub threads: usize,
+    pub direct: bool,
+    pub name: String,
+    /// MD's bitmap daemon period.
+    pub bitmap_interval: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            listen: "127.0.0.1:10809".into(),
+            threads: 16,
+            direct: false,
+            name: "blocklab".into(),
+            bitmap_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A served array.
+pub struct Serving {
+    array: Arc<RealArray>,
+    nbd: Option<ServerHandle>,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    pub info: ServeInfo,
+    dir: PathBuf,
+}
+
+fn random_token() -> String {
+    // Not secret-grade randomness, but unguessable from outside the machine
+    // and the file carrying it is readable by its owner only.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    std::hash::Hash::hash(
+        &(std::process::id(), Instant::now(), std::thread::current().id()),
+        &mut h,
+    );
+    let a = std::hash::Hasher::finish(&h);
+    let b = std::collections::hash_map::RandomState::new();
+    let c = std::hash::BuildHasher::hash_one(&b, a);
+    format!("{a:016x}{c:016x}")
+}
+
+/// Open the array in `dir` and serve it.
+pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
+    let listener =
+        TcpListener::bind(&opts.listen).map_err(|e| Error::config(format!("--listen {}: {e}", opts.listen)))?;
+    let array = Arc::new(RealArray::open(
+        dir,
+        OpenConfig {
+            direct: opts.direct,
+            faults: None,
+        },
+    )?);
+    let nbd = nbd_serve(
+        listener,
+        array.clone(),
+        ServerConfig {
+            name: opts.name.clone(),
+            threads: opts.threads,
+        },
+    )
+    .map_err(|e| Error::io(&opts.listen, e))?;
+    let control = TcpListener::bind("127.0.0.1:0").map_err(|e| Error::io("control socket", e))?;
+    control
+        .set_nonblocking(true)
+        .map_err(|e| Error::io("control socket", e))?;
+    let info = ServeInfo {
+        pid: std::process::id(),
+        nbd: nbd.addr().to_string(),
+        export: opts.name.clone(),
+        control: control
+            .local_addr()
+            .map_err(|e| Error::io("control socket", e))?
+            .to_string(),
+        token: random_token(),
+    };
+    let serve_path = dir.join(SERVE_FILE);
+    {
+        let _ = fs::remove_file(&serve_path);
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&serve_path)
+            .map_err(|e| Error::io(serve_path.display().to_string(), e))?;
+        f.write_all(serde_json::to_string_pretty(&info).expect("serializes").as_bytes())
+            .map_err(|e| Error::io(serve_path.display().to_string(), e))?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    {
+        let (array, stop, token) = (array.clone(), stop.clone(), info.token.clone());
+        threads.push(std::thread::spawn(move || control_loop(control, array, stop, token)));
+    }
+    {
+        let (array, stop, every) = (array.clone(), stop.clone(), opts.bitmap_interval);
+        threads.push(std::thread::spawn(move || {
+            let mut last = Instant::now();
+            while !stop.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(50));
+                if last.elapsed() >= every {
+                    last = Instant::now();
+                    if array.bitmap_dirty() {
+                        if let Err(e) = array.flush() {
+                            eprintln!("blocklab: bitmap daemon: {e}");
+                        }
+                    }
+                }
+            }
+        }));
+    }
+    Ok(Serving {
+        array,
+        nbd: Some(nbd),
+        stop,
+        threads,
+        info,
+        dir: dir.to_path_buf(),
+    })
+}
+
+impl Serving {
+    pub fn array(&self) -> &Arc<RealArray> {
+        &self.array
+    }
+
+    /// Stop serving: requests in flight finish, the array is closed cleanly.
+    pub fn shutdown(mut self) -> Result<()> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(n) = self.nbd.take() {
+            n.shutdown();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        let _ = fs::remove_file(self.dir.join(SERVE_FILE));
+        let array = Arc::try_unwrap(self.array).map_err(|_| Error::config("array still in use at shutdown"))?;
+        array.close()
+    }
+}
+
+fn control_loop(listener: TcpListener, array: Arc<RealArray>, stop: Arc<AtomicBool>, token: String) {
+    let rebuilding = Arc::new(Mutex::new(()));
+    let mut conns: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((sock, _)) => {
+                let (array, stop, token, rebuilding) = (array.clone(), stop.clone(), token.clone(), rebuilding.clone());
+                conns.push(std::thread::spawn(move || {
+                    let _ = handle_control(sock, &array, &stop, &token, &rebuilding);
+                }));
+                conns.retain(|h| !h.is_finished());
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+    for h in conns {
+        let _ = h.join();
+    }
+}
+
+fn handle_control(
+    sock: TcpStream,
+    array: &RealArray,
+    stop: &AtomicBool,
+    token: &str,
+    rebuilding: &Mutex<()>,
+) -> std::io::Result<()> {
+    sock.set_nonblocking(false)?;
+    let mut line = String::new();
+    BufReader::new(sock.try_clone()?).read_line(&mut line)?;
+    let answer = match serde_json::from_str::<Value>(&line) {
+        Err(e) => json!({"ok": false, "error": format!("bad control request: {e}")}),
+        Ok(req) if req["token"].as_str() != Some(token) => json!({"ok": false, "error": "bad control token"}),
+        Ok(req) => match run_op(array, &req, stop, rebuilding) {
+            Ok(v) => json!({"ok": true, "result": v}),
+            Err(e) => json!({"ok": false, "error": e.to_string()}),
+        },
+    };
+    let mut w = sock;
+    w.write_all(format!("{answer}\n").as_bytes())
+}
+
+fn arg_u64(req: &Value, key: &str) -> Result<u64> {
+    req[key]
+        .as_u64()
+        .ok_or_else(|| Error::config(format!("control request: field `{key}` missing or not a number")))
+}
+
+fn run_op(array: &RealArray, req: &Value, stop: &AtomicBool, rebuilding: &Mutex<()>) -> Result<Value> {
+    match req["op"].as_str().unwrap_or("") {
+        "status" => Ok(to(&array.status())),
+        "fail" => Ok(to(&array.fail(arg_u64(req, "disk")? as u32)?)),
+        "replace" => Ok(to(&array.replace(arg_u64(req, "disk")? as u32)?)),
+        "check" => Ok(to(&array.check(req["repair"].as_bool().unwrap_or(false))?)),
+        "flush" => {
+            array
+                .flush()
+                .map_err(|e| Error::io(array.dir().display().to_string(), e))?;
+            Ok(json!({}))
+        }
+        "rebuild" => {
+            let _busy = rebuilding
+                .try_lock()
+                .map_err(|_| Error::config("a rebuild is already running on this server"))?;
+            let opts = RebuildOptions {
+                min_kbps: arg_u64(req, "min_kbps")?,
+                max_kbps: arg_u64(req, "max_kbps")?,
+                ..Default::default()
+            };
+            Ok(to(&array.rebuild(&mut MdOrder, opts, stop)?))
+        }
+        other => Err(Error::config(format!("unknown control operation `{other}`"))),
+    }
+}
+
+fn to<T: Serialize>(v: &T) -> Value {
+    serde_json::to_value(v).expect("reports serialize")
+}
+
+/// The running server of `dir`, if any.
+pub fn server_of(dir: &Path) -> Result<Option<ServeInfo>> {
+    if !is_open_elsewhere(dir) {
+        return Ok(None);
+    }
+    let p = dir.join(SERVE_FILE);
+    let text = fs::read_to_string(&p).map_err(|_| {
+        Error::config(format!(
+            "{}: the array is open in another process that is not a server (no {SERVE_FILE})",
+            dir.display()
+        ))
+    })?;
+    let info: ServeInfo = serde_json::from_str(&text).map_err(|e| {
+        Error::parse(
+            p.display().to_string(),
+            crate::error::Location::Whole,
+            "serve",
+            e.to_string(),
+        )
+    })?;
+    Ok(Some(info))
+}
+
+/// Send one control request to a server and return its result.
+pub fn request(info: &ServeInfo, mut req: Value) -> Result<Value> {
+    req["token"] = json!(info.token);
+    let mut s = TcpStream::connect(&info.control).map_err(|e| {
+        Error::config(format!(
+            "cannot reach the server (pid {}) at {}: {e}",
+            info.pid, info.control
+        ))
+    })?;
+    s.write_all(format!("{req}\n").as_bytes())
+        .map_err(|e| Error::io(&info.control, e))?;
+    let mut line = String::new();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(|e| Error::io(&info.control, e))?;
+    let v: Value = serde_json::from_str(&line).map_err(|e| Error::io(&info.control, e))?;
+    if v["ok"].as_bool() == Some(true) {
+        Ok(v["result"].clone())
+    } else {
+        Err(Error::config(
+            v["error"].as_str().unwrap_or("control request failed").to_string(),
+        ))
+    }
+}
+
+/// Run `op` on the served array through its server, or open the array here.
+fn dispatch<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    req: Value,
+    local: impl FnOnce(&RealArray) -> Result<T>,
+) -> Result<T> {
+    match server_of(dir)? {
+        Some(info) => {
+            let v = request(&info, req)?;
+            serde_json::from_value(v).map_err(|e| Error::config(format!("bad answer from the server: {e}")))
+        }
+        None => {
+            let a = RealArray::open(dir, OpenConfig::default())?;
+            let r = local(&a)?;
+            a.close()?;
+            Ok(r)
+        }
+    }
+}
+
+pub fn status(dir: &Path) -> Result<Status> {
+    dispatch(dir, json!({"op": "status"}), |a| Ok(a.status()))
+}
+
+pub fn fail(dir: &Path, disk: u32) -> Result<Status> {
+    dispatch(dir, json!({"op": "fail", "disk": disk}), |a| a.fail(disk))
+}
+
+pub fn replace(dir: &Path, disk: u32) -> Result<Status> {
+    dispatch(dir, json!({"op": "replace", "disk": disk}), |a| a.replace(disk))
+}
+
+pub fn check(dir: &Path, repair: bool) -> Result<ScrubReport> {
+    dispatch(dir, json!({"op": "check", "repair": repair}), |a| a.check(repair))
+}
+
+/// Rebuild; `stop` (local runs) ends it early, resumable.
+pub fn rebuild(dir: &Path, opts: RebuildOptions, stop: &AtomicBool) -> Result<RebuildReport> {
+    dispatch(
+        dir,
+        json!({"op": "rebuild", "min_kbps": opts.min_kbps, "max_kbps": opts.max_kbps}),
+        |a| a.rebuild(&mut MdOrder, opts, stop),
+    )
+}
+
+/// Run `f` on another thread, calling `poll` every 100 ms; when `poll`
+/// returns an error (e.g. Ctrl-C seen by the caller) `stop` is raised, `f`
+/// is waited for, and the error is returned.
+pub fn run_interruptible<T: Send, E>(
+    f: impl FnOnce(&AtomicBool) -> T + Send,
+    mut poll: impl FnMut() -> std::result::Result<(), E>,
+) -> std::result::Result<T, E> {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let h = s.spawn(|| f(&stop));
+        loop {
+            if h.is_finished() {
+                return Ok(h.join().expect("the task does not panic"));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            if let Err(e) = poll() {
+                stop.store(true, Ordering::SeqCst);
+                let _ = h.join();
+                return Err(e);
+            }
+        }
+    })
+}

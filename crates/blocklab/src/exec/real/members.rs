@@ -1,0 +1,367 @@
+//! Member files: plain images (member block b at byte b × block size), each
+//! with an optional checksum sidecar, and the fault hook that simulates a
+//! crash at a chosen member write.
+//!
+//! Checksums (`--checksums`): `disk-I.sum` holds 4 bytes per member block,
+//! CRC-32 of the block XOR the CRC-32 of an all-zero block, so that a sparse
+//! (all-zero) sidecar is correct for a sparse member and creating an array
+//! writes nothing. A block whose stored and computed sums differ is "bad":
+//! the executor treats it as an erasure and rebuilds it from redundancy.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+
+pub use crate::exec::buf::{AlignedBuf, ALIGN};
+
+/// What a block read from a member turned out to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockState {
+    Ok,
+    /// Past the end of the file (a truncated member).
+    Short,
+    /// The read failed.
+    IoError,
+    /// Read, but its checksum does not match.
+    BadSum,
+    /// Listed as unreadable (a rebuild could not produce it).
+    Listed,
+}
+
+/// Crash injection: after `budget` more member writes every write fails, as
+/// if the process had been killed; the write that hits the limit applies
+/// only a prefix of its blocks (a kill lands between page copies).
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Writes left before the crash; negative: no crash planned.
+    budget: AtomicI64,
+    crashed: AtomicBool,
+    /// Seed of the prefix length of the torn write.
+    tear: AtomicU64,
+    pub writes: AtomicU64,
+}
+
+/// The error of a write refused after the simulated crash.
+pub fn crashed_error() -> io::Error {
+    io::Error::other("simulated crash (kill -9)")
+}
+
+impl Faults {
+    pub fn none() -> Faults {
+        Faults {
+            budget: AtomicI64::new(-1),
+            ..Default::default()
+        }
+    }
+
+    /// Crash at the `n`-th member write from now (n ≥ 1); `tear` picks how
+    /// much of that write lands.
+    pub fn crash_after(&self, n: u64, tear: u64) {
+        self.tear.store(tear, Ordering::SeqCst);
+        self.budget.store(n as i64, Ordering::SeqCst);
+    }
+
+    pub fn has_crashed(&self) -> bool {
+        self.crashed.load(Ordering::SeqCst)
+    }
+
+    /// Account for one write of `blocks` blocks: Ok(None) to write it all,
+    /// Ok(Some(k)) to write only the first k blocks then fail, Err when the
+    /// process is already "dead".
+    pub fn admit(&self, blocks: usize) -> io::Result<Option<usize>> {
+        if self.crashed.load(Ordering::SeqCst) {
+            return Err(crashed_error());
+        }
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        if self.budget.load(Ordering::SeqCst) < 0 {
+            return Ok(None);
+        }
+        let left = self.budget.fetch_sub(1, Ordering::SeqCst);
+        if left > 1 {
+            return Ok(None);
+        }
+        if left <= 0 {
+            self.crashed.store(true, Ordering::SeqCst);
+            return Err(crashed_error());
+        }
+        self.crashed.store(true, Ordering::SeqCst);
+        Ok(Some((self.tear.load(Ordering::SeqCst) % (blocks as u64 + 1)) as usize))
+    }
+}
+
+/// CRC-32 of `bs` zero bytes.
+pub fn zero_crc(bs: usize) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&vec![0u8; bs]);
+    h.finalize()
+}
+
+/// The stored form of a block's checksum.
+#[inline]
+pub fn block_sum(block: &[u8], zero: u32) -> u32 {
+    crc32fast::hash(block) ^ zero
+}
+
+/// One member: its image and, with checksums, its sidecar.
+#[derive(Debug)]
+pub struct Member {
+    pub path: PathBuf,
+    file: File,
+    sums: Option<File>,
+    pub direct: bool,
+}
+
+pub fn member_path(dir: &Path, disk: u32) -> PathBuf {
+    dir.join(format!("disk-{disk}.img"))
+}
+
+pub fn sums_path(dir: &Path, disk: u32) -> PathBuf {
+    dir.join(format!("disk-{disk}.sum"))
+}
+
+/// Open a file for reading and writing, with O_DIRECT when asked and the
+/// file system allows it (falls back silently otherwise).
+fn open_rw(path: &Path, direct: bool) -> io::Result<(File, bool)> {
+    if direct {
+        if let Ok(f) = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_DIRECT)
+            .open(path)
+        {
+            return Ok((f, true));
+        }
+    }
+    Ok((OpenOptions::new().read(true).write(true).open(path)?, false))
+}
+
+impl Member {
+    /// Create (or truncate to) a fresh, all-zero member of `bytes` bytes.
+    pub fn create(dir: &Path, disk: u32, bytes: u64, checksums: bool) -> io::Result<()> {
+        let f = File::create(member_path(dir, disk))?;
+        f.set_len(bytes)?;
+        f.sync_all()?;
+        if checksums {
+            let s = File::create(sums_path(dir, disk))?;
+            s.sync_all()?;
+        }
+        Ok(())
+    }
+
+    pub fn open(dir: &Path, disk: u32, checksums: bool, direct: bool) -> io::Result<Member> {
+        let path = member_path(dir, disk);
+        let (file, direct) = open_rw(&path, direct)?;
+        let sums = if checksums {
+            Some(
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(sums_path(dir, disk))?,
+            )
+        } else {
+            None
+        };
+        Ok(Member {
+            path,
+            file,
+            sums,
+            direct,
+        })
+    }
+
+    /// Read `buf.len() / bs` blocks from member block `block`; returns the
+    /// state of each block (checksums verified when kept).
+    pub fn read_blocks(&self, block: u64, buf: &mut [u8], bs: usize, zero: u32) -> Vec<BlockState> {
+        let n = buf.len() / bs;
+        let mut states = vec![BlockState::Ok; n];
+        let mut done = 0usize;
+        let base = block * bs as u64;
+        while done < buf.len() {
+            match self.file.read_at(&mut buf[done..], base + done as u64) {
+                Ok(0) => break,
+                Ok(k) => done += k,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // Find out block by block which ones fail.
+                    for i in done / bs..n {
+                        let b = &mut buf[i * bs..(i + 1) * bs];
+                        states[i] = match self.file.read_at(b, base + (i * bs) as u64) {
+                            Ok(k) if k == bs => BlockState::Ok,
+                            Ok(_) => BlockState::Short,
+                            Err(_) => BlockState::IoError,
+                        };
+                    }
+                    done = buf.len();
+                    break;
+                }
+            }
+        }
+        if done < buf.len() {
+            for (i, st) in states.iter_mut().enumerate().skip(done / bs) {
+                *st = BlockState::Short;
+                buf[i * bs..(i + 1) * bs].fill(0);
+            }
+        }
+        if let Some(sums) = &self.sums {
+            let stored = read_sums(sums, block, n);
+            for i in 0..n {
+                if states[i] == BlockState::Ok && block_sum(&buf[i * bs..(i + 1) * bs], zero) != stored[i] {
+                    states[i] = BlockState::BadSum;
+                }
+            }
+        }
+        states
+    }
+
+    /// Read member blocks from `block` straight into the memory ranges
+    /// `parts` (address, length), in order, with one `preadv`. Ok(false) when
+    /// the image ends first (a truncated member).
+    ///
+    /// # Safety
+    /// Every range must be valid for writes, and no other reference may
+    /// read or write it during the call.
+    pub unsafe fn read_into(&self, block: u64, parts: &[(usize, usize)], bs: usize) -> io::Result<bool> {
+        use std::os::fd::AsRawFd;
+        let mut iov: Vec<libc::iovec> = parts
+            .iter()
+            .map(|&(p, l)| libc::iovec {
+                iov_base: p as *mut libc::c_void,
+                iov_len: l,
+            })
+            .collect();
+        let total: usize = parts.iter().map(|p| p.1).sum();
+        let mut done = 0usize;
+        let mut first = 0usize;
+        while done < total {
+            let cnt = (iov.len() - first).min(1024) as libc::c_int;
+            // SAFETY: the iovecs describe valid, exclusively borrowed memory (caller's contract).
+            let r = unsafe {
+                libc::preadv(
+                    self.file.as_raw_fd(),
+                    iov[first..].as_ptr(),
+                    cnt,
+                    (block * bs as u64 + done as u64) as libc::off_t,
+                )
+            };
+            if r < 0 {
+                let e = io::Error::last_os_error();
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            if r == 0 {
+                return Ok(false);
+            }
+            let mut r = r as usize;
+            done += r;
+            while first < iov.len() && r >= iov[first].iov_len {
+                r -= iov[first].iov_len;
+                first += 1;
+            }
+            if r > 0 {
+                iov[first].iov_base = (iov[first].iov_base as usize + r) as *mut libc::c_void;
+                iov[first].iov_len -= r;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Write blocks from member block `block` (and their checksums).
+    pub fn write_blocks(&self, block: u64, data: &[u8], bs: usize, zero: u32, faults: &Faults) -> io::Result<()> {
+        let n = data.len() / bs;
+        let limit = faults.admit(n)?;
+        let len = limit.map_or(data.len(), |k| k * bs);
+        write_all_at(&self.file, &data[..len], block * bs as u64)?;
+        if limit.is_some() {
+            return Err(crashed_error());
+        }
+        if let Some(sums) = &self.sums {
+            let mut raw = Vec::with_capacity(4 * n);
+            for i in 0..n {
+                raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs], zero).to_le_bytes());
+            }
+            let limit = faults.admit(n)?;
+            let len = limit.map_or(raw.len(), |k| 4 * k);
+            write_all_at(sums, &raw[..len], block * 4)?;
+            if limit.is_some() {
+                return Err(crashed_error());
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrite the checksums of blocks from `block` to match `data` (the
+    /// data itself is left alone): resync after a crash trusts the data.
+    pub fn write_sums(&self, block: u64, data: &[u8], bs: usize, zero: u32, faults: &Faults) -> io::Result<()> {
+        let Some(sums) = &self.sums else { return Ok(()) };
+        let n = data.len() / bs;
+        let mut raw = Vec::with_capacity(4 * n);
+        for i in 0..n {
+            raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs], zero).to_le_bytes());
+        }
+        let limit = faults.admit(n)?;
+        let len = limit.map_or(raw.len(), |k| 4 * k);
+        write_all_at(sums, &raw[..len], block * 4)?;
+        if limit.is_some() {
+            return Err(crashed_error());
+        }
+        Ok(())
+    }
+
+    /// The image's length in bytes.
+    pub fn image_len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    /// Grow a truncated image back to `bytes` (the tail reads as zeroes).
+    pub fn extend(&self, bytes: u64) -> io::Result<()> {
+        self.file.set_len(bytes)
+    }
+
+    /// Make everything written so far durable.
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()?;
+        if let Some(s) = &self.sums {
+            s.sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+fn read_sums(f: &File, block: u64, n: usize) -> Vec<u32> {
+    let mut raw = vec![0u8; 4 * n];
+    let mut done = 0;
+    while done < raw.len() {
+        match f.read_at(&mut raw[done..], block * 4 + done as u64) {
+            Ok(0) => break,
+            Ok(k) => done += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // An unreadable sidecar: every block's sum is unknown (0), so
+            // the blocks are checked against "all zero" and repaired.
+            Err(_) => break,
+        }
+    }
+    raw.chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+pub fn write_all_at(f: &File, mut data: &[u8], mut at: u64) -> io::Result<()> {
+    while !data.is_empty() {
+        match f.write_at(data, at) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "short write")),
+            Ok(k) => {
+                data = &data[k..];
+                at += k as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,529 @@
+//! The real executor: an MD array on member files, with real bytes.
+//!
+//! Every read, write, rebuild step and scrub runs the array's own plans
+//! (`Array::plan_read`, `plan_write`, `plan_rebuild_row`, `plan_scrub_row`)
+//! — the plans the counted and timed executors run — through the plan
+//! runner (`runner.rs`), which does the member I/O and the XOR / P+Q with
+//! the array's GF(2^8) code.
+//!
+//! A directory holds one array: `array.json` (the state, see `state.rs`),
+//! `disk-I.img` (member images; member block b at byte b × block size),
+//! `disk-I.sum` (checksums, with `--checksums`), `journal` (degraded writes,
+//! see `journal.rs`), `lock` (held by the process that has the array open)
+//! and, while served, `serve.json` (how to reach the server).
+//!
+//! Concurrency: requests hold the state lock shared (so the failed set does
+//! not change under them) and lock the member rows (chunk rows) their plans
+//! touch, shared for reads and exclusive for writes, so a read never
+//! reconstructs from a half-written row. Failing or replacing a member takes
+//! the state lock exclusively.
+//!
+//! Crash consistency: a write-intent bitmap for healthy rows (`bitmap.rs`),
+//! the journal for rows with a failed member (`journal.rs`); opening an
+//! array replays the journal and resyncs the dirty regions before anything
+//! else.
+
+mod admin;
+pub mod bitmap;
+pub mod control;
+pub mod integrity;
+mod io;
+pub mod journal;
+pub mod members;
+pub mod rebuild;
+pub mod replay;
+pub mod runner;
+pub mod scrub;
+pub mod state;
+
+#[cfg(test)]
+mod tests;
+
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
+
+use serde::Serialize;
+
+use self::bitmap::Bitmap;
+use self::journal::Journal;
+use self::members::{Faults, Member};
+use self::runner::{Env, Fault};
+use self::scrub::{scrub_row, Mode, ScrubReport};
+use self::state::{hex_to_bits, BadRange, State};
+use crate::array::{Array, ArrayConfig};
+use crate::error::{Error, Result};
+
+/// Why a request failed (mapped to NBD errors by the server).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReqError {
+    /// Past the end of the array.
+    OutOfRange(String),
+    /// The data cannot be produced correctly: an error, never wrong bytes.
+    Unreadable(String),
+    /// A member could not be written or synced.
+    Io(String),
+}
+
+impl std::fmt::Display for ReqError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReqError::OutOfRange(m) | ReqError::Unreadable(m) | ReqError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<Fault> for ReqError {
+    fn from(f: Fault) -> Self {
+        match f {
+            Fault::Io(m) => ReqError::Io(m),
+            other => ReqError::Unreadable(other.to_string()),
+        }
+    }
+}
+
+fn io_err(e: std::io::Error) -> ReqError {
+    ReqError::Io(e.to_string())
+}
+
+/// How to open an array.
+#[derive(Clone, Default)]
+pub struct OpenConfig {
+    /// O_DIRECT on the member images when the file system allows it.
+    pub direct: bool,
+    /// Crash injection (integrity suite); None: no faults.
+    pub faults: Option<Arc<Faults>>,
+}
+
+/// What opening the array had to do after an unclean shutdown.
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct Recovery {
+    /// Journal records replayed (writes to degraded rows).
+    pub journal_records: u64,
+    /// Bitmap regions resynced.
+    pub dirty_regions: u64,
+    pub resync: ScrubReport,
+    /// Members whose image was missing, now failed.
+    pub missing_members: Vec<u32>,
+}
+
+/// The array's state, for `real status`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Status {
+    pub level: String,
+    pub disks: u32,
+    pub layout: String,
+    pub chunk_bytes: u64,
+    pub block_size: u64,
+    pub disk_bytes: u64,
+    pub size_bytes: u64,
+    pub checksums: bool,
+    pub failed: Vec<u32>,
+    pub recovering: Vec<u32>,
+    pub recovered_rows: u64,
+    pub member_rows: u64,
+    pub tolerated_failures: u32,
+    /// `healthy`, `degraded`, `recovering` or `failed` (beyond redundancy).
+    pub health: String,
+    pub dirty_regions: u64,
+    pub bad_blocks: u64,
+    pub direct: bool,
+}
+
+/// Counters since open.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub reads: AtomicU64,
+    pub writes: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub heals: AtomicU64,
+}
+
+/// Member rows locked by a request.
+struct RowLocks {
+    locks: Vec<RwLock<()>>,
+}
+
+enum RowGuard<'a> {
+    #[allow(dead_code)]
+    R(RwLockReadGuard<'a, ()>),
+    #[allow(dead_code)]
+    W(RwLockWriteGuard<'a, ()>),
+}
+
+const ROW_LOCKS: usize = 1024;
+
+impl RowLocks {
+    fn new() -> Self {
+        RowLocks {
+            locks: (0..ROW_LOCKS).map(|_| RwLock::new(())).collect(),
+        }
+    }
+
+    /// Lock `rows` (in one global order, so that two requests never wait for each other in a cycle).
+    fn lock(&self, rows: &[u64], write: bool) -> Vec<RowGuard<'_>> {
+        let mut idx: Vec<usize> = rows.iter().map(|&r| (r % ROW_LOCKS as u64) as usize).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter()
+            .map(|i| {
+                let l = &self.locks[i];
+                if write {
+                    RowGuard::W(l.write().unwrap_or_else(|e| e.into_inner()))
+                } else {
+                    RowGuard::R(l.read().unwrap_or_else(|e| e.into_inner()))
+                }
+            })
+            .collect()
+    }
+}
+
+/// What changes while the array is open.
+struct Live {
+    array: Array,
+    members: Vec<Option<Member>>,
+    /// Recovery offset recorded in the state file (≤ the array's own).
+    durable_rows: u64,
+    recovering: Vec<bool>,
+}
+
+/// An open array.
+pub struct RealArray {
+    dir: PathBuf,
+    cfg: ArrayConfig,
+    checksums: bool,
+    bs: usize,
+    zero_crc: u32,
+    capacity_blocks: u64,
+    member_rows: u64,
+    direct: bool,
+    live: RwLock<Live>,
+    rows: RowLocks,
+    bitmap: Mutex<Bitmap>,
+    bad: Mutex<Vec<BadRange>>,
+    /// Serializes the handling of truncated members.
+    truncation: Mutex<()>,
+    journal: Journal,
+    /// Journaled writes hold it shared; a journal checkpoint exclusively.
+    gate: RwLock<()>,
+    generation: AtomicU64,
+    pub faults: Arc<Faults>,
+    pub stats: Stats,
+    /// User requests in flight and when the last one started (ns since
+    /// open): the rebuild's idle test.
+    inflight: AtomicU64,
+    last_user_ns: AtomicU64,
+    epoch: Instant,
+    /// What opening had to recover.
+    pub recovery: Recovery,
+    _lock: File,
+}
+
+fn lock_path(dir: &Path) -> PathBuf {
+    dir.join("lock")
+}
+
+/// Build the array model of a state.
+fn array_of(st: &State) -> Result<Array> {
+    let mut a = Array::new(st.config)?;
+    for &d in &st.failed {
+        a.fail(d)?;
+    }
+    if !st.recovering.is_empty() {
+        a.start_recovery(&st.recovering)?;
+        a.set_recovered_rows(st.recovered_rows);
+    }
+    Ok(a)
+}
+
+/// Take the directory's lock, or say who holds it.
+fn take_lock(dir: &Path) -> Result<File> {
+    let path = lock_path(dir);
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| Error::io(path.display().to_string(), e))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(_) => Err(Error::config(format!(
+            "{}: the array is open in another process (a server? see {})",
+            dir.display(),
+            dir.join(control::SERVE_FILE).display()
+        ))),
+    }
+}
+
+/// Whether another process holds the array open.
+pub fn is_open_elsewhere(dir: &Path) -> bool {
+    match File::open(lock_path(dir)) {
+        Ok(f) => f.try_lock_shared().is_err(),
+        Err(_) => false,
+    }
+}
+
+impl RealArray {
+    /// Make a new array of member files in `dir` (created if missing).
+    pub fn create(dir: &Path, cfg: ArrayConfig, checksums: bool) -> Result<Status> {
+        cfg.validate()?;
+        if cfg.disk_bytes == 0 {
+            return Err(Error::config("a real array needs the member size (--disk-size)"));
+        }
+        let probe = Array::new(cfg)?;
+        let rows = probe.member_rows().unwrap_or(0);
+        if rows == 0 || probe.capacity_blocks().unwrap_or(0) == 0 {
+            return Err(Error::config(format!(
+                "member size {} B holds no whole chunk of {} B",
+                cfg.disk_bytes, cfg.chunk_bytes
+            )));
+        }
+        let shown = dir.display().to_string();
+        fs::create_dir_all(dir).map_err(|e| Error::io(&shown, e))?;
+        if state::state_path(dir).exists() {
+            return Err(Error::config(format!("{shown}: already holds an array (array.json)")));
+        }
+        let _lock = take_lock(dir)?;
+        for d in 0..cfg.disks {
+            Member::create(dir, d, cfg.disk_bytes, checksums).map_err(|e| Error::io(&shown, e))?;
+        }
+        File::create(journal::journal_path(dir)).map_err(|e| Error::io(&shown, e))?;
+        let bm_rows = bitmap::region_rows(rows, cfg.chunk_bytes);
+        let st = State {
+            format: state::FORMAT,
+            config: cfg,
+            checksums,
+            failed: vec![],
+            recovering: vec![],
+            recovered_rows: 0,
+            bitmap_rows: bm_rows,
+            bitmap: String::new(),
+            bad_blocks: vec![],
+            generation: 0,
+        };
+        st.save(dir).map_err(|e| Error::io(&shown, e))?;
+        drop(_lock);
+        Ok(RealArray::open(dir, OpenConfig::default())?.status())
+    }
+
+    /// Open the array in `dir`, recovering from an unclean shutdown first.
+    pub fn open(dir: &Path, opts: OpenConfig) -> Result<RealArray> {
+        let shown = dir.display().to_string();
+        let lock = take_lock(dir)?;
+        let mut st = State::load(dir)?;
+        let faults = opts.faults.clone().unwrap_or_else(|| Arc::new(Faults::none()));
+        let cfg = st.config;
+        let bs = cfg.block_size as usize;
+        let probe = Array::new(cfg)?;
+        let member_rows = probe.member_rows().unwrap_or(0);
+        let capacity_blocks = probe.capacity_blocks().unwrap_or(0);
+        // Members whose image is gone are failed (MD starts degraded).
+        let mut recovery = Recovery::default();
+        for d in 0..cfg.disks {
+            if !st.failed.contains(&d) && !members::member_path(dir, d).exists() {
+                st.failed.push(d);
+                recovery.missing_members.push(d);
+            }
+        }
+        st.failed.sort_unstable();
+        st.recovering.retain(|d| !recovery.missing_members.contains(d));
+        if !recovery.missing_members.is_empty() && st.recovering.is_empty() {
+            st.recovered_rows = 0;
+        }
+        let array = array_of(&st)?;
+        let mut direct = false;
+        let mut mem: Vec<Option<Member>> = Vec::new();
+        let mut recovering = vec![false; cfg.disks as usize];
+        for &d in &st.recovering {
+            recovering[d as usize] = true;
+        }
+        for d in 0..cfg.disks {
+            let usable = !array.is_failed(d) || recovering[d as usize];
+            if usable {
+                let m = Member::open(dir, d, st.checksums, opts.direct)
+                    .map_err(|e| Error::io(members::member_path(dir, d).display().to_string(), e))?;
+                direct |= m.direct;
+                mem.push(Some(m));
+            } else {
+                mem.push(None);
+            }
+        }
+        let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
+        let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
+        let journal = Journal::open(dir, bs).map_err(|e| Error::io(&shown, e))?;
+        let mut ra = RealArray {
+            dir: dir.to_path_buf(),
+            cfg,
+            checksums: st.checksums,
+            bs,
+            zero_crc: members::zero_crc(bs),
+            capacity_blocks,
+            member_rows,
+            direct,
+            live: RwLock::new(Live {
+                array,
+                members: mem,
+                durable_rows: st.recovered_rows,
+                recovering,
+            }),
+            rows: RowLocks::new(),
+            bitmap: Mutex::new(bitmap),
+            bad: Mutex::new(st.bad_blocks.clone()),
+            truncation: Mutex::new(()),
+            journal,
+            gate: RwLock::new(()),
+            generation: AtomicU64::new(st.generation),
+            faults,
+            stats: Stats::default(),
+            inflight: AtomicU64::new(0),
+            last_user_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            recovery,
+            _lock: lock,
+        };
+        let (records, regions, resync) = ra
+            .recover()
+            .map_err(|e| Error::io(&shown, format!("recovery after an unclean shutdown failed: {e}")))?;
+        ra.recovery.journal_records = records;
+        ra.recovery.dirty_regions = regions;
+        ra.recovery.resync = resync;
+        Ok(ra)
+    }
+
+    /// Replay the journal, resync the dirty regions, then start clean.
+    /// Returns the journal records replayed, the regions resynced and what the resync found.
+    fn recover(&self) -> std::result::Result<(u64, u64, ScrubReport), ReqError> {
+        let live = self.live.read().unwrap();
+        self.absorb_truncation(&live)?;
+        let records = self.journal.records().map_err(io_err)?;
+        for rec in &records {
+            for (i, p) in rec.places.iter().enumerate() {
+                if let Some(m) = live.members.get(p.disk as usize).and_then(|m| m.as_ref()) {
+                    m.write_blocks(
+                        p.block,
+                        &rec.data[i * self.bs..(i + 1) * self.bs],
+                        self.bs,
+                        self.zero_crc,
+                        &self.faults,
+                    )
+                    .map_err(io_err)?;
+                }
+            }
+        }
+        let dirty = self.bitmap.lock().unwrap().dirty();
+        let rows_per = self.bitmap.lock().unwrap().rows;
+        let mut rep = ScrubReport::default();
+        for &r in &dirty {
+            for row in (r as u64 * rows_per)..((r as u64 + 1) * rows_per).min(self.member_rows) {
+                let (one, fixes) = {
+                    let bad = self.bad.lock().unwrap().clone();
+                    let env = self.env(&live, &bad);
+                    scrub_row(&env, row, Mode::Resync)
+                };
+                rep.add(&one);
+                self.apply_fixes(&live, &fixes)?;
+            }
+        }
+        self.sync_members(&live)?;
+        self.journal.reset(&self.faults).map_err(io_err)?;
+        let mut bm = self.bitmap.lock().unwrap();
+        let needs_save = bm.any_dirty() || !self.recovery.missing_members.is_empty();
+        bm.clear_all();
+        if needs_save {
+            self.persist(&live, &bm)?;
+        }
+        Ok((records.len() as u64, dirty.len() as u64, rep))
+    }
+
+    fn env<'a>(&'a self, live: &'a Live, bad: &'a [BadRange]) -> Env<'a> {
+        Env {
+            array: &live.array,
+            members: &live.members,
+            bs: self.bs,
+            zero_crc: self.zero_crc,
+            bad,
+            checksums: self.checksums,
+            parallel: self.inflight.load(Ordering::Relaxed) <= 1,
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn config(&self) -> &ArrayConfig {
+        &self.cfg
+    }
+
+    pub fn block_size(&self) -> usize {
+        self.bs
+    }
+
+    /// The array's size in bytes.
+    pub fn size_bytes(&self) -> u64 {
+        self.capacity_blocks * self.bs as u64
+    }
+
+    pub fn member_rows(&self) -> u64 {
+        self.member_rows
+    }
+
+    /// The state file's contents for the current state.
+    fn state_of(&self, live: &Live, bm: &Bitmap) -> State {
+        let a = &live.array;
+        State {
+            format: state::FORMAT,
+            config: self.cfg,
+            checksums: self.checksums,
+            failed: a.failed().to_vec(),
+            recovering: a.recovering(),
+            recovered_rows: if a.recovering().is_empty() {
+                0
+            } else {
+                live.durable_rows
+            },
+            bitmap_rows: bm.rows,
+            bitmap: state::bits_to_hex(&bm.on_disk),
+            bad_blocks: self.bad.lock().unwrap().clone(),
+            generation: self.generation.fetch_add(1, Ordering::SeqCst) + 1,
+        }
+    }
+
+    /// Write the state file (a crash point of the fault hook).
+    fn persist(&self, live: &Live, bm: &Bitmap) -> std::result::Result<(), ReqError> {
+        let st = self.state_of(live, bm);
+        if self.faults.admit(1).map_err(io_err)?.is_some() {
+            return Err(io_err(members::crashed_error()));
+        }
+        st.save(&self.dir).map_err(io_err)
+    }
+
+    fn sync_members(&self, live: &Live) -> std::result::Result<(), ReqError> {
+        for m in live.members.iter().flatten() {
+            m.sync().map_err(io_err)?;
+        }
+        Ok(())
+    }
+
+    /// Sync the members, then empty the journal.
+    fn checkpoint_journal(&self, live: &Live) -> std::result::Result<(), ReqError> {
+        let _g = self.gate.write().unwrap_or_else(|e| e.into_inner());
+        if self.journal.is_empty() {
+            return Ok(());
+        }
+        self.sync_members(live)?;
+        self.journal.reset(&self.faults).map_err(io_err)
+    }
+
+    /// Whether writes to member row `row` must be journaled: a member is
+    /// failed there according to the state on disk.
+    fn durably_degraded(&self, live: &Live, row: u64) -> bool {
+        let a = &live.array;
+        a.failed()
+            .iter()
+            .any(|&d| !(live.recovering[d as usize] && row < live.durable_rows))
+    }
+}

@@ -1,0 +1,454 @@
+//! `real replay`: a trace's requests issued against a real array, and their
+//! response times in the timed executor's schema (`response`: avg, p50,
+//! p95, p99, max in ms, and the same for reads and writes), so that a
+//! simulated and a real run of the same stack can be set side by side.
+//!
+//! * **open** — each request is due at its trace time (from the stream's
+//!   first request) divided by `speedup`; a pool of `threads` workers issues
+//!   them, and a response time runs from the due time, so time spent
+//!   waiting for a free worker counts, as queueing does in the timed engine.
+//! * **closed** — `outstanding` requests per stream in flight, each
+//!   completion issuing the stream's next request at once.
+//!
+//! Each trace is one independent stream. Writes carry a pattern derived from
+//! their offset. Requests the array cannot serve (too many failed members)
+//! are counted in `errors` and left out of the response times, as the timed
+//! executor leaves out unreadable requests. If the array is being served,
+//! the replay goes through the server (one NBD connection per worker);
+//! otherwise it opens the array itself, with O_DIRECT when asked and the
+//! file system allows it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use super::control::server_of;
+use super::{OpenConfig, RealArray};
+use crate::error::{Error, Result};
+use crate::nbd::client::Client;
+use crate::trace::{self, Op, Request, TraceOptions};
+
+/// `real replay` settings.
+#[derive(Debug, Clone)]
+pub struct ReplayOptions {
+    pub traces: Vec<String>,
+    pub format: String,
+    pub skip_bad: bool,
+    /// `open` or `closed`.
+    pub replay: String,
+    pub speedup: f64,
+    /// Closed loop: requests in flight per stream.
+    pub outstanding: usize,
+    /// Open loop: worker threads (requests in flight at most).
+    pub threads: usize,
+    pub direct: bool,
+    /// Fold offsets past the array's end back into it.
+    pub wrap: bool,
+    /// Stop after this many requests per stream (0: all).
+    pub limit: u64,
+}
+
+impl Default for ReplayOptions {
+    fn default() -> Self {
+        ReplayOptions {
+            traces: vec![],
+            format: "auto".into(),
+            skip_bad: false,
+            replay: "open".into(),
+            speedup: 1.0,
+            outstanding: 1,
+            threads: 32,
+            direct: true,
+            wrap: false,
+            limit: 0,
+        }
+    }
+}
+
+/// Response-time summary of one class of requests (ms).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub avg_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// The `response` object: all requests, then reads and writes apart.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Response {
+    pub avg_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub reads: Summary,
+    pub writes: Summary,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct ReplayReport {
+    pub replay: String,
+    pub streams: usize,
+    /// `local` (the array opened here) or `nbd` (through its server).
+    pub target: String,
+    pub direct: bool,
+    pub requests: u64,
+    pub reads: u64,
+    pub writes: u64,
+    /// Requests the array refused (unreadable data, I/O errors).
+    pub errors: u64,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub wall_s: f64,
+    pub response: Response,
+}
+
+/// Response times of one class: HDR histogram at 1 µs, exact mean and max.
+struct Lat {
+    hist: Histogram<u64>,
+    n: u64,
+    sum_ns: u128,
+    max_ns: u64,
+}
+
+impl Lat {
+    fn new() -> Lat {
+        Lat {
+            hist: Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds"),
+            n: 0,
+            sum_ns: 0,
+            max_ns: 0,
+        }
+    }
+    fn record(&mut self, ns: u64) {
+        self.hist.saturating_record(((ns + 500) / 1000).max(1));
+        self.n += 1;
+        self.sum_ns += ns as u128;
+        self.max_ns = self.max_ns.max(ns);
+    }
+    fn add(&mut self, o: &Lat) {
+        self.hist.add(&o.hist).expect("same bounds");
+        self.n += o.n;
+        self.sum_ns += o.sum_ns;
+        self.max_ns = self.max_ns.max(o.max_ns);
+    }
+    fn summary(&self) -> Summary {
+        // As the timed executor: the midpoint of the HDR bucket.
+        let q = |p: f64| {
+            if self.n == 0 {
+                0.0
+            } else {
+                self.hist.median_equivalent(self.hist.value_at_quantile(p)) as f64 / 1000.0
+            }
+        };
+        Summary {
+            avg_ms: if self.n == 0 {
+                0.0
+            } else {
+                self.sum_ns as f64 / self.n as f64 / 1e6
+            },
+            p50_ms: q(0.50),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: self.max_ns as f64 / 1e6,
+        }
+    }
+}
+
+/// Where requests go.
+enum Target {
+    Local(Arc<RealArray>),
+    Nbd(String, String),
+}
+
+/// One worker's connection to the target.
+enum Conn {
+    Local(Arc<RealArray>),
+    Nbd(Client),
+}
+
+impl Target {
+    fn conn(&self) -> Result<Conn> {
+        Ok(match self {
+            Target::Local(a) => Conn::Local(a.clone()),
+            Target::Nbd(addr, name) => Conn::Nbd(
+                Client::connect(addr, name).map_err(|e| Error::config(format!("cannot connect to {addr}: {e}")))?,
+            ),
+        })
+    }
+}
+
+impl Conn {
+    fn issue(&mut self, op: Op, offset: u64, buf: &mut [u8]) -> bool {
+        match (self, op) {
+            (Conn::Local(a), Op::Read) => a.read(offset, buf).is_ok(),
+            (Conn::Local(a), Op::Write) => a.write(offset, buf, false).is_ok(),
+            (Conn::Nbd(c), Op::Read) => c.read(offset, buf).is_ok(),
+            (Conn::Nbd(c), Op::Write) => c.write(offset, buf, false).is_ok(),
+        }
+    }
+}
+
+/// Totals shared by the workers.
+struct Totals {
+    all: Mutex<(Lat, Lat)>,
+    requests: AtomicU64,
+    errors: AtomicU64,
+    bytes_read: AtomicU64,
+    bytes_written: AtomicU64,
+}
+
+/// A request placed on the array: (op, offset, len).
+fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
+    let len = r.len.max(512);
+    if len > size {
+        return Err(Error::config(format!(
+            "{file}: a request of {len} bytes is larger than the array ({size} bytes)"
+        )));
+    }
+    let mut off = r.offset;
+    if off + len > size {
+        if !wrap {
+            return Err(Error::config(format!(
+                "{file}: a request at byte {off} ({len} bytes) is past the end of the array ({size} bytes); \
+                 use --wrap to fold offsets into it"
+            )));
+        }
+        off %= size - len + 1;
+    }
+    Ok((r.op, off, len))
+}
+
+#[cfg(test)]
+pub fn pattern_for_tests(buf: &mut [u8], offset: u64) {
+    pattern(buf, offset)
+}
+
+/// Fill a write's buffer with a pattern of its offset.
+fn pattern(buf: &mut [u8], offset: u64) {
+    let mut x = offset ^ 0x9E37_79B9_7F4A_7C15;
+    for c in buf.chunks_mut(8) {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let b = x.to_le_bytes();
+        c.copy_from_slice(&b[..c.len()]);
+    }
+}
+
+fn run_one(conn: &mut Conn, op: Op, off: u64, len: u64, due: Instant, totals: &Totals, lat: &mut (Lat, Lat)) {
+    let mut buf = vec![0u8; len as usize];
+    if op == Op::Write {
+        pattern(&mut buf, off);
+    }
+    let ok = conn.issue(op, off, &mut buf);
+    let ns = due.elapsed().as_nanos() as u64;
+    totals.requests.fetch_add(1, Ordering::Relaxed);
+    if !ok {
+        totals.errors.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    match op {
+        Op::Read => {
+            totals.bytes_read.fetch_add(len, Ordering::Relaxed);
+            lat.0.record(ns);
+        }
+        Op::Write => {
+            totals.bytes_written.fetch_add(len, Ordering::Relaxed);
+            lat.1.record(ns);
+        }
+    }
+}
+
+/// Replay `opts.traces` against the array in `dir`.
+pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
+    if opts.traces.is_empty() {
+        return Err(Error::config("no trace given"));
+    }
+    let open = match opts.replay.to_ascii_lowercase().as_str() {
+        "open" => true,
+        "closed" => false,
+        other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
+    };
+    if open && !(opts.speedup.is_finite() && opts.speedup > 0.0) {
+        return Err(Error::config(format!(
+            "speed-up must be a positive number, got {}",
+            opts.speedup
+        )));
+    }
+    if opts.outstanding == 0 || opts.threads == 0 {
+        return Err(Error::config("outstanding requests and threads must be at least 1"));
+    }
+    let topts = TraceOptions {
+        format: opts.format.clone(),
+        skip_bad: opts.skip_bad,
+        ..Default::default()
+    };
+    // Open every trace first: a bad path or format fails before any I/O.
+    let mut readers = Vec::new();
+    for t in &opts.traces {
+        readers.push((t.clone(), trace::open(Path::new(t), &topts)?));
+    }
+    let (target, size, direct, local) = match server_of(dir)? {
+        Some(info) => {
+            let c = Client::connect(&info.nbd, &info.export)
+                .map_err(|e| Error::config(format!("cannot connect to the server at {}: {e}", info.nbd)))?;
+            (Target::Nbd(info.nbd.clone(), info.export.clone()), c.size, false, None)
+        }
+        None => {
+            let a = Arc::new(RealArray::open(
+                dir,
+                OpenConfig {
+                    direct: opts.direct,
+                    faults: None,
+                },
+            )?);
+            let (size, direct) = (a.size_bytes(), a.status().direct);
+            (Target::Local(a.clone()), size, direct, Some(a))
+        }
+    };
+    let target_name = if local.is_some() { "local" } else { "nbd" };
+    let target = Arc::new(target);
+    let totals = Arc::new(Totals {
+        all: Mutex::new((Lat::new(), Lat::new())),
+        requests: AtomicU64::new(0),
+        errors: AtomicU64::new(0),
+        bytes_read: AtomicU64::new(0),
+        bytes_written: AtomicU64::new(0),
+    });
+    let t0 = Instant::now();
+    let streams = readers.len();
+    let result: Result<()> = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        if open {
+            // One pool for every stream; bounded so that a slow array
+            // delays issuing (which shows in the response times) instead
+            // of queueing the whole trace in memory.
+            let (tx, rx) = mpsc::sync_channel::<(Op, u64, u64, Instant)>(4096);
+            let rx = Arc::new(Mutex::new(rx));
+            for _ in 0..opts.threads {
+                let (rx, target, totals) = (rx.clone(), target.clone(), totals.clone());
+                handles.push(s.spawn(move || -> Result<()> {
+                    let mut conn = target.conn()?;
+                    let mut lat = (Lat::new(), Lat::new());
+                    loop {
+                        let job = rx.lock().unwrap().recv();
+                        let Ok((op, off, len, due)) = job else { break };
+                        run_one(&mut conn, op, off, len, due, &totals, &mut lat);
+                    }
+                    let mut all = totals.all.lock().unwrap();
+                    all.0.add(&lat.0);
+                    all.1.add(&lat.1);
+                    Ok(())
+                }));
+            }
+            let mut dispatchers = Vec::new();
+            for (file, reader) in readers {
+                let tx = tx.clone();
+                dispatchers.push(s.spawn(move || -> Result<()> {
+                    let mut base: Option<f64> = None;
+                    for (i, r) in reader.enumerate() {
+                        if opts.limit > 0 && i as u64 >= opts.limit {
+                            break;
+                        }
+                        let r = r?;
+                        let b = *base.get_or_insert(r.time);
+                        let at = ((r.time - b).max(0.0) / opts.speedup).max(0.0);
+                        let due = t0 + Duration::from_secs_f64(at);
+                        let now = Instant::now();
+                        if due > now {
+                            std::thread::sleep(due - now);
+                        }
+                        let (op, off, len) = place(&r, size, opts.wrap, &file)?;
+                        if tx.send((op, off, len, due)).is_err() {
+                            break;
+                        }
+                    }
+                    Ok(())
+                }));
+            }
+            drop(tx);
+            let mut first_err = None;
+            for d in dispatchers {
+                if let Err(e) = d.join().expect("a dispatcher does not panic") {
+                    first_err.get_or_insert(e);
+                }
+            }
+            for h in handles {
+                if let Err(e) = h.join().expect("a worker does not panic") {
+                    first_err.get_or_insert(e);
+                }
+            }
+            first_err.map_or(Ok(()), Err)
+        } else {
+            for (file, reader) in readers {
+                let shared = Arc::new(Mutex::new(reader.enumerate()));
+                for _ in 0..opts.outstanding {
+                    let (shared, target, totals, file) = (shared.clone(), target.clone(), totals.clone(), file.clone());
+                    handles.push(s.spawn(move || -> Result<()> {
+                        let mut conn = target.conn()?;
+                        let mut lat = (Lat::new(), Lat::new());
+                        loop {
+                            let next = shared.lock().unwrap().next();
+                            let Some((i, r)) = next else { break };
+                            if opts.limit > 0 && i as u64 >= opts.limit {
+                                break;
+                            }
+                            let (op, off, len) = place(&r?, size, opts.wrap, &file)?;
+                            run_one(&mut conn, op, off, len, Instant::now(), &totals, &mut lat);
+                        }
+                        let mut all = totals.all.lock().unwrap();
+                        all.0.add(&lat.0);
+                        all.1.add(&lat.1);
+                        Ok(())
+                    }));
+                }
+            }
+            let mut first_err = None;
+            for h in handles {
+                if let Err(e) = h.join().expect("a worker does not panic") {
+                    first_err.get_or_insert(e);
+                }
+            }
+            first_err.map_or(Ok(()), Err)
+        }
+    });
+    let wall_s = t0.elapsed().as_secs_f64();
+    drop(target);
+    if let Some(a) = local {
+        let a = Arc::try_unwrap(a).map_err(|_| Error::config("array still in use after the replay"))?;
+        a.close()?;
+    }
+    result?;
+    let (reads, writes) = std::mem::replace(&mut *totals.all.lock().unwrap(), (Lat::new(), Lat::new()));
+    let mut all = Lat::new();
+    all.add(&reads);
+    all.add(&writes);
+    let a = all.summary();
+    Ok(ReplayReport {
+        replay: if open { "open" } else { "closed" }.into(),
+        streams,
+        target: target_name.into(),
+        direct,
+        requests: totals.requests.load(Ordering::Relaxed),
+        reads: reads.n,
+        writes: writes.n,
+        errors: totals.errors.load(Ordering::Relaxed),
+        bytes_read: totals.bytes_read.load(Ordering::Relaxed),
+        bytes_written: totals.bytes_written.load(Ordering::Relaxed),
+        wall_s,
+        response: Response {
+            avg_ms: a.avg_ms,
+            p50_ms: a.p50_ms,
+            p95_ms: a.p95_ms,
+            p99_ms: a.p99_ms,
+            max_ms: a.max_ms,
+            reads: reads.summary(),
+            writes: writes.summary(),
+        },
+    })
+}

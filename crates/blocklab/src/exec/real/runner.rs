@@ -1,0 +1,652 @@
+//! The plan runner: executes an [`IoPlan`] of the array on member files with
+//! real bytes.
+//!
+//! A plan says which member units to read and write and where XOR / P+Q
+//! steps sit between them; it carries no bytes. The runner performs the
+//! plan's reads, then gives every unit the plan writes its value — user data,
+//! an old unit kept as is, or parity computed with the array's GF(2^8) code
+//! (`array::gf256`) from the units read — and hands the writes back to the
+//! caller, which journals, writes and syncs them. For a read it produces the
+//! requested blocks from the units read, reconstructing lost ones.
+//!
+//! Parity of a row (one block on every member of a stripe) is computed the
+//! way the plan read for it: from all the new data when every unwritten unit
+//! was read (reconstruct-write), from old data and old parity otherwise
+//! (read-modify-write: P' = P ⊕ Σ(D ⊕ D'), Q' = Q ⊕ Σ g^z(D ⊕ D')), or by
+//! first solving the old row from what was read (degraded writes). A plan
+//! that read too little for any of these is a bug and is reported, not
+//! papered over.
+//!
+//! A unit read whose checksum fails, which lies past the end of a truncated
+//! member, whose read failed, or which is on the bad-block list, is an
+//! erasure: the runner does not use it, and when that leaves a block
+//! unproducible it asks the caller to heal the row (scrub it with repair)
+//! and retry, or, past the level's redundancy, fails the request.
+
+use std::collections::HashMap;
+
+use super::members::{AlignedBuf, BlockState, Member};
+use super::state::BadRange;
+use crate::array::gf256::{self, Unit};
+use crate::array::layout::{Level, StripeMap};
+use crate::array::{Action, Array, DiskOp, DiskOpKind, IoPlan};
+
+/// Why a plan could not be run to the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// Logical blocks that cannot be produced: more failures than the level
+    /// tolerates.
+    Unreadable(Vec<u64>),
+    /// Units read were bad; these member rows need healing before a retry.
+    Heal(Vec<u64>),
+    /// A member could not be written (or the process "crashed").
+    Io(String),
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fault::Unreadable(b) => write!(
+                f,
+                "{} block(s) cannot be read (more failures than the level tolerates), first {}",
+                b.len(),
+                b.first().copied().unwrap_or(0)
+            ),
+            Fault::Heal(r) => write!(f, "bad units in {} member row(s) could not be repaired", r.len()),
+            Fault::Io(m) => write!(f, "member I/O error: {m}"),
+        }
+    }
+}
+
+/// What a plan runs against: the array (its failed set), the member files,
+/// the block size, and the bad-block list.
+pub struct Env<'a> {
+    pub array: &'a Array,
+    pub members: &'a [Option<Member>],
+    pub bs: usize,
+    pub zero_crc: u32,
+    pub bad: &'a [BadRange],
+    pub checksums: bool,
+    /// Issue a request's member I/O from several threads (when the request
+    /// is alone: with others in flight the members are busy anyway).
+    pub parallel: bool,
+}
+
+/// One read of the plan and what came back.
+struct Run {
+    disk: u32,
+    block: u64,
+    n: u64,
+    buf: AlignedBuf,
+    states: Vec<BlockState>,
+}
+
+/// The units a plan read.
+#[derive(Default)]
+pub struct Reads {
+    runs: Vec<Run>,
+}
+
+impl Reads {
+    fn find(&self, disk: u32, block: u64) -> Option<(&Run, usize)> {
+        self.runs
+            .iter()
+            .find(|r| r.disk == disk && block >= r.block && block < r.block + r.n)
+            .map(|r| (r, (block - r.block) as usize))
+    }
+
+    /// The unit at (`disk`, `block`) if it was read and is good.
+    pub fn unit(&self, disk: u32, block: u64, bs: usize) -> Option<&[u8]> {
+        let (r, i) = self.find(disk, block)?;
+        (r.states[i] == BlockState::Ok).then(|| &r.buf[i * bs..(i + 1) * bs])
+    }
+
+    /// The unit's bytes whatever its state (None if not read).
+    pub fn raw(&self, disk: u32, block: u64, bs: usize) -> Option<(&[u8], BlockState)> {
+        let (r, i) = self.find(disk, block)?;
+        Some((&r.buf[i * bs..(i + 1) * bs], r.states[i]))
+    }
+
+    /// Every unit read that is not good: (disk, block, state).
+    pub fn bad_units(&self) -> Vec<(u32, u64, BlockState)> {
+        let mut out = Vec::new();
+        for r in &self.runs {
+            for (i, &s) in r.states.iter().enumerate() {
+                if s != BlockState::Ok {
+                    out.push((r.disk, r.block + i as u64, s));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.runs.iter().map(|r| r.buf.len() as u64).sum()
+    }
+}
+
+/// Whether (disk, block) is on the bad-block list.
+pub fn listed(bad: &[BadRange], disk: u32, block: u64) -> bool {
+    bad.iter()
+        .any(|r| r.disk == disk && block >= r.block && block < r.block + r.blocks)
+}
+
+fn read_op(env: &Env, op: &DiskOp) -> Run {
+    let n = op.nblocks as u64;
+    let mut buf = AlignedBuf::scratch(n as usize * env.bs);
+    let states = match env.members.get(op.disk as usize).and_then(|m| m.as_ref()) {
+        Some(m) => {
+            let mut st = m.read_blocks(op.block, &mut buf, env.bs, env.zero_crc);
+            if !env.bad.is_empty() {
+                for (i, s) in st.iter_mut().enumerate() {
+                    if listed(env.bad, op.disk, op.block + i as u64) {
+                        *s = BlockState::Listed;
+                    }
+                }
+            }
+            st
+        }
+        None => vec![BlockState::IoError; n as usize],
+    };
+    Run {
+        disk: op.disk,
+        block: op.block,
+        n,
+        buf,
+        states,
+    }
+}
+
+/// Requests at least this large read their members in parallel.
+const PARALLEL_BYTES: usize = 256 * 1024;
+
+/// Perform every read of `plan`.
+pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
+    let ops: Vec<&DiskOp> = plan.disk_ops().filter(|o| o.kind == DiskOpKind::Read).collect();
+    let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
+    let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = ops.iter().map(|op| s.spawn(|| read_op(env, op))).collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("a member read does not panic"))
+                .collect()
+        })
+    } else {
+        ops.iter().map(|op| read_op(env, op)).collect()
+    };
+    Reads { runs }
+}
+
+/// Logical blocks being written and their new bytes (None: zeroes).
+pub struct UserData<'a> {
+    pub first: u64,
+    pub n: u64,
+    pub data: Option<&'a [u8]>,
+    zeros: Vec<u8>,
+    bs: usize,
+}
+
+impl<'a> UserData<'a> {
+    pub fn new(first: u64, n: u64, data: Option<&'a [u8]>, bs: usize) -> Self {
+        UserData {
+            first,
+            n,
+            data,
+            zeros: if data.is_none() { vec![0; bs] } else { vec![] },
+            bs,
+        }
+    }
+
+    /// No user data (rebuild, resync).
+    pub fn none(bs: usize) -> Self {
+        UserData {
+            first: 0,
+            n: 0,
+            data: None,
+            zeros: vec![],
+            bs,
+        }
+    }
+
+    #[inline]
+    pub fn get(&self, l: u64) -> Option<&[u8]> {
+        if l < self.first || l >= self.first + self.n {
+            return None;
+        }
+        Some(match self.data {
+            Some(d) => {
+                let i = (l - self.first) as usize * self.bs;
+                &d[i..i + self.bs]
+            }
+            None => &self.zeros,
+        })
+    }
+}
+
+/// What lives at one member place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Data of logical block `.0`.
+    Data(u64),
+    P,
+    Q,
+    /// Nothing (RAID-10 places past the far regions).
+    Unused,
+}
+
+/// The role of member block `block` of `disk`.
+pub fn role(a: &Array, disk: u32, block: u64) -> Role {
+    let cb = a.chunk_blocks();
+    let (row, off) = (block / cb, block % cb);
+    match a.level() {
+        Level::Raid0 => Role::Data((row * a.ndisks() as u64 + disk as u64) * cb + off),
+        Level::Raid1 => Role::Data(block),
+        Level::Raid10 => a
+            .raid10_block_at(disk, block)
+            .map_or(Role::Unused, |(l, _)| Role::Data(l)),
+        _ => {
+            let sm = a.stripe_map(row);
+            if disk == sm.p {
+                Role::P
+            } else if Some(disk) == sm.q {
+                Role::Q
+            } else {
+                let k = sm.k as u64;
+                let d = (0..sm.k)
+                    .find(|&d| sm.data_disk(d) == disk)
+                    .expect("a disk of the stripe") as u64;
+                Role::Data((row * k + d) * cb + off)
+            }
+        }
+    }
+}
+
+/// Every copy (disk, member block) of logical block `l`; for parity levels
+/// the one data place.
+pub fn places(a: &Array, l: u64) -> Vec<(u32, u64)> {
+    let cb = a.chunk_blocks();
+    match a.level() {
+        Level::Raid1 => (0..a.ndisks()).map(|d| (d, l)).collect(),
+        Level::Raid10 => a.raid10_copies(l).collect(),
+        Level::Raid0 => {
+            let (chunk, off) = (l / cb, l % cb);
+            let n = a.ndisks() as u64;
+            vec![((chunk % n) as u32, (chunk / n) * cb + off)]
+        }
+        _ => {
+            let (chunk, off) = (l / cb, l % cb);
+            let k = a.data_disks_per_stripe() as u64;
+            let stripe = chunk / k;
+            vec![(a.stripe_map(stripe).data_disk((chunk % k) as u32), stripe * cb + off)]
+        }
+    }
+}
+
+/// The member row a heal of logical block `l` scrubs (the row holding its
+/// stripe, or its first copy).
+pub fn heal_row(a: &Array, l: u64) -> u64 {
+    places(a, l)[0].1 / a.chunk_blocks()
+}
+
+/// Compute the whole block row `block` of a stripe (indexed by disk) from
+/// the units `get` knows; None when more units are missing than the level's
+/// parity covers.
+pub fn solve_row<'r>(sm: &StripeMap, bs: usize, get: impl Fn(u32) -> Option<&'r [u8]>) -> Option<Vec<Vec<u8>>> {
+    let n = sm.n;
+    let known: Vec<Option<&[u8]>> = (0..n).map(&get).collect();
+    let unknown: Vec<u32> = (0..n).filter(|&d| known[d as usize].is_none()).collect();
+    if unknown.len() > (n - sm.k) as usize {
+        return None;
+    }
+    let mut row: Vec<Vec<u8>> = known
+        .iter()
+        .map(|k| k.map_or_else(|| vec![0u8; bs], |u| u.to_vec()))
+        .collect();
+    if unknown.is_empty() {
+        return Some(row);
+    }
+    if sm.q.is_none() {
+        // RAID-4/5: the missing unit is the XOR of all the others.
+        let u = unknown[0] as usize;
+        let mut x = vec![0u8; bs];
+        for (d, unit) in row.iter().enumerate() {
+            if d != u {
+                gf256::xor_into(&mut x, unit);
+            }
+        }
+        row[u] = x;
+        return Some(row);
+    }
+    let data_disks = sm.data_disks();
+    let q_disk = sm.q.expect("RAID-6");
+    let lost: Vec<Unit> = unknown
+        .iter()
+        .map(|&d| {
+            if d == sm.p {
+                Unit::P
+            } else if d == q_disk {
+                Unit::Q
+            } else {
+                Unit::Data(data_disks.iter().position(|&x| x == d).expect("a data disk"))
+            }
+        })
+        .collect();
+    let mut p = std::mem::take(&mut row[sm.p as usize]);
+    let mut q = std::mem::take(&mut row[q_disk as usize]);
+    let mut data: Vec<Vec<u8>> = data_disks
+        .iter()
+        .map(|&d| std::mem::take(&mut row[d as usize]))
+        .collect();
+    {
+        let mut refs: Vec<&mut [u8]> = data.iter_mut().map(|v| v.as_mut_slice()).collect();
+        gf256::recover(&mut refs, &sm.q_slots(), &mut p, &mut q, &lost).ok()?;
+    }
+    for (i, &d) in data_disks.iter().enumerate() {
+        row[d as usize] = std::mem::take(&mut data[i]);
+    }
+    row[sm.p as usize] = p;
+    row[q_disk as usize] = q;
+    Some(row)
+}
+
+/// P (and Q) of `data` in logical order.
+fn parity_of(sm: &StripeMap, data: &[&[u8]], bs: usize) -> (Vec<u8>, Option<Vec<u8>>) {
+    if sm.q.is_none() {
+        let mut p = vec![0u8; bs];
+        for d in data {
+            gf256::xor_into(&mut p, d);
+        }
+        return (p, None);
+    }
+    let (mut p, mut q) = (vec![0u8; bs], vec![0u8; bs]);
+    gf256::syndrome(data, &sm.q_slots(), &mut p, &mut q);
+    (p, Some(q))
+}
+
+/// New P and Q of a block row (None: cannot be computed from what was read).
+type NewParity = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// Gives values to the units a plan writes.
+pub struct Filler<'e, 'r, 'u> {
+    env: &'e Env<'e>,
+    reads: &'r Reads,
+    user: &'u UserData<'u>,
+    /// New P and Q per block row.
+    parity: HashMap<u64, NewParity>,
+    /// Solved old rows.
+    solved: HashMap<u64, Option<Vec<Vec<u8>>>>,
+}
+
+impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
+    pub fn new(env: &'e Env<'e>, reads: &'r Reads, user: &'u UserData<'u>) -> Self {
+        Filler {
+            env,
+            reads,
+            user,
+            parity: HashMap::new(),
+            solved: HashMap::new(),
+        }
+    }
+
+    fn sm(&self, block: u64) -> StripeMap {
+        self.env.array.stripe_map(block / self.env.array.chunk_blocks())
+    }
+
+    /// The old value of a unit: read, or solved from its row.
+    fn old(&mut self, disk: u32, block: u64) -> Option<Vec<u8>> {
+        let bs = self.env.bs;
+        if let Some(u) = self.reads.unit(disk, block, bs) {
+            return Some(u.to_vec());
+        }
+        let a = self.env.array;
+        match a.level() {
+            Level::Raid4 | Level::Raid5 | Level::Raid6 => {
+                if !self.solved.contains_key(&block) {
+                    let sm = self.sm(block);
+                    let reads = self.reads;
+                    let row = solve_row(&sm, bs, |d| reads.unit(d, block, bs));
+                    self.solved.insert(block, row);
+                }
+                self.solved[&block].as_ref().map(|r| r[disk as usize].clone())
+            }
+            _ => match role(a, disk, block) {
+                Role::Data(l) => places(a, l)
+                    .into_iter()
+                    .find_map(|(d, b)| self.reads.unit(d, b, bs))
+                    .map(|u| u.to_vec()),
+                _ => None,
+            },
+        }
+    }
+
+    /// New P and Q of block row `block` (computed once, then kept).
+    fn new_parity(&mut self, block: u64) -> &NewParity {
+        if self.parity.contains_key(&block) {
+            return &self.parity[&block];
+        }
+        let bs = self.env.bs;
+        let cb = self.env.array.chunk_blocks();
+        let sm = self.sm(block);
+        let (stripe, off) = (block / cb, block % cb);
+        let k = sm.k as u64;
+        let logical = |d: u32| (stripe * k + d as u64) * cb + off;
+        let reads = self.reads;
+        let user = self.user;
+        let new: Vec<Option<&[u8]>> = (0..sm.k)
+            .map(|d| user.get(logical(d)).or_else(|| reads.unit(sm.data_disk(d), block, bs)))
+            .collect();
+        let rcw = |views: &[&[u8]]| {
+            let (p, q) = parity_of(&sm, views, bs);
+            (Some(p), q)
+        };
+        let mut result = if new.iter().all(|x| x.is_some()) {
+            // Reconstruct-write: parity of the new row.
+            let views: Vec<&[u8]> = new.iter().map(|x| x.unwrap()).collect();
+            rcw(&views)
+        } else {
+            self.rmw(&sm, block, &logical).unwrap_or((None, None))
+        };
+        let q_wanted = sm.q.is_some();
+        if result.0.is_none() || (q_wanted && result.1.is_none()) {
+            // Solve the old row, then reconstruct-write (degraded writes,
+            // rebuilds of a parity unit).
+            if let Some(row) = solve_row(&sm, bs, |d| reads.unit(d, block, bs)) {
+                let views: Vec<&[u8]> = (0..sm.k)
+                    .map(|d| user.get(logical(d)).unwrap_or(&row[sm.data_disk(d) as usize]))
+                    .collect();
+                let (p, q) = rcw(&views);
+                result = (result.0.or(p), result.1.or(q));
+            }
+        }
+        self.parity.entry(block).or_insert(result)
+    }
+
+    /// Read-modify-write: needs the old value of every written data unit
+    /// and of the parity units to update.
+    fn rmw(&self, sm: &StripeMap, block: u64, logical: &dyn Fn(u32) -> u64) -> Option<NewParity> {
+        let bs = self.env.bs;
+        let p_old = self.reads.unit(sm.p, block, bs);
+        let q_old = sm.q.and_then(|q| self.reads.unit(q, block, bs));
+        if p_old.is_none() && q_old.is_none() {
+            return None;
+        }
+        let mut p = p_old.map(|x| x.to_vec());
+        let mut q = q_old.map(|x| x.to_vec());
+        let slots = sm.q_slots();
+        let mut delta = vec![0u8; bs];
+        for d in 0..sm.k {
+            let Some(new) = self.user.get(logical(d)) else { continue };
+            let old = self.reads.unit(sm.data_disk(d), block, bs)?;
+            delta.copy_from_slice(old);
+            gf256::xor_into(&mut delta, new);
+            if let Some(p) = p.as_mut() {
+                gf256::xor_into(p, &delta);
+            }
+            if let Some(q) = q.as_mut() {
+                gf256::mul_xor_into(q, &delta, gf256::gpow(slots[d as usize]));
+            }
+        }
+        Some((p, q))
+    }
+
+    /// The new value of the unit at (`disk`, `block`) into `dst`.
+    pub fn fill(&mut self, disk: u32, block: u64, dst: &mut [u8]) -> Result<(), Fault> {
+        let a = self.env.array;
+        let missing = || Fault::Heal(vec![block / a.chunk_blocks()]);
+        match role(a, disk, block) {
+            r @ (Role::P | Role::Q) => {
+                let (p, q) = self.new_parity(block);
+                let v = if r == Role::P { p } else { q };
+                dst.copy_from_slice(v.as_deref().ok_or_else(missing)?);
+            }
+            Role::Data(l) => match self.user.get(l) {
+                Some(u) => dst.copy_from_slice(u),
+                None => dst.copy_from_slice(&self.old(disk, block).ok_or_else(missing)?),
+            },
+            Role::Unused => dst.fill(0),
+        }
+        Ok(())
+    }
+}
+
+/// The writes of `plan` with their bytes, in plan order.
+pub fn write_buffers(
+    env: &Env,
+    plan: &IoPlan,
+    reads: &Reads,
+    user: &UserData,
+) -> Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
+    let bs = env.bs;
+    let mut f = Filler::new(env, reads, user);
+    let mut out = Vec::new();
+    for op in plan.disk_ops().filter(|o| o.kind == DiskOpKind::Write) {
+        let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
+        for i in 0..op.nblocks as usize {
+            f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
+        }
+        out.push((*op, buf));
+    }
+    Ok(out)
+}
+
+/// Logical blocks a plan marks unreadable.
+pub fn unreadable(plan: &IoPlan) -> Vec<u64> {
+    plan.nodes
+        .iter()
+        .filter_map(|n| match n.action {
+            Action::Unreadable { block } => Some(block),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Healthy reads straight into `out`, without intermediate buffers: only
+/// for a plan of nothing but user reads, without checksums or listed blocks,
+/// that covers every block of `out` exactly once, with `out` aligned for
+/// O_DIRECT. None when that does not apply or a member came back short; the
+/// caller then runs the general path (which reports and heals).
+pub fn read_direct(env: &Env, plan: &IoPlan, first: u64, n: u64, out: &mut [u8]) -> Option<()> {
+    use crate::array::Cause;
+    let bs = env.bs;
+    if env.checksums || !env.bad.is_empty() || !(out.as_ptr() as usize).is_multiple_of(super::members::ALIGN) {
+        return None;
+    }
+    if out.len() != n as usize * bs {
+        return None;
+    }
+    let a = env.array;
+    let mut covered = vec![false; n as usize];
+    let base = out.as_mut_ptr() as usize;
+    // Per member read: the member, its first block, the memory ranges it fills.
+    type Job<'m> = (&'m Member, u64, Vec<(usize, usize)>);
+    let mut jobs: Vec<Job> = Vec::new();
+    for node in &plan.nodes {
+        let Action::Disk(op) = &node.action else { return None };
+        if op.kind != DiskOpKind::Read || op.cause != Cause::User {
+            return None;
+        }
+        let m = env.members.get(op.disk as usize)?.as_ref()?;
+        let mut parts: Vec<(usize, usize)> = Vec::new();
+        for i in 0..op.nblocks as u64 {
+            let Role::Data(l) = role(a, op.disk, op.block + i) else {
+                return None;
+            };
+            if l < first || l >= first + n || covered[(l - first) as usize] {
+                return None;
+            }
+            covered[(l - first) as usize] = true;
+            let addr = base + (l - first) as usize * bs;
+            match parts.last_mut() {
+                Some(last) if last.0 + last.1 == addr => last.1 += bs,
+                _ => parts.push((addr, bs)),
+            }
+        }
+        jobs.push((m, op.block, parts));
+    }
+    if !covered.iter().all(|&c| c) {
+        return None;
+    }
+    // SAFETY: the ranges lie in `out` (exclusively borrowed here) and no
+    // block is covered twice, so the ranges are disjoint.
+    let read = |(m, block, parts): &Job| unsafe { m.read_into(*block, parts, bs) };
+    let ok = if env.parallel && jobs.len() > 1 && out.len() >= PARALLEL_BYTES {
+        std::thread::scope(|s| {
+            let hs: Vec<_> = jobs.iter().map(|j| s.spawn(move || read(j))).collect();
+            hs.into_iter()
+                .map(|h| h.join().expect("a member read does not panic"))
+                .all(|r| matches!(r, Ok(true)))
+        })
+    } else {
+        jobs.iter().all(|j| matches!(read(j), Ok(true)))
+    };
+    ok.then_some(())
+}
+
+/// Produce logical blocks `first..first + n` into `out` from the units read.
+pub fn read_out(env: &Env, reads: &Reads, first: u64, n: u64, out: &mut [u8]) -> Result<(), Fault> {
+    let a = env.array;
+    let bs = env.bs;
+    let mut heal: Vec<u64> = Vec::new();
+    let mut solved: HashMap<u64, Option<Vec<Vec<u8>>>> = HashMap::new();
+    for i in 0..n {
+        let l = first + i;
+        let dst = &mut out[i as usize * bs..(i as usize + 1) * bs];
+        let pl = places(a, l);
+        if let Some(u) = pl.iter().find_map(|&(d, b)| reads.unit(d, b, bs)) {
+            dst.copy_from_slice(u);
+            continue;
+        }
+        if a.level().has_parity() {
+            let (disk, block) = pl[0];
+            let row = solved.entry(block).or_insert_with(|| {
+                let sm = a.stripe_map(block / a.chunk_blocks());
+                solve_row(&sm, bs, |d| reads.unit(d, block, bs))
+            });
+            if let Some(row) = row {
+                dst.copy_from_slice(&row[disk as usize]);
+                continue;
+            }
+        }
+        heal.push(heal_row(a, l));
+    }
+    if heal.is_empty() {
+        Ok(())
+    } else {
+        heal.sort_unstable();
+        heal.dedup();
+        Err(Fault::Heal(heal))
+    }
+}
+
+/// Member rows (chunk rows) touched by the disk operations of `plan`.
+pub fn plan_rows(plan: &IoPlan, cb: u64) -> Vec<u64> {
+    let mut rows: Vec<u64> = Vec::new();
+    for op in plan.disk_ops() {
+        let first = op.block / cb;
+        let last = (op.block + op.nblocks as u64 - 1) / cb;
+        rows.extend(first..=last);
+    }
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}

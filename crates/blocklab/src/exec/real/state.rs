@@ -1,0 +1,189 @@
+//! The state file `array.json`: what the array is (configuration, checksums
+//! on or off), which members are failed or being recovered and how far
+//! (MD's `recovery_offset`), the write-intent bitmap, and the blocks a
+//! rebuild could not produce (MD's bad-block log).
+//!
+//! Written atomically: a temporary file is written and synced, renamed over
+//! the old one, and the directory synced; a reader sees the old or the new
+//! state, never a mix. The body is pretty JSON followed by a last line
+//! `# crc32 XXXXXXXX` over the body's bytes, checked when loading.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::array::ArrayConfig;
+use crate::error::{Error, Result};
+
+pub const STATE_FILE: &str = "array.json";
+pub const FORMAT: u32 = 1;
+
+/// A run of member blocks that cannot be read (disk, first block, blocks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
+pub struct BadRange {
+    pub disk: u32,
+    pub block: u64,
+    pub blocks: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub format: u32,
+    pub config: ArrayConfig,
+    /// Every block carries a checksum (`disk-I.sum`).
+    pub checksums: bool,
+    /// Failed members, ascending (recovering spares included).
+    pub failed: Vec<u32>,
+    /// Failed members being rebuilt onto fresh spares.
+    pub recovering: Vec<u32>,
+    /// Member chunk rows of the spares known rebuilt and durable.
+    pub recovered_rows: u64,
+    /// Member chunk rows per bit of the write-intent bitmap.
+    pub bitmap_rows: u64,
+    /// Dirty bits, as lowercase hex (bit i = region i; 4 bits per digit).
+    pub bitmap: String,
+    /// Member blocks a rebuild or repair could not produce.
+    #[serde(default)]
+    pub bad_blocks: Vec<BadRange>,
+    /// Bumped on every write of the file.
+    pub generation: u64,
+}
+
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join(STATE_FILE)
+}
+
+/// Bits to hex (bit i of the bitmap in digit i / 4, low bit first).
+pub fn bits_to_hex(bits: &[bool]) -> String {
+    bits.chunks(4)
+        .map(|c| {
+            let v = c.iter().enumerate().fold(0u32, |a, (i, &b)| a | ((b as u32) << i));
+            char::from_digit(v, 16).expect("a nibble")
+        })
+        .collect()
+}
+
+pub fn hex_to_bits(hex: &str, n: usize) -> Result<Vec<bool>> {
+    let mut bits = vec![false; n];
+    for (i, ch) in hex.chars().enumerate() {
+        let v = ch
+            .to_digit(16)
+            .ok_or_else(|| Error::config(format!("state file: field `bitmap`: `{ch}` is not a hex digit")))?;
+        for j in 0..4 {
+            if v & (1 << j) != 0 {
+                let at = i * 4 + j;
+                if at >= n {
+                    return Err(Error::config("state file: field `bitmap`: more bits than regions"));
+                }
+                bits[at] = true;
+            }
+        }
+    }
+    Ok(bits)
+}
+
+impl State {
+    /// Write the state atomically into `dir`.
+    pub fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let body = serde_json::to_string_pretty(self).expect("state serializes");
+        let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+        }
+        fs::rename(&tmp, state_path(dir))?;
+        File::open(dir)?.sync_all()
+    }
+
+    /// Load and verify the state of the array in `dir`.
+    pub fn load(dir: &Path) -> Result<State> {
+        let path = state_path(dir);
+        let shown = path.display().to_string();
+        let text = fs::read_to_string(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                Error::io(&shown, "no array here (create one with `blocklab real create`)")
+            } else {
+                Error::io(&shown, e)
+            }
+        })?;
+        let bad = |m: &str| Error::parse(&shown, crate::error::Location::Whole, "crc32", m);
+        let body_end = text.rfind("\n# crc32 ").ok_or_else(|| bad("missing checksum line"))?;
+        let (body, tail) = text.split_at(body_end);
+        let want = tail.trim_start_matches("\n# crc32 ").trim();
+        let want = u32::from_str_radix(want, 16).map_err(|_| bad("checksum is not hex"))?;
+        if crc32fast::hash(body.as_bytes()) != want {
+            return Err(bad("checksum mismatch: the state file is damaged"));
+        }
+        let st: State = serde_json::from_str(body).map_err(|e| {
+            Error::parse(
+                &shown,
+                crate::error::Location::Line(e.line() as u64),
+                "state",
+                e.to_string(),
+            )
+        })?;
+        if st.format != FORMAT {
+            return Err(Error::parse(
+                &shown,
+                crate::error::Location::Whole,
+                "format",
+                format!("unknown format {} (this blocklab reads {FORMAT})", st.format),
+            ));
+        }
+        st.config.validate()?;
+        Ok(st)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Level;
+
+    fn sample() -> State {
+        let mut cfg = ArrayConfig::new(Level::Raid5, 4);
+        cfg.disk_bytes = 1 << 20;
+        State {
+            format: FORMAT,
+            config: cfg,
+            checksums: true,
+            failed: vec![2],
+            recovering: vec![2],
+            recovered_rows: 3,
+            bitmap_rows: 1,
+            bitmap: bits_to_hex(&[true, false, false, true, true]),
+            bad_blocks: vec![BadRange {
+                disk: 1,
+                block: 7,
+                blocks: 2,
+            }],
+            generation: 9,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_damage_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let st = sample();
+        st.save(dir.path()).unwrap();
+        assert_eq!(State::load(dir.path()).unwrap(), st);
+        assert_eq!(
+            hex_to_bits(&st.bitmap, 5).unwrap(),
+            vec![true, false, false, true, true]
+        );
+        // Flip one digit of the body: the checksum catches it.
+        let p = state_path(dir.path());
+        let text = fs::read_to_string(&p)
+            .unwrap()
+            .replacen("\"recovered_rows\": 3", "\"recovered_rows\": 4", 1);
+        fs::write(&p, text).unwrap();
+        let e = State::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("checksum mismatch"), "{e}");
+        let e = State::load(&dir.path().join("nope")).unwrap_err().to_string();
+        assert!(e.contains("no array here"), "{e}");
+    }
+}

@@ -1,0 +1,599 @@
+//! The real executor against a reference image: whatever is written must
+//! read back, healthy, degraded, after a rebuild, after silent damage to the
+//! member files, and after a crash at any member write.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use super::members::{member_path, sums_path, Faults};
+use super::rebuild::{MdOrder, RebuildOptions};
+use super::*;
+use crate::array::{ArrayConfig, Level};
+
+fn rng(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn bytes(seed: &mut u64, n: usize) -> Vec<u8> {
+    (0..n).map(|_| rng(seed) as u8).collect()
+}
+
+/// 4 KiB blocks, 8 KiB chunks, 64 KiB members.
+fn cfg(level: &str, disks: u32, layout: Option<&str>) -> ArrayConfig {
+    ArrayConfig::from_names_sized(level, disks, 8192, layout, 4096, 64 * 1024).unwrap()
+}
+
+fn make(dir: &Path, c: ArrayConfig, checksums: bool) -> RealArray {
+    RealArray::create(dir, c, checksums).unwrap();
+    RealArray::open(dir, OpenConfig::default()).unwrap()
+}
+
+/// The whole array, read into an aligned buffer (as the NBD server does, so
+/// that healthy reads take the direct path) and into a plain one.
+fn read_all(a: &RealArray) -> std::result::Result<Vec<u8>, ReqError> {
+    let mut aligned = crate::exec::buf::AlignedBuf::zeroed(a.size_bytes() as usize);
+    a.read(0, &mut aligned)?;
+    let mut plain = vec![0u8; a.size_bytes() as usize + 1];
+    a.read(0, &mut plain[1..])?;
+    assert!(plain[1..] == aligned[..], "aligned and unaligned reads differ");
+    Ok(aligned.to_vec())
+}
+
+/// Random writes (aligned and not) mirrored into `image`.
+fn scribble(a: &RealArray, image: &mut [u8], seed: &mut u64, count: usize) {
+    let size = image.len() as u64;
+    for _ in 0..count {
+        let aligned = !rng(seed).is_multiple_of(3);
+        let (off, len) = if aligned {
+            let b = rng(seed) % (size / 4096);
+            let n = 1 + rng(seed) % (size / 4096 - b).min(24);
+            (b * 4096, n * 4096)
+        } else {
+            let off = rng(seed) % (size - 1);
+            let len = 1 + rng(seed) % (size - off).min(20_000);
+            (off, len)
+        };
+        let data = bytes(seed, len as usize);
+        a.write(off, &data, rng(seed).is_multiple_of(5)).unwrap();
+        image[off as usize..(off + len) as usize].copy_from_slice(&data);
+    }
+}
+
+fn corrupt(dir: &Path, disk: u32, at: u64, len: usize) {
+    let f = OpenOptions::new().write(true).open(member_path(dir, disk)).unwrap();
+    f.write_all_at(&vec![0x5au8; len], at).unwrap();
+}
+
+#[test]
+fn every_level_reads_back_what_it_wrote_healthy_degraded_and_rebuilt() {
+    let cases: &[(&str, u32, Option<&str>)] = &[
+        ("raid0", 3, None),
+        ("raid1", 3, None),
+        ("raid10", 4, None),
+        ("raid10", 4, Some("f2")),
+        ("raid10", 3, Some("o2")),
+        ("raid4", 4, None),
+        ("raid5", 4, None),
+        ("raid5", 5, Some("right-asymmetric")),
+        ("raid6", 5, None),
+        ("raid6", 6, Some("ddf-n-continue")),
+    ];
+    for &(level, disks, layout) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let a = make(dir.path(), cfg(level, disks, layout), false);
+        let mut image = vec![0u8; a.size_bytes() as usize];
+        let mut seed = disks as u64 * 77 + level.len() as u64;
+        scribble(&a, &mut image, &mut seed, 60);
+        assert_eq!(read_all(&a).unwrap(), image, "{level} {layout:?} healthy");
+        let rep = a.check(false).unwrap();
+        assert_eq!(rep.mismatches, 0, "{level}: {rep:?}");
+        if a.config().level == Level::Raid0 {
+            // No redundancy: a failed member makes its blocks errors.
+            a.fail(1).unwrap();
+            assert!(matches!(read_all(&a), Err(ReqError::Unreadable(_))));
+            continue;
+        }
+        // Degraded: reads reconstruct, writes keep going.
+        a.fail(1).unwrap();
+        assert_eq!(read_all(&a).unwrap(), image, "{level} degraded");
+        scribble(&a, &mut image, &mut seed, 30);
+        assert_eq!(read_all(&a).unwrap(), image, "{level} degraded after writes");
+        // A fresh spare, rebuilt, then another member lost: still all there.
+        a.replace(1).unwrap();
+        assert_eq!(read_all(&a).unwrap(), image, "{level} recovering");
+        let stop = AtomicBool::new(false);
+        let rep = a.rebuild(&mut MdOrder, RebuildOptions::default(), &stop).unwrap();
+        assert!(rep.finished && rep.rows_done == a.member_rows(), "{rep:?}");
+        assert_eq!(a.status().health, "healthy");
+        assert_eq!(a.check(false).unwrap().mismatches, 0, "{level} after rebuild");
+        let other = if level == "raid10" && layout.is_none() { 3 } else { 0 };
+        a.fail(other).unwrap();
+        assert_eq!(read_all(&a).unwrap(), image, "{level} rebuilt disk serves");
+    }
+}
+
+#[test]
+fn beyond_redundancy_is_an_error_never_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), false);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 5;
+    scribble(&a, &mut image, &mut seed, 20);
+    a.fail(0).unwrap();
+    a.fail(2).unwrap();
+    assert_eq!(a.status().health, "failed");
+    let mut ok = 0;
+    let mut bad = 0;
+    for b in 0..a.size_bytes() / 4096 {
+        let mut buf = vec![0u8; 4096];
+        match a.read(b * 4096, &mut buf) {
+            Ok(()) => {
+                assert_eq!(
+                    buf,
+                    &image[(b * 4096) as usize..][..4096],
+                    "block {b} returned wrong bytes"
+                );
+                ok += 1;
+            }
+            Err(ReqError::Unreadable(_)) => bad += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // Half the data units are on the two lost members.
+    assert!(ok > 0 && bad > 0, "{ok} {bad}");
+    assert!(a.replace(0).is_err(), "nothing to rebuild from");
+}
+
+#[test]
+fn checksums_find_and_repair_silent_corruption_on_read_even_on_raid5() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), true);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 11;
+    scribble(&a, &mut image, &mut seed, 40);
+    a.flush().unwrap();
+    // Flip bytes in two members, different stripes; zero a whole block.
+    corrupt(dir.path(), 0, 4096 * 3 + 17, 9);
+    corrupt(dir.path(), 2, 4096 * 9, 4096);
+    assert_eq!(read_all(&a).unwrap(), image);
+    assert!(a.stats.heals.load(Ordering::Relaxed) > 0);
+    // The reads repaired the members: a check finds nothing.
+    let rep = a.check(false).unwrap();
+    assert_eq!((rep.mismatches, rep.unrecoverable), (0, 0), "{rep:?}");
+    // Damage a checksum instead of the data: found by check, repaired.
+    let f = OpenOptions::new().write(true).open(sums_path(dir.path(), 1)).unwrap();
+    f.write_all_at(&[1, 2, 3, 4], 4 * 5).unwrap();
+    let rep = a.check(true).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired, rep.unrecoverable), (1, 1, 0), "{rep:?}");
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
+    assert_eq!(read_all(&a).unwrap(), image);
+    // Two bad units in one row of RAID-5: an error, not wrong data.
+    corrupt(dir.path(), 0, 0, 100);
+    corrupt(dir.path(), 1, 0, 100);
+    let mut buf = vec![0u8; 4096];
+    let r0 = a.read(0, &mut buf);
+    assert!(
+        matches!(r0, Err(ReqError::Unreadable(_))) || buf == image[..4096],
+        "{r0:?}"
+    );
+    let rep = a.check(false).unwrap();
+    assert!(rep.unrecoverable >= 1, "{rep:?}");
+}
+
+#[test]
+fn raid6_check_locates_and_repairs_a_wrong_unit_without_checksums() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid6", 5, None), false);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 3;
+    scribble(&a, &mut image, &mut seed, 40);
+    // Row 0: damage a data unit; row 1: P or Q, wherever disk 4 sits.
+    corrupt(dir.path(), 1, 4096 * 2 + 100, 50);
+    corrupt(dir.path(), 4, 8192 + 4096, 4096);
+    let rep = a.check(false).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired, rep.unrecoverable), (2, 0, 0), "{rep:?}");
+    let rep = a.check(true).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired, rep.unrecoverable), (2, 2, 0), "{rep:?}");
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
+    assert_eq!(read_all(&a).unwrap(), image);
+}
+
+#[test]
+fn raid5_repair_without_checksums_rewrites_parity_as_md() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), false);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 8;
+    scribble(&a, &mut image, &mut seed, 30);
+    // Stripe 0 of left-symmetric 4 disks: parity on disk 3.
+    corrupt(dir.path(), 3, 100, 10);
+    let rep = a.check(true).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired), (1, 1));
+    assert_eq!(read_all(&a).unwrap(), image);
+    a.fail(0).unwrap();
+    assert_eq!(read_all(&a).unwrap(), image, "the repaired parity reconstructs");
+}
+
+#[test]
+fn a_truncated_member_is_healed_by_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid6", 4, None), false);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 21;
+    scribble(&a, &mut image, &mut seed, 40);
+    let f = OpenOptions::new().write(true).open(member_path(dir.path(), 2)).unwrap();
+    f.set_len(20_000).unwrap();
+    assert_eq!(read_all(&a).unwrap(), image);
+    let rep = a.check(true).unwrap();
+    assert_eq!(rep.unrecoverable, 0, "{rep:?}");
+    a.fail(0).unwrap();
+    a.fail(1).unwrap();
+    assert_eq!(read_all(&a).unwrap(), image, "disk 2 was rebuilt in place");
+}
+
+/// Write `count` random requests, crash at member write `at`, reopen:
+/// every block holds its old or its new value, the parity is consistent,
+/// and losing a member afterwards loses nothing.
+fn crash_round(level: &str, disks: u32, checksums: bool, degraded: Option<u32>, seed0: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut image;
+    let mut seed = seed0;
+    let faults = Arc::new(Faults::none());
+    {
+        let a = make(dir.path(), cfg(level, disks, None), checksums);
+        image = vec![0u8; a.size_bytes() as usize];
+        scribble(&a, &mut image, &mut seed, 20);
+        if let Some(d) = degraded {
+            a.fail(d).unwrap();
+        }
+        a.close().unwrap();
+    }
+    let a = RealArray::open(
+        dir.path(),
+        OpenConfig {
+            direct: false,
+            faults: Some(faults.clone()),
+        },
+    )
+    .unwrap();
+    faults.crash_after(1 + rng(&mut seed) % 60, rng(&mut seed));
+    let size = image.len() as u64;
+    // Allowed values: old or new per 4 KiB block of the request in flight.
+    let mut alt: Vec<Option<Vec<u8>>> = vec![None; (size / 4096) as usize];
+    loop {
+        let b = rng(&mut seed) % (size / 4096);
+        let n = 1 + rng(&mut seed) % (size / 4096 - b).min(12);
+        let data = bytes(&mut seed, (n * 4096) as usize);
+        let (off, len) = ((b * 4096) as usize, (n * 4096) as usize);
+        match a.write(off as u64, &data, false) {
+            Ok(()) => image[off..off + len].copy_from_slice(&data),
+            Err(_) => {
+                for i in 0..n as usize {
+                    alt[b as usize + i] = Some(data[i * 4096..(i + 1) * 4096].to_vec());
+                }
+                break;
+            }
+        }
+    }
+    assert!(faults.has_crashed());
+    drop(a); // kill -9: nothing more reaches the files
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    let got = read_all(&a).unwrap();
+    for (i, alt) in alt.iter().enumerate() {
+        let (old, now) = (&image[i * 4096..(i + 1) * 4096], &got[i * 4096..(i + 1) * 4096]);
+        match alt {
+            Some(new) => assert!(now == old || now == &new[..], "{level} block {i}: neither old nor new"),
+            None => assert_eq!(now, old, "{level} block {i} changed"),
+        }
+    }
+    if degraded.is_none() {
+        let rep = a.check(false).unwrap();
+        assert_eq!(rep.mismatches, 0, "{level}: stale parity after the crash: {rep:?}");
+        a.fail(0).unwrap();
+    }
+    assert_eq!(
+        read_all(&a).unwrap(),
+        got,
+        "{level}: reconstruction after the crash differs"
+    );
+}
+
+#[test]
+fn a_crash_at_any_write_leaves_no_stale_parity() {
+    for s in 0..12 {
+        crash_round("raid5", 4, false, None, s);
+        crash_round("raid6", 5, s % 2 == 0, None, 100 + s);
+        crash_round("raid1", 3, s % 2 == 1, None, 200 + s);
+    }
+}
+
+#[test]
+fn a_crash_while_degraded_loses_nothing_thanks_to_the_journal() {
+    for s in 0..12 {
+        crash_round("raid5", 4, s % 2 == 0, Some((s % 4) as u32), 300 + s);
+        crash_round("raid6", 5, false, Some((s % 5) as u32), 400 + s);
+    }
+}
+
+#[test]
+fn a_crash_mid_rebuild_resumes_from_the_recorded_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Arc::new(Faults::none());
+    let mut image;
+    {
+        let a = make(dir.path(), cfg("raid6", 5, None), true);
+        image = vec![0u8; a.size_bytes() as usize];
+        let mut seed = 99;
+        scribble(&a, &mut image, &mut seed, 30);
+        a.fail(2).unwrap();
+        a.fail(4).unwrap();
+        a.replace(2).unwrap();
+        a.replace(4).unwrap();
+        a.close().unwrap();
+    }
+    {
+        let a = RealArray::open(
+            dir.path(),
+            OpenConfig {
+                direct: false,
+                faults: Some(faults.clone()),
+            },
+        )
+        .unwrap();
+        // Checkpoint every row, crash a few rows in.
+        let opts = RebuildOptions {
+            checkpoint: std::time::Duration::ZERO,
+            ..Default::default()
+        };
+        faults.crash_after(11, 1);
+        let stop = AtomicBool::new(false);
+        assert!(a.rebuild(&mut MdOrder, opts, &stop).is_err());
+    }
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    let st = a.status();
+    assert_eq!(st.recovering, vec![2, 4]);
+    assert!(st.recovered_rows > 0 && st.recovered_rows < st.member_rows, "{st:?}");
+    assert_eq!(read_all(&a).unwrap(), image);
+    let stop = AtomicBool::new(false);
+    let rep = a.rebuild(&mut MdOrder, RebuildOptions::default(), &stop).unwrap();
+    assert_eq!(rep.resumed_from, st.recovered_rows);
+    assert!(rep.finished);
+    a.fail(0).unwrap();
+    a.fail(1).unwrap();
+    assert_eq!(read_all(&a).unwrap(), image, "the spares hold the data");
+}
+
+#[test]
+fn a_rebuild_past_redundancy_lists_bad_blocks_and_reads_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), true);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    let mut seed = 4;
+    scribble(&a, &mut image, &mut seed, 30);
+    a.fail(1).unwrap();
+    a.replace(1).unwrap();
+    // A survivor silently damaged in row 0: row 0 of disk 1 cannot be rebuilt.
+    corrupt(dir.path(), 0, 0, 4096);
+    let stop = AtomicBool::new(false);
+    let rep = a.rebuild(&mut MdOrder, RebuildOptions::default(), &stop).unwrap();
+    assert_eq!(rep.unrecoverable_blocks, 1, "{rep:?}");
+    assert_eq!(a.status().bad_blocks, 1);
+    let got = read_all(&a);
+    assert!(
+        matches!(got, Err(ReqError::Unreadable(_))),
+        "reads of a lost block must fail"
+    );
+    // Every other block still reads right.
+    for b in 0..a.size_bytes() / 4096 {
+        let mut buf = vec![0u8; 4096];
+        if a.read(b * 4096, &mut buf).is_ok() {
+            assert_eq!(buf, image[(b * 4096) as usize..][..4096], "block {b}");
+        }
+    }
+    // The lost block is logical block 2 (disk 1, row 0) and its row also
+    // holds the damaged unit of disk 0 (block 0): writing data units 0 and 1
+    // of that row (blocks 0..4) lets parity be computed from new data.
+    let mut buf = vec![0u8; 4096];
+    assert!(
+        a.write(8192, &buf, false).is_err(),
+        "parity of the row cannot be computed"
+    );
+    buf.resize(16384, 7);
+    a.write(0, &buf, false).unwrap();
+    image[..16384].copy_from_slice(&buf);
+    assert_eq!(a.status().bad_blocks, 0);
+    assert_eq!(read_all(&a).unwrap(), image);
+}
+
+#[test]
+fn the_array_directory_is_locked_and_state_survives_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), false);
+    a.fail(3).unwrap();
+    assert!(is_open_elsewhere(dir.path()) || RealArray::open(dir.path(), OpenConfig::default()).is_err());
+    let e = RealArray::open(dir.path(), OpenConfig::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("open in another process"), "{e}");
+    drop(a);
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    assert_eq!(a.status().failed, vec![3]);
+    assert_eq!(a.status().health, "degraded");
+    let e = RealArray::create(dir.path(), cfg("raid5", 4, None), false)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("already holds an array"), "{e}");
+    let mut buf = vec![0u8; 10];
+    assert!(matches!(
+        a.read(a.size_bytes() - 5, &mut buf),
+        Err(ReqError::OutOfRange(_))
+    ));
+}
+
+#[test]
+fn served_array_sees_fail_replace_rebuild_through_the_control_channel() {
+    use crate::nbd::client::Client;
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid6", 5, None), true).unwrap();
+    let s = control::serve(
+        dir.path(),
+        &control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut c = Client::connect(&s.info.nbd, "blocklab").unwrap();
+    let size = c.size as usize;
+    let mut image = vec![0u8; size];
+    let mut seed = 1;
+    for _ in 0..40 {
+        let off = (rng(&mut seed) % (size as u64 - 9000)) as usize;
+        let len = 1 + (rng(&mut seed) % 9000) as usize;
+        let d = bytes(&mut seed, len);
+        c.write(off as u64, &d, false).unwrap();
+        image[off..off + d.len()].copy_from_slice(&d);
+    }
+    // The other commands reach the served array.
+    assert_eq!(control::status(dir.path()).unwrap().health, "healthy");
+    assert!(RealArray::open(dir.path(), OpenConfig::default()).is_err());
+    control::fail(dir.path(), 1).unwrap();
+    control::fail(dir.path(), 3).unwrap();
+    let mut back = vec![0u8; size];
+    c.read(0, &mut back).unwrap();
+    assert_eq!(back, image, "served degraded after two failures");
+    let d = bytes(&mut seed, 20_000);
+    c.write(5000, &d, true).unwrap();
+    image[5000..25_000].copy_from_slice(&d);
+    control::replace(dir.path(), 1).unwrap();
+    control::replace(dir.path(), 3).unwrap();
+    let stop = AtomicBool::new(false);
+    let rep = control::rebuild(dir.path(), RebuildOptions::default(), &stop).unwrap();
+    assert!(rep.finished, "{rep:?}");
+    let chk = control::check(dir.path(), false).unwrap();
+    assert_eq!(chk.mismatches, 0);
+    c.read(0, &mut back).unwrap();
+    assert_eq!(back, image);
+    c.flush().unwrap();
+    c.disconnect().unwrap();
+    s.shutdown().unwrap();
+    assert!(!dir.path().join(control::SERVE_FILE).exists());
+    // Closed cleanly: nothing to recover, and the local path works again.
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    assert_eq!(a.recovery, Recovery::default());
+    assert_eq!(read_all(&a).unwrap(), image);
+    drop(a);
+    assert_eq!(control::status(dir.path()).unwrap().health, "healthy");
+}
+
+#[test]
+fn replay_reports_response_times_locally_and_through_a_server() {
+    use super::replay::{replay, ReplayOptions};
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid5", 4, None), false).unwrap();
+    let tr = dir.path().join("t.csv");
+    let mut text = String::from("timestamp,op,offset,size\n");
+    let mut seed = 2;
+    for i in 0..300 {
+        let op = if i % 3 == 0 { "W" } else { "R" };
+        let off = (rng(&mut seed) % 40) * 4096;
+        text.push_str(&format!("{:.4},{op},{off},{}\n", i as f64 * 0.0005, 4096 * (1 + i % 3)));
+    }
+    std::fs::write(&tr, text).unwrap();
+    let mut o = ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        outstanding: 4,
+        ..Default::default()
+    };
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!((r.requests, r.reads, r.writes, r.errors), (300, 200, 100, 0));
+    assert_eq!(r.target, "local");
+    let resp = &r.response;
+    assert!(resp.p50_ms > 0.0 && resp.p50_ms <= resp.p95_ms && resp.p95_ms <= resp.p99_ms);
+    assert!(resp.p99_ms <= resp.max_ms * 1.001 && resp.reads.max_ms <= resp.max_ms);
+    let json = serde_json::to_value(&r).unwrap();
+    for k in ["avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms"] {
+        assert!(
+            json["response"][k].is_number()
+                && json["response"]["reads"][k].is_number()
+                && json["response"]["writes"][k].is_number()
+        );
+    }
+    // Open loop at 10× through a server, with a failed member: still no errors.
+    let s = control::serve(
+        dir.path(),
+        &control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    control::fail(dir.path(), 2).unwrap();
+    o.replay = "open".into();
+    o.speedup = 10.0;
+    o.threads = 4;
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!((r.requests, r.errors, r.target.as_str()), (300, 0, "nbd"));
+    assert!(r.wall_s >= 0.149 / 10.0 * 0.9, "{}", r.wall_s);
+    s.shutdown().unwrap();
+    // Offsets past the end are refused unless folded.
+    std::fs::write(&tr, "timestamp,op,offset,size\n0,R,999999999,4096\n").unwrap();
+    o.replay = "closed".into();
+    let e = replay(dir.path(), &o).unwrap_err().to_string();
+    assert!(e.contains("past the end") && e.contains("--wrap"), "{e}");
+    o.wrap = true;
+    assert_eq!(replay(dir.path(), &o).unwrap().requests, 1);
+    // A write lands with its offset's pattern.
+    std::fs::write(&tr, "timestamp,op,offset,size\n0,W,12288,8192\n").unwrap();
+    replay(dir.path(), &o).unwrap();
+    let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
+    let (mut got, mut want) = (vec![0u8; 8192], vec![0u8; 8192]);
+    a.read(12288, &mut got).unwrap();
+    super::replay::pattern_for_tests(&mut want, 12288);
+    assert_eq!(got, want);
+}
+
+/// A far RAID-10 truncated to nothing: healing an early row writes the far
+/// copies past the end of the image, which must not turn the rows in
+/// between into a hole read as zeroes (the tail goes on the bad-block list
+/// first).
+#[test]
+fn a_truncated_member_never_reads_back_as_zeroes() {
+    for (victim, cut) in [(0u32, 0u64), (2, 5000), (4, 200_000)] {
+        let dir = tempfile::tempdir().unwrap();
+        let c = ArrayConfig::from_names_sized("raid10", 5, 16384, Some("f2"), 4096, 360448).unwrap();
+        let a = make(dir.path(), c, false);
+        let mut seed = 5 + victim as u64;
+        let image = bytes(&mut seed, a.size_bytes() as usize);
+        a.write(0, &image, false).unwrap();
+        let f = OpenOptions::new()
+            .write(true)
+            .open(member_path(dir.path(), victim))
+            .unwrap();
+        f.set_len(cut).unwrap();
+        assert!(
+            read_all(&a).unwrap() == image,
+            "victim {victim} cut {cut}: read after truncation"
+        );
+        a.check(true).unwrap();
+        assert_eq!(a.check(false).unwrap().mismatches, 0);
+        assert_eq!(a.status().bad_blocks, 0, "every listed block was rewritten");
+        for fail in 0..5 {
+            if fail != victim {
+                a.fail(fail).unwrap();
+                assert!(read_all(&a).unwrap() == image, "victim {victim} cut {cut} fail {fail}");
+                break;
+            }
+        }
+    }
+}

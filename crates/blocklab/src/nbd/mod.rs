@@ -1,0 +1,113 @@
+//! The Network Block Device protocol: a server that exports any block
+//! device behind the [`Export`] trait to real clients (the Linux kernel's
+//! nbd-client, qemu, libnbd's nbdinfo / nbdcopy, fio's nbd engine), and a
+//! small synchronous client for tests and measurements.
+//!
+//! What is implemented (facts from the protocol document, `doc/proto.md`
+//! of github.com/NetworkBlockDevice/nbd): the fixed newstyle handshake with
+//! `NBD_OPT_EXPORT_NAME`, `ABORT`, `LIST`, `INFO` and `GO` (replying
+//! `INFO_EXPORT`, and `NAME`, `DESCRIPTION`, `BLOCK_SIZE` when asked), every
+//! other option answered `NBD_REP_ERR_UNSUP`; the transmission phase with
+//! simple replies: `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM`, `WRITE_ZEROES`
+//! (`FUA` honoured on every command, `NO_HOLE` accepted), `CACHE` accepted
+//! as a no-op; out-of-range, misaligned-to-nothing or unknown requests get
+//! `EINVAL` (writes past the end `ENOSPC`), unreadable data `EIO`.
+//! Structured replies, block status and TLS are not offered.
+
+pub mod client;
+pub mod server;
+
+pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;
+pub const IHAVEOPT: u64 = 0x4948_4156_454f_5054;
+pub const REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
+pub const REQUEST_MAGIC: u32 = 0x2560_9513;
+pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
+
+// Handshake flags (server) and client flags.
+pub const FLAG_FIXED_NEWSTYLE: u16 = 1 << 0;
+pub const FLAG_NO_ZEROES: u16 = 1 << 1;
+pub const FLAG_C_FIXED_NEWSTYLE: u32 = 1 << 0;
+pub const FLAG_C_NO_ZEROES: u32 = 1 << 1;
+
+// Transmission flags.
+pub const FLAG_HAS_FLAGS: u16 = 1 << 0;
+pub const FLAG_READ_ONLY: u16 = 1 << 1;
+pub const FLAG_SEND_FLUSH: u16 = 1 << 2;
+pub const FLAG_SEND_FUA: u16 = 1 << 3;
+pub const FLAG_SEND_TRIM: u16 = 1 << 5;
+pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
+pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+
+// Options.
+pub const OPT_EXPORT_NAME: u32 = 1;
+pub const OPT_ABORT: u32 = 2;
+pub const OPT_LIST: u32 = 3;
+pub const OPT_STARTTLS: u32 = 5;
+pub const OPT_INFO: u32 = 6;
+pub const OPT_GO: u32 = 7;
+pub const OPT_STRUCTURED_REPLY: u32 = 8;
+
+// Option replies.
+pub const REP_ACK: u32 = 1;
+pub const REP_SERVER: u32 = 2;
+pub const REP_INFO: u32 = 3;
+pub const REP_ERR_UNSUP: u32 = (1 << 31) + 1;
+pub const REP_ERR_INVALID: u32 = (1 << 31) + 3;
+pub const REP_ERR_UNKNOWN: u32 = (1 << 31) + 6;
+pub const REP_ERR_SHUTDOWN: u32 = (1 << 31) + 7;
+
+// Information types.
+pub const INFO_EXPORT: u16 = 0;
+pub const INFO_NAME: u16 = 1;
+pub const INFO_DESCRIPTION: u16 = 2;
+pub const INFO_BLOCK_SIZE: u16 = 3;
+
+// Commands and command flags.
+pub const CMD_READ: u16 = 0;
+pub const CMD_WRITE: u16 = 1;
+pub const CMD_DISC: u16 = 2;
+pub const CMD_FLUSH: u16 = 3;
+pub const CMD_TRIM: u16 = 4;
+pub const CMD_CACHE: u16 = 5;
+pub const CMD_WRITE_ZEROES: u16 = 6;
+pub const CMD_FLAG_FUA: u16 = 1 << 0;
+pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+
+// Errors.
+pub const EPERM: u32 = 1;
+pub const EIO: u32 = 5;
+pub const EINVAL: u32 = 22;
+pub const ENOSPC: u32 = 28;
+pub const ESHUTDOWN: u32 = 108;
+
+/// Largest read or write payload accepted (the protocol's default bound).
+pub const MAX_PAYLOAD: u32 = 32 << 20;
+
+/// Why an exported device refused a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExportError {
+    /// Bad offset or length (NBD_EINVAL; writes past the end: NBD_ENOSPC).
+    OutOfRange(String),
+    /// The data cannot be read or written correctly (NBD_EIO).
+    Io(String),
+}
+
+/// A block device the server can export.
+pub trait Export: Send + Sync {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ExportError>;
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), ExportError>;
+    /// Write zeroes (also how TRIM is carried out: the range reads back as
+    /// zeroes, which TRIM allows).
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), ExportError>;
+    /// Make every completed write durable.
+    fn flush(&self) -> Result<(), ExportError>;
+    /// A one-line description for `NBD_INFO_DESCRIPTION`.
+    fn description(&self) -> String {
+        String::new()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,251 @@
+"""`blocklab real ...`: arrays on real member files, served over NBD.
+
+The engine (array plans, real XOR / P+Q, NBD server, rebuild, scrub,
+crash recovery, the integrity suite) is Rust (`exec/real`, `nbd`); this
+module converts arguments and prints. See docs/real.md.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from blocklab import _core
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+
+app = typer.Typer(
+    help="Arrays on real member files: create, serve over NBD, fail, replace, rebuild, check, replay.",
+    no_args_is_help=True,
+)
+
+DirArg = typer.Argument(..., help="The array's directory (member images disk-I.img, state array.json).")
+DiskOpt = typer.Option(..., "--disk", help="Member number (0-based).")
+
+CHECK_KEYS = ("stripes_checked", "mismatches", "repaired", "unrecoverable")
+
+
+def _array_dir(d: Path) -> str:
+    if not _core.real_exists(str(d)):
+        fail(f"{d}: no array here (create one with `blocklab real create`)")
+    return str(d)
+
+
+def _print_status(st: dict) -> None:
+    print(f"  level            {st['level']} ({st['layout']}), {st['disks']} disks, chunk {st['chunk_bytes']} B")
+    print(f"  size             {st['size_bytes']} bytes ({st['disk_bytes']} B per member)")
+    print(f"  health           {st['health']}")
+    print(f"  failed           {', '.join(map(str, st['failed'])) or '-'}")
+    if st["recovering"]:
+        print(f"  recovering       {', '.join(map(str, st['recovering']))}: row {st['recovered_rows']} of {st['member_rows']}")
+    print(f"  checksums        {'yes' if st['checksums'] else 'no'}")
+    print(f"  dirty regions    {st['dirty_regions']}")
+    print(f"  bad blocks       {st['bad_blocks']}")
+
+
+@app.command("create")
+def create(
+    dir: Path = DirArg,
+    raid: str = typer.Option(..., "--raid", help="RAID level: 0, 1, 10, 4, 5, 6 (or raid5, ...)."),
+    disks: int = typer.Option(..., "--disks", help="Number of member files."),
+    chunk: str = typer.Option("64KiB", "--chunk", help="Chunk size (65536, 64KiB, ...)."),
+    disk_size: str = typer.Option(..., "--disk-size", help="Size of each member file (64MiB, 1GiB, ...)."),
+    layout: Optional[str] = typer.Option(None, "--layout", help="MD layout (mdadm names): RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, ..."),
+    checksums: bool = typer.Option(False, "--checksums", help="Keep a checksum per block (disk-I.sum): silent corruption is found and repaired on read, on any level."),
+    block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Make the member files and the state file of a new array."""
+    if disks < 1:
+        fail("--disks must be at least 1")
+    st = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk), _core.parse_bytes(disk_size),
+                                      layout=layout, checksums=checksums, block_size=block_size))
+    if json_out:
+        print_json(st)
+        return
+    print(f"created {dir}")
+    _print_status(st)
+
+
+@app.command("serve")
+def serve(
+    dir: Path = DirArg,
+    listen: str = typer.Option("127.0.0.1:10809", "--listen", help="Address to listen on (HOST:PORT; port 0 picks a free one)."),
+    threads: int = typer.Option(16, "--threads", help="Worker threads shared by all clients (requests served at once)."),
+    direct: bool = typer.Option(False, "--direct", help="O_DIRECT on the member files when the file system allows it."),
+    name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too)."),
+) -> None:
+    """Serve the array over NBD until Ctrl-C or SIGTERM (then close it cleanly)."""
+    d = _array_dir(dir)
+    if threads < 1:
+        fail("--threads must be at least 1")
+
+    def ready(info: str, status: str, recovery: str) -> None:
+        i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
+        print(f"serving {dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
+              f"on nbd://{i['nbd']}/{i['export']}", flush=True)
+        if rec["journal_records"] or rec["dirty_regions"] or rec["missing_members"]:
+            print(f"recovered from an unclean shutdown: {rec['journal_records']} journal record(s) replayed, "
+                  f"{rec['dirty_regions']} bitmap region(s) resynced ({rec['resync']['repaired']} block row(s) "
+                  f"rewritten), missing member(s): {rec['missing_members'] or 'none'}", file=sys.stderr, flush=True)
+
+    def on_term(signum, frame):  # noqa: ARG001
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        _core.real_serve(d, listen, ready, threads=threads, direct=direct, name=name)
+    except KeyboardInterrupt:
+        print("stopped; array closed cleanly", file=sys.stderr)
+
+
+@app.command("status")
+def status(dir: Path = DirArg, json_out: bool = JsonOpt) -> None:
+    """The array's state: health, failed and recovering members, dirty bitmap regions."""
+    st = json.loads(_core.real_status(_array_dir(dir)))
+    if json_out:
+        print_json(st)
+    else:
+        _print_status(st)
+
+
+@app.command("fail")
+def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
+    """Mark a member failed (also while served: the server sees it at once and serves degraded)."""
+    st = json.loads(_core.real_fail(_array_dir(dir), disk))
+    if json_out:
+        print_json(st)
+    else:
+        print(f"disk {disk} failed")
+        _print_status(st)
+
+
+@app.command("replace")
+def replace(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
+    """Put a fresh, empty spare in place of a failed member (then `real rebuild` fills it)."""
+    st = json.loads(_core.real_replace(_array_dir(dir), disk))
+    if json_out:
+        print_json(st)
+    else:
+        print(f"disk {disk} replaced by a spare")
+        _print_status(st)
+
+
+@app.command("rebuild")
+def rebuild(
+    dir: Path = DirArg,
+    speed_min: int = typer.Option(1000, "--speed-min", help="MD sync_speed_min (KiB/s): the pace kept while users are active."),
+    speed_max: int = typer.Option(200000, "--speed-max", help="MD sync_speed_max (KiB/s): the cap."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Rebuild the spares in MD order with MD's speed limits; resumes where a crash left it."""
+    if speed_min < 0 or speed_max < 1:
+        fail("--speed-min must be >= 0 and --speed-max >= 1 (KiB/s)")
+    r = json.loads(_core.real_rebuild(_array_dir(dir), min_kbps=speed_min, max_kbps=speed_max))
+    if json_out:
+        print_json(r)
+        return
+    state = "finished" if r["finished"] else "stopped"
+    print(f"rebuild of disk(s) {', '.join(map(str, r['disks']))} {state}: {r['rows_done']} rows "
+          f"(from row {r['resumed_from']} of {r['rows_total']}) in {r['seconds']:.2f} s, {r['avg_kbps']:.0f} KiB/s")
+    if r["unrecoverable_blocks"]:
+        print(f"  {r['unrecoverable_blocks']} block(s) could not be rebuilt (now on the bad-block list: reads of them fail)")
+
+
+@app.command("check")
+def check(
+    dir: Path = DirArg,
+    repair: bool = typer.Option(False, "--repair", help="Rewrite what is wrong (MD's repair; RAID-6 and --checksums locate the bad unit)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """MD's check: compare data with parity (or copies, or checksums) on every stripe."""
+    r = json.loads(_core.real_check(_array_dir(dir), repair))
+    if json_out:
+        print_json(r)
+        return
+    for k in CHECK_KEYS + ("degraded_skipped",):
+        print(f"  {k:<18} {r[k]}")
+
+
+@app.command("replay")
+def replay(
+    dir: Path = DirArg,
+    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat for several independent streams."),
+    format: str = FormatOpt,
+    replay: str = typer.Option("open", "--replay", help="open (trace times) or closed (N outstanding per stream)."),
+    speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X."),
+    outstanding: int = typer.Option(1, "--outstanding", help="closed: requests in flight per stream."),
+    threads: int = typer.Option(32, "--threads", help="open: worker threads (requests in flight at most)."),
+    direct: bool = typer.Option(True, "--direct/--no-direct", help="O_DIRECT on the member files where the file system allows."),
+    wrap: bool = typer.Option(False, "--wrap", help="Fold offsets past the array's end back into it."),
+    limit: int = typer.Option(0, "--limit", help="Stop after this many requests per stream (0: all)."),
+    skip_bad: bool = SkipBadOpt,
+    json_out: bool = JsonOpt,
+) -> None:
+    """Issue a trace's requests against the array; response times in the timed executor's schema."""
+    for t in trace:
+        if not t.exists():
+            fail(f"{t}: no such file")
+    r = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
+                                     speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
+                                     wrap=wrap, limit=limit, skip_bad=skip_bad))
+    if json_out:
+        print_json(r)
+        return
+    print(f"replay {r['replay']}, {r['streams']} stream(s), {r['target']}{' O_DIRECT' if r['direct'] else ''}")
+    for k in ("requests", "reads", "writes", "errors", "bytes_read", "bytes_written"):
+        print(f"  {k:<16} {r[k]}")
+    print(f"  {'wall_s':<16} {r['wall_s']:.3f}")
+    resp = r["response"]
+    for name, s in (("all", resp), ("reads", resp["reads"]), ("writes", resp["writes"])):
+        print(f"  {name:<7} avg {s['avg_ms']:.3f} ms  p50 {s['p50_ms']:.3f}  p95 {s['p95_ms']:.3f}  "
+              f"p99 {s['p99_ms']:.3f}  max {s['max_ms']:.3f}")
+
+
+@app.command("integrity")
+def integrity(
+    rounds: int = typer.Option(10000, "--rounds", help="Seeded rounds."),
+    seed: int = typer.Option(1, "--seed", help="Seed of the rounds (same seed, same rounds)."),
+    dir: Optional[Path] = typer.Option(None, "--dir", help="Scratch directory (default: a temporary one)."),
+    nbd_every: int = typer.Option(4, "--nbd-every", help="Every n-th round goes through an NBD server (0: none)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Seeded rounds of write, inject faults, recover, verify every byte. Exit 1 if anything was lost."""
+    if rounds < 1:
+        fail("--rounds must be at least 1")
+
+    def progress(i: int, rep: str) -> None:
+        r = json.loads(rep)
+        print(f"  {i}/{rounds} rounds, {r['bytes_verified']} bytes verified, {r['bytes_lost']} lost",
+              file=sys.stderr, flush=True)
+
+    r = json.loads(_core.real_integrity(rounds, seed=seed, dir=str(dir) if dir else None, nbd_every=nbd_every,
+                                        progress=None if json_out else progress, every=max(1, rounds // 10)))
+    if out:
+        out.write_text(json.dumps(r, indent=2) + "\n")
+    if json_out:
+        print_json(r)
+    else:
+        print(f"integrity: {r['rounds']} rounds (seed {r['seed']}, {r['nbd_rounds']} through NBD) in {r['seconds']:.1f} s")
+        print(f"  levels            {', '.join(f'{k} {v}' for k, v in r['rounds_by_level'].items())}")
+        print(f"  faults            {', '.join(f'{k} {v}' for k, v in r['faults'].items())}")
+        print(f"  within / beyond   {r['within_redundancy_rounds']} / {r['beyond_redundancy_rounds']} rounds")
+        print(f"  bytes written     {r['bytes_written']}")
+        print(f"  bytes verified    {r['bytes_verified']}")
+        print(f"  bytes lost        {r['bytes_lost']}")
+        print(f"  stale rows        {r['stale_rows_after_recovery']}")
+        print(f"  beyond: {r['beyond_blocks_read']} blocks read, {r['beyond_errors_reported']} refused with an error, "
+              f"{r['beyond_wrong_bytes']} wrong bytes returned")
+    bad = r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
+    if bad:
+        print(f"integrity: FAILED rounds {r['failed_rounds'][:20]}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+def register(parent: typer.Typer) -> None:
+    parent.add_typer(app, name="real")

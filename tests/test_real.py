@@ -1,0 +1,315 @@
+"""The real executor with real clients: `blocklab real serve` driven by
+fio's nbd engine, qemu-img / qemu-io and nbdinfo / nbdcopy; `kill -9` of
+the server mid-write and of a rebuild; the integrity suite (a cut).
+
+`make test` installs fio, qemu-utils and libnbd-bin when they are missing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+BLOCKLAB = [sys.executable, "-c", "from blocklab.cli import main; main()"]
+TOOLS = ("fio", "qemu-img", "qemu-io", "nbdinfo", "nbdcopy")
+
+
+def run(*args, check=True, timeout=300) -> subprocess.CompletedProcess:
+    p = subprocess.run([*BLOCKLAB, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise AssertionError(f"blocklab {' '.join(map(str, args))} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def js(*args) -> dict:
+    return json.loads(run(*args, "--json").stdout)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def tools_present():
+    missing = [t for t in TOOLS if subprocess.run(["sh", "-c", f"command -v {t}"], capture_output=True).returncode]
+    assert not missing, f"missing {missing}: `make test` installs fio, qemu-utils and libnbd-bin"
+
+
+class Server:
+    """`blocklab real serve DIR --listen 127.0.0.1:0`, its address parsed from its first line."""
+
+    def __init__(self, d: Path, *extra: str):
+        self.p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0", *extra],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", line)
+        assert m, f"no address in {line!r}: {self.p.stderr.read() if self.p.poll() is not None else ''}"
+        self.host, self.port, self.name = m.group(1), int(m.group(2)), m.group(3)
+        self.uri = f"nbd://{self.host}:{self.port}/{self.name}"
+
+    def stop(self) -> None:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            self.p.wait(timeout=60)
+        assert self.p.returncode == 0, self.p.stderr.read()
+
+    def kill9(self) -> None:
+        self.p.send_signal(signal.SIGKILL)
+        self.p.wait(timeout=30)
+
+
+def make_array(tmp: Path, name: str, raid: str, disks: int, size: str = "4MiB", chunk: str = "64KiB", *extra) -> Path:
+    d = tmp / name
+    run("real", "create", d, "--raid", raid, "--disks", disks, "--chunk", chunk, "--disk-size", size, *extra)
+    return d
+
+
+def random_file(path: Path, size: int, seed: int) -> bytes:
+    data = random.Random(seed).randbytes(size)
+    path.write_bytes(data)
+    return data
+
+
+def nbdcopy(src: str, dst: str) -> None:
+    subprocess.run(["nbdcopy", src, dst], check=True, capture_output=True, timeout=120)
+
+
+def read_export(srv: Server, out: Path) -> bytes:
+    if out.exists():
+        out.unlink()
+    nbdcopy(srv.uri, str(out))
+    return out.read_bytes()
+
+
+# --- the command line --------------------------------------------------------
+
+def test_create_status_check_and_bad_input(tmp_path):
+    d = tmp_path / "a"
+    st = js("real", "create", d, "--raid", "6", "--disks", "5", "--chunk", "16KiB", "--disk-size", "1MiB", "--checksums")
+    assert (st["level"], st["disks"], st["size_bytes"], st["checksums"]) == ("raid6", 5, 3 * 1024 * 1024, True)
+    assert sorted(p.name for p in d.iterdir() if p.suffix in (".img", ".sum")) == sorted(
+        [f"disk-{i}.img" for i in range(5)] + [f"disk-{i}.sum" for i in range(5)])
+    chk = js("real", "check", d)
+    for k in ("stripes_checked", "mismatches", "repaired", "unrecoverable"):
+        assert isinstance(chk[k], int)
+    assert chk["stripes_checked"] == 64 and chk["mismatches"] == 0
+    # Bad input: one line, exit 2.
+    for args, msg in [
+        (("real", "create", tmp_path / "b", "--raid", "7", "--disks", "4", "--disk-size", "1MiB"), "unknown"),
+        (("real", "create", d, "--raid", "5", "--disks", "4", "--disk-size", "1MiB"), "already holds an array"),
+        (("real", "create", tmp_path / "c", "--raid", "6", "--disks", "3", "--disk-size", "1MiB"), "at least 4 disks"),
+        (("real", "fail", d, "--disk", "9"), "cannot fail disk 9"),
+        (("real", "replace", d, "--disk", "1"), "not failed"),
+        (("real", "rebuild", d), "nothing to rebuild"),
+        (("real", "status", tmp_path / "nope"), "no array here"),
+    ]:
+        p = run(*args, check=False)
+        assert p.returncode == 2, (args, p.stdout, p.stderr)
+        assert msg in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+# --- real clients ---------------------------------------------------------------
+
+@pytest.mark.parametrize("raid,disks", [("5", 4), ("6", 5)])
+def test_nbdinfo_nbdcopy_and_fail_while_served(tmp_path, raid, disks):
+    d = make_array(tmp_path, "arr", raid, disks)
+    srv = Server(d)
+    try:
+        info = json.loads(subprocess.run(["nbdinfo", "--json", srv.uri], check=True, capture_output=True,
+                                         text=True).stdout)
+        size = (disks - (1 if raid == "5" else 2)) * 4 * 1024 * 1024
+        exp = info["exports"][0]
+        assert exp["export-size"] == size
+        assert exp["can_flush"] and exp["can_fua"] and exp["can_trim"] and exp["can_zero"]
+        lst = subprocess.run(["nbdinfo", "--list", "--json", f"nbd://{srv.host}:{srv.port}"], check=True,
+                             capture_output=True, text=True).stdout
+        assert "blocklab" in lst
+        data = random_file(tmp_path / "in.bin", size, seed=int(raid))
+        nbdcopy(str(tmp_path / "in.bin"), srv.uri)
+        assert read_export(srv, tmp_path / "out.bin") == data
+        # Fail a member while served: the server keeps serving the same bytes.
+        run("real", "fail", d, "--disk", "1")
+        assert js("real", "status", d)["health"] == "degraded"
+        assert read_export(srv, tmp_path / "out.bin") == data
+        if raid == "6":
+            run("real", "fail", d, "--disk", "3")
+            assert read_export(srv, tmp_path / "out.bin") == data
+        # Writes while degraded, a spare, a rebuild through the server.
+        half = random.Random(7).randbytes(size // 2)
+        (tmp_path / "half.bin").write_bytes(half)
+        nbdcopy(str(tmp_path / "half.bin"), srv.uri)
+        data = half + data[size // 2:]
+        run("real", "replace", d, "--disk", "1")
+        r = js("real", "rebuild", d, "--speed-max", "1000000")
+        assert r["finished"]
+        assert js("real", "check", d)["mismatches"] == 0
+        assert read_export(srv, tmp_path / "out.bin") == data
+    finally:
+        srv.stop()
+    assert not (d / "serve.json").exists()
+
+
+def test_qemu_img_and_qemu_io(tmp_path):
+    d = make_array(tmp_path, "arr", "10", 4, "2MiB", "64KiB", "--layout", "f2")
+    srv = Server(d)
+    try:
+        info = json.loads(subprocess.run(["qemu-img", "info", "--output=json", srv.uri], check=True,
+                                         capture_output=True, text=True).stdout)
+        assert info["virtual-size"] == 4 * 1024 * 1024
+        qio = ["qemu-io", "-f", "raw", srv.uri]
+        out = subprocess.run([*qio, "-c", "write -P 0xab 4096 1M", "-c", "read -P 0xab 4096 1M",
+                              "-c", "write -z 8192 4096", "-c", "read -P 0 8192 4096",
+                              "-c", "write -P 0x11 1000 5", "-c", "read -P 0x11 1000 5", "-c", "flush"],
+                             check=True, capture_output=True, text=True).stdout
+        assert "Pattern verification failed" not in out and out.count("read ") == 3, out
+        data = random_file(tmp_path / "img.raw", 4 * 1024 * 1024, seed=3)
+        subprocess.run(["qemu-img", "convert", "-n", "-f", "raw", "-O", "raw", str(tmp_path / "img.raw"), srv.uri],
+                       check=True, capture_output=True)
+        subprocess.run(["qemu-img", "convert", "-f", "raw", "-O", "raw", srv.uri, str(tmp_path / "back.raw")],
+                       check=True, capture_output=True)
+        assert (tmp_path / "back.raw").read_bytes() == data
+        cmp = subprocess.run(["qemu-img", "compare", "-f", "raw", "-F", "raw", str(tmp_path / "img.raw"), srv.uri],
+                             capture_output=True, text=True)
+        assert cmp.returncode == 0, cmp.stdout + cmp.stderr
+    finally:
+        srv.stop()
+
+
+@pytest.mark.parametrize("raid,disks,extra", [("5", 4, ()), ("6", 6, ("--checksums",))])
+def test_fio_nbd_engine_verifies_through_a_failure(tmp_path, raid, disks, extra):
+    d = make_array(tmp_path, "arr", raid, disks, "8MiB", "64KiB", *extra)
+    srv = Server(d)
+    try:
+        fio = ["fio", "--name=v", "--ioengine=nbd", f"--uri={srv.uri}", "--rw=randwrite", "--bs=4k",
+               "--bsrange=4k-64k", "--size=16M", "--iodepth=8", "--numjobs=1", "--verify=crc32c",
+               "--verify_fatal=1", "--do_verify=1", "--randseed=5", "--output-format=json"]
+        p = subprocess.run(fio, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
+        assert job["error"] == 0 and job["write"]["io_bytes"] >= 16 * 1024 * 1024
+        # Lose a member, then have fio verify what it wrote (no new writes).
+        run("real", "fail", d, "--disk", "2")
+        verify = [*fio[:4], "--rw=randwrite", "--bs=4k", "--bsrange=4k-64k", "--size=16M", "--iodepth=8",
+                  "--verify=crc32c", "--verify_fatal=1", "--verify_only=1", "--randseed=5"]
+        p = subprocess.run(verify, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    finally:
+        srv.stop()
+
+
+# --- crashes ------------------------------------------------------------------
+
+def test_kill9_mid_write_leaves_no_stale_parity(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "8MiB", "16KiB")
+    for attempt in range(3):
+        srv = Server(d)
+        fio = subprocess.Popen(["fio", "--name=w", "--ioengine=nbd", f"--uri={srv.uri}", "--rw=randwrite",
+                                "--bsrange=4k-256k", "--size=24M", "--iodepth=16", "--time_based",
+                                "--runtime=30", f"--randseed={attempt}"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(1.0 + attempt * 0.7)
+        srv.kill9()  # mid-write: the bitmap regions being written are dirty
+        fio.kill()
+        fio.wait()
+        st = json.loads((d / "array.json").read_text().rsplit("\n# crc32", 1)[0])
+        assert st["bitmap"].strip("0"), "the crash left no dirty region: the test did not crash mid-write"
+        # Opening the array resyncs the dirty regions: no stale parity.
+        chk = js("real", "check", d)
+        assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
+    # And the parity reconstructs the very same bytes.
+    srv = Server(d)
+    try:
+        before = read_export(srv, tmp_path / "a.bin")
+        run("real", "fail", d, "--disk", "0")
+        assert read_export(srv, tmp_path / "b.bin") == before
+    finally:
+        srv.stop()
+
+
+def test_kill9_mid_rebuild_resumes(tmp_path):
+    d = make_array(tmp_path, "arr", "6", 5, "4MiB", "64KiB")
+    srv = Server(d)
+    data = random_file(tmp_path / "in.bin", 12 * 1024 * 1024, seed=11)
+    try:
+        nbdcopy(str(tmp_path / "in.bin"), srv.uri)
+    finally:
+        srv.stop()
+    run("real", "fail", d, "--disk", "1")
+    run("real", "fail", d, "--disk", "4")
+    run("real", "replace", d, "--disk", "1")
+    run("real", "replace", d, "--disk", "4")
+    # A slow rebuild (256 KiB/s: 16 s for 4 MiB), killed after about 2.5 s.
+    p = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--speed-min", "0", "--speed-max", "256"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(3.5)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    st = js("real", "status", d)
+    assert st["recovering"] == [1, 4]
+    assert 0 < st["recovered_rows"] < st["member_rows"], st
+    r = js("real", "rebuild", d, "--speed-max", "1000000")
+    assert r["finished"] and r["resumed_from"] == st["recovered_rows"]
+    assert js("real", "status", d)["health"] == "healthy"
+    # The spares hold the data: lose the two others and read it all.
+    run("real", "fail", d, "--disk", "0")
+    run("real", "fail", d, "--disk", "2")
+    srv = Server(d)
+    try:
+        assert read_export(srv, tmp_path / "out.bin") == data
+    finally:
+        srv.stop()
+
+
+def test_beyond_redundancy_reads_are_errors_not_data(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 3, "1MiB", "64KiB")
+    srv = Server(d)
+    try:
+        data = random_file(tmp_path / "in.bin", 2 * 1024 * 1024, seed=2)
+        nbdcopy(str(tmp_path / "in.bin"), srv.uri)
+        run("real", "fail", d, "--disk", "0")
+        run("real", "fail", d, "--disk", "1")
+        qio = ["qemu-io", "-f", "raw", srv.uri]
+        # Left-symmetric RAID-5 of 3: chunk 0 is on disk 0 (lost), chunk 2 on disk 2 (kept).
+        p = subprocess.run([*qio, "-c", "read 0 4096"], capture_output=True, text=True)
+        assert "Input/output error" in p.stdout + p.stderr, p.stdout + p.stderr
+        off = 2 * 64 * 1024
+        p = subprocess.run([*qio, "-c", f"read -v {off} 16"], capture_output=True, text=True)
+        m = re.search(r"^[0-9a-f]+:\s+((?:[0-9a-f]{2} ){16})", p.stdout, re.M)
+        assert m, p.stdout + p.stderr
+        got = bytes.fromhex(m.group(1).replace(" ", ""))
+        assert got == data[off:off + 16], p.stdout
+        # A whole-device copy fails instead of returning wrong bytes.
+        c = subprocess.run(["nbdcopy", srv.uri, str(tmp_path / "out.bin")], capture_output=True, text=True)
+        assert c.returncode != 0
+    finally:
+        srv.stop()
+
+
+def test_replay_reports_the_timed_schema(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "2MiB", "64KiB")
+    tr = tmp_path / "t.csv"
+    rows = ["timestamp,op,offset,size"] + [
+        f"{i * 0.001:.3f},{'W' if i % 4 == 0 else 'R'},{(i * 37 % 400) * 4096},{4096 * (1 + i % 4)}" for i in range(400)]
+    tr.write_text("\n".join(rows) + "\n")
+    r = js("real", "replay", d, "--trace", tr, "--format", "csv", "--replay", "open", "--speedup", "4")
+    assert (r["requests"], r["errors"], r["reads"], r["writes"]) == (400, 0, 300, 100)
+    for part in (r["response"], r["response"]["reads"], r["response"]["writes"]):
+        assert set(part) >= {"avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms"}
+        assert 0 < part["p50_ms"] <= part["p99_ms"] <= part["max_ms"] * 1.001
+    assert r["wall_s"] >= 0.399 / 4
+
+
+def test_integrity_cut(tmp_path):
+    r = js("real", "integrity", "--rounds", "240", "--seed", "2", "--dir", tmp_path / "scratch")
+    assert r["rounds"] == 240 and r["nbd_rounds"] == 60
+    assert (r["bytes_lost"], r["beyond_wrong_bytes"], r["stale_rows_after_recovery"]) == (0, 0, 0), r
+    assert r["failed_rounds"] == []
+    assert r["bytes_verified"] > 80 * 1024 * 1024
+    assert r["beyond_errors_reported"] > 0
+    kinds = set(r["faults"])
+    assert {"fail", "truncate", "flip", "zero", "delete", "crash-write", "crash-rebuild", "fail-beyond"} <= kinds, kinds
