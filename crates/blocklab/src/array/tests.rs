@@ -1821,6 +1821,8 @@ fn every_order_copies_the_lost_mirror() {
             assert_eq!(disk[lost as usize], original, "{order}: {level:?} of {n}");
         }
     }
+}
+
 #[test]
 fn scrub_plans_read_every_copy_of_every_chunk_exactly_once() {
     // Over all member rows, a scrub reads each (disk, block) that holds data
