@@ -313,10 +313,19 @@ fn to<T: Serialize>(v: &T) -> Value {
 
 /// The running server of `dir`, if any.
 pub fn server_of(dir: &Path) -> Result<Option<ServeInfo>> {
-    if !is_open_elsewhere(dir) {
-        return Ok(None);
-    }
     let p = dir.join(SERVE_FILE);
+    // A lock seen held without a serve file may be a process closing the
+    // array, or a child process forked meanwhile that holds the lock's file
+    // descriptor until it executes: look again for a moment before saying so.
+    for _ in 0..50 {
+        if !is_open_elsewhere(dir) {
+            return Ok(None);
+        }
+        if p.exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let text = fs::read_to_string(&p).map_err(|_| {
         Error::config(format!(
             "{}: the array is open in another process that is not a server (no {SERVE_FILE})",
