@@ -16,7 +16,7 @@ use crate::trace::blocks::{block_key, BLOCK_BITS};
 use crate::trace::{Op, Request};
 
 /// Volumes of `concat` start at multiples of 1 MiB.
-const CONCAT_ALIGN_BYTES: u64 = 1 << 20;
+pub const CONCAT_ALIGN_BYTES: u64 = 1 << 20;
 
 /// Maps requests to stack blocks.
 #[derive(Debug, Clone)]
@@ -110,6 +110,8 @@ pub struct SurveyNeeds {
     /// Next-use indices of the block accesses the top layer will see
     /// (`Some(reads_only)`: whether that layer sees reads only).
     pub next_use: Option<bool>,
+    /// The volumes' extents (a cache sized as a share of the storage used).
+    pub extents: bool,
 }
 
 /// One pass over `requests` (already filtered by `replay.reads_only`).
@@ -209,6 +211,7 @@ mod tests {
         let needs = SurveyNeeds {
             unique: true,
             next_use: Some(true),
+            extents: false,
         };
         let s = survey(reqs.clone().into_iter().map(Ok), TenantMap::Key, 4096, needs).unwrap();
         assert_eq!(s.unique, Some(3));

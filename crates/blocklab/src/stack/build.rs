@@ -5,19 +5,22 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::address::{AddressMap, Survey};
-use super::cache_layer::{CacheConfig, CacheLayer};
+use super::cache_layer::{CacheConfig, CacheLayer, PrefetchConfig};
 use super::failure::FailAt;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
+use super::prefetch::{Csp, Prefetcher};
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::StackSpec;
+use super::spec::{BufferHolds, CacheSpec, NumOrStr, PrefetchKind, StackSpec, TenantMap};
 use super::target::{ArrayStack, SingleDisk};
+use super::write_buffer::{WriteBuffer, WriteBufferConfig};
 use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
+use crate::device::Opportunism;
 use crate::device::{load_model, DeviceModel};
 use crate::error::{Error, Result};
-use crate::timed::engine::ms_to_ns;
+use crate::timed::engine::{ms_to_ns, secs_to_ns};
 use crate::timed::rebuild::RebuildConfig;
 
 /// Which executor a stack is built for.
@@ -59,7 +62,9 @@ fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
     let bs = spec.block_size();
     let Some(a) = &spec.array else {
         return Ok(Box::new(
-            SingleDisk::with_block_size(make, spec.device.wrap, bs).map_err(|e| o.err("device.model", e))?,
+            SingleDisk::with_block_size(make, spec.device.wrap, bs)
+                .map_err(|e| o.err("device.model", e))?
+                .short_stroked(spec.device.short_stroke),
         ));
     };
     let level = ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
@@ -70,8 +75,11 @@ fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
         cfg.set_layout(l).map_err(|e| o.err("array.layout", e))?;
     }
     let model_bytes = make()?.capacity_sectors() * 512;
+    let stroke = spec.device.short_stroke;
     cfg.disk_bytes = match &a.disk_size {
         Some(s) => parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?,
+        // Short-stroking: the members' outer share holds the data.
+        None if stroke < 1.0 => ((model_bytes as f64 * stroke) as u64 / bs) * bs,
         // Members are the model disks: far RAID-10 places its copies by their size.
         None if exec == Executor::Timed || cfg.raid10_layout().is_far() => model_bytes,
         None => 0,
@@ -131,9 +139,21 @@ fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u6
         .map(|(i, c)| {
             let key = format!("cache.{i}.size");
             let text = c.size.text();
-            let size = sizes::parse_size(&text).map_err(|e| spec.origin.err(&key, e))?;
-            let blocks = sizes::resolve(&size, &text, bs, survey.and_then(|s| s.unique))
-                .map_err(|e| spec.origin.err(&key, e))?;
+            let blocks = match super::spec::used_share(&text) {
+                Some(p) => {
+                    let p = p.map_err(|e| spec.origin.err(&key, e))?;
+                    let used = survey.map(|s| storage_used(spec, s)).ok_or_else(|| {
+                        spec.origin
+                            .err(&key, "a share of the storage used needs a pass over the trace")
+                    })?;
+                    ((used as f64 * p / 100.0).round() as u64).max(1)
+                }
+                None => {
+                    let size = sizes::parse_size(&text).map_err(|e| spec.origin.err(&key, e))?;
+                    sizes::resolve(&size, &text, bs, survey.and_then(|s| s.unique))
+                        .map_err(|e| spec.origin.err(&key, e))?
+                }
+            };
             if let Some(cap) = below_blocks {
                 if blocks > cap {
                     return Err(spec.origin.err(
@@ -152,6 +172,86 @@ fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u6
         .collect()
 }
 
+/// The storage used by the trace, in stack blocks: its volumes laid end to
+/// end (`concat`: as they are placed, on 1 MiB boundaries), or the largest
+/// volume when they share one address space (`ignore`).
+pub fn storage_used(spec: &StackSpec, s: &Survey) -> u64 {
+    let align = (super::address::CONCAT_ALIGN_BYTES / spec.block_size()).max(1);
+    match spec.tenant_map {
+        TenantMap::Concat => s.extents.values().map(|&e| e.div_ceil(align) * align).sum(),
+        TenantMap::Key => s.extents.values().sum(),
+        TenantMap::Ignore => s.extents.values().copied().max().unwrap_or(0),
+    }
+}
+
+/// Bytes of an optional size key, in blocks (0 when absent).
+fn key_blocks(spec: &StackSpec, i: usize, key: &str, v: &Option<NumOrStr>) -> Result<u64> {
+    match v {
+        None => Ok(0),
+        Some(v) => Ok(
+            parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.{key}"), e))? / spec.block_size(),
+        ),
+    }
+}
+
+/// A cache layer's prefetch, when any is configured.
+fn prefetch_config(spec: &StackSpec, i: usize, c: &CacheSpec, limit: Option<u64>) -> Result<Option<PrefetchConfig>> {
+    let bs = spec.block_size();
+    let fetch_unit = key_blocks(spec, i, "fetch_unit", &c.fetch_unit)?.max(1);
+    let buffer_blocks = key_blocks(spec, i, "prefetch_buffer", &c.prefetch_buffer)?;
+    let blocks = |key: &str, v: &NumOrStr| -> Result<u64> {
+        Ok(parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.{key}"), e))? / bs)
+    };
+    let prefetcher = match c.prefetch {
+        PrefetchKind::None => Prefetcher::None,
+        PrefetchKind::Readahead => Prefetcher::Readahead(blocks("readahead", &c.readahead)?),
+        PrefetchKind::Csp => Prefetcher::Csp(Csp::new(
+            blocks("csp_segment", &c.csp_segment)?,
+            c.csp_trigger,
+            c.csp_factor,
+            blocks("csp_max", &c.csp_max)?,
+            c.csp_directory,
+        )),
+    };
+    let opportunistic = c.opportunistic();
+    if fetch_unit == 1 && matches!(prefetcher, Prefetcher::None) && buffer_blocks == 0 && !opportunistic {
+        return Ok(None);
+    }
+    let buffer = match buffer_blocks {
+        0 => None,
+        n => Some(
+            crate::cache::build("lru", n as usize)
+                .map_err(|e| spec.origin.err(&format!("cache.{i}.prefetch_buffer"), e))?,
+        ),
+    };
+    Ok(Some(PrefetchConfig {
+        fetch_unit,
+        prefetcher,
+        buffer,
+        buffer_holds_all: c.prefetch_buffer_holds == BufferHolds::All,
+        opportunistic,
+        limit,
+    }))
+}
+
+/// What the devices read opportunistically for the layer that asks for it.
+fn opportunism(spec: &StackSpec) -> Result<Option<Opportunism>> {
+    let Some((i, c)) = spec.cache.iter().enumerate().find(|(_, c)| c.opportunistic()) else {
+        return Ok(None);
+    };
+    let sectors = match &c.preemptible_readahead {
+        Some(v) => {
+            parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.preemptible_readahead"), e))? / 512
+        }
+        None => 0,
+    };
+    Ok(Some(Opportunism {
+        readahead_sectors: sectors,
+        read_any_free: c.read_any_free_blocks,
+        jit_seek: c.jit_seek,
+    }))
+}
+
 /// The layers of `spec`, made afresh for each pass.
 pub(crate) fn layer_factory(
     spec: &StackSpec,
@@ -160,14 +260,37 @@ pub(crate) fn layer_factory(
 ) -> Result<LayerFactory> {
     let caps = capacities(spec, survey, below_blocks)?;
     let next_use = survey.and_then(|s| s.next_use.clone()).map(Arc::new);
+    // Check the prefetch keys once (each pass makes its own prefetchers).
+    for (i, c) in spec.cache.iter().enumerate() {
+        prefetch_config(spec, i, c, below_blocks)?;
+        key_blocks(spec, i, "write_buffer", &c.write_buffer)?;
+    }
     let spec = spec.clone();
     let make = move |faults: Option<Arc<dyn FaultMap>>| -> Result<Vec<Box<dyn Layer>>> {
         let faults = faults.unwrap_or_else(|| Arc::new(NoFaults));
         let bs = spec.block_size();
         let mut layers: Vec<Box<dyn Layer>> = Vec::new();
         for (i, c) in spec.cache.iter().enumerate() {
-            let name = c.policy.to_ascii_lowercase();
-            let policy = build_fault_aware(&name, caps[i], faults.clone())
+            let name = c.name.clone().unwrap_or_else(|| format!("cache{i}"));
+            // A write buffer is a layer of its own over the cache, which then
+            // sees the buffer's destages as writes (reads_only: it drops
+            // stale copies).
+            let wb = key_blocks(&spec, i, "write_buffer", &c.write_buffer)?;
+            if wb > 0 {
+                let depth = spec.device.queue_depth;
+                layers.push(Box::new(WriteBuffer::new(WriteBufferConfig {
+                    name: name.clone(),
+                    blocks: wb,
+                    high_mark: c.high_mark,
+                    low_mark: c.low_mark,
+                    max_age_ns: secs_to_ns(c.max_age_s),
+                    hit_ns: ms_to_ns(c.hit_ms),
+                    max_outstanding: if depth > 0 { depth } else { spec.replay.window.max(1) },
+                    tag: layer_tag(layers.len(), 0),
+                })));
+            }
+            let policy_name = c.policy.to_ascii_lowercase();
+            let policy = build_fault_aware(&policy_name, caps[i], faults.clone())
                 .map_err(|e| spec.origin.err(&format!("cache.{i}.policy"), e))?;
             let miss_trace = match &c.miss_trace {
                 Some(p) => Some(
@@ -176,17 +299,19 @@ pub(crate) fn layer_factory(
                 ),
                 None => None,
             };
+            let tag = layer_tag(layers.len(), 0);
             layers.push(Box::new(CacheLayer::new(CacheConfig {
-                name: c.name.clone().unwrap_or_else(|| format!("cache{i}")),
-                policy_name: name.clone(),
+                name,
+                policy_name: policy_name.clone(),
                 policy,
                 write: c.write,
-                reads_only: c.reads_only,
+                reads_only: c.reads_only || wb > 0,
                 hit_ns: ms_to_ns(c.hit_ms),
                 merge_misses: c.merge_misses,
-                tag: layer_tag(i, 0),
-                next_use: if name == "opt" { next_use.clone() } else { None },
+                tag,
+                next_use: if policy_name == "opt" { next_use.clone() } else { None },
                 miss_trace,
+                prefetch: prefetch_config(&spec, i, c, below_blocks)?,
             })));
         }
         Ok(layers)
@@ -198,6 +323,7 @@ pub(crate) fn layer_factory(
 pub fn survey_needs(spec: &StackSpec) -> super::address::SurveyNeeds {
     super::address::SurveyNeeds {
         unique: spec.cache.iter().any(|c| c.size.text().trim().ends_with('%')),
+        extents: spec.cache.iter().any(|c| c.size.text().trim().ends_with("%used")),
         next_use: spec
             .cache
             .first()
@@ -215,5 +341,9 @@ pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Resul
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;
     let mut c = Composed::new(target, layers, addr, fail_at(spec)?)?;
     c.seed = spec.seed;
+    c.warmup_ns = secs_to_ns(spec.replay.warmup);
+    if exec == Executor::Timed {
+        c.opportunism = opportunism(spec)?;
+    }
     Ok(c)
 }

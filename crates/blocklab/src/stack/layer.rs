@@ -66,6 +66,9 @@ pub trait Exec {
     /// Start a background plan (not a user request) under a reserved id;
     /// `tag` routes its completion back (see `stack::runtime`).
     fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64, class: Class) -> Result<()>;
+    /// Wake the background work tagged `token` at `at` (a layer's timer, such
+    /// as a write buffer's age limit); executors without time ignore it.
+    fn bg_wake_at(&mut self, _at: Ns, _token: u64) {}
 }
 
 /// How background work competes with user requests at the devices.
@@ -98,6 +101,9 @@ impl Exec for TimedExecutor {
             Class::Normal => self.submit_background_as(plan, tag, id),
             Class::Idle => self.submit_idle_as(plan, tag, id),
         }
+    }
+    fn bg_wake_at(&mut self, at: Ns, token: u64) {
+        TimedExecutor::bg_wake_at(self, at, token)
     }
 }
 
@@ -216,6 +222,19 @@ pub trait Layer: Send {
     fn flush(&mut self, exec: &mut dyn Exec, below: &mut Below) -> Result<()>;
     /// A background plan this layer submitted completed (`tag` as given).
     fn background_done(&mut self, _tag: u64) {}
+    /// A background step of this layer's (its wake-up, `wake`, or the
+    /// completion of its work; `payload` as tagged) with the rest of the
+    /// stack, to start more work (after `background_done` for completions).
+    fn background_step(&mut self, _payload: u64, _wake: bool, _cx: &mut Cx, _below: &mut Below) -> Result<()> {
+        Ok(())
+    }
+    /// Blocks `[first, first + n)` of the stack were read by the device
+    /// opportunistically (timed runs): keep what the layer wants of them.
+    fn accept_free(&mut self, _first: u64, _n: u64, _cx: &mut Cx, _below: &mut Below) -> Result<()> {
+        Ok(())
+    }
+    /// The warm-up is over: the layer's counters start afresh.
+    fn reset_stats(&mut self) {}
     /// Add this layer's figures to the result.
     fn report(&self, out: &mut super::result::StackResult);
 }
@@ -262,6 +281,14 @@ pub trait Target: Send {
     }
     /// A user request completed (for statistics split by rebuild phase).
     fn user_done(&mut self, _time: Ns, _start: Ns, _unreadable: bool) {}
+    /// The stack blocks wholly inside `sectors` sectors from `sector` of
+    /// device `disk` (what a device read opportunistically), as
+    /// `(first, count)`; `None`: none, or the target cannot tell.
+    fn blocks_of(&self, _disk: usize, _sector: u64, _sectors: u64) -> Option<(u64, u64)> {
+        None
+    }
+    /// The warm-up is over: the target's counters (its ledger) start afresh.
+    fn reset_stats(&mut self) {}
     fn rebuild_report(&self) -> Option<RebuildReport> {
         None
     }

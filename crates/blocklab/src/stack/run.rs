@@ -128,7 +128,7 @@ impl<'a> Inputs<'a> {
 
 /// The pass over the traces a stack needs before it runs, if any.
 fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Option<Survey>> {
-    if !(needs.unique || needs.next_use.is_some() || spec.tenant_map == TenantMap::Concat) {
+    if !(needs.unique || needs.extents || needs.next_use.is_some() || spec.tenant_map == TenantMap::Concat) {
         return Ok(None);
     }
     if needs.next_use.is_some() && inputs.traces.len() > 1 {
@@ -176,6 +176,7 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
     for s in specs {
         let n = survey_needs(s);
         needs.unique |= n.unique;
+        needs.extents |= n.extents;
         if n.next_use.is_some() {
             if needs.next_use.is_some_and(|r| Some(r) != n.next_use) {
                 return Err(Error::config(
@@ -241,6 +242,7 @@ fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
             pq_ns: ms_to_ns(xor_ms),
             sectors_per_block: 1, // each pass takes the stack's own
             interval_ns: (r.interval > 0.0).then(|| ms_to_ns(r.interval).max(1)),
+            warmup_ns: secs_to_ns(r.warmup),
         },
     })
 }
