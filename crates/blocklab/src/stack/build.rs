@@ -235,7 +235,7 @@ fn prefetch_config(spec: &StackSpec, i: usize, c: &CacheSpec, limit: Option<u64>
 }
 
 /// What the devices read opportunistically for the layer that asks for it.
-fn opportunism(spec: &StackSpec) -> Result<Option<Opportunism>> {
+pub(crate) fn opportunism(spec: &StackSpec) -> Result<Option<Opportunism>> {
     let Some((i, c)) = spec.cache.iter().enumerate().find(|(_, c)| c.opportunistic()) else {
         return Ok(None);
     };

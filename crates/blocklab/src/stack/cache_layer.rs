@@ -39,8 +39,10 @@
 //!   buffer) when the prefetch is issued, so a read of them waits for it;
 //! * the prefetch buffer (an LRU of its own) keeps opportunistically read
 //!   blocks (or all prefetched ones); a hit there moves the block to the cache;
-//! * blocks written below and not yet on the device are never prefetched
-//!   (their data on the device is old).
+//! * a read below of blocks whose write below is still in flight (a
+//!   destage, a write-through) waits for that write first, so it never
+//!   returns their old data; what the device reads opportunistically is not
+//!   kept for such blocks.
 
 use std::sync::Arc;
 
@@ -51,7 +53,7 @@ use super::miss_trace::MissTrace;
 use super::prefetch::{fetch_range, Prefetcher};
 use super::result::{LayerReport, StackResult};
 use super::spec::WritePolicy;
-use crate::array::plan::Cause;
+use crate::array::plan::{Action, Cause, IoPlan};
 use crate::cache::{Access, Policy, NEVER};
 use crate::error::{Error, Result};
 use crate::timed::engine::Ns;
@@ -221,6 +223,22 @@ impl CacheLayer {
         }
     }
 
+    /// The plans still writing blocks of `[a, z)` below (timed runs).
+    fn pending_writes(&mut self, a: u64, z: u64, exec: &dyn Exec) -> Vec<PlanId> {
+        if self.written_below.is_empty() {
+            return Vec::new();
+        }
+        let mut ids = Vec::new();
+        for b in a..z {
+            if self.write_pending(b, exec) {
+                ids.push(self.written_below[&b]);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
     /// A read request (or a piece of one) arrives: count it once.
     fn count_read_request(&mut self, id: PlanId) {
         if self.last_read.map(|(i, _)| i) != Some(id) {
@@ -294,7 +312,7 @@ impl CacheLayer {
             let requested = b >= first && b < end;
             if !requested {
                 // The rest of a fetch unit: kept when held nowhere.
-                if !self.policy.contains(b) && !self.buffered(b) && !self.write_pending(b, &*cx.exec) {
+                if !self.policy.contains(b) && !self.buffered(b) {
                     self.keep_prefetched(b, false);
                     self.stats.prefetched_blocks += 1;
                     self.misses.push(b);
@@ -354,10 +372,16 @@ impl CacheLayer {
         if !self.misses.is_empty() {
             self.count_read_miss();
             let misses = std::mem::take(&mut self.misses);
+            let (a, z) = (misses[0], misses[misses.len() - 1] + 1);
+            let writes = self.pending_writes(a, z, &*cx.exec);
+            let first_await = cx.plan.nodes.len();
+            for &id in &writes {
+                cx.await_plan(id);
+            }
+            let from = cx.plan.nodes.len();
             if unit > 1 {
                 // One operation over the fetch unit, from the first block not
                 // held to the last (held ones between are read again).
-                let (a, z) = (misses[0], misses[misses.len() - 1] + 1);
                 self.stats.fetched_blocks += z - a;
                 below.handle(&Io::blocks(Op::Read, a, z - a, io.cause), cx)?;
             } else {
@@ -366,6 +390,7 @@ impl CacheLayer {
                     below.handle(&Io::blocks(Op::Read, f, len, io.cause), cx)?;
                 }
             }
+            after(&mut cx.plan, first_await..from);
             self.misses = misses;
         }
         if missed {
@@ -373,7 +398,7 @@ impl CacheLayer {
             let (ps, pe) = (end, end.saturating_add(amount).min(limit));
             let mut kept = Vec::new();
             for b in ps..pe {
-                if !self.policy.contains(b) && !self.buffered(b) && !self.write_pending(b, &*cx.exec) {
+                if !self.policy.contains(b) && !self.buffered(b) {
                     kept.push(b);
                 }
             }
@@ -383,6 +408,7 @@ impl CacheLayer {
                 }
                 self.stats.prefetched_blocks += kept.len() as u64;
                 self.stats.prefetch_ops += 1;
+                let writes = self.pending_writes(a, z + 1, &*cx.exec);
                 let at = cx.deferred.len();
                 below.background(
                     &[Io::blocks(Op::Read, a, z + 1 - a, io.cause)],
@@ -391,7 +417,18 @@ impl CacheLayer {
                     Class::Idle,
                 )?;
                 if timed {
-                    let id = cx.deferred[at].id;
+                    let d = &mut cx.deferred[at];
+                    if !writes.is_empty() {
+                        // The prefetch follows the writes still in flight.
+                        let mut p = IoPlan::default();
+                        for &id in &writes {
+                            p.push(Action::Await { plan: id }, &[]);
+                        }
+                        p.append(std::mem::take(&mut d.plan));
+                        after(&mut p, 0..writes.len());
+                        d.plan = p;
+                    }
+                    let id = d.id;
                     for &b in &kept {
                         self.inflight.insert(b, id);
                     }
@@ -430,6 +467,20 @@ impl CacheLayer {
                     self.inflight.remove(&b);
                 }
             }
+        }
+    }
+}
+
+/// The nodes of `plan` from `awaits.end` on that depend on nothing now
+/// depend on the nodes `awaits` (a read below that must follow writes).
+fn after(plan: &mut IoPlan, awaits: std::ops::Range<usize>) {
+    if awaits.is_empty() {
+        return;
+    }
+    let deps: Vec<u16> = awaits.clone().map(|i| i as u16).collect();
+    for n in &mut plan.nodes[awaits.end..] {
+        if n.deps.is_empty() {
+            n.deps = deps.clone();
         }
     }
 }

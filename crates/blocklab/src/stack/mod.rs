@@ -28,6 +28,8 @@ pub mod target;
 pub mod write_buffer;
 
 #[cfg(test)]
+mod hs_tests;
+#[cfg(test)]
 mod tests;
 
 pub use build::Executor;

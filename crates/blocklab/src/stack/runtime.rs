@@ -39,8 +39,10 @@ pub struct Composed {
     addr: AddressMap,
     fail_at: Option<FailAt>,
     failed: bool,
-    /// Requests handed to the stack in this pass.
+    /// Requests handed to the stack in this pass (measured ones: after a warm-up).
     requests: u64,
+    /// Every request of the pass (the failure trigger counts them).
+    issued: u64,
     block_accesses: u64,
     flushed: bool,
     /// Counted runs: the executor, and the trace time of the first request.
@@ -77,6 +79,7 @@ impl Composed {
             fail_at,
             failed: false,
             requests: 0,
+            issued: 0,
             block_accesses: 0,
             flushed: false,
             instant: Instant::default(),
@@ -107,6 +110,7 @@ impl Composed {
         self.layers = (self.make_layers)(self.target.faults())?;
         self.failed = false;
         self.requests = 0;
+        self.issued = 0;
         self.block_accesses = 0;
         self.flushed = false;
         self.instant = Instant::default();
@@ -120,7 +124,7 @@ impl Composed {
     fn before(&mut self, req: &Request, ex: Option<&mut TimedExecutor>) -> Result<()> {
         if !self.failed {
             if let Some(f) = self.fail_at {
-                if f.due(self.requests, req.time) {
+                if f.due(self.issued, req.time) {
                     self.failed_at = Some(req.time);
                     self.target.fail_now(ex)?;
                     self.failed = true;
@@ -128,6 +132,7 @@ impl Composed {
             }
         }
         self.requests += 1;
+        self.issued += 1;
         Ok(())
     }
 
@@ -229,16 +234,16 @@ impl Composed {
     /// Counted executor: one request, every plan done at once.
     pub fn count_request(&mut self, req: &Request) -> Result<()> {
         let t0 = *self.t0.get_or_insert(req.time);
-        self.before(req, None)?;
         let now = secs_to_ns(req.time - t0);
+        if self.warmup_ns > 0 && now >= self.warmup_ns {
+            self.end_warmup();
+        }
+        self.before(req, None)?;
         if let Some(at) = self.rebuild_due() {
             if !self.rebuilt && now >= at {
                 self.target.rebuild_at_once(at)?;
                 self.rebuilt = true;
             }
-        }
-        if self.warmup_ns > 0 && now >= self.warmup_ns {
-            self.end_warmup();
         }
         let mut exec = std::mem::take(&mut self.instant);
         exec.now = now;

@@ -16,7 +16,9 @@
 //!   write that finds no room waits for destages to free it.
 //! * A block being destaged keeps its frame until the destage completes
 //!   (reads of it are served here: the device may not have it yet); a
-//!   rewrite makes it dirty again in a new frame.
+//!   rewrite makes it dirty again in a new frame, and it is not destaged
+//!   again before the first destage has completed (two writes of one block
+//!   in flight could reach the device in either order).
 //! * At the end of the run every dirty block is written below, in address
 //!   order, contiguous blocks as one operation.
 //!
@@ -30,7 +32,7 @@ use serde::Serialize;
 
 use super::layer::{Below, Class, Cx, Exec, Io, Layer};
 use super::result::StackResult;
-use crate::array::plan::Cause;
+use crate::array::plan::{Action, Cause, IoPlan};
 use crate::error::Result;
 use crate::timed::engine::Ns;
 use crate::timed::executor::PlanId;
@@ -165,21 +167,27 @@ impl WriteBuffer {
         }
     }
 
-    /// Destage `victim` with the contiguous dirty blocks around it; returns
+    /// A dirty block that can be destaged now (no destage of it in flight).
+    fn ready(&self, b: u64) -> bool {
+        self.dirty.contains_key(&b) && !self.destaging.contains_key(&b)
+    }
+
+    /// Destage `victim` with the contiguous ready blocks around it; returns
     /// the plan id (None: counted, done at once).
     fn destage(&mut self, victim: u64, class: Class, cx: &mut Cx, below: &mut Below) -> Result<Option<PlanId>> {
         let mut lo = victim;
-        while lo > 0 && victim - lo + 1 < MAX_RUN && self.dirty.contains_key(&(lo - 1)) {
+        while lo > 0 && victim - lo + 1 < MAX_RUN && self.ready(lo - 1) {
             lo -= 1;
         }
         let mut hi = victim + 1;
-        while hi - lo < MAX_RUN && self.dirty.contains_key(&hi) {
+        while hi - lo < MAX_RUN && self.ready(hi) {
             hi += 1;
         }
         self.write_below(lo, hi - lo, class, cx, below)
     }
 
-    /// Write dirty blocks `[first, first + n)` below as one background operation.
+    /// Write dirty blocks `[first, first + n)` below as one background
+    /// operation (after the destages of them still in flight: the final flush).
     fn write_below(
         &mut self,
         first: u64,
@@ -188,6 +196,12 @@ impl WriteBuffer {
         cx: &mut Cx,
         below: &mut Below,
     ) -> Result<Option<PlanId>> {
+        let earlier: Vec<PlanId> = self
+            .in_flight
+            .values()
+            .filter(|&&(_, f, m)| f < first + n && first < f + m)
+            .map(|&(id, _, _)| id)
+            .collect();
         for b in first..first + n {
             self.take_dirty(b);
         }
@@ -205,6 +219,22 @@ impl WriteBuffer {
         if !cx.exec.timed() {
             return Ok(None);
         }
+        if !earlier.is_empty() {
+            let d = &mut cx.deferred[at];
+            let mut p = IoPlan::default();
+            for &id in &earlier {
+                p.push(Action::Await { plan: id }, &[]);
+            }
+            let deps: Vec<u16> = (0..earlier.len() as u16).collect();
+            let base = p.nodes.len();
+            p.append(std::mem::take(&mut d.plan));
+            for node in &mut p.nodes[base..] {
+                if node.deps.is_empty() {
+                    node.deps = deps.clone();
+                }
+            }
+            d.plan = p;
+        }
         let id = cx.deferred[at].id;
         for b in first..first + n {
             *self.destaging.entry(b).or_insert(0) += 1;
@@ -214,13 +244,21 @@ impl WriteBuffer {
         Ok(Some(id))
     }
 
-    /// The oldest dirty block, if its age limit has passed at `now`.
+    /// The oldest ready block whose age limit has passed at `now`.
     fn aged(&self, now: Ns) -> Option<u64> {
         if self.cfg.max_age_ns == 0 {
             return None;
         }
-        let &(since, b) = self.ages.first()?;
-        (since.saturating_add(self.cfg.max_age_ns) <= now).then_some(b)
+        self.ages
+            .iter()
+            .take_while(|&&(since, _)| since.saturating_add(self.cfg.max_age_ns) <= now)
+            .map(|&(_, b)| b)
+            .find(|&b| !self.destaging.contains_key(&b))
+    }
+
+    /// The least recently written ready block.
+    fn lrw_victim(&self) -> Option<u64> {
+        self.lrw.values().copied().find(|&b| !self.destaging.contains_key(&b))
     }
 
     /// Run the destage process as far as it goes now: aged blocks first,
@@ -235,8 +273,8 @@ impl WriteBuffer {
             let victim = if let Some(b) = self.aged(now) {
                 self.stats.age_destages += 1;
                 b
-            } else if self.active {
-                *self.lrw.first_key_value().expect("dirty blocks are in the LRW order").1
+            } else if let (true, Some(b)) = (self.active, self.lrw_victim()) {
+                b
             } else {
                 break;
             };
@@ -257,7 +295,9 @@ impl WriteBuffer {
         if self.cfg.max_age_ns == 0 || !cx.exec.timed() {
             return;
         }
-        let Some(&(since, _)) = self.ages.first() else { return };
+        let Some(&(since, _)) = self.ages.iter().find(|&&(_, b)| !self.destaging.contains_key(&b)) else {
+            return;
+        };
         let due = since.saturating_add(self.cfg.max_age_ns);
         if due > cx.exec.now() && self.wake.is_none_or(|w| w > due) {
             cx.exec.bg_wake_at(due, self.cfg.tag | AGE_WAKE);
@@ -282,9 +322,8 @@ impl WriteBuffer {
             if coming >= excess || (timed && self.in_flight.len() >= self.cfg.max_outstanding) {
                 break;
             }
-            let victim = match self.aged(now) {
-                Some(b) => b,
-                None => *self.lrw.first_key_value().expect("dirty blocks are in the LRW order").1,
+            let Some(victim) = self.aged(now).or_else(|| self.lrw_victim()) else {
+                break;
             };
             self.destage(victim, Class::Normal, cx, below)?;
         }

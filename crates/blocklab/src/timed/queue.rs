@@ -298,6 +298,72 @@ fn trim(runs: &mut Vec<FreeRun>, lbn: u64, n: u64, which: impl Fn(&FreeRun) -> b
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::timed::sched;
+
+    /// A 1 ms device that "reads" sectors 0..100 for free on every read, all
+    /// of them by 0.5 ms into the service.
+    struct Free {
+        runs: Vec<FreeRun>,
+    }
+    impl DeviceModel for Free {
+        fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+            if req.kind == DiskOpKind::Read {
+                self.runs.push(FreeRun {
+                    lbn: 0,
+                    sectors: 100,
+                    at_ms: now_ms + 0.5,
+                });
+            }
+            1.0
+        }
+        fn positioning_estimate(&self, _: f64, _: &DevRequest) -> f64 {
+            0.0
+        }
+        fn cylinder(&self, _: u64) -> u64 {
+            0
+        }
+        fn capacity_sectors(&self) -> u64 {
+            1000
+        }
+        fn take_free(&mut self, out: &mut Vec<FreeRun>) {
+            out.append(&mut self.runs);
+        }
+    }
+
+    fn rq(kind: DiskOpKind, lbn: u64, sectors: u32) -> DevRequest {
+        DevRequest { kind, lbn, sectors }
+    }
+
+    #[test]
+    fn free_reads_never_hand_over_data_older_than_a_write() {
+        const MS: Ns = 1_000_000;
+        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), sched::build("fcfs").unwrap(), 4);
+        // A read at 0 ms: its free sectors are all read by 0.5 ms. A write of
+        // sectors 10..20 arrives at 0.2 ms (before they were read) and one
+        // of 50..60 at 0.7 ms (after).
+        q.arrive(0, 1, rq(DiskOpKind::Read, 500, 8));
+        q.arrive(MS / 5, 2, rq(DiskOpKind::Write, 10, 10));
+        q.arrive(7 * MS / 10, 3, rq(DiskOpKind::Write, 50, 10));
+        let mut out = Vec::new();
+        q.take_free(MS / 4, &mut out);
+        assert!(out.is_empty(), "not read yet at 0.25 ms");
+        q.take_free(MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 10), (20, 80)]);
+        // The writes are served next (1..2, 2..3 ms); a read arriving at 1.5
+        // ms is served at 3 ms while a write of 30..40 waits behind it: its
+        // sectors are left out.
+        let (_, next) = q.complete(MS);
+        assert!(next.is_some());
+        q.arrive(MS + MS / 2, 4, rq(DiskOpKind::Read, 600, 8));
+        q.arrive(MS + MS / 2, 5, rq(DiskOpKind::Write, 30, 10));
+        q.complete(2 * MS);
+        assert_eq!(q.complete(3 * MS).1.map(|(tag, _)| tag), Some(4));
+        out.clear();
+        q.take_free(5 * MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 30), (40, 60)]);
+    }
 
     #[test]
     fn trim_keeps_what_lies_outside() {

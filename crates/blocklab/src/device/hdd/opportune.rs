@@ -278,3 +278,170 @@ impl Hdd {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::simple_drive;
+    use super::super::SeekCurve;
+    use crate::array::plan::DiskOpKind;
+    use crate::device::{DevRequest, DeviceModel, Dispatch, FreeRun, Opportunism};
+    use proptest::prelude::*;
+
+    // The simple drive: 1 surface, 100 cylinders of 100 sectors, 10 ms a
+    // revolution (0.1 ms a sector), no skews, no overheads; here the
+    // single-cylinder seek takes 1.03 ms.
+    fn drive(o: Opportunism) -> super::Hdd {
+        let mut d = simple_drive();
+        d.p.read_seek = SeekCurve::Table(vec![(1.0, 1.03), (99.0, 5.9)]);
+        assert!(d.set_opportunism(o));
+        d
+    }
+
+    fn read(lbn: u64, sectors: u32) -> DevRequest {
+        DevRequest {
+            kind: DiskOpKind::Read,
+            lbn,
+            sectors,
+        }
+    }
+
+    fn demand(at: f64) -> Dispatch {
+        Dispatch {
+            demand: true,
+            arrived_ms: at,
+        }
+    }
+
+    fn free(d: &mut super::Hdd) -> Vec<(u64, u64, f64)> {
+        let mut v: Vec<FreeRun> = Vec::new();
+        d.take_free(&mut v);
+        v.iter()
+            .map(|r| (r.lbn, r.sectors, (r.at_ms * 1e6).round() / 1e6))
+            .collect()
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() < 1e-9
+    }
+
+    #[test]
+    fn read_any_free_blocks_keeps_what_passes_under_the_head() {
+        let mut d = drive(Opportunism {
+            read_any_free: true,
+            ..Default::default()
+        });
+        // At 0.05 ms the platter is half a sector past sector 0: sector 50
+        // comes round at 5.0 ms; sectors 1..49 pass whole meanwhile.
+        assert!(close(d.serve(0.05, &read(50, 1), &demand(0.05)), 5.05));
+        assert_eq!(free(&mut d), vec![(1, 49, 5.0)]);
+        // At 25.05 ms (angle 50.5) sector 10 is 59.5 sectors away: 49 of the
+        // track's end (51..99, after the request) and 0..9 before it pass.
+        assert!(close(d.serve(25.05, &read(10, 1), &demand(25.05)), 6.05));
+        assert_eq!(free(&mut d), vec![(0, 10, 31.0), (51, 49, 31.0)]);
+    }
+
+    #[test]
+    fn preemptible_read_ahead_runs_while_idle_up_to_its_limit() {
+        let mut d = drive(Opportunism {
+            readahead_sectors: 20,
+            ..Default::default()
+        });
+        assert!(close(d.serve(0.0, &read(0, 1), &demand(0.0)), 0.1));
+        // Idle until 1.05 ms: sectors 1..9 are read (the tenth is in progress).
+        d.advance_idle(1.05);
+        assert_eq!(free(&mut d), vec![(1, 9, 1.0)]);
+        // Then up to the limit, 20 sectors past the demand read: 10..20 by 2.1.
+        d.advance_idle(5.0);
+        assert_eq!(free(&mut d), vec![(10, 11, 2.1)]);
+        // A read of sector 21 at 10.05 ms comes after the read-ahead has
+        // stopped: an ordinary access (20.5 sectors of rotation, 2.15 ms).
+        assert!(close(d.serve(10.05, &read(21, 1), &demand(10.05)), 2.15));
+        assert!(free(&mut d).is_empty());
+    }
+
+    #[test]
+    fn a_queued_read_after_the_last_one_streams_on() {
+        // Misses cost 0.05 ms of overhead; the drive read sector 0 at 10.0
+        // (10.1 ms). The host's read-ahead of sectors 1..8, queued at 0 ms,
+        // continues the stream (0.8 ms); without opportunism it arrives 0.05
+        // ms too late and waits a revolution.
+        let mk = |opp: bool| {
+            let mut d = simple_drive();
+            d.p.overheads.read_miss = [0.05, 0.05];
+            if opp {
+                d.set_opportunism(Opportunism::default());
+            }
+            d
+        };
+        let queued = Dispatch {
+            demand: false,
+            arrived_ms: 0.0,
+        };
+        let mut d = mk(true);
+        assert!(close(d.serve(0.0, &read(0, 1), &demand(0.0)), 10.1));
+        assert!(close(d.serve(10.1, &read(1, 8), &queued), 0.8));
+        let mut d = mk(false);
+        assert!(close(d.serve(0.0, &read(0, 1), &demand(0.0)), 10.1));
+        assert!(close(d.serve(10.1, &read(1, 8), &queued), 10.8));
+    }
+
+    #[test]
+    fn just_in_time_seek_reads_on_and_still_starts_the_transfer_on_time() {
+        // Read-ahead after sector 0 (read by 0.1 ms); a read of sector 50 of
+        // cylinder 1 arrives at 1.05 ms. Without JIT: sectors 1..10 (the
+        // tenth completes at 1.1), seek 1.03 to 2.13, sector 50 at 5.0, done
+        // 5.1 (4.05 ms). With JIT the arm leaves at 5.0 − 1.03 = 3.97:
+        // sectors 11..38 more, the same 4.05 ms.
+        for (jit, runs) in [(false, vec![(1, 10, 1.1)]), (true, vec![(1, 10, 1.1), (11, 28, 3.9)])] {
+            let mut d = drive(Opportunism {
+                readahead_sectors: 1000,
+                jit_seek: jit,
+                ..Default::default()
+            });
+            assert!(close(d.serve(0.0, &read(0, 1), &demand(0.0)), 0.1));
+            assert!(close(d.serve(1.05, &read(150, 1), &demand(1.05)), 4.05), "jit {jit}");
+            assert_eq!(free(&mut d), runs, "jit {jit}");
+        }
+    }
+
+    #[test]
+    fn the_split_of_a_read_is_its_rotation_and_transfer() {
+        let mut d = simple_drive();
+        // At 2.0 ms the platter is at sector 20: 3.0 ms to sector 50, 0.1 to read it.
+        assert!(close(d.service(2.0, &read(50, 1)), 3.1));
+        let s = d.last_split().unwrap();
+        assert!(close(s.seek_ms, 0.0) && close(s.rotation_ms, 3.0) && close(s.transfer_ms, 0.1));
+        // Sector 40 of the next cylinder at 10.0: a 1.0 ms seek, then the
+        // platter is at sector 10: 3.0 ms more.
+        assert!(close(d.service(10.0, &read(140, 1)), 4.1));
+        let s = d.last_split().unwrap();
+        assert!(close(s.seek_ms, 1.0) && close(s.rotation_ms, 3.0) && close(s.transfer_ms, 0.1));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// However a demand read arrives during read-ahead, JIT seek never
+        /// changes when its transfer starts (hence its service time) and
+        /// only adds sectors read.
+        #[test]
+        fn jit_seek_never_delays_the_read_and_only_adds_sectors(
+            first in 0u64..5000,
+            target in 0u64..9000,
+            n in 1u32..16,
+            gap in 0.01f64..6.0,
+        ) {
+            let go = |jit: bool| {
+                let mut d = drive(Opportunism { readahead_sectors: 256, jit_seek: jit, ..Default::default() });
+                let t0 = d.serve(0.0, &read(first, 4), &demand(0.0));
+                let t = d.serve(t0 + gap, &read(target, n), &demand(t0 + gap));
+                let sectors: u64 = free(&mut d).iter().map(|r| r.1).sum();
+                (t, sectors)
+            };
+            let (t_no, s_no) = go(false);
+            let (t_jit, s_jit) = go(true);
+            prop_assert!((t_no - t_jit).abs() < 1e-6, "{} vs {}", t_no, t_jit);
+            prop_assert!(s_jit >= s_no);
+        }
+    }
+}
