@@ -61,7 +61,8 @@ pub trait DeviceModel: Send {
 /// How a request reaches the device.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Dispatch {
-    /// A demand request (the normal class), not idle-class background work.
+    /// A user request's own operation, not background work (a destage, a
+    /// prefetch, the rebuild) whatever its queue class.
     pub demand: bool,
     /// When the request arrived at the device (at or before its service starts).
     pub arrived_ms: f64,
@@ -112,6 +113,7 @@ pub struct TimeSplit {
 pub mod disksim_load;
 pub mod disksim_params;
 pub mod hdd;
+pub mod scale;
 pub mod spec;
 pub mod ssd;
 pub mod toy;

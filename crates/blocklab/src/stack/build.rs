@@ -7,11 +7,12 @@ use std::sync::Arc;
 use super::address::{AddressMap, Survey};
 use super::cache_layer::{CacheConfig, CacheLayer, PrefetchConfig};
 use super::failure::FailAt;
+use super::layer::Class;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
 use super::prefetch::{Csp, Prefetcher};
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::{BufferHolds, CacheSpec, NumOrStr, PrefetchKind, StackSpec, TenantMap};
+use super::spec::{BufferHolds, CacheSpec, NumOrStr, PrefetchKind, QueueClass, StackSpec, TenantMap};
 use super::target::{ArrayStack, SingleDisk};
 use super::write_buffer::{WriteBuffer, WriteBufferConfig};
 use crate::array::{parse_bytes, Array, ArrayConfig};
@@ -230,14 +231,23 @@ fn prefetch_config(spec: &StackSpec, i: usize, c: &CacheSpec, limit: Option<u64>
         buffer,
         buffer_holds_all: c.prefetch_buffer_holds == BufferHolds::All,
         opportunistic,
+        class: match c.prefetch_class {
+            QueueClass::Normal => Class::Normal,
+            QueueClass::Idle => Class::Idle,
+        },
         limit,
     }))
 }
 
 /// What the devices read opportunistically for the layer that asks for it.
+/// A stack that reads ahead (read-ahead, CSP) without it still asks the
+/// devices for an empty `Opportunism`: a drive then streams the read-ahead
+/// I/O queued behind its demand read on without losing a revolution (see
+/// `device::hdd::opportune`); models that cannot are left as they are.
 pub(crate) fn opportunism(spec: &StackSpec) -> Result<Option<Opportunism>> {
     let Some((i, c)) = spec.cache.iter().enumerate().find(|(_, c)| c.opportunistic()) else {
-        return Ok(None);
+        let reads_ahead = spec.cache.iter().any(|c| c.prefetch != PrefetchKind::None);
+        return Ok(reads_ahead.then(Opportunism::default));
     };
     let sectors = match &c.preemptible_readahead {
         Some(v) => {
@@ -260,9 +270,12 @@ pub(crate) fn layer_factory(
 ) -> Result<LayerFactory> {
     let caps = capacities(spec, survey, below_blocks)?;
     let next_use = survey.and_then(|s| s.next_use.clone()).map(Arc::new);
+    // Prefetch stops at the end of the storage below, unless addresses fold onto it.
+    let folds = spec.device.wrap || spec.array.as_ref().is_some_and(|a| a.wrap);
+    let limit = if folds { None } else { below_blocks };
     // Check the prefetch keys once (each pass makes its own prefetchers).
     for (i, c) in spec.cache.iter().enumerate() {
-        prefetch_config(spec, i, c, below_blocks)?;
+        prefetch_config(spec, i, c, limit)?;
         key_blocks(spec, i, "write_buffer", &c.write_buffer)?;
     }
     let spec = spec.clone();
@@ -311,7 +324,7 @@ pub(crate) fn layer_factory(
                 tag,
                 next_use: if policy_name == "opt" { next_use.clone() } else { None },
                 miss_trace,
-                prefetch: prefetch_config(&spec, i, c, below_blocks)?,
+                prefetch: prefetch_config(&spec, i, c, limit)?,
             })));
         }
         Ok(layers)

@@ -34,7 +34,10 @@
 //!   held (the request waits for all of it); the extra blocks are kept if
 //!   they were not held;
 //! * read-ahead and CSP read the blocks after the request as one operation
-//!   of the idle class that the request does not wait for; blocks not held
+//!   the request does not wait for (of the normal class, queued behind the
+//!   demand read: the paper's "two start I/Os"; `prefetch_class = "idle"`
+//!   makes it wait for idle devices), from the request's end to the last
+//!   block not held (held ones between are read again); blocks not held
 //!   are kept (in the cache at its most recent end, or in the prefetch
 //!   buffer) when the prefetch is issued, so a read of them waits for it;
 //! * the prefetch buffer (an LRU of its own) keeps opportunistically read
@@ -99,6 +102,8 @@ pub struct PrefetchConfig {
     pub buffer_holds_all: bool,
     /// The layer keeps what the device reads opportunistically.
     pub opportunistic: bool,
+    /// Device queue class of read-ahead and CSP I/O.
+    pub class: Class,
     /// Blocks of the storage below (prefetch stops there).
     pub limit: Option<u64>,
 }
@@ -299,7 +304,12 @@ impl CacheLayer {
         let end = first + n;
         let pf = self.pf.as_mut().expect("prefetch configured");
         pf.prefetcher.observe(first, n);
-        let (unit, limit, holds_all) = (pf.fetch_unit, pf.limit.unwrap_or(u64::MAX), pf.buffer_holds_all);
+        let (unit, limit, holds_all, class) = (
+            pf.fetch_unit,
+            pf.limit.unwrap_or(u64::MAX),
+            pf.buffer_holds_all,
+            pf.class,
+        );
         let missed = (first..end).any(|b| !self.policy.contains(b) && !self.buffered(b));
         let (lo, hi) = if missed && unit > 1 {
             let (lo, hi) = fetch_range(first, n, unit);
@@ -402,7 +412,10 @@ impl CacheLayer {
                     kept.push(b);
                 }
             }
-            if let (Some(&a), Some(&z)) = (kept.first(), kept.last()) {
+            // One I/O from the request's end (the drive streams on from the
+            // demand read) to the last block not held.
+            if let (Some(_), Some(&z)) = (kept.first(), kept.last()) {
+                let a = ps;
                 for &b in &kept {
                     self.keep_prefetched(b, holds_all);
                 }
@@ -410,12 +423,7 @@ impl CacheLayer {
                 self.stats.prefetch_ops += 1;
                 let writes = self.pending_writes(a, z + 1, &*cx.exec);
                 let at = cx.deferred.len();
-                below.background(
-                    &[Io::blocks(Op::Read, a, z + 1 - a, io.cause)],
-                    cx,
-                    self.tag,
-                    Class::Idle,
-                )?;
+                below.background(&[Io::blocks(Op::Read, a, z + 1 - a, io.cause)], cx, self.tag, class)?;
                 if timed {
                     let d = &mut cx.deferred[at];
                     if !writes.is_empty() {

@@ -258,12 +258,15 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
         Some(model) => {
             let mut r = spec.clone();
             r.device.model = model.clone();
-            Some(build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
+            let mut reference = build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
                 Error::Key { file, key, message } if key == "device.model" => {
                     Error::key(file, "replay.reference", message)
                 }
                 other => other,
-            })?)
+            })?;
+            // The traced system: the optimizations' opportunistic reading is no part of it.
+            reference.opportunism = None;
+            Some(reference)
         }
         None => None,
     };

@@ -98,7 +98,7 @@ impl Composed {
         let mut devices = self.target.devices()?;
         if let Some(o) = self.opportunism {
             for d in &mut devices {
-                if !d.set_opportunism(o) {
+                if !d.set_opportunism(o) && o != Opportunism::default() {
                     return Err(crate::error::Error::config(
                         "the device model cannot read opportunistically (preemptible_readahead, \
                          read_any_free_blocks, jit_seek need a disk or toy model)",

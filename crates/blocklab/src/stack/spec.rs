@@ -180,6 +180,11 @@ pub struct CacheSpec {
     pub csp_max: NumOrStr,
     #[serde(default = "default_csp_directory")]
     pub csp_directory: usize,
+    /// The device queue class of read-ahead and CSP I/O: `normal` (the paper's
+    /// "two start I/Os": it may hold up later demand reads) or `idle`
+    /// (served only when no demand request waits).
+    #[serde(default)]
+    pub prefetch_class: QueueClass,
     /// A separate LRU buffer (bytes) for prefetched blocks; 0: none.
     #[serde(default)]
     pub prefetch_buffer: Option<NumOrStr>,
@@ -223,6 +228,15 @@ pub enum PrefetchKind {
     Readahead,
     /// Conditional sequential prefetch (run lengths per segment).
     Csp,
+}
+
+/// A device queue class, as a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueClass {
+    #[default]
+    Normal,
+    Idle,
 }
 
 /// What the prefetch buffer holds.

@@ -416,8 +416,8 @@ impl TimedExecutor {
                 let d = op.disk;
                 let tag = ((slot as u64) << 16) | i as u64;
                 let now = self.engine.now();
-                let idle = live.idle;
-                if let Some((t, dur)) = self.devs[d as usize].arrive_as(now, tag, req, idle) {
+                let (idle, demand) = (live.idle, !live.bg);
+                if let Some((t, dur)) = self.devs[d as usize].arrive_with(now, tag, req, idle, demand) {
                     self.started(d, t, dur);
                 }
             }

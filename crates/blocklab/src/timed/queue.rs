@@ -31,6 +31,8 @@ pub struct Pending {
     pub arrival: Ns,
     /// Arrival order at this device (tie-breaker of every scheduler).
     pub seq: u64,
+    /// A user request's own operation (not background work: a destage, a prefetch).
+    pub demand: bool,
 }
 
 /// Busy time and queue statistics of one device.
@@ -127,12 +129,19 @@ impl DevQueue {
 
     /// As [`arrive`](Self::arrive); `idle`: the request is of the idle class.
     pub fn arrive_as(&mut self, now: Ns, tag: u64, req: DevRequest, idle: bool) -> Option<(u64, Ns)> {
+        self.arrive_with(now, tag, req, idle, !idle)
+    }
+
+    /// As [`arrive_as`](Self::arrive_as); `demand`: a user request's own
+    /// operation (the device is told, `Dispatch::demand`), whatever its class.
+    pub fn arrive_with(&mut self, now: Ns, tag: u64, req: DevRequest, idle: bool, demand: bool) -> Option<(u64, Ns)> {
         self.account(now);
         let p = Pending {
             tag,
             req,
             arrival: now,
             seq: self.seq,
+            demand,
         };
         self.seq += 1;
         if req.kind == DiskOpKind::Write {
@@ -193,7 +202,7 @@ impl DevQueue {
             self.device_q.remove(i)
         };
         let d = Dispatch {
-            demand: !idle,
+            demand: p.demand,
             arrived_ms: ns_to_ms(p.arrival),
         };
         let ms = self.model.serve(now_ms, &p.req, &d);
