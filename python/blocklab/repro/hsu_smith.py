@@ -441,8 +441,8 @@ def verdict(df, t) -> list[str]:
     if not t5.empty:
         best = t5.groupby("trace")["read_rt_ms_pct"].max()
         mean = best.mean()
-        lines.append(f"prefetch (best of LFU/RA/CSP with PRA + RAFB, over none): average read response time "
-                     f"{mean:+.1f} % on average over {len(best)} traces (paper: about -50 %); per trace: "
+        lines.append(f"prefetch (the best of LFU / RA / CSP with PRA + RAFB, against none): average read response "
+                     f"time {-mean:+.1f} % on average over {len(best)} traces (paper: about -50 %); per trace: "
                      + ", ".join(f"{k} {-v:+.1f} %" for k, v in best.items()))
         flat = [k for k, v in best.items() if v < 10]
         if flat:
@@ -589,10 +589,11 @@ def plot(t, path: Path) -> None:
         ax.tick_params(axis="x", labelsize=7)
     ax = axes[2]
     for trace, g in t["size"].groupby("trace", sort=False):
-        ax.plot(range(len(g)), g["read_mr"], marker="o", label=trace)
-        ax.set_xticks(range(len(g)))
-        ax.set_xticklabels(g["config"], rotation=45, fontsize=7)
-    ax.set_title("read miss ratio vs cache size (no prefetch)", fontsize=9)
+        g = g.sort_values("cache_blocks")
+        ax.plot(g["cache_blocks"] * 4096 / 2**20, g["read_mr"], marker="o", label=trace)
+    ax.set_xscale("log")
+    ax.set_xlabel("cache size (MiB; 512 KiB to 8 MiB and 0.25 / 1 / 4 % of the storage used)", fontsize=7)
+    ax.set_title("read miss ratio vs cache size (LRU, no prefetch)", fontsize=9)
     ax.set_ylabel("read miss ratio")
     ax.legend(fontsize=6)
     fig.tight_layout()
