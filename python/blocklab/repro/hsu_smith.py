@@ -318,12 +318,12 @@ def run_cell(stack: Path, t: TraceSpec, sets: list[str]) -> dict:
 
 def scale_members(outdir: Path, member: str, years=(5, 10), root: Path | None = None) -> dict[int, Path]:
     """The fitted member scaled ahead (default rates), written next to the results."""
-    from blocklab import _core
+    import blocklab
 
     out = {}
     for y in years:
         p = outdir / f"ultrastar-73lzx-{member}-plus{y}y.toml"
-        _core.disk_scale(str(member_path(member, root)), float(y), str(p), None, None, None, None)
+        blocklab.disk_scale(member_path(member, root), y, p)
         out[y] = p
     return out
 

@@ -247,7 +247,6 @@ pub fn summary(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::DeviceModel;
 
     const SPEC: &str = include_str!("../../../../examples/disks/hsu-smith/ultrastar-73lzx-36.toml");
 
