@@ -632,7 +632,7 @@ impl Layer for CacheLayer {
         // The flush is nobody's request: its work is submitted at once.
         let mut cx = Cx::new(exec);
         self.write_back(&d, &mut cx, below)?;
-        cx.submit_deferred()
+        cx.finish_background()
     }
 
     fn accept_free(&mut self, first: u64, n: u64, cx: &mut Cx, below: &mut Below) -> Result<()> {

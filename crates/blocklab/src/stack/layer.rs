@@ -69,6 +69,8 @@ pub trait Exec {
     /// Wake the background work tagged `token` at `at` (a layer's timer, such
     /// as a write buffer's age limit); executors without time ignore it.
     fn bg_wake_at(&mut self, _at: Ns, _token: u64) {}
+    /// A reserved id that will never be submitted (its plan came out empty).
+    fn release(&mut self, _id: PlanId) {}
 }
 
 /// How background work competes with user requests at the devices.
@@ -104,6 +106,9 @@ impl Exec for TimedExecutor {
     }
     fn bg_wake_at(&mut self, at: Ns, token: u64) {
         TimedExecutor::bg_wake_at(self, at, token)
+    }
+    fn release(&mut self, id: PlanId) {
+        self.release_id(id)
     }
 }
 
@@ -181,6 +186,15 @@ impl<'a> Cx<'a> {
             origin: None,
             deferred: Vec::new(),
         }
+    }
+
+    /// Submit the background work made meanwhile and give back the id of a
+    /// plan of its own that nothing was added to (background steps, flushes).
+    pub fn finish_background(mut self) -> Result<()> {
+        if self.plan.nodes.is_empty() {
+            self.exec.release(self.id);
+        }
+        self.submit_deferred()
     }
 
     /// Submit the background work made meanwhile (after the request's plan).

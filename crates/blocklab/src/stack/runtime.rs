@@ -178,7 +178,7 @@ impl Composed {
                 )?;
             }
         }
-        cx.submit_deferred()
+        cx.finish_background()
     }
 
     /// Counted runs: when the rebuild is due, in ns of trace time since the
@@ -356,7 +356,9 @@ impl Stack for Composed {
         // What the step itself waits for (layers put nothing there yet) runs
         // as a background plan whose completion comes back with payload
         // `STEP_PAYLOAD`.
-        if !plan.nodes.is_empty() {
+        if plan.nodes.is_empty() {
+            ex.release_id(id);
+        } else {
             ex.submit_background_as(plan, layer_tag(i, STEP_PAYLOAD), id)?;
         }
         for d in deferred {

@@ -434,7 +434,7 @@ impl Layer for WriteBuffer {
             i = j;
         }
         self.active = false;
-        cx.submit_deferred()
+        cx.finish_background()
     }
 
     fn reset_stats(&mut self) {

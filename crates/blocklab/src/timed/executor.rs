@@ -272,6 +272,11 @@ impl TimedExecutor {
         id
     }
 
+    /// Give back a reserved id whose plan will never be submitted.
+    pub fn release_id(&mut self, id: PlanId) {
+        self.reserved.remove(&id);
+    }
+
     /// Whether the plan with this id has completed.
     pub fn is_done(&self, id: PlanId) -> bool {
         id < self.next_id && !self.live_ids.contains_key(&id) && !self.reserved.contains(&id)
