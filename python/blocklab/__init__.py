@@ -5,8 +5,8 @@ Python API, experiment recipes and plots.
 """
 
 from blocklab._core import BlocklabError, __version__
-from blocklab.api import (array_map, array_plan, disk_run, merge_traces, mrc, partition_plan, read_trace, reuse, rgr,
-                          run_stack, simulate_cache)
+from blocklab.api import (array_map, array_plan, disk_run, disk_scale, merge_traces, mrc, partition_plan, read_trace,
+                          reuse, rgr, run_stack, simulate_cache)
 
 __all__ = [
     "BlocklabError",
@@ -18,6 +18,7 @@ __all__ = [
     "array_map",
     "array_plan",
     "disk_run",
+    "disk_scale",
     "run_stack",
     "reuse",
     "partition_plan",

@@ -148,6 +148,15 @@ def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", s
                                       sets=list(sets), skip_bad=skip_bad))
 
 
+def disk_scale(model, years: float, out, *, seek_rate: float | None = None, rpm_rate: float | None = None,
+               bpi_rate: float | None = None, tpi_rate: float | None = None) -> dict:
+    """Write the native disk spec ``model`` moved ``years`` ahead to ``out`` (see
+    ``blocklab disk scale``: seek, RPM, linear and track density at annual rates; None: the
+    defaults); the before/after summary as a dict."""
+    return json.loads(_core.disk_scale(_paths(model), float(years), _paths(out), seek_rate, rpm_rate, bpi_rate,
+                                       tpi_rate))
+
+
 def _bytes(v: int | str) -> int:
     return v if isinstance(v, int) else _core.parse_bytes(v)
 

@@ -40,7 +40,40 @@ fn disk_validate(
     .map_err(to_py)
 }
 
+/// Write `model` (a native TOML disk spec) scaled `years` ahead to `out`
+/// (Hsu–Smith's four trends at annual rates; None: the defaults); returns
+/// a summary of both disks as JSON text.
+#[pyfunction]
+#[pyo3(signature = (model, years, out, seek_rate=None, rpm_rate=None, bpi_rate=None, tpi_rate=None))]
+#[allow(clippy::too_many_arguments)]
+fn disk_scale(
+    model: &str,
+    years: f64,
+    out: &str,
+    seek_rate: Option<f64>,
+    rpm_rate: Option<f64>,
+    bpi_rate: Option<f64>,
+    tpi_rate: Option<f64>,
+) -> PyResult<String> {
+    use blocklab::device::scale::{scale_spec, summary, ScaleRates};
+    let d = ScaleRates::default();
+    let rates = ScaleRates {
+        seek: seek_rate.unwrap_or(d.seek),
+        rpm: rpm_rate.unwrap_or(d.rpm),
+        bpi: bpi_rate.unwrap_or(d.bpi),
+        tpi: tpi_rate.unwrap_or(d.tpi),
+    };
+    let run = || -> blocklab::Result<String> {
+        let src = std::fs::read_to_string(model).map_err(|e| blocklab::Error::io(model, e))?;
+        let scaled = scale_spec(&src, model, years, &rates)?;
+        std::fs::write(out, &scaled).map_err(|e| blocklab::Error::io(out, e))?;
+        Ok(summary(&src, &scaled, model, out, years, &rates)?.to_string())
+    };
+    run().map_err(to_py)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(disk_validate, m)?)?;
+    m.add_function(wrap_pyfunction!(disk_scale, m)?)?;
     Ok(())
 }

@@ -39,6 +39,37 @@ def validate(
               f"simulated {out['mean_simulated_ms']:.3f} ms")
 
 
+@disk_app.command("scale")
+def scale(
+    model: Path = typer.Argument(..., help="A native TOML disk spec ([hdd]), e.g. examples/disks/hsu-smith/ultrastar-73lzx-9.toml."),
+    years: float = typer.Option(..., "--years", help="How many years of disk progress to apply."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="The new spec (default: MODEL's name + `-plus<N>y.toml`, here)."),
+    seek_rate: Optional[float] = typer.Option(None, "--seek-rate", help="Annual reduction of seek times (default 0.085)."),
+    rpm_rate: Optional[float] = typer.Option(None, "--rpm-rate", help="Annual growth of the RPM (default 0.079)."),
+    bpi_rate: Optional[float] = typer.Option(None, "--bpi-rate", help="Annual growth of linear density, sectors per track (default 0.26)."),
+    tpi_rate: Optional[float] = typer.Option(None, "--tpi-rate", help="Annual growth of track density, cylinders (default 0.32)."),
+    json_out: bool = JsonOpt,
+) -> None:
+    """Write MODEL scaled N years ahead (Hsu–Smith §5: faster seeks, higher RPM, linear and track density)."""
+    from blocklab import _core
+
+    if out is None:
+        tag = f"{years:g}".replace(".", "_")
+        out = Path(f"{model.stem}-plus{tag}y.toml")
+    res = json.loads(_core.disk_scale(str(model), years, str(out), seek_rate, rpm_rate, bpi_rate, tpi_rate))
+    if json_out:
+        print_json(res)
+        return
+    b, a, f = res["before"], res["after"], res["factors"]
+    print(f"{b['name']} -> {out} ({years:g} years)")
+    print(f"  seek x{f['seek']:.3f}, rpm x{f['rpm']:.3f}, linear density x{f['bpi']:.3f}, track density x{f['tpi']:.3f}")
+    for k, label, fmt in (("capacity_gb", "capacity (GB)", "{:.1f}"), ("rpm", "RPM", "{:.0f}"),
+                          ("average_seek_ms", "average seek (ms)", "{:.2f}"),
+                          ("outer_media_mb_s", "outer media rate (MB/s)", "{:.1f}"), ("cylinders", "cylinders", "{}")):
+        if b.get(k) is not None:
+            print(f"  {label:24} {fmt.format(b[k]):>10} -> {fmt.format(a[k])}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the `disk` group to the main app (`disk_run_cmd` attaches `run` to it)."""
     app.add_typer(disk_app, name="disk")

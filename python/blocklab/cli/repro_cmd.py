@@ -334,6 +334,56 @@ def eci(
     sys.stdout.flush()
 
 
+@repro_app.command("hsu-smith")
+def hsu_smith(
+    traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH, PATH:FORMAT or PATH:FORMAT:pc|server (repeatable). The shipped sample and the shared HP, CloudPhysics and MSR traces are included unless --only."),
+    only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
+    all_traces: bool = typer.Option(False, "--all", help="Also the MSR cut at 10,000 IOPS and the five Tencent cuts (each far beyond one disk; slower)."),
+    out: str = typer.Option("repro-hsu-smith", "--out", "-o", help="Output directory (Parquet, CSV tables, PNG, Markdown report)."),
+    replay: str = typer.Option("feedback", "--replay", help="feedback (the paper's) or open."),
+    warmup: float = typer.Option(0.1, "--warmup", help="Share of each trace replayed as warm-up, not measured."),
+    years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
+) -> None:
+    """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import hsu_smith as hs
+
+    if replay not in ("feedback", "open"):
+        fail(f"--replay: `{replay}` is not feedback or open")
+    if not (0.0 <= warmup < 1.0):
+        fail(f"--warmup: {warmup} is not a share in [0, 1)")
+    try:
+        year_list = tuple(int(y) for y in years.split(",") if y.strip())
+    except ValueError:
+        fail(f"--years: `{years}` is not a list of whole years")
+    specs = [] if only else hs.default_traces(all_traces)
+    for t in traces or []:
+        specs.append(hs.parse_trace_arg(t))
+    if not specs:
+        fail("no traces: give --traces PATH[:FORMAT]")
+    console = Console(stderr=True)
+    outdir = Path(out)
+    df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, progress=lambda m: console.log(m))
+    if df.empty:
+        fail("no trace could be run")
+    tabs = hs.tables(df)
+    verdict = hs.verdict(df, tabs)
+    df.to_parquet(outdir / "hsu-smith.parquet", index=False)
+    for name, tab in tabs.items():
+        tab.to_csv(outdir / f"hsu-smith-{name}.csv", index=False)
+    hs.plot(tabs, outdir / "hsu-smith.png")
+    info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
+    md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
+    (outdir / "hsu-smith-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, hsu-smith-report.md")
+    sys.stdout.flush()
+
+
 def register(app: typer.Typer) -> None:
     """Add the `repro` group to the main app."""
     app.add_typer(repro_app, name="repro")

@@ -78,7 +78,16 @@ def print_result(out: dict, stack) -> None:
         line = f"  disk {d['disk']}: ops {d['ops']:,} ({d['reads']:,} reads, {d['writes']:,} writes)"
         if d.get("busy_ms") is not None:
             line += f", busy {d['busy_ms']:.1f} ms, util {d['utilization']:.3f}, mean queue {d['mean_queue']:.2f}"
+            if d.get("seek_ms") is not None and d["ops"]:
+                per = {k: d[k] / d["ops"] for k in ("seek_ms", "rotation_ms", "transfer_ms", "overhead_ms")}
+                line += (f"; per op: seek {per['seek_ms']:.2f}, rotation {per['rotation_ms']:.2f}, "
+                         f"transfer {per['transfer_ms']:.2f}, overhead {per['overhead_ms']:.2f} ms")
         con.print(line)
+    for b in out.get("write_buffers") or []:
+        con.print(f"write buffer of {b['name']}: {b['buffer_blocks']:,} blocks, {b['write_requests']:,} writes, "
+                  f"{b['rewrites']:,} rewrites, {b['destages']:,} destages ({b['destaged_blocks']:,} blocks, "
+                  f"{b['age_destages']:,} by age), {b['full_waits']:,} waits for room, "
+                  f"{b['read_hits']:,} read hits")
     r = out.get("response")
     if r:
         t = Table(title="response time (ms)")

@@ -116,6 +116,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             hit_ms: 0.0,
             merge_misses: false,
             miss_trace,
+            ..CacheSpec::new(policy, NumOrStr::Int(blocks))
         }],
         array: Some(ArraySpec {
             raid: NumOrStr::Str(cfg.raid.clone()),
@@ -140,6 +141,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             scheduler: "fcfs".into(),
             queue_depth: 0,
             wrap: false,
+            ..DeviceSpec::new("const:0")
         },
         origin: Origin {
             file: "rgr".into(),

@@ -33,11 +33,87 @@ pub trait DeviceModel: Send {
     fn last_hit(&self) -> bool {
         false
     }
+    /// Serve `req` as the device queue hands it over (`d`: its class and
+    /// arrival). Models that read opportunistically need both; the others
+    /// serve it as [`service`](Self::service) does.
+    fn serve(&mut self, now_ms: f64, req: &DevRequest, _d: &Dispatch) -> f64 {
+        self.service(now_ms, req)
+    }
+    /// Where the time of the last service went (the rest of it is overhead);
+    /// `None`: the model does not say (all of it counts as overhead).
+    fn last_split(&self) -> Option<TimeSplit> {
+        None
+    }
+    /// Read opportunistically from now on (see [`Opportunism`]); false: the
+    /// model cannot.
+    fn set_opportunism(&mut self, _o: Opportunism) -> bool {
+        false
+    }
+    /// The device idles until `until_ms`: bring opportunistic reading up to
+    /// then (it goes on afterwards unless a request arrives).
+    fn advance_idle(&mut self, _until_ms: f64) {}
+    /// Hand over the sectors read opportunistically so far (each run with
+    /// the time it was all read, which may lie after the current time for
+    /// a service in progress).
+    fn take_free(&mut self, _out: &mut Vec<FreeRun>) {}
+}
+
+/// How a request reaches the device.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dispatch {
+    /// A user request's own operation, not background work (a destage, a
+    /// prefetch, the rebuild) whatever its queue class.
+    pub demand: bool,
+    /// When the request arrived at the device (at or before its service starts).
+    pub arrived_ms: f64,
+}
+
+/// Opportunistic reading (Hsu & Smith §4 "Opportunistic prefetch"): what a
+/// drive reads with time it would otherwise spend idle or waiting for the
+/// platter to turn. The sectors read are handed to the host
+/// ([`DeviceModel::take_free`]); the policy (what to keep, where) is the
+/// host cache's.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Opportunism {
+    /// Preemptible read-ahead: after a read, keep reading sequentially while
+    /// no request arrives, until this many sectors past the end of the last
+    /// demand read have been read (counting the host's own read-ahead of
+    /// that read); 0: off.
+    pub readahead_sectors: u64,
+    /// Read-any-free-blocks: sectors of the target track that pass under the
+    /// head while it waits for the first requested sector are read too.
+    pub read_any_free: bool,
+    /// Just-in-time seek: a read that preempts read-ahead lets the drive go
+    /// on reading until the latest departure that still reaches the target
+    /// when it comes round (the read starts its transfer exactly when it
+    /// would have without the delay).
+    pub jit_seek: bool,
+}
+
+/// `sectors` sectors from `lbn`, read opportunistically, all read by `at_ms`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FreeRun {
+    pub lbn: u64,
+    pub sectors: u64,
+    pub at_ms: f64,
+}
+
+/// Where the time of one service went (ms). The overhead (command
+/// processing, bus, waiting for the mechanism) is the rest of the service time.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TimeSplit {
+    /// Moving the arm (seeks, head switches, write settling).
+    pub seek_ms: f64,
+    /// Waiting for the first sector of a track access to come round.
+    pub rotation_ms: f64,
+    /// Media transfer.
+    pub transfer_ms: f64,
 }
 
 pub mod disksim_load;
 pub mod disksim_params;
 pub mod hdd;
+pub mod scale;
 pub mod spec;
 pub mod ssd;
 pub mod toy;

@@ -5,9 +5,15 @@
 //!
 //! Spec strings (CLI `MODEL` argument): `const:MS` or
 //! `toy:base=MS,cyl=MS,sector=MS,spc=N,cap=SECTORS` (any subset of keys).
+//!
+//! Its time splits into overhead (`base`, the write extra), seek (the
+//! cylinder part) and transfer (the sector part); no rotation. Asked to read
+//! opportunistically it reads ahead after a read at `sector` ms a sector
+//! while idle (whole sectors by the time a request arrives; nothing without
+//! a per-sector time), and has no rotational latency to read in.
 
 use crate::array::plan::DiskOpKind;
-use crate::device::{DevRequest, DeviceModel};
+use crate::device::{DevRequest, DeviceModel, Dispatch, FreeRun, Opportunism, TimeSplit};
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -20,6 +26,22 @@ pub struct ToyDisk {
     /// Extra time of a write (ms).
     pub write_extra_ms: f64,
     pub head: u64,
+    /// The last service's split and the opportunistic read-ahead.
+    pub state: ToyState,
+}
+
+/// What a toy device remembers besides its head.
+#[derive(Debug, Clone, Default)]
+pub struct ToyState {
+    split: TimeSplit,
+    /// Preemptible read-ahead: sectors past the demand read (None: not asked).
+    readahead: Option<u64>,
+    /// Read-ahead in progress: next sector, when the previous one ended, limit.
+    ra: Option<(u64, f64, u64)>,
+    /// End of the last demand read, and of the last read.
+    anchor: u64,
+    last_read_end: Option<u64>,
+    free: Vec<FreeRun>,
 }
 
 impl ToyDisk {
@@ -32,6 +54,30 @@ impl ToyDisk {
             capacity: 1 << 40,
             write_extra_ms: 0.0,
             head: 0,
+            state: ToyState::default(),
+        }
+    }
+
+    /// Read ahead up to `until`: whole sectors only; `stop` ends it.
+    fn read_ahead(&mut self, until: f64, stop: bool) {
+        let Some((next, t, limit)) = self.state.ra else { return };
+        let k = if self.per_sector_ms > 0.0 {
+            (((until - t) / self.per_sector_ms).max(0.0).floor() as u64).min(limit - next)
+        } else {
+            0
+        };
+        if k > 0 {
+            let at = t + k as f64 * self.per_sector_ms;
+            self.state.free.push(FreeRun {
+                lbn: next,
+                sectors: k,
+                at_ms: at,
+            });
+            self.head = self.cylinder(next + k - 1);
+            self.state.ra = (next + k < limit).then_some((next + k, at, limit));
+        }
+        if stop {
+            self.state.ra = None;
         }
     }
 
@@ -107,8 +153,15 @@ impl ToyDisk {
 
 impl DeviceModel for ToyDisk {
     fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+        let seek = self.per_cyl_ms * self.cylinder(req.lbn).abs_diff(self.head) as f64;
+        let transfer = self.per_sector_ms * req.sectors as f64;
+        self.state.split = TimeSplit {
+            seek_ms: seek,
+            rotation_ms: 0.0,
+            transfer_ms: transfer,
+        };
         let t = self.positioning_estimate(now_ms, req)
-            + self.per_sector_ms * req.sectors as f64
+            + transfer
             + if req.kind == DiskOpKind::Write {
                 self.write_extra_ms
             } else {
@@ -116,6 +169,39 @@ impl DeviceModel for ToyDisk {
             };
         self.head = self.cylinder(req.lbn + req.sectors.max(1) as u64 - 1);
         t
+    }
+    fn serve(&mut self, now_ms: f64, req: &DevRequest, d: &Dispatch) -> f64 {
+        let Some(cap) = self.state.readahead else {
+            return self.service(now_ms, req);
+        };
+        self.read_ahead(d.arrived_ms.min(now_ms), true);
+        let t = self.service(now_ms, req);
+        let end = req.lbn + req.sectors.max(1) as u64;
+        if req.kind == DiskOpKind::Read {
+            // A background read following the last read keeps the limit.
+            if d.demand || self.state.last_read_end != Some(req.lbn) {
+                self.state.anchor = end;
+            }
+            let limit = (self.state.anchor + cap).min(self.capacity);
+            self.state.ra = (limit > end).then_some((end, now_ms + t, limit));
+            self.state.last_read_end = Some(end);
+        } else {
+            self.state.last_read_end = None;
+        }
+        t
+    }
+    fn last_split(&self) -> Option<TimeSplit> {
+        Some(self.state.split)
+    }
+    fn set_opportunism(&mut self, o: Opportunism) -> bool {
+        self.state.readahead = Some(o.readahead_sectors);
+        true
+    }
+    fn advance_idle(&mut self, until_ms: f64) {
+        self.read_ahead(until_ms, false);
+    }
+    fn take_free(&mut self, out: &mut Vec<FreeRun>) {
+        out.append(&mut self.state.free);
     }
     fn positioning_estimate(&self, _now_ms: f64, req: &DevRequest) -> f64 {
         self.base_ms + self.per_cyl_ms * self.cylinder(req.lbn).abs_diff(self.head) as f64

@@ -16,7 +16,7 @@ use crate::trace::blocks::{block_key, BLOCK_BITS};
 use crate::trace::{Op, Request};
 
 /// Volumes of `concat` start at multiples of 1 MiB.
-const CONCAT_ALIGN_BYTES: u64 = 1 << 20;
+pub const CONCAT_ALIGN_BYTES: u64 = 1 << 20;
 
 /// Maps requests to stack blocks.
 #[derive(Debug, Clone)]
@@ -139,6 +139,8 @@ pub struct SurveyNeeds {
     /// The span of the stack blocks the trace touches (`array.fit = "scale"`;
     /// the volumes' extents give it).
     pub span: bool,
+    /// The volumes' extents (a cache sized as a share of the storage used).
+    pub extents: bool,
 }
 
 /// One past the highest stack block the surveyed trace touches under `map`.

@@ -1,29 +1,32 @@
 //! From a stack file to a running stack: the only place where targets and
 //! layers are assembled. Errors name the stack file's key they come from.
 
-use std::path::Path;
-use std::sync::Arc;
-
 use super::address::{stack_span, AddressMap, Survey};
-use super::cache_layer::{CacheConfig, CacheLayer};
+use super::cache_layer::{CacheConfig, CacheLayer, PrefetchConfig};
 use super::failure::FailAt;
+use super::layer::Class;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
+use super::prefetch::{Csp, Prefetcher};
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::{Fit, RebuildSpec, StackSpec};
+use super::spec::{BufferHolds, CacheSpec, Fit, NumOrStr, PrefetchKind, QueueClass, RebuildSpec, StackSpec, TenantMap};
 use super::target::{ArrayStack, SingleDisk};
 use super::tier::partitioner::{Global, Partitioner, PartitionerKind, Static};
 use super::tier::reuse_sized::ReuseSized;
 use super::tier::{TierConfig, TierLayer};
+use super::write_buffer::{WriteBuffer, WriteBufferConfig};
 use crate::analysis::sizing::{Scheme, Sizing};
 use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
+use crate::device::Opportunism;
 use crate::device::{load_model, DeviceModel};
 use crate::error::{Error, Result};
 use crate::rebuild::{OrderParams, ProCount, ProParams};
-use crate::timed::engine::ms_to_ns;
+use crate::timed::engine::{ms_to_ns, secs_to_ns};
 use crate::timed::rebuild::{IdleRule, RebuildConfig};
+use std::path::Path;
+use std::sync::Arc;
 
 /// Which executor a stack is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,7 +67,9 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
     let bs = spec.block_size();
     let Some(a) = &spec.array else {
         return Ok(Box::new(
-            SingleDisk::with_block_size(make, spec.device.wrap, bs).map_err(|e| o.err("device.model", e))?,
+            SingleDisk::with_block_size(make, spec.device.wrap, bs)
+                .map_err(|e| o.err("device.model", e))?
+                .short_stroked(spec.device.short_stroke),
         ));
     };
     let level = ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
@@ -75,8 +80,11 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
         cfg.set_layout(l).map_err(|e| o.err("array.layout", e))?;
     }
     let model_bytes = make()?.capacity_sectors() * 512;
+    let stroke = spec.device.short_stroke;
     cfg.disk_bytes = match &a.disk_size {
         Some(s) => parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?,
+        // Short-stroking: the members' outer share holds the data.
+        None if stroke < 1.0 => ((model_bytes as f64 * stroke) as u64 / bs) * bs,
         // Members are the model disks: far RAID-10 places its copies by their size.
         None if exec == Executor::Timed || cfg.raid10_layout().is_far() => model_bytes,
         None => 0,
@@ -120,7 +128,6 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
     Ok(Box::new(t))
 }
 
-/// The rebuild's settings from `[array.rebuild]` (checked by the spec).
 fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
     let map_unit_rows = match &r.map_unit {
         Some(u) => parse_bytes(&u.text())? / chunk_bytes,
@@ -171,9 +178,21 @@ fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u6
         .map(|(i, c)| {
             let key = format!("cache.{i}.size");
             let text = c.size.text();
-            let size = sizes::parse_size(&text).map_err(|e| spec.origin.err(&key, e))?;
-            let blocks = sizes::resolve(&size, &text, bs, survey.and_then(|s| s.unique))
-                .map_err(|e| spec.origin.err(&key, e))?;
+            let blocks = match super::spec::used_share(&text) {
+                Some(p) => {
+                    let p = p.map_err(|e| spec.origin.err(&key, e))?;
+                    let used = survey.map(|s| storage_used(spec, s)).ok_or_else(|| {
+                        spec.origin
+                            .err(&key, "a share of the storage used needs a pass over the trace")
+                    })?;
+                    ((used as f64 * p / 100.0).round() as u64).max(1)
+                }
+                None => {
+                    let size = sizes::parse_size(&text).map_err(|e| spec.origin.err(&key, e))?;
+                    sizes::resolve(&size, &text, bs, survey.and_then(|s| s.unique))
+                        .map_err(|e| spec.origin.err(&key, e))?
+                }
+            };
             if let Some(cap) = below_blocks {
                 if blocks > cap {
                     return Err(spec.origin.err(
@@ -192,8 +211,98 @@ fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u6
         .collect()
 }
 
-/// The SSD tier of `spec`, if any: a maker of fresh tiers (one per pass).
-fn tier_maker(spec: &StackSpec, survey: Option<&Survey>) -> Result<Option<impl Fn() -> Result<TierLayer> + Send>> {
+/// The storage used by the trace, in stack blocks: its volumes laid end to
+/// end (`concat`: as they are placed, on 1 MiB boundaries), or the largest
+/// volume when they share one address space (`ignore`).
+pub fn storage_used(spec: &StackSpec, s: &Survey) -> u64 {
+    let align = (super::address::CONCAT_ALIGN_BYTES / spec.block_size()).max(1);
+    match spec.tenant_map {
+        TenantMap::Concat => s.extents.values().map(|&e| e.div_ceil(align) * align).sum(),
+        TenantMap::Key => s.extents.values().sum(),
+        TenantMap::Ignore => s.extents.values().copied().max().unwrap_or(0),
+    }
+}
+
+/// Bytes of an optional size key, in blocks (0 when absent).
+fn key_blocks(spec: &StackSpec, i: usize, key: &str, v: &Option<NumOrStr>) -> Result<u64> {
+    match v {
+        None => Ok(0),
+        Some(v) => Ok(
+            parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.{key}"), e))? / spec.block_size(),
+        ),
+    }
+}
+
+/// A cache layer's prefetch, when any is configured.
+fn prefetch_config(spec: &StackSpec, i: usize, c: &CacheSpec, limit: Option<u64>) -> Result<Option<PrefetchConfig>> {
+    let bs = spec.block_size();
+    let fetch_unit = key_blocks(spec, i, "fetch_unit", &c.fetch_unit)?.max(1);
+    let buffer_blocks = key_blocks(spec, i, "prefetch_buffer", &c.prefetch_buffer)?;
+    let blocks = |key: &str, v: &NumOrStr| -> Result<u64> {
+        Ok(parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.{key}"), e))? / bs)
+    };
+    let prefetcher = match c.prefetch {
+        PrefetchKind::None => Prefetcher::None,
+        PrefetchKind::Readahead => Prefetcher::Readahead(blocks("readahead", &c.readahead)?),
+        PrefetchKind::Csp => Prefetcher::Csp(Csp::new(
+            blocks("csp_segment", &c.csp_segment)?,
+            c.csp_trigger,
+            c.csp_factor,
+            blocks("csp_max", &c.csp_max)?,
+            c.csp_directory,
+        )),
+    };
+    let opportunistic = c.opportunistic();
+    if fetch_unit == 1 && matches!(prefetcher, Prefetcher::None) && buffer_blocks == 0 && !opportunistic {
+        return Ok(None);
+    }
+    let buffer = match buffer_blocks {
+        0 => None,
+        n => Some(
+            crate::cache::build("lru", n as usize)
+                .map_err(|e| spec.origin.err(&format!("cache.{i}.prefetch_buffer"), e))?,
+        ),
+    };
+    Ok(Some(PrefetchConfig {
+        fetch_unit,
+        prefetcher,
+        buffer,
+        buffer_holds_all: c.prefetch_buffer_holds == BufferHolds::All,
+        opportunistic,
+        class: match c.prefetch_class {
+            QueueClass::Normal => Class::Normal,
+            QueueClass::Idle => Class::Idle,
+        },
+        limit,
+    }))
+}
+
+/// What the devices read opportunistically for the layer that asks for it.
+/// A stack that reads ahead (read-ahead, CSP) without it still asks the
+/// devices for an empty `Opportunism`: a drive then streams the read-ahead
+/// I/O queued behind its demand read on without losing a revolution (see
+/// `device::hdd::opportune`); models that cannot are left as they are.
+pub(crate) fn opportunism(spec: &StackSpec) -> Result<Option<Opportunism>> {
+    let Some((i, c)) = spec.cache.iter().enumerate().find(|(_, c)| c.opportunistic()) else {
+        let reads_ahead = spec.cache.iter().any(|c| c.prefetch != PrefetchKind::None);
+        return Ok(reads_ahead.then(Opportunism::default));
+    };
+    let sectors = match &c.preemptible_readahead {
+        Some(v) => {
+            parse_bytes(&v.text()).map_err(|e| spec.origin.err(&format!("cache.{i}.preemptible_readahead"), e))? / 512
+        }
+        None => 0,
+    };
+    Ok(Some(Opportunism {
+        readahead_sectors: sectors,
+        read_any_free: c.read_any_free_blocks,
+        jit_seek: c.jit_seek,
+    }))
+}
+
+/// The SSD tier of `spec`, if any: a maker of fresh tiers (one per pass),
+/// given the tag of its background work.
+fn tier_maker(spec: &StackSpec, survey: Option<&Survey>) -> Result<Option<impl Fn(u64) -> Result<TierLayer> + Send>> {
     let Some(t) = spec.tier.clone() else { return Ok(None) };
     let o = spec.origin.clone();
     let bs = spec.block_size();
@@ -228,8 +337,7 @@ fn tier_maker(spec: &StackSpec, survey: Option<&Survey>) -> Result<Option<impl F
     let cutoff = t.cutoff_bytes().map_err(|e| o.err("tier.sequential_cutoff", e))?;
     let addr = AddressMap::new(spec.tenant_map, bs, survey)?;
     let model = t.model.as_ref().map(|m| o.model(m));
-    let tag = layer_tag(spec.cache.len(), 0);
-    Ok(Some(move || -> Result<TierLayer> {
+    Ok(Some(move |tag: u64| -> Result<TierLayer> {
         let partitioner: Box<dyn Partitioner> = match kind {
             PartitionerKind::Global => Box::new(Global),
             PartitionerKind::Static => Box::new(Static::new(size, &tenants)),
@@ -272,14 +380,40 @@ pub(crate) fn layer_factory(
     let caps = capacities(spec, survey, below_blocks)?;
     let tier = tier_maker(spec, survey)?;
     let next_use = survey.and_then(|s| s.next_use.clone()).map(Arc::new);
+    // Prefetch stops at the end of the storage below, unless addresses fold onto it.
+    let folds = spec.device.wrap || spec.array.as_ref().is_some_and(|a| a.wrap);
+    let limit = if folds { None } else { below_blocks };
+    // Check the prefetch keys once (each pass makes its own prefetchers).
+    for (i, c) in spec.cache.iter().enumerate() {
+        prefetch_config(spec, i, c, limit)?;
+        key_blocks(spec, i, "write_buffer", &c.write_buffer)?;
+    }
     let spec = spec.clone();
     let make = move |faults: Option<Arc<dyn FaultMap>>| -> Result<Vec<Box<dyn Layer>>> {
         let faults = faults.unwrap_or_else(|| Arc::new(NoFaults));
         let bs = spec.block_size();
         let mut layers: Vec<Box<dyn Layer>> = Vec::new();
         for (i, c) in spec.cache.iter().enumerate() {
-            let name = c.policy.to_ascii_lowercase();
-            let policy = build_fault_aware(&name, caps[i], faults.clone())
+            let name = c.name.clone().unwrap_or_else(|| format!("cache{i}"));
+            // A write buffer is a layer of its own over the cache, which then
+            // sees the buffer's destages as writes (reads_only: it drops
+            // stale copies).
+            let wb = key_blocks(&spec, i, "write_buffer", &c.write_buffer)?;
+            if wb > 0 {
+                let depth = spec.device.queue_depth;
+                layers.push(Box::new(WriteBuffer::new(WriteBufferConfig {
+                    name: name.clone(),
+                    blocks: wb,
+                    high_mark: c.high_mark,
+                    low_mark: c.low_mark,
+                    max_age_ns: secs_to_ns(c.max_age_s),
+                    hit_ns: ms_to_ns(c.hit_ms),
+                    max_outstanding: if depth > 0 { depth } else { spec.replay.window.max(1) },
+                    tag: layer_tag(layers.len(), 0),
+                })));
+            }
+            let policy_name = c.policy.to_ascii_lowercase();
+            let policy = build_fault_aware(&policy_name, caps[i], faults.clone())
                 .map_err(|e| spec.origin.err(&format!("cache.{i}.policy"), e))?;
             let miss_trace = match &c.miss_trace {
                 Some(p) => Some(
@@ -288,21 +422,24 @@ pub(crate) fn layer_factory(
                 ),
                 None => None,
             };
+            let tag = layer_tag(layers.len(), 0);
             layers.push(Box::new(CacheLayer::new(CacheConfig {
-                name: c.name.clone().unwrap_or_else(|| format!("cache{i}")),
-                policy_name: name.clone(),
+                name,
+                policy_name: policy_name.clone(),
                 policy,
                 write: c.write,
-                reads_only: c.reads_only,
+                reads_only: c.reads_only || wb > 0,
                 hit_ns: ms_to_ns(c.hit_ms),
                 merge_misses: c.merge_misses,
-                tag: layer_tag(i, 0),
-                next_use: if name == "opt" { next_use.clone() } else { None },
+                tag,
+                next_use: if policy_name == "opt" { next_use.clone() } else { None },
                 miss_trace,
+                prefetch: prefetch_config(&spec, i, c, limit)?,
             })));
         }
         if let Some(make) = &tier {
-            layers.push(Box::new(make()?));
+            let tag = layer_tag(layers.len(), 0);
+            layers.push(Box::new(make(tag)?));
         }
         Ok(layers)
     };
@@ -318,6 +455,7 @@ pub fn survey_needs(spec: &StackSpec) -> super::address::SurveyNeeds {
             .tier
             .as_ref()
             .is_some_and(|t| t.partitioner.eq_ignore_ascii_case("static")),
+        extents: spec.cache.iter().any(|c| c.size.text().trim().ends_with("%used")),
         next_use: spec
             .cache
             .first()
@@ -336,5 +474,9 @@ pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Resul
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;
     let mut c = Composed::new(target, layers, addr, fail_at(spec)?)?;
     c.seed = spec.seed;
+    c.warmup_ns = secs_to_ns(spec.replay.warmup);
+    if exec == Executor::Timed {
+        c.opportunism = opportunism(spec)?;
+    }
     Ok(c)
 }

@@ -24,6 +24,28 @@
 //!
 //! Writes cover whole blocks: a write of part of a block is taken as a write
 //! of the block (no read of the rest).
+//!
+//! Prefetch (Hsu & Smith §4, configured by [`PrefetchConfig`]; what to
+//! prefetch is `stack::prefetch`'s):
+//! * a read request *misses* when one of its blocks is in neither the cache
+//!   nor the prefetch buffer; only misses prefetch;
+//! * a large fetch unit widens the missed request's fetch to the aligned
+//!   units around it, one operation from the first to the last block not
+//!   held (the request waits for all of it); the extra blocks are kept if
+//!   they were not held;
+//! * read-ahead and CSP read the blocks after the request as one operation
+//!   the request does not wait for (of the normal class, queued behind the
+//!   demand read: the paper's "two start I/Os"; `prefetch_class = "idle"`
+//!   makes it wait for idle devices), from the request's end to the last
+//!   block not held (held ones between are read again); blocks not held
+//!   are kept (in the cache at its most recent end, or in the prefetch
+//!   buffer) when the prefetch is issued, so a read of them waits for it;
+//! * the prefetch buffer (an LRU of its own) keeps opportunistically read
+//!   blocks (or all prefetched ones); a hit there moves the block to the cache;
+//! * a read below of blocks whose write below is still in flight (a
+//!   destage, a write-through) waits for that write first, so it never
+//!   returns their old data; what the device reads opportunistically is not
+//!   kept for such blocks.
 
 use std::sync::Arc;
 
@@ -31,9 +53,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::layer::{Below, Class, Cx, Exec, Io, Layer};
 use super::miss_trace::MissTrace;
+use super::prefetch::{fetch_range, Prefetcher};
 use super::result::{LayerReport, StackResult};
 use super::spec::WritePolicy;
-use crate::array::plan::Cause;
+use crate::array::plan::{Action, Cause, IoPlan};
 use crate::cache::{Access, Policy, NEVER};
 use crate::error::{Error, Result};
 use crate::timed::engine::Ns;
@@ -55,10 +78,34 @@ pub struct CacheLayer {
     next_use: Option<(Arc<Vec<u64>>, usize)>,
     miss_trace: Option<MissTrace>,
     stats: LayerReport,
+    /// Prefetch, when configured.
+    pf: Option<PrefetchConfig>,
+    /// Timed runs: blocks written below, by the plan writing them (until it is done).
+    written_below: FxHashMap<u64, PlanId>,
+    /// The read request seen last (its plan id) and whether it missed:
+    /// pieces of one request (a write buffer above splits them) count once.
+    last_read: Option<(PlanId, bool)>,
     // Reused per request.
     misses: Vec<u64>,
     destage: Vec<u64>,
     waits: Vec<PlanId>,
+}
+
+/// A cache layer's prefetch (resolved from `[[cache]]`).
+pub struct PrefetchConfig {
+    /// Blocks of a fetch unit (1: the request's own blocks).
+    pub fetch_unit: u64,
+    pub prefetcher: Prefetcher,
+    /// The prefetch buffer, an LRU (None: none).
+    pub buffer: Option<Box<dyn Policy>>,
+    /// Every prefetched block goes to the buffer (else only opportunistic ones).
+    pub buffer_holds_all: bool,
+    /// The layer keeps what the device reads opportunistically.
+    pub opportunistic: bool,
+    /// Device queue class of read-ahead and CSP I/O.
+    pub class: Class,
+    /// Blocks of the storage below (prefetch stops there).
+    pub limit: Option<u64>,
 }
 
 /// What a cache layer is made of (`[[cache]]`, resolved).
@@ -73,6 +120,7 @@ pub struct CacheConfig {
     pub tag: u64,
     pub next_use: Option<Arc<Vec<u64>>>,
     pub miss_trace: Option<MissTrace>,
+    pub prefetch: Option<PrefetchConfig>,
 }
 
 impl CacheLayer {
@@ -83,6 +131,11 @@ impl CacheLayer {
                 policy: c.policy_name,
                 write: if c.reads_only { "reads-only" } else { c.write.name() }.to_string(),
                 cache_blocks: c.policy.capacity() as u64,
+                prefetch_buffer_blocks: c
+                    .prefetch
+                    .as_ref()
+                    .and_then(|p| p.buffer.as_ref())
+                    .map_or(0, |b| b.capacity() as u64),
                 ..Default::default()
             },
             policy: c.policy,
@@ -95,6 +148,9 @@ impl CacheLayer {
             inflight: FxHashMap::default(),
             next_use: c.next_use.map(|v| (v, 0)),
             miss_trace: c.miss_trace,
+            pf: c.prefetch,
+            written_below: FxHashMap::default(),
+            last_read: None,
             misses: Vec::new(),
             destage: Vec::new(),
             waits: Vec::new(),
@@ -130,13 +186,268 @@ impl CacheLayer {
 
     /// Write `blocks` (sorted) below as background work of `cx`'s request,
     /// one operation per contiguous run (per block without `merge_misses`).
-    fn write_back(&self, blocks: &[u64], cx: &mut Cx, below: &mut Below) -> Result<()> {
+    fn write_back(&mut self, blocks: &[u64], cx: &mut Cx, below: &mut Below) -> Result<()> {
         let ios: Vec<Io> = runs(blocks, self.merge_misses)
             .map(|(first, n)| Io::blocks(Op::Write, first, n, Cause::Destage))
             .collect();
         // One plan per at most this many runs (plans have 16-bit node ids).
+        let mut written = Vec::new();
         for chunk in ios.chunks(1024) {
+            let at = cx.deferred.len();
             below.background(chunk, cx, self.tag, Class::Normal)?;
+            if cx.exec.timed() {
+                written.push((cx.deferred[at].id, chunk));
+            }
+        }
+        for (id, chunk) in written {
+            for io in chunk {
+                self.note_written(io.first, io.nblocks, id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Blocks `[first, first + n)` are being written below by plan `id` (timed runs).
+    fn note_written(&mut self, first: u64, n: u64, id: PlanId) {
+        if self.pf.is_some() {
+            for b in first..first + n {
+                self.written_below.insert(b, id);
+            }
+        }
+    }
+
+    /// Whether the device may still hold old data of `b` (a write below is in flight).
+    fn write_pending(&mut self, b: u64, exec: &dyn Exec) -> bool {
+        match self.written_below.get(&b) {
+            Some(&id) if !exec.is_done(id) => true,
+            Some(_) => {
+                self.written_below.remove(&b);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// The plans still writing blocks of `[a, z)` below (timed runs).
+    fn pending_writes(&mut self, a: u64, z: u64, exec: &dyn Exec) -> Vec<PlanId> {
+        if self.written_below.is_empty() {
+            return Vec::new();
+        }
+        let mut ids = Vec::new();
+        for b in a..z {
+            if self.write_pending(b, exec) {
+                ids.push(self.written_below[&b]);
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// A read request (or a piece of one) arrives: count it once.
+    fn count_read_request(&mut self, id: PlanId) {
+        if self.last_read.map(|(i, _)| i) != Some(id) {
+            self.last_read = Some((id, false));
+            self.stats.read_requests += 1;
+        }
+    }
+
+    /// The read request being served missed (counted once).
+    fn count_read_miss(&mut self) {
+        if let Some((_, missed)) = &mut self.last_read {
+            if !*missed {
+                *missed = true;
+                self.stats.read_request_misses += 1;
+            }
+        }
+    }
+
+    /// Whether the prefetch buffer holds `b`.
+    fn buffered(&self, b: u64) -> bool {
+        self.pf
+            .as_ref()
+            .and_then(|p| p.buffer.as_ref())
+            .is_some_and(|buf| buf.contains(b))
+    }
+
+    /// Keep block `b` read ahead (not held anywhere): in the prefetch buffer
+    /// when `to_buffer` and there is one, else in the cache.
+    fn keep_prefetched(&mut self, b: u64, to_buffer: bool) {
+        let next_use = NEVER;
+        if let Some(buf) = self.pf.as_mut().and_then(|p| p.buffer.as_mut()).filter(|_| to_buffer) {
+            buf.access(&Access {
+                block: b,
+                next_use,
+                write: false,
+            });
+            if let Some(v) = buf.evicted() {
+                self.inflight.remove(&v);
+            }
+            return;
+        }
+        self.policy.access(&Access {
+            block: b,
+            next_use,
+            write: false,
+        });
+        self.evicted();
+    }
+
+    /// A read with prefetch configured (see the module comment).
+    fn handle_read_prefetching(&mut self, io: &Io, cx: &mut Cx, below: &mut Below) -> Result<()> {
+        let timed = cx.exec.timed();
+        self.misses.clear();
+        self.destage.clear();
+        self.waits.clear();
+        self.count_read_request(cx.id);
+        let (first, n) = (io.first, io.nblocks);
+        let end = first + n;
+        let pf = self.pf.as_mut().expect("prefetch configured");
+        pf.prefetcher.observe(first, n);
+        let (unit, limit, holds_all, class) = (
+            pf.fetch_unit,
+            pf.limit.unwrap_or(u64::MAX),
+            pf.buffer_holds_all,
+            pf.class,
+        );
+        let missed = (first..end).any(|b| !self.policy.contains(b) && !self.buffered(b));
+        let (lo, hi) = if missed && unit > 1 {
+            let (lo, hi) = fetch_range(first, n, unit);
+            (lo, hi.min(limit.max(end)))
+        } else {
+            (first, end)
+        };
+        let mut any_hit = false;
+        for b in lo..hi {
+            let requested = b >= first && b < end;
+            if !requested {
+                // The rest of a fetch unit: kept when held nowhere.
+                if !self.policy.contains(b) && !self.buffered(b) {
+                    self.keep_prefetched(b, false);
+                    self.stats.prefetched_blocks += 1;
+                    self.misses.push(b);
+                    if timed {
+                        self.inflight.insert(b, cx.id);
+                    }
+                }
+                continue;
+            }
+            self.stats.accesses += 1;
+            self.stats.read_accesses += 1;
+            let from_buffer = match self.pf.as_mut().and_then(|p| p.buffer.as_mut()) {
+                Some(buf) => buf.remove(b),
+                None => false,
+            };
+            let hit = self.policy.access(&Access {
+                block: b,
+                next_use: NEVER,
+                write: false,
+            });
+            if !hit {
+                self.evicted();
+            }
+            if hit || from_buffer {
+                self.stats.hits += 1;
+                self.stats.read_hits += 1;
+                if from_buffer {
+                    self.stats.prefetch_buffer_hits += 1;
+                }
+                any_hit = true;
+                if let Some(&id) = self.inflight.get(&b) {
+                    if cx.exec.is_done(id) {
+                        self.inflight.remove(&b);
+                    } else {
+                        self.waits.push(id);
+                    }
+                }
+            } else {
+                if let (Some(w), Some(o)) = (&mut self.miss_trace, &cx.origin) {
+                    w.push(o.time, io.op, o.tenant, b - o.stack_first + o.volume_first)?;
+                }
+                self.misses.push(b);
+                if timed {
+                    self.inflight.insert(b, cx.id);
+                }
+            }
+        }
+        self.stats.misses = self.stats.accesses - self.stats.hits;
+        if any_hit {
+            cx.delay(self.hit_ns);
+        }
+        self.waits.sort_unstable();
+        self.waits.dedup();
+        for &id in &self.waits {
+            cx.await_plan(id);
+        }
+        if !self.misses.is_empty() {
+            self.count_read_miss();
+            let misses = std::mem::take(&mut self.misses);
+            let (a, z) = (misses[0], misses[misses.len() - 1] + 1);
+            let writes = self.pending_writes(a, z, &*cx.exec);
+            let first_await = cx.plan.nodes.len();
+            for &id in &writes {
+                cx.await_plan(id);
+            }
+            let from = cx.plan.nodes.len();
+            if unit > 1 {
+                // One operation over the fetch unit, from the first block not
+                // held to the last (held ones between are read again).
+                self.stats.fetched_blocks += z - a;
+                below.handle(&Io::blocks(Op::Read, a, z - a, io.cause), cx)?;
+            } else {
+                for (f, len) in runs(&misses, true) {
+                    self.stats.fetched_blocks += len;
+                    below.handle(&Io::blocks(Op::Read, f, len, io.cause), cx)?;
+                }
+            }
+            after(&mut cx.plan, first_await..from);
+            self.misses = misses;
+        }
+        if missed {
+            let amount = self.pf.as_ref().map_or(0, |p| p.prefetcher.on_miss(first, n));
+            let (ps, pe) = (end, end.saturating_add(amount).min(limit));
+            let mut kept = Vec::new();
+            for b in ps..pe {
+                if !self.policy.contains(b) && !self.buffered(b) {
+                    kept.push(b);
+                }
+            }
+            // One I/O from the request's end (the drive streams on from the
+            // demand read) to the last block not held.
+            if let (Some(_), Some(&z)) = (kept.first(), kept.last()) {
+                let a = ps;
+                for &b in &kept {
+                    self.keep_prefetched(b, holds_all);
+                }
+                self.stats.prefetched_blocks += kept.len() as u64;
+                self.stats.prefetch_ops += 1;
+                let writes = self.pending_writes(a, z + 1, &*cx.exec);
+                let at = cx.deferred.len();
+                below.background(&[Io::blocks(Op::Read, a, z + 1 - a, io.cause)], cx, self.tag, class)?;
+                if timed {
+                    let d = &mut cx.deferred[at];
+                    if !writes.is_empty() {
+                        // The prefetch follows the writes still in flight.
+                        let mut p = IoPlan::default();
+                        for &id in &writes {
+                            p.push(Action::Await { plan: id }, &[]);
+                        }
+                        p.append(std::mem::take(&mut d.plan));
+                        after(&mut p, 0..writes.len());
+                        d.plan = p;
+                    }
+                    let id = d.id;
+                    for &b in &kept {
+                        self.inflight.insert(b, id);
+                    }
+                }
+            }
+        }
+        if !self.destage.is_empty() {
+            let mut d = std::mem::take(&mut self.destage);
+            d.sort_unstable();
+            self.write_back(&d, cx, below)?;
+            self.destage = d;
         }
         Ok(())
     }
@@ -148,8 +459,37 @@ impl CacheLayer {
             }
             self.inflight.remove(&b);
         }
+        self.drop_buffered(io);
+        if cx.exec.timed() {
+            self.note_written(io.first, io.nblocks, cx.id);
+        }
         self.stats.written_below_blocks += io.nblocks;
         below.handle(io, cx)
+    }
+
+    /// A write makes the prefetch buffer's copies of its blocks stale.
+    fn drop_buffered(&mut self, io: &Io) {
+        if let Some(buf) = self.pf.as_mut().and_then(|p| p.buffer.as_mut()) {
+            for b in io.first..io.first + io.nblocks {
+                if buf.remove(b) {
+                    self.inflight.remove(&b);
+                }
+            }
+        }
+    }
+}
+
+/// The nodes of `plan` from `awaits.end` on that depend on nothing now
+/// depend on the nodes `awaits` (a read below that must follow writes).
+fn after(plan: &mut IoPlan, awaits: std::ops::Range<usize>) {
+    if awaits.is_empty() {
+        return;
+    }
+    let deps: Vec<u16> = awaits.clone().map(|i| i as u16).collect();
+    for n in &mut plan.nodes[awaits.end..] {
+        if n.deps.is_empty() {
+            n.deps = deps.clone();
+        }
     }
 }
 
@@ -173,6 +513,14 @@ impl Layer for CacheLayer {
         let write = io.op == Op::Write;
         if write && self.reads_only {
             return self.handle_reads_only_write(io, cx, below);
+        }
+        if !write && self.pf.is_some() {
+            return self.handle_read_prefetching(io, cx, below);
+        }
+        if write {
+            self.drop_buffered(io);
+        } else {
+            self.count_read_request(cx.id);
         }
         self.misses.clear();
         self.destage.clear();
@@ -247,6 +595,7 @@ impl Layer for CacheLayer {
             cx.await_plan(id);
         }
         if !self.misses.is_empty() {
+            self.count_read_miss();
             let misses = std::mem::take(&mut self.misses);
             for (first, len) in runs(&misses, self.merge_misses) {
                 self.stats.fetched_blocks += len;
@@ -256,6 +605,9 @@ impl Layer for CacheLayer {
         }
         if write && self.write != WritePolicy::Back {
             self.stats.written_below_blocks += n;
+            if cx.exec.timed() {
+                self.note_written(io.first, io.nblocks, cx.id);
+            }
             below.handle(io, cx)?;
         }
         if !self.destage.is_empty() {
@@ -280,7 +632,41 @@ impl Layer for CacheLayer {
         // The flush is nobody's request: its work is submitted at once.
         let mut cx = Cx::new(exec);
         self.write_back(&d, &mut cx, below)?;
-        cx.submit_deferred()
+        cx.finish_background()
+    }
+
+    fn accept_free(&mut self, first: u64, n: u64, cx: &mut Cx, below: &mut Below) -> Result<()> {
+        if !self.pf.as_ref().is_some_and(|p| p.opportunistic) {
+            return Ok(());
+        }
+        self.destage.clear();
+        let end = first + n;
+        for b in first..end {
+            if self.policy.contains(b) || self.buffered(b) || self.write_pending(b, &*cx.exec) {
+                continue;
+            }
+            self.keep_prefetched(b, true);
+            self.stats.opportunistic_blocks += 1;
+        }
+        if !self.destage.is_empty() {
+            let mut d = std::mem::take(&mut self.destage);
+            d.sort_unstable();
+            self.write_back(&d, cx, below)?;
+            self.destage = d;
+        }
+        Ok(())
+    }
+
+    fn reset_stats(&mut self) {
+        self.stats = LayerReport {
+            name: std::mem::take(&mut self.stats.name),
+            policy: std::mem::take(&mut self.stats.policy),
+            write: std::mem::take(&mut self.stats.write),
+            cache_blocks: self.stats.cache_blocks,
+            prefetch_buffer_blocks: self.stats.prefetch_buffer_blocks,
+            ..Default::default()
+        };
+        self.last_read = None;
     }
 
     fn report(&self, out: &mut StackResult) {

@@ -66,6 +66,11 @@ pub trait Exec {
     /// Start a background plan (not a user request) under a reserved id;
     /// `tag` routes its completion back (see `stack::runtime`).
     fn submit_background(&mut self, plan: IoPlan, id: PlanId, tag: u64, class: Class) -> Result<()>;
+    /// Wake the background work tagged `token` at `at` (a layer's timer, such
+    /// as a write buffer's age limit); executors without time ignore it.
+    fn bg_wake_at(&mut self, _at: Ns, _token: u64) {}
+    /// A reserved id that will never be submitted (its plan came out empty).
+    fn release(&mut self, _id: PlanId) {}
 }
 
 /// How background work competes with user requests at the devices.
@@ -98,6 +103,12 @@ impl Exec for TimedExecutor {
             Class::Normal => self.submit_background_as(plan, tag, id),
             Class::Idle => self.submit_idle_as(plan, tag, id),
         }
+    }
+    fn bg_wake_at(&mut self, at: Ns, token: u64) {
+        TimedExecutor::bg_wake_at(self, at, token)
+    }
+    fn release(&mut self, id: PlanId) {
+        self.release_id(id)
     }
 }
 
@@ -177,6 +188,15 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// Submit the background work made meanwhile and give back the id of a
+    /// plan of its own that nothing was added to (background steps, flushes).
+    pub fn finish_background(mut self) -> Result<()> {
+        if self.plan.nodes.is_empty() {
+            self.exec.release(self.id);
+        }
+        self.submit_deferred()
+    }
+
     /// Submit the background work made meanwhile (after the request's plan).
     pub fn submit_deferred(&mut self) -> Result<()> {
         for d in std::mem::take(&mut self.deferred) {
@@ -223,6 +243,19 @@ pub trait Layer: Send {
     fn devices(&mut self, _base: u32, _sectors_per_block: u64) -> Result<Vec<Box<dyn DeviceModel>>> {
         Ok(Vec::new())
     }
+    /// A background step of this layer's (its wake-up, `wake`, or the
+    /// completion of its work; `payload` as tagged) with the rest of the
+    /// stack, to start more work (after `background_done` for completions).
+    fn background_step(&mut self, _payload: u64, _wake: bool, _cx: &mut Cx, _below: &mut Below) -> Result<()> {
+        Ok(())
+    }
+    /// Blocks `[first, first + n)` of the stack were read by the device
+    /// opportunistically (timed runs): keep what the layer wants of them.
+    fn accept_free(&mut self, _first: u64, _n: u64, _cx: &mut Cx, _below: &mut Below) -> Result<()> {
+        Ok(())
+    }
+    /// The warm-up is over: the layer's counters start afresh.
+    fn reset_stats(&mut self) {}
     /// Add this layer's figures to the result.
     fn report(&self, out: &mut super::result::StackResult);
 }
@@ -269,6 +302,14 @@ pub trait Target: Send {
     }
     /// A user request completed (for statistics split by rebuild phase).
     fn user_done(&mut self, _time: Ns, _start: Ns, _unreadable: bool) {}
+    /// The stack blocks wholly inside `sectors` sectors from `sector` of
+    /// device `disk` (what a device read opportunistically), as
+    /// `(first, count)`; `None`: none, or the target cannot tell.
+    fn blocks_of(&self, _disk: usize, _sector: u64, _sectors: u64) -> Option<(u64, u64)> {
+        None
+    }
+    /// The warm-up is over: the target's counters (its ledger) start afresh.
+    fn reset_stats(&mut self) {}
     fn rebuild_report(&self) -> Option<RebuildReport> {
         None
     }

@@ -6,7 +6,9 @@
 //! * `spec` — the stack file, strict parsing, `--set` overrides;
 //! * `address` — the stack's address space (tenants) and the pre-pass over a trace;
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
-//! * `cache_layer` — host cache layers; `tier` — the SSD tier; `target` — one disk, or an array;
+//! * `cache_layer` — host cache layers (with `prefetch`: what they read
+//!   ahead); `write_buffer` — a cache layer's write buffer; `tier` — the SSD
+//!   tier; `target` — one disk, or an array;
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
 //! * `result` — the JSON result.
@@ -17,13 +19,17 @@ pub mod cache_layer;
 pub mod failure;
 pub mod layer;
 pub mod miss_trace;
+pub mod prefetch;
 pub mod result;
 pub mod run;
 pub mod runtime;
 pub mod spec;
 pub mod target;
 pub mod tier;
+pub mod write_buffer;
 
+#[cfg(test)]
+mod hs_tests;
 #[cfg(test)]
 mod rebuild_tests;
 #[cfg(test)]

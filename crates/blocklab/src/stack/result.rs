@@ -33,6 +33,19 @@ pub struct LayerReport {
     /// and writes passed on (write-through, write-around, bypass).
     pub fetched_blocks: u64,
     pub written_below_blocks: u64,
+    /// Read requests that reached the layer, and those of them that
+    /// missed (needed a read below; a request split by a layer above counts once).
+    pub read_requests: u64,
+    pub read_request_misses: u64,
+    /// Prefetch: blocks kept from non-opportunistic prefetch (the rest of a
+    /// fetch unit, read-ahead, CSP), prefetch operations issued (read-ahead
+    /// and CSP), blocks kept from what the device read opportunistically.
+    pub prefetched_blocks: u64,
+    pub prefetch_ops: u64,
+    pub opportunistic_blocks: u64,
+    /// The prefetch buffer: its size, and reads of blocks found there.
+    pub prefetch_buffer_blocks: u64,
+    pub prefetch_buffer_hits: u64,
 }
 
 /// Disk operations of one cause.
@@ -92,6 +105,20 @@ pub struct DeviceFigures {
     pub mean_queue: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_queue: Option<u64>,
+    /// Timed: busy time split into seek, rotation, media transfer and the
+    /// rest (command overhead, bus, waits for the mechanism); they sum to
+    /// `busy_ms`. A model that does not split its time reports overhead only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seek_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotation_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transfer_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead_ms: Option<f64>,
+    /// Timed: busy time of read operations (demand and prefetch).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_busy_ms: Option<f64>,
 }
 
 impl DeviceFigures {
@@ -157,6 +184,9 @@ pub struct StackResult {
     /// The SSD tier (`[tier]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<super::tier::report::TierReport>,
+    /// Write buffers of the cache layers that have one (`cache.N.write_buffer`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub write_buffers: Vec<super::write_buffer::WriteBufferReport>,
 }
 
 /// Figures of a timed run beside the response times.
@@ -212,6 +242,11 @@ impl StackResult {
             d.avg_service_ms = Some(t.avg_service_ms);
             d.mean_queue = Some(t.mean_queue);
             d.max_queue = Some(t.max_queue);
+            d.seek_ms = Some(t.seek_ms);
+            d.rotation_ms = Some(t.rotation_ms);
+            d.transfer_ms = Some(t.transfer_ms);
+            d.overhead_ms = Some(t.overhead_ms);
+            d.read_busy_ms = Some(t.read_busy_ms);
         }
         self.rebuild = r.rebuild.clone();
     }

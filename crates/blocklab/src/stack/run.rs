@@ -128,7 +128,12 @@ impl<'a> Inputs<'a> {
 
 /// The pass over the traces a stack needs before it runs, if any.
 fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Option<Survey>> {
-    if !(needs.unique || needs.tenants || needs.next_use.is_some() || needs.span || spec.tenant_map == TenantMap::Concat)
+    if !(needs.unique
+        || needs.tenants
+        || needs.extents
+        || needs.next_use.is_some()
+        || needs.span
+        || spec.tenant_map == TenantMap::Concat)
     {
         return Ok(None);
     }
@@ -179,6 +184,7 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
         needs.unique |= n.unique;
         needs.tenants |= n.tenants;
         needs.span |= n.span;
+        needs.extents |= n.extents;
         if n.next_use.is_some() {
             if needs.next_use.is_some_and(|r| Some(r) != n.next_use) {
                 return Err(Error::config(
@@ -244,6 +250,7 @@ fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
             pq_ns: ms_to_ns(xor_ms),
             sectors_per_block: 1, // each pass takes the stack's own
             interval_ns: (r.interval > 0.0).then(|| ms_to_ns(r.interval).max(1)),
+            warmup_ns: secs_to_ns(r.warmup),
         },
     })
 }
@@ -259,12 +266,15 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
         Some(model) => {
             let mut r = spec.clone();
             r.device.model = model.clone();
-            Some(build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
+            let mut reference = build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
                 Error::Key { file, key, message } if key == "device.model" => {
                     Error::key(file, "replay.reference", message)
                 }
                 other => other,
-            })?)
+            })?;
+            // The traced system: the optimizations' opportunistic reading is no part of it.
+            reference.opportunism = None;
+            Some(reference)
         }
         None => None,
     };

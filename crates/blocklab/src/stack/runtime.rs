@@ -10,7 +10,7 @@ use super::failure::FailAt;
 use super::layer::{AtOnce, Below, Cx, Deferred, Exec, Layer, Origin, Target};
 use super::result::StackResult;
 use crate::cache::fault::FaultMap;
-use crate::device::DeviceModel;
+use crate::device::{DeviceModel, Opportunism};
 use crate::error::Result;
 use crate::timed::engine::{secs_to_ns, Ns};
 use crate::timed::executor::{Step, TimedExecutor};
@@ -21,6 +21,9 @@ use crate::trace::{Op, Request};
 /// Background work of layer `index` is tagged with bit 63 set and the
 /// layer's index in bits 48..63; the target's own (the rebuild) has bit 63 clear.
 pub const LAYER_BIT: u64 = 1 << 63;
+
+/// The payload of the completion of what a layer's background step waited for.
+pub const STEP_PAYLOAD: u64 = (1 << 48) - 1;
 
 pub fn layer_tag(index: usize, payload: u64) -> u64 {
     LAYER_BIT | ((index as u64 & 0x7fff) << 48) | (payload & ((1 << 48) - 1))
@@ -36,8 +39,10 @@ pub struct Composed {
     addr: AddressMap,
     fail_at: Option<FailAt>,
     failed: bool,
-    /// Requests handed to the stack in this pass.
+    /// Requests handed to the stack in this pass (measured ones: after a warm-up).
     requests: u64,
+    /// Every request of the pass (the failure trigger counts them).
+    issued: u64,
     block_accesses: u64,
     flushed: bool,
     /// Counted runs: the executor, and the trace time of the first request.
@@ -47,6 +52,13 @@ pub struct Composed {
     failed_at: Option<f64>,
     rebuilt: bool,
     pub seed: u64,
+    /// What the devices read opportunistically for the layers (timed runs).
+    pub opportunism: Option<Opportunism>,
+    /// Counted runs: requests of the first `warmup_ns` of trace time are not
+    /// measured (timed runs: the executor says, `TimedExecutor::measuring`).
+    pub warmup_ns: Ns,
+    /// The counters were started afresh after a warm-up.
+    warmed: bool,
 }
 
 impl Composed {
@@ -67,6 +79,7 @@ impl Composed {
             fail_at,
             failed: false,
             requests: 0,
+            issued: 0,
             block_accesses: 0,
             flushed: false,
             at_once: AtOnce::default(),
@@ -74,12 +87,26 @@ impl Composed {
             failed_at: None,
             rebuilt: false,
             seed: 0,
+            opportunism: None,
+            warmup_ns: 0,
+            warmed: false,
         })
     }
 
     /// Start a pass: fresh devices, empty caches, the array as configured.
     fn reset(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
         let mut devices = self.target.devices()?;
+        if let Some(o) = self.opportunism {
+            for d in &mut devices {
+                if !d.set_opportunism(o) && o != Opportunism::default() {
+                    return Err(crate::error::Error::config(
+                        "the device model cannot read opportunistically (preemptible_readahead, \
+                         read_any_free_blocks, jit_seek need a disk or toy model)",
+                    ));
+                }
+            }
+        }
+        self.warmed = false;
         self.layers = (self.make_layers)(self.target.faults())?;
         // Devices of layers (an SSD tier) come after the target's.
         let spb = self.target.sectors_per_block();
@@ -89,6 +116,7 @@ impl Composed {
         }
         self.failed = false;
         self.requests = 0;
+        self.issued = 0;
         self.block_accesses = 0;
         self.flushed = false;
         self.at_once = AtOnce::default();
@@ -102,7 +130,7 @@ impl Composed {
     fn before(&mut self, req: &Request, ex: Option<&mut TimedExecutor>) -> Result<()> {
         if !self.failed {
             if let Some(f) = self.fail_at {
-                if f.due(self.requests, req.time) {
+                if f.due(self.issued, req.time) {
                     self.failed_at = Some(req.time);
                     self.target.fail_now(ex)?;
                     self.failed = true;
@@ -110,7 +138,53 @@ impl Composed {
             }
         }
         self.requests += 1;
+        self.issued += 1;
         Ok(())
+    }
+
+    /// The warm-up is over: every counter starts afresh.
+    fn end_warmup(&mut self) {
+        if !self.warmed {
+            self.warmed = true;
+            self.requests = 0;
+            self.block_accesses = 0;
+            for l in &mut self.layers {
+                l.reset_stats();
+            }
+            self.target.reset_stats();
+        }
+    }
+
+    /// Timed runs: hand what the devices read opportunistically by now to
+    /// the layers (top first), before anything else happens now.
+    fn take_free(&mut self, ex: &mut TimedExecutor) -> Result<()> {
+        if self.opportunism.is_none() {
+            return Ok(());
+        }
+        let mut runs = Vec::new();
+        ex.take_free(&mut runs);
+        if runs.is_empty() {
+            return Ok(());
+        }
+        let mut cx = Cx::new(ex);
+        for (disk, run) in runs {
+            let Some((first, n)) = self.target.blocks_of(disk, run.lbn, run.sectors) else {
+                continue;
+            };
+            for i in 0..self.layers.len() {
+                let (upper, rest) = self.layers.split_at_mut(i + 1);
+                upper[i].accept_free(
+                    first,
+                    n,
+                    &mut cx,
+                    &mut Below {
+                        layers: rest,
+                        target: &mut *self.target,
+                    },
+                )?;
+            }
+        }
+        cx.finish_background()
     }
 
     /// Counted runs: when the rebuild is due, in ns of trace time since the
@@ -166,8 +240,11 @@ impl Composed {
     /// Counted executor: one request, every plan done at once.
     pub fn count_request(&mut self, req: &Request) -> Result<()> {
         let t0 = *self.t0.get_or_insert(req.time);
-        self.before(req, None)?;
         let now = secs_to_ns(req.time - t0);
+        if self.warmup_ns > 0 && now >= self.warmup_ns {
+            self.end_warmup();
+        }
+        self.before(req, None)?;
         if let Some(at) = self.rebuild_due() {
             if !self.rebuilt && now >= at {
                 self.target.rebuild_at_once(at)?;
@@ -231,6 +308,10 @@ impl Stack for Composed {
     }
 
     fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()> {
+        self.take_free(ex)?;
+        if ex.warmup_ns() > 0 && ex.measuring() {
+            self.end_warmup();
+        }
         self.before(req, Some(&mut *ex))?;
         let (plan, id, deferred) = self.serve(req, ex)?;
         ex.submit_user(plan, tag, id, req.op == Op::Write)?;
@@ -250,12 +331,45 @@ impl Stack for Composed {
             Step::BgWake { token, .. } => token,
             _ => return Ok(()),
         };
+        self.take_free(ex)?;
         if tag & LAYER_BIT == 0 {
             return self.target.background(step, ex);
         }
         let i = ((tag >> 48) & 0x7fff) as usize;
-        if let (Some(l), Step::BgDone { .. }) = (self.layers.get_mut(i), step) {
-            l.background_done(tag & ((1 << 48) - 1));
+        let payload = tag & ((1 << 48) - 1);
+        if i >= self.layers.len() {
+            return Ok(());
+        }
+        let wake = matches!(step, Step::BgWake { .. });
+        if !wake {
+            self.layers[i].background_done(payload);
+        }
+        // The layer may start more work (a write buffer's next destages).
+        let mut cx = Cx::new(ex);
+        let (upper, rest) = self.layers.split_at_mut(i + 1);
+        upper[i].background_step(
+            payload,
+            wake,
+            &mut cx,
+            &mut Below {
+                layers: rest,
+                target: &mut *self.target,
+            },
+        )?;
+        let plan = std::mem::take(&mut cx.plan);
+        let id = cx.id;
+        let deferred = std::mem::take(&mut cx.deferred);
+        drop(cx);
+        // What the step itself waits for (layers put nothing there yet) runs
+        // as a background plan whose completion comes back with payload
+        // `STEP_PAYLOAD`.
+        if plan.nodes.is_empty() {
+            ex.release_id(id);
+        } else {
+            ex.submit_background_as(plan, layer_tag(i, STEP_PAYLOAD), id)?;
+        }
+        for d in deferred {
+            Exec::submit_background(ex, d.plan, d.id, d.tag, d.class)?;
         }
         Ok(())
     }

@@ -85,6 +85,10 @@ pub struct ReplaySpec {
     pub interval: f64,
     /// Drop writes from the trace (the VDF paper's setting).
     pub reads_only: bool,
+    /// Warm-up: the first `warmup` seconds of each trace (its own clock)
+    /// are replayed but not measured (response times, layer, array and
+    /// device counters start afresh after it).
+    pub warmup: f64,
 }
 
 impl Default for ReplaySpec {
@@ -99,6 +103,7 @@ impl Default for ReplaySpec {
             reference: None,
             interval: 0.0,
             reads_only: false,
+            warmup: 0.0,
         }
     }
 }
@@ -151,10 +156,147 @@ pub struct CacheSpec {
     /// Write this layer's misses as a native CSV trace (path relative to the stack file).
     #[serde(default)]
     pub miss_trace: Option<String>,
+    /// Hsu–Smith's read caching, prefetch and write buffering (`stack::prefetch`,
+    /// `stack::write_buffer`); all off by default.
+    /// Large fetch unit: a read miss fetches the aligned units of this many
+    /// bytes covering the request (default: one block).
+    #[serde(default)]
+    pub fetch_unit: Option<NumOrStr>,
+    /// Non-opportunistic sequential prefetch on a read miss.
+    #[serde(default)]
+    pub prefetch: PrefetchKind,
+    /// `prefetch = "readahead"`: bytes read after the request.
+    #[serde(default = "default_readahead")]
+    pub readahead: NumOrStr,
+    /// `prefetch = "csp"`: segment size, trigger (run length), factor, cap and
+    /// directory entries of conditional sequential prefetch.
+    #[serde(default = "default_csp_segment")]
+    pub csp_segment: NumOrStr,
+    #[serde(default = "one")]
+    pub csp_trigger: u64,
+    #[serde(default = "two")]
+    pub csp_factor: u64,
+    #[serde(default = "default_csp_max")]
+    pub csp_max: NumOrStr,
+    #[serde(default = "default_csp_directory")]
+    pub csp_directory: usize,
+    /// The device queue class of read-ahead and CSP I/O: `normal` (the paper's
+    /// "two start I/Os": it may hold up later demand reads) or `idle`
+    /// (served only when no demand request waits).
+    #[serde(default)]
+    pub prefetch_class: QueueClass,
+    /// A separate LRU buffer (bytes) for prefetched blocks; 0: none.
+    #[serde(default)]
+    pub prefetch_buffer: Option<NumOrStr>,
+    /// What goes to the prefetch buffer: `opportunistic` (the device's free
+    /// reads, the paper's resource-rich setting) or `all` prefetched blocks.
+    #[serde(default)]
+    pub prefetch_buffer_holds: BufferHolds,
+    /// Preemptible read-ahead by the device (bytes past the demand read, in
+    /// all; 0: off).
+    #[serde(default)]
+    pub preemptible_readahead: Option<NumOrStr>,
+    /// The device keeps the sectors that pass under the head while it waits.
+    #[serde(default)]
+    pub read_any_free_blocks: bool,
+    /// Just-in-time seek when a read preempts read-ahead.
+    #[serde(default)]
+    pub jit_seek: bool,
+    /// A write buffer (bytes) over this cache: writes complete once buffered
+    /// and are destaged in the background; 0: none.
+    #[serde(default)]
+    pub write_buffer: Option<NumOrStr>,
+    /// Destaging starts when the dirty share of the buffer exceeds
+    /// `high_mark` and stops when it drops below `low_mark`.
+    #[serde(default = "default_high_mark")]
+    pub high_mark: f64,
+    #[serde(default = "default_low_mark")]
+    pub low_mark: f64,
+    /// Dirty blocks older than this (seconds since they became dirty) are
+    /// destaged too; 0: no age limit.
+    #[serde(default = "default_max_age")]
+    pub max_age_s: f64,
+}
+
+/// Non-opportunistic prefetch (`prefetch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PrefetchKind {
+    #[default]
+    None,
+    /// Read ahead a fixed amount after every read miss.
+    Readahead,
+    /// Conditional sequential prefetch (run lengths per segment).
+    Csp,
+}
+
+/// A device queue class, as a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QueueClass {
+    #[default]
+    Normal,
+    Idle,
+}
+
+/// What the prefetch buffer holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BufferHolds {
+    #[default]
+    Opportunistic,
+    All,
+}
+
+impl CacheSpec {
+    /// A layer of `policy` and `size` with every other key at its default
+    /// (as a file giving only those two keys).
+    pub fn new(policy: &str, size: NumOrStr) -> CacheSpec {
+        let mut t = toml::Table::new();
+        t.insert("policy".into(), Value::String(policy.to_string()));
+        t.insert("size".into(), Value::String(size.text()));
+        Value::Table(t)
+            .try_into()
+            .expect("a policy and a size make a cache layer")
+    }
+
+    /// Whether the layer asks the device for opportunistic reading.
+    pub fn opportunistic(&self) -> bool {
+        self.preemptible_readahead.as_ref().is_some_and(|v| v.text() != "0")
+            || self.read_any_free_blocks
+            || self.jit_seek
+    }
 }
 
 fn yes() -> bool {
     true
+}
+fn one() -> u64 {
+    1
+}
+fn two() -> u64 {
+    2
+}
+fn default_readahead() -> NumOrStr {
+    NumOrStr::Str("32KiB".into())
+}
+fn default_csp_segment() -> NumOrStr {
+    NumOrStr::Str("16KiB".into())
+}
+fn default_csp_max() -> NumOrStr {
+    NumOrStr::Str("256KiB".into())
+}
+fn default_csp_directory() -> usize {
+    64
+}
+fn default_high_mark() -> f64 {
+    0.5
+}
+fn default_low_mark() -> f64 {
+    0.25
+}
+fn default_max_age() -> f64 {
+    30.0
 }
 
 /// `[array.rebuild]`: rebuild the failed disks onto spares (timed: in the
@@ -340,6 +482,23 @@ pub struct DeviceSpec {
     /// without an array; with one, `array.wrap`).
     #[serde(default)]
     pub wrap: bool,
+    /// Short-stroking: the share of each device that holds data, from its
+    /// first LBN (the outer edge of a disk); 1: all of it.
+    #[serde(default = "full")]
+    pub short_stroke: f64,
+}
+
+fn full() -> f64 {
+    1.0
+}
+
+impl DeviceSpec {
+    /// A device of `model` with every other key at its default.
+    pub fn new(model: &str) -> DeviceSpec {
+        let mut t = toml::Table::new();
+        t.insert("model".into(), Value::String(model.to_string()));
+        Value::Table(t).try_into().expect("a model makes a device")
+    }
 }
 
 fn default_scheduler() -> String {
@@ -510,7 +669,14 @@ impl StackSpec {
                      `back` or `through`, can have it",
                 ));
             }
-            crate::cache::sizes::parse_size(&c.size.text()).map_err(|e| o.err(&format!("cache.{i}.size"), e))?;
+            match used_share(&c.size.text()) {
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(o.err(&format!("cache.{i}.size"), e)),
+                None => {
+                    crate::cache::sizes::parse_size(&c.size.text())
+                        .map_err(|e| o.err(&format!("cache.{i}.size"), e))?;
+                }
+            }
             if let NumOrStr::Int(0) = c.size {
                 return Err(o.err(&format!("cache.{i}.size"), "a cache needs at least one block"));
             }
@@ -527,6 +693,9 @@ impl StackSpec {
         if let Some(t) = &self.tier {
             t.check(o, self)?;
         }
+        for (i, c) in self.cache.iter().enumerate() {
+            self.check_hsu_smith(i, c)?;
+        }
         if let Some(a) = &self.array {
             self.check_array(a)?;
             if self.device.wrap {
@@ -534,6 +703,123 @@ impl StackSpec {
             }
         }
         crate::timed::sched::build(&self.device.scheduler).map_err(|e| o.err("device.scheduler", e))?;
+        let ss = self.device.short_stroke;
+        if !(ss.is_finite() && ss > 0.0 && ss <= 1.0) {
+            return Err(o.err("device.short_stroke", "must be a share of the device in (0, 1]"));
+        }
+        Ok(())
+    }
+
+    /// Bytes of a size key of a cache layer, a whole number of blocks.
+    fn layer_bytes(&self, i: usize, key: &str, v: &NumOrStr, min_blocks: u64) -> Result<u64> {
+        let key = format!("cache.{i}.{key}");
+        let b = crate::array::parse_bytes(&v.text()).map_err(|e| self.origin.err(&key, e))?;
+        let bs = self.block_size();
+        if b % bs != 0 || b / bs < min_blocks {
+            let least = if min_blocks > 0 {
+                format!(", at least {min_blocks}")
+            } else {
+                String::new()
+            };
+            return Err(self
+                .origin
+                .err(&key, format!("{b} B is not a whole number of {bs}-byte blocks{least}")));
+        }
+        Ok(b)
+    }
+
+    /// The keys of read caching, prefetch, opportunistic prefetch and the
+    /// write buffer (see docs/stack.md).
+    fn check_hsu_smith(&self, i: usize, c: &CacheSpec) -> Result<()> {
+        let o = &self.origin;
+        let k = |key: &str| format!("cache.{i}.{key}");
+        let opt = c.policy.eq_ignore_ascii_case("opt");
+        if let Some(f) = &c.fetch_unit {
+            self.layer_bytes(i, "fetch_unit", f, 1)?;
+        }
+        if c.prefetch == PrefetchKind::Readahead {
+            self.layer_bytes(i, "readahead", &c.readahead, 1)?;
+        }
+        if c.prefetch == PrefetchKind::Csp {
+            self.layer_bytes(i, "csp_segment", &c.csp_segment, 1)?;
+            self.layer_bytes(i, "csp_max", &c.csp_max, 1)?;
+            if c.csp_trigger == 0 {
+                return Err(o.err(&k("csp_trigger"), "must be at least 1 (a run of one segment)"));
+            }
+            if c.csp_factor == 0 {
+                return Err(o.err(&k("csp_factor"), "must be at least 1"));
+            }
+            if c.csp_directory == 0 {
+                return Err(o.err(&k("csp_directory"), "must hold at least one segment"));
+            }
+        }
+        let pbuf = match &c.prefetch_buffer {
+            Some(v) => self.layer_bytes(i, "prefetch_buffer", v, 0)?,
+            None => 0,
+        };
+        if let Some(v) = &c.preemptible_readahead {
+            let b = crate::array::parse_bytes(&v.text()).map_err(|e| o.err(&k("preemptible_readahead"), e))?;
+            if b % 512 != 0 {
+                return Err(o.err(
+                    &k("preemptible_readahead"),
+                    "must be a whole number of 512-byte sectors",
+                ));
+            }
+        }
+        let prefetching = c.fetch_unit.is_some() || c.prefetch != PrefetchKind::None || pbuf > 0 || c.opportunistic();
+        if prefetching && opt {
+            return Err(o.err(
+                &k("policy"),
+                "opt knows the future of demand accesses only: no prefetch with it",
+            ));
+        }
+        if prefetching && !c.merge_misses {
+            return Err(o.err(
+                &k("merge_misses"),
+                "prefetch reads ranges of blocks: leave merge_misses on",
+            ));
+        }
+        if c.opportunistic() {
+            if self.array.is_some() {
+                return Err(o.err(
+                    &k(if c.jit_seek {
+                        "jit_seek"
+                    } else if c.read_any_free_blocks {
+                        "read_any_free_blocks"
+                    } else {
+                        "preemptible_readahead"
+                    }),
+                    "opportunistic prefetch needs a stack on one device (no [array])",
+                ));
+            }
+            if self.cache[..i].iter().any(|d| d.opportunistic()) {
+                return Err(o.err(
+                    &k("preemptible_readahead"),
+                    "only one cache layer can take what the device reads opportunistically",
+                ));
+            }
+        }
+        if let Some(v) = &c.write_buffer {
+            if v.text().trim() != "0" {
+                self.layer_bytes(i, "write_buffer", v, 1)?;
+                if c.write != WritePolicy::Back || c.reads_only {
+                    return Err(o.err(
+                        &k("write_buffer"),
+                        "the write buffer takes the layer's writes: leave `write` and `reads_only` out",
+                    ));
+                }
+            }
+        }
+        let (hi, lo) = (c.high_mark, c.low_mark);
+        if !(hi.is_finite() && (0.0..=1.0).contains(&hi)) {
+            return Err(o.err(&k("high_mark"), "must be a share of the buffer in [0, 1]"));
+        }
+        if !(lo.is_finite() && (0.0..=1.0).contains(&lo) && lo <= hi) {
+            return Err(o.err(&k("low_mark"), "must be a share of the buffer in [0, high_mark]"));
+        }
+        if !(c.max_age_s.is_finite() && c.max_age_s >= 0.0) {
+            return Err(o.err(&k("max_age_s"), "must be a non-negative number of seconds"));
+        }
         Ok(())
     }
 
@@ -560,6 +846,9 @@ impl StackSpec {
         }
         if !(r.interval.is_finite() && r.interval >= 0.0) {
             return Err(o.err("replay.interval", "must be a non-negative number of ms"));
+        }
+        if !(r.warmup.is_finite() && r.warmup >= 0.0) {
+            return Err(o.err("replay.warmup", "must be a non-negative number of seconds"));
         }
         Ok(())
     }
@@ -743,6 +1032,19 @@ impl StackSpec {
             None => Fit::None,
         }
     }
+}
+
+/// A cache size written as a share of the storage used (`"1%used"`: the
+/// stack's address space, the volumes laid end to end); `None`: another form.
+pub fn used_share(text: &str) -> Option<Result<f64>> {
+    let t = text.trim();
+    let num = t.strip_suffix("%used")?;
+    Some(match num.trim().parse::<f64>() {
+        Ok(p) if p.is_finite() && p > 0.0 && p <= 100.0 => Ok(p),
+        _ => Err(Error::config(format!(
+            "bad cache size `{t}`: a share of the storage used is a number in (0, 100] before `%used`"
+        ))),
+    })
 }
 
 /// A serde path as `--set` writes it: `cache.0.size`.

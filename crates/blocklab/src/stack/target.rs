@@ -82,6 +82,15 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> SingleDisk<F> {
     pub fn capacity(&self) -> u64 {
         self.capacity
     }
+
+    /// Use only the first `share` of the device (short-stroking: LBN 0 is
+    /// a disk's outer edge).
+    pub fn short_stroked(mut self, share: f64) -> Self {
+        if share < 1.0 {
+            self.capacity = ((self.capacity as f64 * share) as u64).max(1);
+        }
+        self
+    }
 }
 
 impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for SingleDisk<F> {
@@ -141,6 +150,16 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for SingleDisk<F> {
 
     fn capacity_blocks(&self) -> Option<u64> {
         Some(self.capacity / self.spb)
+    }
+
+    fn blocks_of(&self, _disk: usize, sector: u64, sectors: u64) -> Option<(u64, u64)> {
+        let first = sector.div_ceil(self.spb);
+        let end = ((sector + sectors).min(self.capacity) / self.spb).min(self.capacity / self.spb);
+        (end > first).then_some((first, end - first))
+    }
+
+    fn reset_stats(&mut self) {
+        self.ledger = CountExecutor::new(1);
     }
 
     fn report(&self, out: &mut StackResult) {
@@ -495,6 +514,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         if let Some(r) = self.rebuild.as_mut() {
             r.user_done(time, start, unreadable);
         }
+    }
+
+    fn reset_stats(&mut self) {
+        self.ledger = CountExecutor::new(self.initial.ndisks());
     }
 
     fn rebuild_report(&self) -> Option<RebuildReport> {

@@ -277,20 +277,27 @@ proptest! {
     }
 
     /// The same requests counted and in time (open replay) hit and miss on
-    /// the same blocks and evict the same dirty blocks, in every write mode.
+    /// the same blocks and evict the same dirty blocks, in every write mode,
+    /// with and without prefetch (fetch unit, read-ahead, CSP).
     #[test]
     fn counted_and_timed_agree_on_every_layer(
         ops in prop::collection::vec((any::<bool>(), 0u64..40, 1u64..4), 1..150),
         cap in 1u64..16,
         write in prop::sample::select(vec!["back", "through", "around"]),
         policy in prop::sample::select(vec!["lru", "arc", "s3fifo", "vdf-lru", "lfu"]),
+        prefetch in prop::sample::select(vec![
+            "",
+            "fetch_unit = \"16KiB\"\n",
+            "prefetch = \"readahead\"\nreadahead = \"8KiB\"\n",
+            "prefetch = \"csp\"\ncsp_segment = \"8KiB\"\n",
+        ]),
     ) {
         let reqs: Vec<Request> = ops.iter().enumerate().map(|(i, &(w, b, n))| Request {
             len: n * 4096,
             ..rq(i as f64 * 3.0, if w { Op::Write } else { Op::Read }, b)
         }).collect();
         let text = format!(
-            "tenant_map = \"ignore\"\n[[cache]]\npolicy = \"{policy}\"\nsize = {cap}\nwrite = \"{write}\"\nhit_ms = 0.2\n\
+            "tenant_map = \"ignore\"\n[[cache]]\npolicy = \"{policy}\"\nsize = {cap}\nwrite = \"{write}\"\nhit_ms = 0.2\n{prefetch}\
              [[cache]]\npolicy = \"lru\"\nsize = {}\n\
              [array]\nraid = 5\ndisks = 4\nfailed = [1]\ndisk_size = \"1MiB\"\nwrap = true\n[device]\nmodel = \"toy:base=2,cyl=0.01,spc=64\"\n",
             cap * 2

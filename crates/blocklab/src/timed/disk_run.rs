@@ -166,6 +166,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             reference: o.reference_model.clone(),
             interval: o.interval_ms,
             reads_only: false,
+            ..Default::default()
         },
         cache: Vec::new(),
         tier: None,
@@ -174,6 +175,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             scheduler: o.scheduler.clone(),
             queue_depth: o.queue_depth,
             wrap: o.wrap && array.is_none(),
+            ..DeviceSpec::new(&o.model)
         },
         array,
         origin: Origin {

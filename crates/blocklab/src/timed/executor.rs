@@ -42,6 +42,9 @@ pub struct ExecConfig {
     pub sectors_per_block: u64,
     /// Time-series interval (None: no series).
     pub interval_ns: Option<Ns>,
+    /// Warm-up: requests of each stream's first `warmup_ns` of trace time are
+    /// served but not measured (the replayer marks them; see `set_measuring`).
+    pub warmup_ns: Ns,
 }
 
 impl Default for ExecConfig {
@@ -53,6 +56,7 @@ impl Default for ExecConfig {
             pq_ns: 0,
             sectors_per_block: 1,
             interval_ns: None,
+            warmup_ns: 0,
         }
     }
 }
@@ -117,6 +121,8 @@ struct Live {
     bg: bool,
     /// Its disk operations are of the devices' idle class.
     idle: bool,
+    /// A user request past the warm-up (its response time counts).
+    measured: bool,
 }
 
 pub struct TimedExecutor {
@@ -141,6 +147,10 @@ pub struct TimedExecutor {
     reserved: FxHashSet<PlanId>,
     /// `Await` nodes (slot, node) waiting for a plan, by its id.
     waiters: FxHashMap<PlanId, Vec<(u32, u16)>>,
+    /// User requests submitted now are measured (false during a warm-up).
+    measuring: bool,
+    /// When measuring started (the end of the warm-up; 0 without one).
+    measure_start: Option<Ns>,
 }
 
 impl TimedExecutor {
@@ -171,7 +181,43 @@ impl TimedExecutor {
             live_ids: FxHashMap::default(),
             reserved: FxHashSet::default(),
             waiters: FxHashMap::default(),
+            measuring: true,
+            measure_start: None,
         })
+    }
+
+    /// Whether user requests submitted from now on are measured (false
+    /// during a warm-up). The first switch from a warm-up to measuring starts
+    /// the devices' statistics, queue lengths and outstanding counts afresh.
+    pub fn set_measuring(&mut self, on: bool) {
+        if on && !self.measuring && self.measure_start.is_none() {
+            let now = self.engine.now();
+            self.measure_start = Some(now);
+            for d in &mut self.devs {
+                d.reset_stats(now);
+            }
+            self.metrics.restart(now);
+        }
+        self.measuring = on;
+    }
+
+    /// The configured warm-up (trace time).
+    pub fn warmup_ns(&self) -> Ns {
+        self.cfg.warmup_ns
+    }
+
+    pub fn measuring(&self) -> bool {
+        self.measuring
+    }
+
+    /// Sectors the devices read opportunistically by now: (device, run).
+    pub fn take_free(&mut self, out: &mut Vec<(usize, crate::device::FreeRun)>) {
+        let now = self.engine.now();
+        let mut runs = Vec::new();
+        for (i, d) in self.devs.iter_mut().enumerate() {
+            d.take_free(now, &mut runs);
+            out.extend(runs.drain(..).map(|r| (i, r)));
+        }
     }
 
     pub fn now(&self) -> Ns {
@@ -224,6 +270,11 @@ impl TimedExecutor {
         self.next_id += 1;
         self.reserved.insert(id);
         id
+    }
+
+    /// Give back a reserved id whose plan will never be submitted.
+    pub fn release_id(&mut self, id: PlanId) {
+        self.reserved.remove(&id);
     }
 
     /// Whether the plan with this id has completed.
@@ -311,6 +362,7 @@ impl TimedExecutor {
             }
         }
         let now = self.engine.now();
+        let measured = !bg && self.measuring;
         if bg {
             self.bg_in_flight += 1;
         } else {
@@ -319,7 +371,7 @@ impl TimedExecutor {
             self.last_user_issue = Some(now);
         }
         if n == 0 {
-            self.finish_plan(now, id, tag, now, false, write, bg);
+            self.finish_plan(now, id, tag, now, false, write, bg, measured);
             return Ok(());
         }
         let live = Live {
@@ -334,6 +386,7 @@ impl TimedExecutor {
             unreadable: false,
             bg,
             idle,
+            measured,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -368,8 +421,8 @@ impl TimedExecutor {
                 let d = op.disk;
                 let tag = ((slot as u64) << 16) | i as u64;
                 let now = self.engine.now();
-                let idle = live.idle;
-                if let Some((t, dur)) = self.devs[d as usize].arrive_as(now, tag, req, idle) {
+                let (idle, demand) = (live.idle, !live.bg);
+                if let Some((t, dur)) = self.devs[d as usize].arrive_with(now, tag, req, idle, demand) {
                     self.started(d, t, dur);
                 }
             }
@@ -412,7 +465,16 @@ impl TimedExecutor {
             self.free.push(slot);
             let now = self.engine.now();
             self.live_ids.remove(&live.id);
-            self.finish_plan(now, live.id, live.tag, live.start, live.unreadable, live.write, live.bg);
+            self.finish_plan(
+                now,
+                live.id,
+                live.tag,
+                live.start,
+                live.unreadable,
+                live.write,
+                live.bg,
+                live.measured,
+            );
             return;
         }
         for c in ready {
@@ -421,7 +483,17 @@ impl TimedExecutor {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn finish_plan(&mut self, now: Ns, id: PlanId, tag: u64, start: Ns, unreadable: bool, write: bool, bg: bool) {
+    fn finish_plan(
+        &mut self,
+        now: Ns,
+        id: PlanId,
+        tag: u64,
+        start: Ns,
+        unreadable: bool,
+        write: bool,
+        bg: bool,
+        measured: bool,
+    ) {
         self.last_done = self.last_done.max(now);
         if let Some(ws) = self.waiters.remove(&id) {
             for (slot, node) in ws {
@@ -434,7 +506,11 @@ impl TimedExecutor {
             return;
         }
         self.in_flight -= 1;
-        self.metrics.complete(now, start, unreadable, write);
+        if measured {
+            self.metrics.complete(now, start, unreadable, write);
+        } else {
+            self.metrics.complete_unmeasured(now);
+        }
         self.ready.push_back(Step::Done {
             time: now,
             tag,

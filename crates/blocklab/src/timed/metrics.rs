@@ -42,6 +42,16 @@ pub struct DeviceReport {
     /// Time-averaged number of requests waiting (not in service).
     pub mean_queue: f64,
     pub max_queue: u64,
+    /// Busy time split: moving the arm, waiting for rotation, media
+    /// transfer, and the rest (command overhead, bus, waits for the
+    /// mechanism); they sum to `busy_ms` (a model that does not split its
+    /// time reports it all as overhead).
+    pub seek_ms: f64,
+    pub rotation_ms: f64,
+    pub transfer_ms: f64,
+    pub overhead_ms: f64,
+    /// Busy time of read operations.
+    pub read_busy_ms: f64,
 }
 
 /// Response times of one class of requests (all, reads, writes).
@@ -165,7 +175,12 @@ pub struct Recorder {
     all: Responses,
     reads: Responses,
     writes: Responses,
+    /// Every completed request (warm-up included).
     count: u64,
+    /// Completed requests past the warm-up.
+    measured: u64,
+    /// Start of the measured period (the end of the warm-up, else 0).
+    start: Ns,
     unreadable: u64,
     outstanding: u64,
     max_outstanding: u64,
@@ -182,6 +197,8 @@ impl Recorder {
             reads: Responses::new(),
             writes: Responses::new(),
             count: 0,
+            measured: 0,
+            start: 0,
             unreadable: 0,
             outstanding: 0,
             max_outstanding: 0,
@@ -214,12 +231,30 @@ impl Recorder {
         }
     }
 
+    /// The warm-up is over at `now`: queue lengths and the measured period
+    /// start afresh (requests of the warm-up still in flight are counted in
+    /// the outstanding ones, not in the response times).
+    pub fn restart(&mut self, now: Ns) {
+        self.account(now);
+        self.outstanding_area = 0;
+        self.max_outstanding = self.outstanding;
+        self.start = now;
+    }
+
+    /// A request of the warm-up completed: no response time.
+    pub fn complete_unmeasured(&mut self, now: Ns) {
+        self.account(now);
+        self.outstanding -= 1;
+        self.count += 1;
+    }
+
     /// A user request issued at `start` completed now; `write` says which
     /// class it belongs to.
     pub fn complete(&mut self, now: Ns, start: Ns, unreadable: bool, write: bool) {
         self.account(now);
         self.outstanding -= 1;
         self.count += 1;
+        self.measured += 1;
         if unreadable {
             self.unreadable += 1;
             return;
@@ -258,7 +293,9 @@ impl Recorder {
     /// Summarize; `end` is the time of the last completion.
     pub fn report(&mut self, end: Ns, devices: &[DeviceStats], events: u64) -> Report {
         self.account(end);
-        let span = end.max(1) as f64;
+        let end = end.max(self.start);
+        let span = (end - self.start).max(1) as f64;
+        let measured_span = end > self.start;
         let total_busy: u128 = devices.iter().map(|d| d.busy_ns as u128).sum();
         let devs: Vec<DeviceReport> = devices
             .iter()
@@ -270,9 +307,14 @@ impl Recorder {
                 } else {
                     0.0
                 },
-                utilization: if end > 0 { d.busy_ns as f64 / span } else { 0.0 },
-                mean_queue: if end > 0 { d.queue_area as f64 / span } else { 0.0 },
+                utilization: if measured_span { d.busy_ns as f64 / span } else { 0.0 },
+                mean_queue: if measured_span { d.queue_area as f64 / span } else { 0.0 },
                 max_queue: d.max_queue,
+                seek_ms: ns_to_ms(d.seek_ns),
+                rotation_ms: ns_to_ms(d.rotation_ns),
+                transfer_ms: ns_to_ms(d.transfer_ns),
+                overhead_ms: ns_to_ms(d.overhead_ns),
+                read_busy_ms: ns_to_ms(d.read_busy_ns),
             })
             .collect();
         let ndev = devices.len().max(1) as f64;
@@ -297,21 +339,25 @@ impl Recorder {
             replay: String::new(),
             scheduler: String::new(),
             streams: 0,
-            requests: self.count,
+            requests: self.measured,
             unreadable: self.unreadable,
             avg_response_ms: self.all.mean_ms(),
             p50_ms: self.all.quantile(0.50),
             p95_ms: self.all.quantile(0.95),
             p99_ms: self.all.quantile(0.99),
             max_response_ms: ns_to_ms(self.all.max_ns),
-            avg_service_ms: if self.count > 0 {
-                total_busy as f64 / self.count as f64 / 1e6
+            avg_service_ms: if self.measured > 0 {
+                total_busy as f64 / self.measured as f64 / 1e6
             } else {
                 0.0
             },
-            utilization: if end > 0 { total_busy as f64 / span / ndev } else { 0.0 },
+            utilization: if measured_span {
+                total_busy as f64 / span / ndev
+            } else {
+                0.0
+            },
             sim_time_ms: ns_to_ms(end),
-            mean_outstanding: if end > 0 {
+            mean_outstanding: if measured_span {
                 self.outstanding_area as f64 / span
             } else {
                 0.0

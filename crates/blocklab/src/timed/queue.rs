@@ -10,12 +10,18 @@
 //! write-back, a low-priority rebuild): such requests wait in a queue of
 //! their own and reach the device only when no normal request is waiting,
 //! so they delay a demand request by at most the one in service.
+//!
+//! The queue also keeps the sectors a device reads opportunistically (see
+//! `device::Opportunism`) until the host takes them: those read while a
+//! write of them waited at the device, or arrived meanwhile, are dropped
+//! (the host must not keep data older than a write it issued).
 
 use std::collections::VecDeque;
 
 use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::sched::{SchedCtx, Scheduler};
-use crate::device::{DevRequest, DeviceModel};
+use crate::array::plan::DiskOpKind;
+use crate::device::{DevRequest, DeviceModel, Dispatch, FreeRun};
 
 /// A request waiting at a device. `tag` identifies it to the executor.
 #[derive(Debug, Clone, Copy)]
@@ -25,6 +31,8 @@ pub struct Pending {
     pub arrival: Ns,
     /// Arrival order at this device (tie-breaker of every scheduler).
     pub seq: u64,
+    /// A user request's own operation (not background work: a destage, a prefetch).
+    pub demand: bool,
 }
 
 /// Busy time and queue statistics of one device.
@@ -35,6 +43,14 @@ pub struct DeviceStats {
     /// Integral over time of the number of waiting requests (not in service).
     pub queue_area: u128,
     pub max_queue: u64,
+    /// Busy time split as the model tells it (`DeviceModel::last_split`):
+    /// seek, rotation, transfer, and the rest (overhead); they sum to `busy_ns`.
+    pub seek_ns: u64,
+    pub rotation_ns: u64,
+    pub transfer_ns: u64,
+    pub overhead_ns: u64,
+    /// Busy time of read operations (demand and prefetch).
+    pub read_busy_ns: u64,
 }
 
 pub struct DevQueue {
@@ -53,6 +69,8 @@ pub struct DevQueue {
     seq: u64,
     last_change: Ns,
     pub stats: DeviceStats,
+    /// Sectors read opportunistically, not yet taken by the host.
+    free: Vec<FreeRun>,
 }
 
 impl DevQueue {
@@ -69,7 +87,14 @@ impl DevQueue {
             seq: 0,
             last_change: 0,
             stats: DeviceStats::default(),
+            free: Vec::new(),
         }
+    }
+
+    /// Start the statistics afresh from `now` (the end of a warm-up).
+    pub fn reset_stats(&mut self, now: Ns) {
+        self.stats = DeviceStats::default();
+        self.last_change = now;
     }
 
     /// Requests waiting (not in service).
@@ -104,14 +129,26 @@ impl DevQueue {
 
     /// As [`arrive`](Self::arrive); `idle`: the request is of the idle class.
     pub fn arrive_as(&mut self, now: Ns, tag: u64, req: DevRequest, idle: bool) -> Option<(u64, Ns)> {
+        self.arrive_with(now, tag, req, idle, !idle)
+    }
+
+    /// As [`arrive_as`](Self::arrive_as); `demand`: a user request's own
+    /// operation (the device is told, `Dispatch::demand`), whatever its class.
+    pub fn arrive_with(&mut self, now: Ns, tag: u64, req: DevRequest, idle: bool, demand: bool) -> Option<(u64, Ns)> {
         self.account(now);
         let p = Pending {
             tag,
             req,
             arrival: now,
             seq: self.seq,
+            demand,
         };
         self.seq += 1;
+        if req.kind == DiskOpKind::Write {
+            // Sectors read after the write arrived would be older than it.
+            let t = ns_to_ms(now);
+            trim(&mut self.free, req.lbn, req.sectors.max(1) as u64, |r| r.at_ms > t);
+        }
         let held = self.device_q.len() + self.in_service.is_some() as usize;
         if idle {
             self.idle_q.push(p);
@@ -164,13 +201,188 @@ impl DevQueue {
         } else {
             self.device_q.remove(i)
         };
-        let ms = self.model.service(now_ms, &p.req);
+        let d = Dispatch {
+            demand: p.demand,
+            arrived_ms: ns_to_ms(p.arrival),
+        };
+        let ms = self.model.serve(now_ms, &p.req, &d);
         let dur = ms_to_ns(ms);
         let last = p.req.lbn + (p.req.sectors.max(1) as u64) - 1;
         self.head_cyl = self.model.cylinder(last);
         self.stats.ops += 1;
         self.stats.busy_ns += dur;
+        if p.req.kind == DiskOpKind::Read {
+            self.stats.read_busy_ns += dur;
+        }
+        self.split(dur);
         self.in_service = Some(p);
+        self.collect_free();
         Some((p.tag, dur))
+    }
+
+    /// Add the last service's split to the statistics (clamped so that the
+    /// parts never exceed the service time; the rest is overhead).
+    fn split(&mut self, dur: Ns) {
+        let Some(s) = self.model.last_split() else {
+            self.stats.overhead_ns += dur;
+            return;
+        };
+        let mut left = dur;
+        let mut part = |ms: f64| {
+            let ns = ms_to_ns(ms.max(0.0)).min(left);
+            left -= ns;
+            ns
+        };
+        let (seek, rot, xfer) = (part(s.seek_ms), part(s.rotation_ms), part(s.transfer_ms));
+        self.stats.seek_ns += seek;
+        self.stats.rotation_ns += rot;
+        self.stats.transfer_ns += xfer;
+        self.stats.overhead_ns += left;
+    }
+
+    /// Take what the model read opportunistically, less the sectors of
+    /// writes waiting here (the device read their old data).
+    fn collect_free(&mut self) {
+        let start = self.free.len();
+        self.model.take_free(&mut self.free);
+        if self.free.len() == start {
+            return;
+        }
+        let mut fresh = self.free.split_off(start);
+        for p in self.device_q.iter().chain(&self.host_q).chain(&self.idle_q) {
+            if p.req.kind == DiskOpKind::Write {
+                trim(&mut fresh, p.req.lbn, p.req.sectors.max(1) as u64, |_| true);
+            }
+        }
+        self.free.append(&mut fresh);
+    }
+
+    /// The sectors read opportunistically by `now` (the device idles until
+    /// then unless it is busy); later ones stay until they are read.
+    pub fn take_free(&mut self, now: Ns, out: &mut Vec<FreeRun>) {
+        if self.in_service.is_none() {
+            self.model.advance_idle(ns_to_ms(now));
+            self.collect_free();
+        }
+        let t = ns_to_ms(now);
+        let mut i = 0;
+        while i < self.free.len() {
+            if self.free[i].at_ms <= t {
+                out.push(self.free.remove(i));
+            } else {
+                i += 1;
+            }
+        }
+    }
+}
+
+/// Remove sectors `lbn..lbn+n` from the runs that `which` selects (a run
+/// overlapping them keeps its parts before and after).
+fn trim(runs: &mut Vec<FreeRun>, lbn: u64, n: u64, which: impl Fn(&FreeRun) -> bool) {
+    let end = lbn + n;
+    let mut out = Vec::with_capacity(runs.len());
+    for r in runs.drain(..) {
+        let r_end = r.lbn + r.sectors;
+        if !which(&r) || r_end <= lbn || end <= r.lbn {
+            out.push(r);
+            continue;
+        }
+        if r.lbn < lbn {
+            out.push(FreeRun {
+                sectors: lbn - r.lbn,
+                ..r
+            });
+        }
+        if end < r_end {
+            out.push(FreeRun {
+                lbn: end,
+                sectors: r_end - end,
+                ..r
+            });
+        }
+    }
+    *runs = out;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timed::sched;
+
+    /// A 1 ms device that "reads" sectors 0..100 for free on every read, all
+    /// of them by 0.5 ms into the service.
+    struct Free {
+        runs: Vec<FreeRun>,
+    }
+    impl DeviceModel for Free {
+        fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+            if req.kind == DiskOpKind::Read {
+                self.runs.push(FreeRun {
+                    lbn: 0,
+                    sectors: 100,
+                    at_ms: now_ms + 0.5,
+                });
+            }
+            1.0
+        }
+        fn positioning_estimate(&self, _: f64, _: &DevRequest) -> f64 {
+            0.0
+        }
+        fn cylinder(&self, _: u64) -> u64 {
+            0
+        }
+        fn capacity_sectors(&self) -> u64 {
+            1000
+        }
+        fn take_free(&mut self, out: &mut Vec<FreeRun>) {
+            out.append(&mut self.runs);
+        }
+    }
+
+    fn rq(kind: DiskOpKind, lbn: u64, sectors: u32) -> DevRequest {
+        DevRequest { kind, lbn, sectors }
+    }
+
+    #[test]
+    fn free_reads_never_hand_over_data_older_than_a_write() {
+        const MS: Ns = 1_000_000;
+        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), sched::build("fcfs").unwrap(), 4);
+        // A read at 0 ms: its free sectors are all read by 0.5 ms. A write of
+        // sectors 10..20 arrives at 0.2 ms (before they were read) and one
+        // of 50..60 at 0.7 ms (after).
+        q.arrive(0, 1, rq(DiskOpKind::Read, 500, 8));
+        q.arrive(MS / 5, 2, rq(DiskOpKind::Write, 10, 10));
+        q.arrive(7 * MS / 10, 3, rq(DiskOpKind::Write, 50, 10));
+        let mut out = Vec::new();
+        q.take_free(MS / 4, &mut out);
+        assert!(out.is_empty(), "not read yet at 0.25 ms");
+        q.take_free(MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 10), (20, 80)]);
+        // The writes are served next (1..2, 2..3 ms); a read arriving at 1.5
+        // ms is served at 3 ms while a write of 30..40 waits behind it: its
+        // sectors are left out.
+        let (_, next) = q.complete(MS);
+        assert!(next.is_some());
+        q.arrive(MS + MS / 2, 4, rq(DiskOpKind::Read, 600, 8));
+        q.arrive(MS + MS / 2, 5, rq(DiskOpKind::Write, 30, 10));
+        q.complete(2 * MS);
+        assert_eq!(q.complete(3 * MS).1.map(|(tag, _)| tag), Some(4));
+        out.clear();
+        q.take_free(5 * MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 30), (40, 60)]);
+    }
+
+    #[test]
+    fn trim_keeps_what_lies_outside() {
+        let run = |lbn, sectors, at_ms| FreeRun { lbn, sectors, at_ms };
+        let mut v = vec![run(0, 10, 1.0), run(20, 5, 3.0), run(40, 4, 1.0)];
+        trim(&mut v, 5, 18, |r| r.at_ms > 0.5);
+        assert_eq!(v, vec![run(0, 5, 1.0), run(23, 2, 3.0), run(40, 4, 1.0)]);
+        // Only runs read after the write count.
+        let mut v = vec![run(0, 10, 1.0), run(0, 10, 3.0)];
+        trim(&mut v, 2, 2, |r| r.at_ms > 2.0);
+        assert_eq!(v, vec![run(0, 10, 1.0), run(0, 2, 3.0), run(4, 6, 3.0)]);
     }
 }

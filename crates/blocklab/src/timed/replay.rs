@@ -334,6 +334,16 @@ fn pass_config(stack: &dyn Stack, ecfg: &ExecConfig) -> ExecConfig {
     }
 }
 
+/// Issue `r` (of a stream starting at trace time `base`), measured unless
+/// it falls in the warm-up (the stream's first `warmup_ns` of trace time).
+fn issue(stack: &mut dyn Stack, ex: &mut TimedExecutor, base: f64, r: &Request, tag: u64) -> Result<()> {
+    let warmup = ex.warmup_ns();
+    if warmup > 0 {
+        ex.set_measuring(secs_to_ns((r.time - base).max(0.0)) >= warmup);
+    }
+    stack.issue(r, tag, ex)
+}
+
 fn check_all_done(ex: &TimedExecutor, issued: u64) -> Result<()> {
     if ex.in_flight() != 0 || ex.metrics.completed() != issued {
         return Err(Error::config(format!(
@@ -377,7 +387,7 @@ fn open_pass(
             Step::Wake { time, token } => {
                 let s = token as usize;
                 let (j, r) = streams[s].take()?.expect("wake of an exhausted stream");
-                stack.issue(&r, tag(s, j, n), &mut ex)?;
+                issue(stack, &mut ex, streams[s].base, &r, tag(s, j, n))?;
                 issued += 1;
                 if let Some(d) = deps.as_deref_mut() {
                     let dep = match last_done.get(&(s, r.tenant)) {
@@ -434,7 +444,7 @@ fn closed(
     for (s, st) in streams.iter_mut().enumerate() {
         for _ in 0..outstanding {
             if let Some((j, r)) = st.take()? {
-                stack.issue(&r, tag(s, j, n), &mut ex)?;
+                issue(stack, &mut ex, st.base, &r, tag(s, j, n))?;
                 issued += 1;
             }
         }
@@ -447,7 +457,7 @@ fn closed(
                 let (s, _) = untag(t, n);
                 if let Some((j, r)) = streams[s].take()? {
                     if think == 0 {
-                        stack.issue(&r, tag(s, j, n), &mut ex)?;
+                        issue(stack, &mut ex, streams[s].base, &r, tag(s, j, n))?;
                         issued += 1;
                     } else {
                         ex.wake_at(time.saturating_add(think), tag(s, j, n));
@@ -458,7 +468,7 @@ fn closed(
             Step::Wake { token, .. } => {
                 let (s, _) = untag(token, n);
                 let (j, r) = thinking[s].pop_front().expect("wake without a thinking request");
-                stack.issue(&r, tag(s, j, n), &mut ex)?;
+                issue(stack, &mut ex, streams[s].base, &r, tag(s, j, n))?;
                 issued += 1;
             }
         }
@@ -549,7 +559,7 @@ fn feedback(
                     .expect("wake of a request outside the window");
                 e.state = WState::Issued;
                 let req = e.req;
-                stack.issue(&req, token, &mut ex)?;
+                issue(stack, &mut ex, streams[s].base, &req, token)?;
                 issued += 1;
                 while w.front().is_some_and(|e| e.state == WState::Issued) {
                     w.pop_front();

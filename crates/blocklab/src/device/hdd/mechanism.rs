@@ -53,7 +53,12 @@ impl Hdd {
     pub(super) fn access(&mut self, t: f64, ph: &Phys, write: bool) -> (f64, f64) {
         let pos = self.position(self.head, ph, write);
         let t1 = t + pos;
-        let start = t1 + self.rotation_wait(t1, ph);
+        let wait = self.rotation_wait(t1, ph);
+        let start = t1 + wait;
+        if self.split_on {
+            self.split.seek_ms += pos;
+            self.split.rotation_ms += wait;
+        }
         self.head = Head {
             cyl: ph.cyl,
             head: ph.head,
@@ -71,6 +76,9 @@ impl Hdd {
             let (ph, run) = self.p.layout.run(lbn + i, n - i);
             let (start, _) = self.access(t, &ph, write);
             let st = self.period / ph.spt as f64;
+            if self.split_on {
+                self.split.transfer_ms += run as f64 * st;
+            }
             for k in 0..run {
                 t = start + (k + 1) as f64 * st;
                 each(i + k, t);

@@ -21,6 +21,7 @@
 mod cache;
 mod layout;
 mod mechanism;
+mod opportune;
 mod seek;
 
 pub use cache::CacheParams;
@@ -28,7 +29,7 @@ pub use layout::{Layout, Phys, SpareUnit, ZoneSpec};
 pub use seek::{parse_seek_file, parse_seek_table, SeekCurve};
 
 use crate::array::plan::DiskOpKind;
-use crate::device::{DevRequest, DeviceModel};
+use crate::device::{DevRequest, DeviceModel, Dispatch, FreeRun, Opportunism, TimeSplit};
 use crate::error::{Error, Result};
 use cache::{Prefetch, Seg};
 use mechanism::Head;
@@ -87,6 +88,14 @@ pub struct Hdd {
     /// The mechanism's last media access was a write: the heads are still
     /// positioned for writing.
     head_wrote: bool,
+    /// The host's opportunistic reading (`opportune`), when asked for.
+    opp: Option<opportune::Opp>,
+    /// End of the previous read (a read chained to it keeps the read-ahead limit).
+    prev_chain_end: Option<u64>,
+    /// Where the time of the current service goes (`split_on`: the media
+    /// accesses being made count).
+    split: TimeSplit,
+    split_on: bool,
 }
 
 impl Hdd {
@@ -111,6 +120,10 @@ impl Hdd {
             prev_read_end: None,
             last_end: u64::MAX,
             head_wrote: false,
+            opp: None,
+            prev_chain_end: None,
+            split: TimeSplit::default(),
+            split_on: false,
             p,
         })
     }
@@ -180,8 +193,11 @@ impl Hdd {
                 after = tail;
             }
         }
+        self.free_on_track(start, lbn, n);
         let mut ready = Vec::with_capacity(n as usize);
+        self.split_on = true;
         let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
+        self.split_on = false;
         // The bus transfer starts once the high-water mark is buffered.
         let k = ((c.read_water * n as f64).ceil() as usize).clamp(1, n as usize);
         let mut bus_t = (now + oh).max(ready[k - 1] + self.p.cache.reselect_ms);
@@ -248,7 +264,10 @@ impl Hdd {
             cyl: ph.cyl,
             head: ph.head,
         };
+        self.split.seek_ms += pos;
+        self.split_on = true;
         let end = self.media(ready, lbn, n, false, |_, _| {});
+        self.split_on = false;
         self.mech_free = end;
         self.head_wrote = true;
         if c.enabled && !self.segs.is_empty() {
@@ -262,10 +281,17 @@ fn c_over(o: &[f64; 2], after_write: usize) -> f64 {
     o[after_write]
 }
 
-impl DeviceModel for Hdd {
-    fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+impl Hdd {
+    /// The request's first sector and length, within the disk.
+    fn clamp(&self, req: &DevRequest) -> (u64, u64) {
         let n = (req.sectors.max(1) as u64).min(self.p.layout.capacity().saturating_sub(req.lbn).max(1));
         let lbn = req.lbn.min(self.p.layout.capacity().saturating_sub(1));
+        (lbn, n)
+    }
+
+    fn service_inner(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+        self.split = TimeSplit::default();
+        let (lbn, n) = self.clamp(req);
         let t = match req.kind {
             DiskOpKind::Read => self.read(now_ms, lbn, n),
             DiskOpKind::Write => self.write(now_ms, lbn, n),
@@ -273,6 +299,37 @@ impl DeviceModel for Hdd {
         self.last_write = req.kind == DiskOpKind::Write;
         self.last_end = lbn + n;
         t
+    }
+}
+
+impl DeviceModel for Hdd {
+    fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+        self.service_inner(now_ms, req)
+    }
+
+    fn serve(&mut self, now_ms: f64, req: &DevRequest, d: &Dispatch) -> f64 {
+        if self.opp.is_some() {
+            self.serve_opportunistic(now_ms, req, d)
+        } else {
+            self.service_inner(now_ms, req)
+        }
+    }
+
+    fn last_split(&self) -> Option<TimeSplit> {
+        Some(self.split)
+    }
+
+    fn set_opportunism(&mut self, o: Opportunism) -> bool {
+        self.opp = Some(opportune::Opp::new(o));
+        true
+    }
+
+    fn advance_idle(&mut self, until_ms: f64) {
+        self.idle_until(until_ms);
+    }
+
+    fn take_free(&mut self, out: &mut Vec<FreeRun>) {
+        self.take_free_runs(out);
     }
 
     fn positioning_estimate(&self, now_ms: f64, req: &DevRequest) -> f64 {

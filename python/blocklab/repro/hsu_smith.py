@@ -1,0 +1,607 @@
+"""Reproduce Hsu & Smith, "The performance impact of I/O optimizations and disk improvements"
+(IBM J. R&D 48(2), 2004) on the stand-in traces at hand.
+
+The engine does the work: every cell is one stack (``crates/blocklab/src/stack``) run in
+simulated time by ``blocklab._core.run_stack`` with ``--set`` overrides of one base stack
+file; this module picks the traces, fits each to a disk, names the configurations, shapes
+the results and puts the paper's numbers beside ours.
+
+Settings (paper §3–4; see docs/repro-hsu-smith.md for what the paper leaves open):
+
+* the disk: the smallest IBM Ultrastar 73LZX member (9.1, 18.3, 36.7, 73.4 GB) larger than
+  the storage used (the trace's volumes laid end to end), no drive cache;
+* feedback replay (issue window 64, the original think times), the first 10 % of each
+  trace as warm-up;
+* resource-poor: an 8 MiB LRU cache, 32 KiB read-ahead on every miss, preemptible read-ahead
+  to 128 KiB and read-any-free-blocks into the cache;
+* resource-rich: a cache of 1 % of the storage used, conditional sequential prefetch (16 KiB
+  segments for PC-like traces, 8 KiB for server-like ones, trigger 1, factor 2, 256 KiB
+  cap, 64 entries), opportunistic prefetch into a separate 8 MiB prefetch buffer;
+* the "no cache" baseline is a 512 KiB cache; writes go to the disk (write-around) except
+  in the write-buffer study.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from blocklab.repro.shared import repo_root, shared_dir
+
+# ---- the paper's numbers ([T] tables; averages are means over workloads) -----------------
+
+WORKLOADS = ("P-Avg", "S-Avg", "Ps-Avg", "Pm", "Sm")
+
+# Table 2: (RT ms, RT %, ST ms, ST %, MR, MR %) per environment, over a 512 KB cache.
+PAPER_T2 = {
+    "poor": {"P-Avg": (6.27, 2.46, 4.31, 2.11, 0.934, 2.12), "S-Avg": (5.34, 9.01, 3.88, 8.34, 0.864, 8.93),
+             "Ps-Avg": (6.96, 2.33, 4.34, 2.09, 0.934, 2.13), "Pm": (6.04, 2.26, 4.18, 1.83, 0.935, 1.81),
+             "Sm": (5.69, 6.36, 4.10, 6.34, 0.891, 7.27)},
+    "rich": {"P-Avg": (5.00, 22.9, 3.42, 22.3, 0.746, 22.0), "S-Avg": (3.54, 38.8, 2.72, 35.7, 0.623, 34.2),
+             "Ps-Avg": (5.73, 20.6, 3.49, 21.5, 0.746, 22.0), "Pm": (3.15, 49.0, 2.27, 46.6, 0.521, 45.2),
+             "Sm": (2.69, 55.7, 1.99, 54.5, 0.463, 51.8)},
+}
+# Table 3: % improvement over no prefetch, (RT, ST, MR) for LFU, RA, CSP.
+PAPER_T3 = {
+    "poor": {"P-Avg": ((32.1, 36.2, 48.2), (32.4, 30.4, 37.2), (34.3, 31.9, 44.6)),
+             "S-Avg": ((39.3, 41.3, 54.4), (44.5, 41.9, 50.6), (49.6, 46.5, 55.6)),
+             "Ps-Avg": ((29.8, 35.8, 48.2), (33.4, 34.4, 37.2), (33.4, 35.0, 44.6)),
+             "Pm": ((32.1, 34.4, 47.1), (34.1, 29.5, 36.2), (35.6, 30.3, 43.0)),
+             "Sm": ((25.7, 23.6, 43.3), (33.4, 25.3, 38.1), (36.6, 28.6, 41.3))},
+    "rich": {"P-Avg": ((33.8, 37.8, 49.4), (31.5, 29.5, 36.4), (33.5, 30.7, 44.0)),
+             "S-Avg": ((39.0, 37.9, 53.5), (47.7, 43.7, 52.9), (53.7, 49.6, 59.3)),
+             "Ps-Avg": ((31.2, 37.5, 49.4), (33.4, 34.1, 36.5), (33.3, 34.4, 44.1)),
+             "Pm": ((39.3, 41.2, 52.6), (36.3, 31.3, 38.5), (38.3, 32.3, 46.3)),
+             "Sm": ((15.7, 13.7, 38.6), (30.7, 23.2, 38.6), (36.1, 29.1, 44.0))},
+}
+# Table 4 (resource-rich): % over the same non-opportunistic scheme, (RT, ST, MR) for LFU, RA, CSP.
+PAPER_T4 = {
+    "PRA": {"P-Avg": ((11.9, 14.9, 10.8), (10.2, 13.1, 13.7), (6.84, 9.25, 8.95)),
+            "S-Avg": ((15.2, 17.7, 19.1), (18.8, 22.8, 23.7), (13.5, 16.4, 16.1)),
+            "Ps-Avg": ((5.40, 7.79, 1.15), (4.99, 7.24, 8.07), (4.49, 6.43, 6.28)),
+            "Pm": ((12.3, 14.6, 9.90), (2.46, 6.99, 7.75), (-2.15, 2.25, 1.60)),
+            "Sm": ((9.8, 9.47, 9.79), (22.8, 25.4, 25.3), (19.6, 22.1, 21.2))},
+    "+RAFB": {"P-Avg": ((18.3, 20.8, 17.8), (26.7, 29.6, 30.5), (22.2, 25.0, 25.6)),
+              "S-Avg": ((18.7, 20.8, 22.6), (27.4, 31.3, 32.8), (22.6, 25.7, 26.0)),
+              "Ps-Avg": ((13.1, 16.3, 10.7), (22.1, 26.7, 27.0), (19.3, 23.8, 24.0)),
+              "Pm": ((17.8, 19.9, 16.0), (20.9, 25.3, 25.8), (15.0, 19.4, 19.4)),
+              "Sm": ((12.4, 11.8, 12.6), (22.8, 24.7, 25.3), (19.9, 22.2, 21.3))},
+    "+JIT": {"P-Avg": ((19.9, 29.7, 24.1), (24.3, 37.4, 33.6), (18.0, 30.7, 26.8)),
+             "S-Avg": ((20.1, 29.7, 24.7), (29.5, 42.6, 37.5), (22.1, 36.0, 28.5)),
+             "Ps-Avg": ((15.5, 32.9, 19.9), (17.8, 35.4, 30.0), (13.5, 28.5, 24.5)),
+             "Pm": ((19.3, 30.5, 22.9), (17.8, 35.1, 28.7), (9.31, 26.4, 20.1)),
+             "Sm": ((13.0, 20.0, 14.9), (24.1, 34.4, 28.1), (22.4, 33.3, 25.1))},
+}
+# Table 5: % over no prefetch with PRA + RAFB on top, (RT, ST, MR) for LFU, RA, CSP.
+PAPER_T5 = {
+    "poor": {"P-Avg": ((39.5, 44.9, 53.7), (47.3, 48.3, 53.9), (46.1, 46.3, 56.8)),
+             "S-Avg": ((44.3, 46.8, 59.4), (51.7, 51.1, 59.8), (54.2, 52.9, 61.7)),
+             "Ps-Avg": ((35.3, 42.6, 50.8), (45.3, 49.5, 51.8), (43.5, 48.0, 55.9)),
+             "Pm": ((38.8, 42.1, 51.7), (48.0, 46.7, 52.1), (46.8, 44.5, 54.8)),
+             "Sm": ((30.6, 28.7, 47.5), (40.8, 34.8, 47.5), (42.1, 36.2, 48.4))},
+    "rich": {"P-Avg": ((45.7, 50.6, 58.3), (49.7, 50.4, 55.8), (48.2, 48.1, 58.4)),
+             "S-Avg": ((48.7, 47.9, 61.7), (61.8, 61.0, 68.0), (64.6, 63.2, 70.2)),
+             "Ps-Avg": ((40.0, 47.5, 54.8), (48.0, 51.7, 53.6), (46.1, 50.0, 57.5)),
+             "Pm": ((50.1, 52.9, 60.2), (49.6, 48.6, 54.4), (47.6, 45.5, 56.7)),
+             "Sm": ((26.2, 23.9, 46.3), (46.5, 42.2, 54.2), (48.8, 44.8, 55.9))},
+}
+PAPER_CLAIMS = [
+    "sequential prefetch reduces the average read response time by about 50 % (abstract; Table 5: 40-65 %)",
+    "write buffering reduces the average write response time by about 90 % (abstract)",
+    "caches pay off up to and beyond 1 % of the storage used; the miss ratio keeps falling past 4 % (Fig. 4(b))",
+    "actual seek time is about 35 % and actual rotational latency about 60 % of the specified averages (abstract)",
+    "disk improvements: about 8 %/yr with constant occupancy, 15 %/yr with the same number of disks (research note [A])",
+]
+
+# ---- the disk and the configurations ---------------------------------------------------
+
+MEMBERS = (("9", 9.1), ("18", 18.3), ("36", 36.7), ("73", 73.4))
+SPEC_SEEK_MS = 4.9      # the 73LZX's specified average seek
+SPEC_ROT_MS = 3.0       # half a revolution at 10,000 RPM
+SCHEMES = ("lfu", "ra", "csp")
+
+
+def disk_dir(root: Path | None = None) -> Path:
+    return (root or repo_root()) / "examples" / "disks" / "hsu-smith"
+
+
+def member_path(tag: str, root: Path | None = None) -> Path:
+    return disk_dir(root) / f"ultrastar-73lzx-{tag}.toml"
+
+
+def fit_member(storage_used_bytes: int) -> str | None:
+    """The smallest member bigger than the storage used (None: none is)."""
+    for tag, gb in MEMBERS:
+        if gb * 1e9 > storage_used_bytes:
+            return tag
+    return None
+
+
+def scheme_keys(scheme: str, kind: str) -> list[str]:
+    """Non-opportunistic prefetch: large fetch unit, read-ahead, or CSP."""
+    if scheme == "none":
+        return []
+    if scheme == "lfu":
+        return ["cache.0.fetch_unit=64KiB"]
+    if scheme == "ra":
+        return ["cache.0.prefetch=readahead", "cache.0.readahead=32KiB"]
+    if scheme == "csp":
+        seg = "16KiB" if kind == "pc" else "8KiB"
+        return ["cache.0.prefetch=csp", f"cache.0.csp_segment={seg}", "cache.0.csp_trigger=1", "cache.0.csp_factor=2",
+                "cache.0.csp_max=256KiB", "cache.0.csp_directory=64"]
+    raise ValueError(f"unknown prefetch scheme `{scheme}`")
+
+
+def env_keys(env: str) -> list[str]:
+    """Cache size of an environment (512k: the 'almost no cache' baseline)."""
+    return {"512k": ["cache.0.size=512KiB"], "poor": ["cache.0.size=8MiB"], "rich": ["cache.0.size=1%used"]}[env]
+
+
+def opportunistic_keys(level: str, env: str) -> list[str]:
+    """PRA, +RAFB, +JIT (cumulative); the rich environment adds its 8 MiB prefetch buffer."""
+    if level == "none":
+        return []
+    keys = ["cache.0.preemptible_readahead=128KiB"]
+    if level in ("rafb", "jit"):
+        keys.append("cache.0.read_any_free_blocks=true")
+    if level == "jit":
+        keys.append("cache.0.jit_seek=true")
+    if env == "rich":
+        keys.append("cache.0.prefetch_buffer=8MiB")
+    return keys
+
+
+def reference_model(root: Path | None = None) -> Path:
+    """The traced system, for the feedback replay's original completion times: our traces
+    do not record them, and came from systems far faster than one 2001 disk (arrays,
+    controller caches), so a fast SSD stands in for them."""
+    return (root or repo_root()) / "examples" / "disks" / "ssd.toml"
+
+
+def base_stack(replay: str, root: Path | None = None) -> str:
+    ref = f"reference = \"{reference_model(root)}\"\n" if replay == "feedback" else ""
+    return ("# blocklab repro hsu-smith: every cell is this stack with --set overrides\n"
+            "tenant_map = \"concat\"\n\n[replay]\n"
+            f"mode = \"{replay}\"\n{ref}\n"
+            "[[cache]]\npolicy = \"lru\"\nsize = \"512KiB\"\nwrite = \"around\"\n\n"
+            "[device]\nmodel = \"ultrastar-73lzx-9.toml\"\n")
+
+
+# ---- the traces ------------------------------------------------------------------------
+
+@dataclass
+class TraceSpec:
+    path: str
+    format: str
+    label: str
+    kind: str  # "pc" or "server": the paper's CSP segment (16 KiB / 8 KiB)
+
+
+def default_traces(everything: bool = False, root: Path | None = None) -> list[TraceSpec]:
+    """The shipped sample, plus the shared HP, CloudPhysics and MSR stand-ins when present
+    (Tencent and the other MSR cuts with ``everything``)."""
+    root = root or repo_root()
+    out = []
+    sample = root / "data" / "wsrch-small.trace"
+    if sample.exists():
+        out.append(TraceSpec(str(sample), "mqsim", "wsrch (sample)", "server"))
+    shared = shared_dir("traces", root)
+    if shared is None:
+        return out
+    hp = shared / "hp_hplajw_1992" / "ajw.1week.srt"
+    if hp.exists():
+        out.append(TraceSpec(str(hp), "hpsrt", "hplajw", "server"))
+    # The vscsi copy has microsecond timestamps (the CSV's are whole seconds).
+    cp = shared / "cloudphysics" / "cloudPhysicsIO.vscsi"
+    if cp.exists():
+        out.append(TraceSpec(str(cp), "vscsi", "cloudphysics", "pc"))
+    # The 1006 cut (10,000 requests in one second) is far beyond one disk: --all only.
+    for p in sorted((shared / "msr_cambridge").glob("msr.cut.per_10k.*.trace")):
+        if everything or ".1006." not in p.name:
+            out.append(TraceSpec(str(p), "msr-cut", "msr " + p.name.split(".")[-2], "server"))
+    if everything:
+        for p in sorted((shared / "tencent_cbs").glob("tencent.cut.per_50k.*.trace")):
+            out.append(TraceSpec(str(p), "tencent-cut", "tencent " + p.name.split(".")[-2], "server"))
+    return out
+
+
+def parse_trace_arg(text: str) -> TraceSpec:
+    """`PATH`, `PATH:FORMAT` or `PATH:FORMAT:pc|server` (format `auto`, kind server when absent)."""
+    parts = text.split(":")
+    if os.path.exists(text) or len(parts) == 1:
+        return TraceSpec(text, "auto", Path(text).name, "server")
+    kind = "server"
+    if parts[-1] in ("pc", "server") and len(parts) >= 3:
+        kind = parts.pop()
+    fmt = parts.pop()
+    path = ":".join(parts)
+    return TraceSpec(path, fmt, Path(path).name, kind)
+
+
+def survey(t: TraceSpec) -> dict:
+    """What the trace is: span, requests, reads, and the storage it uses (its volumes
+    laid end to end on 1 MiB boundaries, as ``tenant_map = "concat"`` places them)."""
+    import blocklab
+
+    df = blocklab.read_trace(t.path, t.format)
+    mib = 1 << 20
+    ext = (df["offset"] + df["len"]).groupby(df["tenant"]).max()
+    used = int(sum(math.ceil(e / mib) * mib for e in ext))
+    reads = int((df["op"].astype(str).str.upper().str.startswith("R")).sum())
+    return {"span_s": float(df["time"].max() - df["time"].min()), "requests": int(len(df)), "reads": reads,
+            "writes": int(len(df) - reads), "storage_used": used, "volumes": int(len(ext))}
+
+
+# ---- running cells ---------------------------------------------------------------------
+
+def metrics(r: dict) -> dict:
+    """The paper's figures of one run: average read/write response time, average read
+    service time (read busy time per read request), read miss ratio (read requests that
+    needed a disk read), the write buffer's physical writes per write, the time split."""
+    resp = r["response"]
+    reads, writes = resp["reads"], resp["writes"]
+    layer = r["layers"][0]
+    devs = r["devices"]
+    n = reads["requests"]
+    ops = sum(d["ops"] for d in devs)
+    wb = (r.get("write_buffers") or [None])[0]
+    # Read requests seen after the warm-up: those that reached the cache and those the
+    # write buffer served (the layers' own counts, so that numerator and denominator agree).
+    seen = layer["read_requests"] + (wb["read_requests_served"] if wb else 0)
+    out = {
+        "read_rt_ms": reads["avg_ms"], "write_rt_ms": writes["avg_ms"], "reads": n, "writes": writes["requests"],
+        "read_st_ms": sum(d["read_busy_ms"] for d in devs) / n if n else math.nan,
+        "read_mr": layer["read_request_misses"] / seen if seen else math.nan,
+        "cache_blocks": layer["cache_blocks"], "prefetched_blocks": layer["prefetched_blocks"],
+        "opportunistic_blocks": layer["opportunistic_blocks"], "ops": ops,
+        "seek_ms_per_op": sum(d["seek_ms"] for d in devs) / ops if ops else math.nan,
+        "rotation_ms_per_op": sum(d["rotation_ms"] for d in devs) / ops if ops else math.nan,
+        "transfer_ms_per_op": sum(d["transfer_ms"] for d in devs) / ops if ops else math.nan,
+        "overhead_ms_per_op": sum(d["overhead_ms"] for d in devs) / ops if ops else math.nan,
+        "utilization": r["timing"]["utilization"],
+        "physical_writes_per_write": wb["write_miss_ratio"] if wb else math.nan,
+    }
+    return out
+
+
+def cells(kind: str, member: str, root: Path, fold: bool = False) -> list[tuple[str, str, list[str]]]:
+    """(study, config, --set keys) of every cell of one trace (`fold`: the volumes do not
+    fit the largest member and are folded onto it)."""
+    model = str(member_path(member, root))
+    out: list[tuple[str, str, list[str]]] = []
+
+    def add(study, name, keys):
+        wrap = []
+        if fold:
+            wrap = ["array.wrap=true"] if any(k.startswith("array.") for k in keys) else ["device.wrap=true"]
+        out.append((study, name, [f"device.model={model}"] + keys + wrap))
+
+    add("t2", "512k", env_keys("512k"))
+    for env in ("poor", "rich"):
+        add("t2", env, env_keys(env))
+        for s in SCHEMES:
+            add("t3", f"{env}/{s}", env_keys(env) + scheme_keys(s, kind))
+    for s in SCHEMES:
+        for lvl in ("pra", "rafb", "jit"):
+            add("t4", f"rich/{s}/{lvl}", env_keys("rich") + scheme_keys(s, kind) + opportunistic_keys(lvl, "rich"))
+        add("t5", f"poor/{s}/rafb", env_keys("poor") + scheme_keys(s, kind) + opportunistic_keys("rafb", "poor"))
+    # The base configurations (Figure 2): poor = RA + PRA + RAFB, rich = CSP + PRA + RAFB.
+    poor_base = env_keys("poor") + scheme_keys("ra", kind) + opportunistic_keys("rafb", "poor")
+    rich_base = env_keys("rich") + scheme_keys("csp", kind) + opportunistic_keys("rafb", "rich")
+    for size in ("512KiB", "4MiB"):
+        wb = ["cache.0.write=back", f"cache.0.write_buffer={size}", "cache.0.high_mark=0.5", "cache.0.low_mark=0.25",
+              "cache.0.max_age_s=30"]
+        add("wb", f"poor/wb-{size}", poor_base + wb)
+        add("wb", f"rich/wb-{size}", rich_base + wb)
+    add("sched", "rich/satf-qd8", rich_base + ["device.scheduler=satf", "device.queue_depth=8"])
+    add("sched", "rich/fcfs-qd8", rich_base + ["device.queue_depth=8"])
+    big = str(member_path("73", root))
+    add("stroke", "rich/73.4GB", [k for k in rich_base] + [f"device.model={big}"])
+    # Striping: RAID-0 over 2 of the fitted disks, stripe units swept (no opportunistic
+    # prefetch: it needs one device).
+    stripe_base = env_keys("rich") + scheme_keys("csp", kind)
+    add("stripe", "rich/1disk", stripe_base)
+    for chunk in ("16KiB", "64KiB", "256KiB"):
+        add("stripe", f"rich/raid0x2-{chunk}", stripe_base + ["array.raid=0", "array.disks=2", f"array.chunk={chunk}"])
+    return out
+
+
+def run_cell(stack: Path, t: TraceSpec, sets: list[str]) -> dict:
+    from blocklab import _core
+
+    return json.loads(_core.run_stack(str(stack), [t.path], format=t.format, executor="timed", sets=sets,
+                                      skip_bad=False))
+
+
+def scale_members(outdir: Path, member: str, years=(5, 10), root: Path | None = None) -> dict[int, Path]:
+    """The fitted member scaled ahead (default rates), written next to the results."""
+    import blocklab
+
+    out = {}
+    for y in years:
+        p = outdir / f"ultrastar-73lzx-{member}-plus{y}y.toml"
+        blocklab.disk_scale(member_path(member, root), y, p)
+        out[y] = p
+    return out
+
+
+def run(traces: list[TraceSpec], outdir: Path, replay: str = "feedback", warmup_share: float = 0.1,
+        years=(5, 10), sizes=("512KiB", "2MiB", "8MiB", "0.25%used", "1%used", "4%used"), progress=None):
+    """Every cell on every trace; a pandas DataFrame (one row per trace and configuration)."""
+    import pandas as pd
+
+    root = repo_root()
+    outdir.mkdir(parents=True, exist_ok=True)
+    stack = outdir / "hsu-smith-base.toml"
+    stack.write_text(base_stack(replay, root))
+    rows = []
+    for t in traces:
+        info = survey(t)
+        member = fit_member(info["storage_used"])
+        fold = member is None
+        if fold:
+            # Larger than every member: folded onto the largest (addresses modulo its size).
+            member = MEMBERS[-1][0]
+        info["folded"] = fold
+        warm = f"replay.warmup={warmup_share * info['span_s']:.6f}"
+        plan = cells(t.kind, member, root, fold)
+        for y, p in scale_members(outdir, member, years, root).items():
+            rich_base = env_keys("rich") + scheme_keys("csp", t.kind) + opportunistic_keys("rafb", "rich")
+            plan.append(("scale", f"rich/+{y}y", [f"device.model={p}"] + rich_base + (["device.wrap=true"] if fold else [])))
+        if progress:
+            progress(f"{t.label}: {info['requests']:,} requests, {info['storage_used'] / 1e9:.2f} GB used -> "
+                     f"{dict(MEMBERS)[member]} GB member, {len(plan)} runs")
+        for study, name, sets in plan:
+            r = run_cell(stack, t, sets + [warm])
+            rows.append({"trace": t.label, "kind": t.kind, "member_gb": dict(MEMBERS)[member], "study": study,
+                         "config": name, **{k: v for k, v in info.items()}, **metrics(r)})
+        # Figure 4 analogue: read miss ratio against cache size, counted (no time needed).
+        for size in sizes:
+            r = json.loads(__import__("blocklab")._core.run_stack(
+                str(stack), [t.path], format=t.format, executor="count",
+                sets=[f"device.model={member_path(member, root)}", f"cache.0.size={size}", "replay.reads_only=true"]
+                + (["device.wrap=true"] if fold else []),
+                skip_bad=False))
+            layer = r["layers"][0]
+            rows.append({"trace": t.label, "kind": t.kind, "member_gb": dict(MEMBERS)[member], "study": "size",
+                         "config": size, **info, "cache_blocks": layer["cache_blocks"],
+                         "read_mr": layer["read_request_misses"] / max(1, layer["read_requests"])})
+    return pd.DataFrame(rows)
+
+
+# ---- tables ----------------------------------------------------------------------------
+
+def pct(orig: float, new: float) -> float:
+    """The paper's improvement: (orig − new) / orig, in %."""
+    if orig is None or new is None or not orig or math.isnan(orig) or math.isnan(new):
+        return math.nan
+    return 100.0 * (orig - new) / orig
+
+
+def _cell(df, trace, config):
+    g = df[(df["trace"] == trace) & (df["config"] == config)]
+    return None if g.empty else g.iloc[0]
+
+
+def improvements(df, pairs, metrics_=("read_rt_ms", "read_st_ms", "read_mr")):
+    """Rows of (trace, label, value and % of each metric over its base) for (label, config, base)."""
+    import pandas as pd
+
+    rows = []
+    for trace in dict.fromkeys(df["trace"]):
+        for label, config, base in pairs:
+            c, b = _cell(df, trace, config), _cell(df, trace, base)
+            if c is None or b is None:
+                continue
+            row = {"trace": trace, "config": label}
+            for m in metrics_:
+                row[m] = c[m]
+                row[m + "_pct"] = pct(b[m], c[m])
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    # The paper's averages: the mean of each workload's value and of each workload's %.
+    avg = out.groupby("config", sort=False).mean(numeric_only=True).reset_index()
+    avg.insert(0, "trace", "Avg")
+    return pd.concat([out, avg], ignore_index=True)
+
+
+def tables(df) -> dict:
+    """Our analogues of Tables 2–5, the write-buffer, scheduling, striping, member and
+    scaling studies, and the positioning split."""
+    t = {}
+    t["t2"] = improvements(df, [("poor", "poor", "512k"), ("rich", "rich", "512k")])
+    t["t3"] = improvements(df, [(f"{env}/{s}", f"{env}/{s}", env) for env in ("poor", "rich") for s in SCHEMES])
+    t["t4"] = improvements(df, [(f"{lvl}/{s}", f"rich/{s}/{lvl}", f"rich/{s}") for lvl in ("pra", "rafb", "jit")
+                                for s in SCHEMES])
+    t["t5"] = improvements(df, [(f"poor/{s}", f"poor/{s}/rafb", "poor") for s in SCHEMES]
+                           + [(f"rich/{s}", f"rich/{s}/rafb", "rich") for s in SCHEMES])
+    t["wb"] = improvements(df, [(f"{env}/{size}", f"{env}/wb-{size}", f"{env}/ra/rafb" if env == "poor" else
+                                 "rich/csp/rafb") for env in ("poor", "rich") for size in ("512KiB", "4MiB")],
+                           metrics_=("write_rt_ms", "read_rt_ms"))
+    t["other"] = improvements(df, [("SATF, queue depth 8", "rich/satf-qd8", "rich/fcfs-qd8"),
+                                   ("73.4 GB member (short stroke)", "rich/73.4GB", "rich/csp/rafb"),
+                                   ("RAID-0 x2, 16 KiB units", "rich/raid0x2-16KiB", "rich/1disk"),
+                                   ("RAID-0 x2, 64 KiB units", "rich/raid0x2-64KiB", "rich/1disk"),
+                                   ("RAID-0 x2, 256 KiB units", "rich/raid0x2-256KiB", "rich/1disk")]
+                              + [(f"disk +{y} years", f"rich/+{y}y", "rich/csp/rafb") for y in (5, 10)],
+                              metrics_=("read_rt_ms", "write_rt_ms"))
+    base = df[df["config"].isin(["poor", "rich", "512k"])]
+    t["split"] = base[["trace", "config", "seek_ms_per_op", "rotation_ms_per_op", "transfer_ms_per_op",
+                       "overhead_ms_per_op"]].copy()
+    t["split"]["seek_vs_spec"] = t["split"]["seek_ms_per_op"] / SPEC_SEEK_MS
+    t["split"]["rotation_vs_spec"] = t["split"]["rotation_ms_per_op"] / SPEC_ROT_MS
+    t["size"] = df[df["study"] == "size"][["trace", "config", "cache_blocks", "read_mr"]].copy()
+    return t
+
+
+def verdict(df, t) -> list[str]:
+    """The abstract's headline trends checked on our traces, in words."""
+    lines = []
+    t5 = t["t5"]
+    if not t5.empty:
+        best = t5[t5["trace"] != "Avg"].groupby("trace")["read_rt_ms_pct"].max()
+        mean = best.mean()
+        lines.append(f"prefetch (the best of LFU / RA / CSP with PRA + RAFB, against none): average read response "
+                     f"time {-mean:+.1f} % on average over {len(best)} traces (paper: about -50 %); per trace: "
+                     + ", ".join(f"{k} {-v:+.1f} %" for k, v in best.items()))
+        flat = [k for k, v in best.items() if v < 10]
+        if flat:
+            lines.append("prefetch buys little (< 10 %) on: " + ", ".join(flat)
+                         + " (few sequential reads, or reads the cache already serves; see the report)")
+    wb = t["wb"]
+    if not wb.empty:
+        w = wb[wb["trace"] != "Avg"].groupby("trace")["write_rt_ms_pct"].max()
+        lines.append(f"write buffering: average write response time {-w.mean():+.1f} % on average (paper: about -90 %); "
+                     "per trace: " + ", ".join(f"{k} {-v:+.1f} %" for k, v in w.items()))
+    size = t["size"]
+    if not size.empty:
+        keep = []
+        for trace, g in size.groupby("trace"):
+            g = g.set_index("config")
+            if "1%used" in g.index and "4%used" in g.index:
+                keep.append((trace, g.loc["1%used", "read_mr"], g.loc["4%used", "read_mr"]))
+        better = [k for k, a, b in keep if b < a - 1e-3]
+        lines.append(f"larger caches: the read miss ratio falls from 1 % to 4 % of the storage used on "
+                     f"{len(better)} of {len(keep)} traces" + (f" ({', '.join(better)})" if better else "")
+                     + " (paper: still falling beyond 4 %)")
+    sp = t["split"]
+    if not sp.empty:
+        s = sp[sp["config"] == "rich"]
+        if not s.empty:
+            lines.append(f"positioning on the fitted disk (resource-rich runs): actual seek {100 * s['seek_vs_spec'].mean():.0f} % "
+                         f"of the specified 4.9 ms, rotational latency {100 * s['rotation_vs_spec'].mean():.0f} % of the "
+                         "specified 3.0 ms (paper: about 35 % and 60 %)")
+    o = t["other"]
+    if not o.empty:
+        for y in (5, 10):
+            g = o[(o["config"] == f"disk +{y} years") & (o["trace"] != "Avg")]
+            if not g.empty:
+                per_year = 100 * (1 - (1 - g["read_rt_ms_pct"].mean() / 100) ** (1 / y))
+                lines.append(f"disk technology, same number of disks, +{y} years at the default rates: read response "
+                             f"{-g['read_rt_ms_pct'].mean():+.1f} % ({per_year:.1f} %/yr; paper: about 15 %/yr)")
+    return lines
+
+
+def _fmt(v, nd=2):
+    return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
+
+
+def markdown(df, t, verdict_lines, traces_info) -> str:
+    """All tables with the paper's numbers beside ours."""
+    L = []
+    L.append("### Traces\n")
+    L.append("| trace | kind | requests | reads | span (s) | storage used (GB) | disk (GB) |")
+    L.append("|---|---|---:|---:|---:|---:|---:|")
+    for r in traces_info:
+        L.append(f"| {r['trace']} | {r['kind']} | {r['requests']:,} | {r['reads']:,} | {r['span_s']:.0f} | "
+                 f"{r['storage_used'] / 1e9:.2f} | {r['member_gb']} |")
+    L.append("")
+
+    def table(name, tab, labels, metrics_, paper_rows=None):
+        L.append(f"### {name}\n")
+        head = "| trace | config | " + " | ".join(f"{m} | %" for m in metrics_) + " |"
+        L.append(head)
+        L.append("|---|---|" + "---:|---:|" * len(metrics_))
+        for _, r in tab.iterrows():
+            L.append(f"| {r['trace']} | {labels.get(r['config'], r['config'])} | "
+                     + " | ".join(f"{_fmt(r[m], 3)} | {_fmt(r[m + '_pct'], 1)}" for m in metrics_) + " |")
+        if paper_rows:
+            L.append("")
+            L.append("The paper (value and %, or % only where the table gives only the %):\n")
+            L.append(head.replace("trace", "workload"))
+            L.append("|---|---|" + "---:|---:|" * len(metrics_))
+            L.extend(paper_rows)
+        L.append("")
+
+    m3 = ("read_rt_ms", "read_st_ms", "read_mr")
+    p2 = []
+    for env in ("poor", "rich"):
+        for w in WORKLOADS:
+            v = PAPER_T2[env][w]
+            p2.append(f"| {w} | {env} | {v[0]} | {v[1]} | {v[2]} | {v[3]} | {v[4]} | {v[5]} |")
+    table("Table 2: read caching (LRU, no prefetch), improvement over a 512 KiB cache", t["t2"], {}, m3, p2)
+    p3 = []
+    for env in ("poor", "rich"):
+        for w in WORKLOADS:
+            for s, v in zip(SCHEMES, PAPER_T3[env][w]):
+                p3.append(f"| {w} | {env}/{s} | | {v[0]} | | {v[1]} | | {v[2]} |")
+    table("Table 3: prefetch (LFU 64 KiB, RA 32 KiB, CSP), improvement over no prefetch", t["t3"], {}, m3, p3)
+    p4 = []
+    for lvl, key in (("pra", "PRA"), ("rafb", "+RAFB"), ("jit", "+JIT")):
+        for w in WORKLOADS:
+            for s, v in zip(SCHEMES, PAPER_T4[key][w]):
+                p4.append(f"| {w} | {lvl}/{s} | | {v[0]} | | {v[1]} | | {v[2]} |")
+    table("Table 4: opportunistic prefetch (resource-rich), improvement over the same non-opportunistic scheme",
+          t["t4"], {}, m3, p4)
+    p5 = []
+    for env in ("poor", "rich"):
+        for w in WORKLOADS:
+            for s, v in zip(SCHEMES, PAPER_T5[env][w]):
+                p5.append(f"| {w} | {env}/{s} | | {v[0]} | | {v[1]} | | {v[2]} |")
+    table("Table 5: PRA + RAFB on top of each scheme, improvement over no prefetch", t["t5"], {}, m3, p5)
+    table("Write buffering (marks 0.5 / 0.25, 30 s age limit), improvement over writes to the disk",
+          t["wb"], {}, ("write_rt_ms", "read_rt_ms"))
+    table("Scheduling, short-stroking, striping, disk technology (resource-rich)", t["other"], {},
+          ("read_rt_ms", "write_rt_ms"))
+    L.append("### Where the disk's time goes (per operation)\n")
+    L.append("| trace | config | seek (ms) | / 4.9 ms | rotation (ms) | / 3.0 ms | transfer (ms) | overhead (ms) |")
+    L.append("|---|---|---:|---:|---:|---:|---:|---:|")
+    for _, r in t["split"].iterrows():
+        L.append(f"| {r['trace']} | {r['config']} | {_fmt(r['seek_ms_per_op'])} | {_fmt(100 * r['seek_vs_spec'], 0)} % | "
+                 f"{_fmt(r['rotation_ms_per_op'])} | {_fmt(100 * r['rotation_vs_spec'], 0)} % | "
+                 f"{_fmt(r['transfer_ms_per_op'], 3)} | {_fmt(r['overhead_ms_per_op'], 3)} |")
+    L.append("")
+    L.append("### Read miss ratio against cache size (counted, reads only; Figure 4 analogue)\n")
+    sizes = list(dict.fromkeys(t["size"]["config"]))
+    L.append("| trace | " + " | ".join(sizes) + " |")
+    L.append("|---|" + "---:|" * len(sizes))
+    for trace, g in t["size"].groupby("trace", sort=False):
+        g = g.set_index("config")
+        L.append(f"| {trace} | " + " | ".join(_fmt(g.loc[s, "read_mr"], 4) if s in g.index else "—" for s in sizes) + " |")
+    L.append("")
+    L.append("### The paper's headline claims\n")
+    L += [f"- {c}" for c in PAPER_CLAIMS]
+    L.append("\n### Ours\n")
+    L += [f"- {v}" for v in verdict_lines]
+    return "\n".join(L) + "\n"
+
+
+def plot(t, path: Path) -> None:
+    """Improvements of Tables 3 and 5 per trace, and the miss-ratio curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    for ax, (name, tab, title) in zip(axes[:2], (("t3", t["t3"], "Table 3: prefetch vs none (read RT %)"),
+                                                  ("t5", t["t5"], "Table 5: + PRA + RAFB vs none (read RT %)"))):
+        if tab.empty:
+            continue
+        piv = tab[tab["trace"] != "Avg"].pivot_table(index="config", columns="trace", values="read_rt_ms_pct",
+                                                     sort=False)
+        piv.plot.bar(ax=ax, width=0.8)
+        ax.axhline(0, color="grey", lw=0.5)
+        paper = 50 if name == "t5" else 35
+        ax.axhline(paper, color="red", lw=0.8, ls="--", label=f"paper ≈ {paper} %")
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel("improvement (%)")
+        ax.legend(fontsize=6)
+        ax.tick_params(axis="x", labelsize=7)
+    ax = axes[2]
+    for trace, g in t["size"].groupby("trace", sort=False):
+        g = g.sort_values("cache_blocks")
+        ax.plot(g["cache_blocks"] * 4096 / 2**20, g["read_mr"], marker="o", label=trace)
+    ax.set_xscale("log")
+    ax.set_xlabel("cache size (MiB; 512 KiB to 8 MiB and 0.25 / 1 / 4 % of the storage used)", fontsize=7)
+    ax.set_title("read miss ratio vs cache size (LRU, no prefetch)", fontsize=9)
+    ax.set_ylabel("read miss ratio")
+    ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
