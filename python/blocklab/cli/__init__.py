@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from blocklab.cli import array_cmd, cache_cmd, disk_cmd, disk_run_cmd, repro_cmd, rgr_cmd, run_cmd, trace_cmd
+from blocklab.cli import sweep_cmd
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -22,6 +23,7 @@ disk_run_cmd.register(app)
 repro_cmd.register(app)
 rgr_cmd.register(app)
 run_cmd.register(app)
+sweep_cmd.register(app)
 
 
 def main() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import List, Optional
 
@@ -14,9 +15,12 @@ repro_app = typer.Typer(help="Reproduce the papers' results on the traces at han
 def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
-    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory (table CSV, Parquet, PNG)."),
+    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
     sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only."""
     from pathlib import Path
@@ -39,12 +43,20 @@ def vdf(
     if any(n < 3 for n in ndisks):
         fail("RAID-5 with a failed disk needs at least 3 disks")
     size_list = [s.strip() for s in sizes.split(",") if s.strip()]
-    console = Console(stderr=True)
-    df = rv.run(specs, disks=ndisks, sizes=size_list, progress=lambda m: console.log(m))
-    red = rv.reductions(df)
+    for t in specs:
+        if not Path(t.path).is_file():
+            fail(f"--traces: {t.path}: no such file")
+    from blocklab.sweeps import SweepError
+
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(outdir / "vdf-rgr.parquet", index=False)
+    try:
+        df, red = rv.run(specs, outdir, disks=ndisks, sizes=size_list, jobs=jobs, ray=ray, ship=ship_traces,
+                         command=command)
+    except SweepError as e:
+        fail(str(e))
+    if red.empty:
+        fail(f"no cell finished: see the `error` column of {outdir}/results.parquet")
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
     rv.plot(red, outdir / "vdf-reduction.png")
     verdict = rv.verdict(red)
@@ -65,7 +77,7 @@ def vdf(
     out_console.print("[bold]Our numbers:[/bold]")
     for line in verdict:
         out_console.print(f"  - {line}")
-    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
+    out_console.print(f"wrote {outdir}/results.parquet, report.html, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
     sys.stdout.flush()
 
 
@@ -73,12 +85,12 @@ def vdf(
 def disks(
     folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
     drives: Optional[str] = typer.Option(None, "--drives", help="Comma-separated drive files to run (default: all ten), e.g. ibm18es,hp_c2247a."),
-    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory (table CSV and Markdown, CDF plot)."),
+    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory: results.parquet, report.html, disks-validation.csv/.md, disks-cdf.png."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Drives validated at once."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the drives as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs."""
     from pathlib import Path
-
-    from rich.console import Console
 
     from blocklab.cli.common import fail
     from blocklab.repro import disks as rd
@@ -95,19 +107,18 @@ def disks(
         if bad:
             fail(f"--drives: unknown drive `{bad[0]}`; valid: {', '.join(known)}")
         chosen = tuple(known[n] for n in names)
-    console = Console(stderr=True)
+    outdir = Path(out)
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
-        table, samples = rd.run(base, chosen, progress=lambda m: console.log(m))
+        table, samples = rd.run(base, chosen, outdir, jobs=jobs, ray=ray, command=command)
     except FileNotFoundError as e:
         fail(str(e))
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
     table.to_csv(outdir / "disks-validation.csv", index=False)
     md = rd.markdown(table)
     (outdir / "disks-validation.md").write_text(md)
     rd.plot(table, samples, outdir / "disks-cdf.png")
     print(md, end="")
-    print(f"wrote {outdir}/disks-validation.csv, disks-validation.md, disks-cdf.png")
+    print(f"wrote {outdir}/results.parquet, report.html, disks-validation.csv, disks-validation.md, disks-cdf.png")
     sys.stdout.flush()
 
 
