@@ -17,7 +17,7 @@ $(BIN)/python:
 # Release build of the engine and the Python package, editable so that the
 # Python sources are used in place.
 .stamp-install: $(BIN)/python $(RUST_SRC) $(PY_SRC)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $@
 
 # The main job on the shipped sample (a real WebSearch trace), then the same
@@ -40,7 +40,10 @@ test: install test-rust test-python
 test-rust:
 	cargo test --workspace --exclude blocklab-py
 
+# The sweep report is checked in a real headless browser (Debian's chromium).
 test-python: install
+	command -v chromium >/dev/null || apt-get install -y --no-install-recommends chromium \
+		|| (apt-get update && apt-get install -y --no-install-recommends chromium)
 	$(BIN)/python -m pytest tests -q
 
 # Speed, recorded in BENCHMARKS.md: the counted simulator against libCacheSim,
