@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python bench clean
+.PHONY: install demo test test-rust test-python bench bench-sweeps clean
 
 install: .stamp-install
 
@@ -34,6 +34,8 @@ demo: install
 	$(BIN)/blocklab mrc out/zipf.csv --format csv --method exact --size 1%,5%,10%,20%
 	$(BIN)/blocklab rgr out/zipf.csv --format csv --raid 5 --disks 6 --failed 0 --reads-only \
 		--policy lru,vdf-lru,lfu,vdf-lfu --size 1%,10%
+	$(BIN)/blocklab sweep examples/sweeps/vdf-small.toml --out out/vdf-small --jobs 2
+	$(BIN)/blocklab report out/vdf-small --out out/vdf-small/report.html
 
 test: install test-rust test-python
 
@@ -50,6 +52,10 @@ test-python: install
 # every policy, memory, SHARDS accuracy, and the timed engine on a Cheetah 9LP.
 bench: install
 	$(BIN)/python benches/run.py
+
+# Only the "Sweeps" section of BENCHMARKS.md (per-cell overhead, Ray, the VDF grid).
+bench-sweeps: install
+	$(BIN)/python benches/run.py --only sweeps
 
 clean:
 	rm -rf target $(VENV) .stamp-install

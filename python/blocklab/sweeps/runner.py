@@ -28,9 +28,11 @@ from blocklab.sweeps import results as res
 from blocklab.sweeps.provenance import FileHashes, blocklab_version, process_provenance
 from blocklab.sweeps.spec import Cell, Sweep, SweepError, TraceRef, cell_key
 
-# Largest number of cells fed by one pass over a trace: bigger batches save
-# passes, smaller ones move the progress bar and balance the workers.
-MAX_BATCH = 64
+# Largest number of cells fed by one pass over a trace. Sharing a pass saves
+# reading the trace, but the stacks' caches then compete for the CPU's caches:
+# on the VDF grid (docs/sweeps.md) 4 stacks per pass took 0.85-1.0x the CPU
+# time of one by one, 8 up to 1.2x, 16-112 1.2-1.4x.
+MAX_BATCH = 4
 
 
 def _no_inputs(cell: Cell) -> list[str]:

@@ -106,17 +106,21 @@ class Sweep:
         return out
 
     def varied(self) -> list[str]:
-        """The parameters that take more than one value over the cells, in grid order
-        (plus `trace` and `seed` when there are several)."""
+        """The parameters that take more than one value over the cells: the cases' (`case`
+        when they are named), then the grid's in order, then `trace` and `seed` when there
+        are several."""
         out = [k for k, vs in self.grid.items() if len({canonical(v) for v in vs}) > 1]
-        case_keys: list[str] = []
-        for c in self.cases:
-            for k in c:
-                if k != "name" and k not in case_keys:
-                    case_keys.append(k)
-        for k in case_keys:
-            if len({canonical(c.get(k)) for c in self.cases}) > 1 and k not in out:
-                out.insert(0, k)
+        if len(self.cases) > 1 and all(c.get("name") for c in self.cases):
+            out.insert(0, "case")  # named cases: the name stands for the keys they set
+        else:
+            case_keys: list[str] = []
+            for c in self.cases:
+                for k in c:
+                    if k != "name" and k not in case_keys:
+                        case_keys.append(k)
+            for k in reversed(case_keys):
+                if len({canonical(c.get(k)) for c in self.cases}) > 1 and k not in out:
+                    out.insert(0, k)
         if len(self.traces) > 1:
             out.append("trace")
         if self.seeds and len(self.seeds) > 1:
