@@ -283,6 +283,41 @@ def test_an_interrupted_sweep_resumes_where_it_stopped(work, tmp_path):
     assert a.equals(b)
 
 
+def test_ctrl_c_keeps_the_finished_cells_and_a_rerun_runs_the_rest(work, tmp_path):
+    import signal
+    import time
+
+    one = tmp_path / "one.csv"
+    one.write_text("timestamp,op,offset,size\n0,R,0,4096\n")
+    # Timed cells on six mechanical disk models: a few hundred ms each, one job.
+    p = sweep_file(tmp_path, f'stack = "{ROOT / "examples" / "stacks" / "host-lru-raid5.toml"}"\nexecutor = "timed"\n'
+                             f'[[traces]]\npath = "one.csv"\nformat = "csv"\n[grid]\n"cache.0.size" = {list(range(1, 13))}\n')
+    out = tmp_path / "o"
+    cmd = [sys.executable, "-c", "from blocklab.cli import main; main()", "sweep", str(p), "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    journal = out / "cells.jsonl"
+    deadline = time.time() + 120
+    while time.time() < deadline and not (journal.exists() and journal.read_text().count("\n") >= 2):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    done = journal.read_text().count("\n")
+    assert proc.returncode == 130 and "run the same command again to resume" in err, (proc.returncode, err)
+    assert 2 <= done < 12
+    assert len(blocklab.load(out)) == done
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    assert r.returncode == 0 and f"({done} done before)" in r.stderr and "12 ok, 0 failed" in r.stdout
+
+
+def test_the_api_runs_files_and_keywords_alike(work, tmp_path):
+    a = blocklab.sweep(sweep_file(work, BASIC, "api.toml"), tmp_path / "a")
+    b = blocklab.sweep(stack=work / "rgr.toml", executor="count", out=tmp_path / "b",
+                       traces=[(work / "a.csv", "csv"), (work / "b.csv", "csv", "trace b")],
+                       grid={"cache.0.policy": ["lru", "vdf-lru"], "cache.0.size": [50, "10%"], "array.disks": [5, 6]})
+    cols = [c for c in a.columns if c not in VOLATILE]
+    assert a[cols].equals(b[cols]) and len(a) == 16
+
+
 def test_a_failing_cell_records_its_error_and_the_sweep_goes_on(work, tmp_path):
     body = """\
 stack = "rgr.toml"

@@ -166,7 +166,7 @@ def array_plan(raid: str | int, disks: int, op: str, block: int, count: int = 1,
                                        layout=layout, block_size=block_size, disk_bytes=_bytes(disk_size)))
 
 
-def sweep(spec=None, out=None, *, jobs: int = 1, ray: str | None = None, ship: bool = False, batch: bool = True,
+def sweep(spec=None, out=None, *, jobs: int | None = None, ray: str | None = None, ship: bool = False, batch: bool = True,
           progress=False, **build):
     """Run a sweep into the folder `out` and return its results as a pandas DataFrame (one row per cell;
     see docs/sweeps.md). `spec` is a sweep file or a `blocklab.sweeps.Sweep`; without it, the keywords

@@ -18,7 +18,7 @@ def vdf(
     out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
     sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
 ) -> None:
@@ -55,6 +55,10 @@ def vdf(
                          command=command)
     except SweepError as e:
         fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
     if red.empty:
         fail(f"no cell finished: see the `error` column of {outdir}/results.parquet")
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
@@ -86,7 +90,7 @@ def disks(
     folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
     drives: Optional[str] = typer.Option(None, "--drives", help="Comma-separated drive files to run (default: all ten), e.g. ibm18es,hp_c2247a."),
     out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory: results.parquet, report.html, disks-validation.csv/.md, disks-cdf.png."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Drives validated at once."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Drives validated at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the drives as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs."""
@@ -113,6 +117,10 @@ def disks(
         table, samples = rd.run(base, chosen, outdir, jobs=jobs, ray=ray, command=command)
     except FileNotFoundError as e:
         fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
     table.to_csv(outdir / "disks-validation.csv", index=False)
     md = rd.markdown(table)
     (outdir / "disks-validation.md").write_text(md)

@@ -16,7 +16,7 @@ from blocklab.cli.common import fail
 def sweep(
     sweep_file: Path = typer.Argument(..., help="Sweep file (TOML): stack, executor, [[traces]], [grid], [[cases]], seeds."),
     out: Path = typer.Option(..., "--out", "-o", help="Results folder: results.parquet, cells.jsonl (the journal a re-run resumes from), meta.json."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Cells run at once (threads here; with --ray local, the CPUs of the local Ray)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once: threads here (default 1); with --ray local, the CPUs of the local Ray (default: all)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run each cell as a Ray task: `local` starts a local Ray, else the address of a running cluster (ray://host:10001 or host:6379)."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces' bytes to the workers (else they read the traces' paths: shared storage)."),
     no_batch: bool = typer.Option(False, "--no-batch", help="Run every counted cell alone (default: cells sharing a trace share its passes; results are the same)."),
@@ -32,12 +32,26 @@ def sweep(
                        command=command)
     except SweepError as e:
         fail(str(e))
+    except KeyboardInterrupt:
+        interrupted(out)
     failed = df[df["status"] != "ok"] if len(df) else df
     print(f"{len(df)} cells in {out}/results.parquet: {len(df) - len(failed)} ok, {len(failed)} failed")
     for _, r in failed.head(5).iterrows():
         print(f"  failed {r['cell']}: {r['error']}")
     if len(failed) > 5:
         print(f"  ... and {len(failed) - 5} more (column `error`)")
+
+
+def interrupted(out: Path) -> None:
+    """Ctrl-C: the finished cells are in the journal and results.parquet. Leave at once:
+    cells still inside the engine would hold up (and trouble) the interpreter's exit."""
+    import os
+
+    print(f"interrupted: the finished cells are in {out}/results.parquet; run the same command again to resume",
+          file=sys.stderr)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    os._exit(130)
 
 
 def report(

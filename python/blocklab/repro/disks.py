@@ -93,7 +93,7 @@ def sweep_spec(folder: Path, drives=DRIVES):
                  report={"metrics": ["demerit_ms", "demerit_pct", "mean_simulated_ms"]})
 
 
-def run(folder: Path, drives=DRIVES, out: Path | None = None, *, jobs: int = 1, ray: str | None = None,
+def run(folder: Path, drives=DRIVES, out: Path | None = None, *, jobs: int | None = None, ray: str | None = None,
         progress=True, command: str | None = None):
     """Validate every drive as a sweep into `out` (results.parquet, report.html);
     returns (table, samples) where `table` is a DataFrame with one row per drive

@@ -110,7 +110,7 @@ def cells(df):
     }).reset_index(drop=True)
 
 
-def run(traces: list[TraceSpec], out, disks=DISKS, sizes=SIZES, failed: int = 0, *, jobs: int = 1,
+def run(traces: list[TraceSpec], out, disks=DISKS, sizes=SIZES, failed: int = 0, *, jobs: int | None = None,
         ray: str | None = None, ship: bool = False, progress=True, command: str | None = None):
     """Run the reproduction sweep into `out` (results.parquet, report.html with the
     reduction table, the plot and the verdict; finished cells are kept on a re-run);

@@ -13,7 +13,7 @@ from blocklab.sweeps.runner import run_sweep
 from blocklab.sweeps.spec import Sweep
 
 
-def run_recipe(sweep: Sweep, out: str | os.PathLike, *, jobs: int = 1, ray: str | None = None, ship: bool = False,
+def run_recipe(sweep: Sweep, out: str | os.PathLike, *, jobs: int | None = None, ray: str | None = None, ship: bool = False,
                progress=True, command: str | None = None, title: str | None = None,
                sections: Callable[["object"], Sequence[Section]] | None = None,
                metrics: Sequence[str] | None = None):

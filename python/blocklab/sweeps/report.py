@@ -257,13 +257,15 @@ def metric_figure(d: _Data, metric: str, x: str, command: str) -> str | None:
     logx = numeric and min(nums) > 0 and max(nums) / min(nums) >= 20
     s_order = d.order(series) if series else [None]
     for ax, (combo, rs) in zip(axes, shown):
-        for s in s_order:
+        for j, s in enumerate(s_order):
+            # Categories: each series a little to the side, so that equal values stay visible.
+            dodge = 0.0 if numeric else (j - (len(s_order) - 1) / 2) * min(0.12, 0.6 / max(1, len(s_order)))
             pts = []
             for xv in xs_order:
                 ys = [r[metric] for r in rs if r.get(x) == xv and (series is None or r.get(series) == s)
                       and isinstance(r.get(metric), (int, float))]
                 if ys:
-                    pts.append((pos[xv], sum(ys) / len(ys), min(ys), max(ys)))
+                    pts.append((pos[xv] + dodge, sum(ys) / len(ys), min(ys), max(ys)))
             if not pts:
                 continue
             px, py, lo, hi = zip(*pts)
@@ -278,6 +280,7 @@ def metric_figure(d: _Data, metric: str, x: str, command: str) -> str | None:
         if logx:
             ax.set_xscale("log")
         if not numeric:
+            ax.set_xlim(-0.5, len(xs_order) - 0.5)
             ax.set_xticks(range(len(xs_order)))
             ax.set_xticklabels([_text(v) for v in xs_order], rotation=30, ha="right", fontsize=7)
         elif all(isinstance(v, str) for v in xs_order) and len(xs_order) <= 10:

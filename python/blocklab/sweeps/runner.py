@@ -150,15 +150,17 @@ def _units(jobs: list[Job], workers: int, batch: bool) -> list[list[Job]]:
 
 
 def run_local(jobs: list[Job], workers: int, batch: bool) -> Iterator[dict]:
-    """Records as cells finish, `workers` threads (daemons: Ctrl-C leaves at once)."""
+    """Records as cells finish, `workers` threads. When the caller stops early (Ctrl-C),
+    the threads take no new cell; the cells in the engine finish in the background."""
     todo: queue.Queue = queue.Queue()
     done: queue.Queue = queue.Queue()
+    stop = threading.Event()
     units = _units(jobs, workers, batch)
     for u in units:
         todo.put(u)
 
     def work() -> None:
-        while True:
+        while not stop.is_set():
             try:
                 u = todo.get_nowait()
             except queue.Empty:
@@ -172,14 +174,17 @@ def run_local(jobs: list[Job], workers: int, batch: bool) -> Iterator[dict]:
     threads = [threading.Thread(target=work, daemon=True) for _ in range(max(1, min(workers, len(units))))]
     for t in threads:
         t.start()
-    for _ in range(len(units)):
-        while True:
-            try:
-                recs = done.get(timeout=0.2)  # a timeout keeps Ctrl-C responsive
-                break
-            except queue.Empty:
-                continue
-        yield from recs
+    try:
+        for _ in range(len(units)):
+            while True:
+                try:
+                    recs = done.get(timeout=0.2)  # a timeout keeps Ctrl-C responsive
+                    break
+                except queue.Empty:
+                    continue
+            yield from recs
+    finally:
+        stop.set()
 
 
 def _materialize(data: bytes, sha: str, name: str) -> str:
@@ -299,6 +304,7 @@ class _Progress:
             self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                 TextColumn("cells, {task.fields[failed]} failed"), TimeElapsedColumn(),
                                 TextColumn("left"), TimeRemainingColumn(), console=Console(stderr=True))
+            name = name if len(name) <= 24 else name[:23] + "…"
             desc = f"sweep {name}" + (f" ({skipped} done before)" if skipped else "")
             self.task = self.bar.add_task(desc, total=total, failed=0)
             self.bar.start()
@@ -316,17 +322,18 @@ class _Progress:
             self.bar.stop()
 
 
-def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int = 1, ray: str | None = None, batch: bool = True,
-              ship: bool = False, progress=True, command: str | None = None):
+def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int | None = None, ray: str | None = None,
+              batch: bool = True, ship: bool = False, progress=True, command: str | None = None):
     """Run the cells of `sw` not yet finished in `out` and write `out/results.parquet`;
-    returns every cell's row as a pandas DataFrame. `progress`: True (a bar on
-    stderr), False, or `fn(done, total, failed)`."""
+    returns every cell's row as a pandas DataFrame. `jobs`: threads here (default 1),
+    or the CPUs of a local Ray (default: all). `progress`: True (a bar on stderr),
+    False, or `fn(done, total, failed)`."""
     from blocklab import _core
 
+    if jobs is not None and jobs < 1:
+        raise SweepError(f"--jobs must be at least 1, not {jobs}")
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
-    if jobs < 1:
-        raise SweepError(f"--jobs must be at least 1, not {jobs}")
     hashes = FileHashes(outdir / "hashes.json")
     task = None if sw.task == "stack" else load_task(sw.task)
     stack_sha = hashes(sw.stack) if task is None else None
@@ -389,7 +396,7 @@ def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int = 1, ray: str | No
                 trace_sha = {t.path: hashes(t.path) for t in sw.traces}
                 stream = run_ray(runnable, ray, jobs if ray == "local" else None, ship, trace_sha)
             else:
-                stream = run_local(runnable, jobs, batch)
+                stream = run_local(runnable, jobs or 1, batch)
             for rec in stream:
                 journal.append(rec)
                 records[rec["cell"]] = rec
