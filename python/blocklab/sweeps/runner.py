@@ -219,10 +219,13 @@ def run_ray(jobs: list[Job], address: str, workers: int | None, ship_all: bool,
     started_here = not ray.is_initialized()
     if started_here:
         opts: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        if address == "local":
-            ray.init(num_cpus=workers, **opts)
-        else:
-            ray.init(address=address, **opts)
+        try:
+            if address == "local":
+                ray.init(num_cpus=workers, **opts)
+            else:
+                ray.init(address=address, **opts)
+        except Exception as e:  # no cluster there, a version mismatch...
+            raise SweepError(f"--ray {address}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_execute)
         shipped: dict[str, Any] = {}
