@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python bench bench-sweeps clean
+.PHONY: install demo test test-rust test-python bench bench-sweeps clean e2fsprogs
 
 install: .stamp-install
 
@@ -34,12 +34,19 @@ demo: install
 	$(BIN)/blocklab mrc out/zipf.csv --format csv --method exact --size 1%,5%,10%,20%
 	$(BIN)/blocklab rgr out/zipf.csv --format csv --raid 5 --disks 6 --failed 0 --reads-only \
 		--policy lru,vdf-lru,lfu,vdf-lfu --size 1%,10%
+	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv
+	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv --set cache.0.policy=lfu
 	$(BIN)/blocklab sweep examples/sweeps/vdf-small.toml --out out/vdf-small --jobs 2
 	$(BIN)/blocklab report out/vdf-small --out out/vdf-small/report.html
 
 test: install test-rust test-python
 
-test-rust:
+# The ext2 model is checked against real mke2fs/dumpe2fs/debugfs images.
+E2FS_INSTALL := apt-get install -y --no-install-recommends e2fsprogs
+e2fsprogs:
+	@command -v mke2fs >/dev/null || test -x /usr/sbin/mke2fs || $(E2FS_INSTALL) || (apt-get update && $(E2FS_INSTALL))
+
+test-rust: e2fsprogs
 	cargo test --workspace --exclude blocklab-py
 
 # The sweep report is checked in a real headless browser (Debian's chromium).

@@ -176,7 +176,7 @@ def test_deterministic_output(tmp_path):
     assert a.stdout == b.stdout
 
 
-@pytest.mark.parametrize("example", ["host-lru-raid5", "vdf-rebuild", "single-disk"])
+@pytest.mark.parametrize("example", ["host-lru-raid5", "vdf-rebuild", "single-disk", "eci-tier"])
 def test_examples_run(example):
     stack = ROOT / "examples" / "stacks" / f"{example}.toml"
     for executor in ("count", "timed"):
@@ -244,3 +244,15 @@ def test_api(tmp_path):
     r = blocklab.run_stack(stack, SAMPLE, format="mqsim", executor="count", sets=["cache.0.size=5%"])
     assert r["layers"][0]["cache_blocks"] == round(0.05 * r["unique_blocks"])
     assert r["array"]["failed"] == [0]
+
+
+def test_timeseries_csv(tmp_path):
+    ts = tmp_path / "ts.csv"
+    stack = ROOT / "examples" / "stacks" / "host-lru-raid5.toml"
+    r = ok_json("run", stack, "--trace", SAMPLE, "--format", "mqsim", "--timeseries", ts, "--json")
+    rows = ts.read_text().splitlines()
+    assert rows[0] == "t_ms,issued,completed,avg_response_ms,utilization"
+    # 1 s intervals over the sample's 60 s: every request issued in some interval.
+    assert 60 <= len(rows) - 1 <= 62
+    assert sum(int(x.split(",")[1]) for x in rows[1:]) == r["requests"]
+    assert r["timing"]["timeseries_csv"] == str(ts)

@@ -4,6 +4,7 @@
 
 mod array;
 mod cache;
+mod dgraid;
 mod disk;
 mod policy;
 mod stack;
@@ -39,5 +40,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     policy::register(m)?;
     stack::register(m)?;
     vdf::register(m)?;
+    dgraid::register(m)?;
     Ok(())
 }

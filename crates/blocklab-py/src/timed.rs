@@ -11,7 +11,8 @@ use crate::to_py;
     infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
     chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
-    rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000))]
+    rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000,
+    rebuild_order="md", rebuild_idle="simple", fit=None))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -43,6 +44,9 @@ fn disk_run(
     rebuild_window: usize,
     rebuild_min_kbps: u64,
     rebuild_max_kbps: u64,
+    rebuild_order: &str,
+    rebuild_idle: &str,
+    fit: Option<String>,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -73,6 +77,9 @@ fn disk_run(
         rebuild_window,
         rebuild_min_kbps,
         rebuild_max_kbps,
+        rebuild_order: rebuild_order.into(),
+        rebuild_idle: rebuild_idle.into(),
+        fit,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from blocklab.cli import array_cmd, cache_cmd, disk_cmd, disk_run_cmd, repro_cmd, rgr_cmd, run_cmd, trace_cmd
+from blocklab.cli import (array_cmd, cache_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, repro_cmd, rgr_cmd, run_cmd,
+                          trace_cmd)
 from blocklab.cli import sweep_cmd
 from blocklab.cli.common import run_guarded
 
@@ -23,6 +24,8 @@ disk_run_cmd.register(app)
 repro_cmd.register(app)
 rgr_cmd.register(app)
 run_cmd.register(app)
+fs_cmd.register(app)
+dgraid_cmd.register(app)
 sweep_cmd.register(app)
 
 

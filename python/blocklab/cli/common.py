@@ -31,6 +31,21 @@ def print_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 
 
+def place_timeseries(out: dict, series, path) -> None:
+    """A timed run's per-interval series: to a CSV at `path` (its name goes into `out`),
+    or back into `out` when no path is given."""
+    if path is not None:
+        import csv
+
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
+            w.writeheader()
+            w.writerows(series or [])
+        out["timeseries_csv"] = str(path)
+    elif series is not None:
+        out["timeseries"] = series
+
+
 # Options shared by the commands that read a trace.
 import typer  # noqa: E402
 

@@ -6,7 +6,6 @@ group exists, and creates a minimal `disk` group otherwise.
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -15,7 +14,7 @@ import typer
 
 from blocklab import _core
 from blocklab.cli import disk_cmd
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
 
 REPLAYS = ("open", "closed", "feedback")
 SUMMARY = ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "max_response_ms",
@@ -48,6 +47,9 @@ def run(
     rebuild_window: int = typer.Option(4, "--rebuild-window", help="--rebuild: rebuild steps (chunk rows) in flight at most."),
     rebuild_min: int = typer.Option(1000, "--rebuild-min", help="--rebuild: MD sync_speed_min (KB/s): the speed kept while user I/O is present."),
     rebuild_max: int = typer.Option(200000, "--rebuild-max", help="--rebuild: MD sync_speed_max (KB/s): the speed cap."),
+    rebuild_order: str = typer.Option("md", "--rebuild-order", help="--rebuild: md (sequential, MD), pro (popular zones first), dor (disk-oriented, low priority), pro-dor."),
+    rebuild_idle: str = typer.Option("simple", "--rebuild-idle", help="--rebuild: MD's idle test and speed rule: simple (default), md2611 (the PRO paper's kernel), md6 (today's md.c)."),
+    fit: Optional[str] = typer.Option(None, "--fit", help="Fit trace addresses onto the array: none, wrap (as --wrap), scale (compress the trace's span linearly, keeping hot regions in place)."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
     interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
     timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write the per-interval time series to this CSV."),
@@ -82,16 +84,9 @@ def run(
         failed=failed_disks, block_size=block_size, layout=layout, disk_size=disk_size,
         rebuild=rebuild, rebuild_at_ms=rebuild_at, rebuild_window=rebuild_window,
         rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
+        rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
     ))
-    series = out.pop("timeseries", None)
-    if timeseries is not None:
-        with open(timeseries, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
-            w.writeheader()
-            w.writerows(series or [])
-        out["timeseries_csv"] = str(timeseries)
-    elif series is not None:
-        out["timeseries"] = series
+    place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
         print_json(out)
         return
@@ -108,6 +103,9 @@ def run(
         print(f"rebuild of disk(s) {','.join(map(str, rb['disks']))} from {rb['start_ms']:.1f} ms: {state}, "
               f"{rb['rebuild_rows']}/{rb['rows_total']} rows of {rb['row_kib']} KiB, {rb['avg_kbps']:.0f} KB/s, "
               f"{rb['pauses']} pauses")
+        if rb.get("order", "md") != "md" or rb.get("idle", "simple") != "simple":
+            print(f"  order {rb['order']}, idle rule {rb['idle']}, throttled {str(rb['throttled']).lower()}, "
+                  f"priority {rb['priority']}")
         print(f"  rebuild ops: {rb['rebuild_reads']} reads ({rb['rebuild_read_blocks']} blocks), "
               f"{rb['rebuild_writes']} writes ({rb['rebuild_write_blocks']} blocks)")
         causes = ", ".join(f"{c} {o['reads']}r/{o['writes']}w" for c, o in rb["ops_by_cause"].items())
@@ -115,6 +113,10 @@ def run(
         for k in ("user_before", "user_during", "user_after"):
             p = rb[k]
             print(f"  {k:12} requests {p['requests']}, avg {p['avg_response_ms']:.4f} ms, max {p['max_response_ms']:.4f} ms")
+        lr = rb.get("lost_reads")
+        if lr and lr["blocks"]:
+            print(f"  lost-unit reads during the rebuild: {lr['blocks']} blocks, {lr['from_spare']} from the spare "
+                  f"({100 * lr['share_from_spare']:.1f} %)")
 
 
 def register(app: typer.Typer) -> None:

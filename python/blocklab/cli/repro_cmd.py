@@ -17,12 +17,16 @@ def vdf(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
-    sizes: str = typer.Option("1%,2%,5%,10%,20%,40%,70%", "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
+    timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
+    speedup: float = typer.Option(0.2, "--speedup", help="--timed: replay the trace at this times its rate."),
+    threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
 ) -> None:
-    """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only."""
+    """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only.
+    With --timed, §6: the same caches in front of the degraded array in simulated time."""
     from pathlib import Path
 
     from rich.console import Console
@@ -30,6 +34,11 @@ def vdf(
 
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
+
+    if timed:
+        _vdf_timed(traces, disks, sizes, speedup, threads, out)
+        return
+    sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
 
     specs = [] if only else rv.default_traces()
     for t in traces or []:
@@ -85,6 +94,98 @@ def vdf(
     sys.stdout.flush()
 
 
+def _ints(text: str, flag: str) -> list[int]:
+    from blocklab.cli.common import fail
+
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
+
+
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import vdf as rv
+    from blocklab.repro import vdf_timed as vt
+
+    if traces:
+        t = rv.parse_trace_arg(traces[0])
+        trace = vt.Trace(t.path, t.format, t.label)
+    else:
+        trace = vt.default_trace()
+        if trace is None:
+            fail("--timed: no trace: give --traces PATH[:FORMAT] (the default, Tencent CBS cut 222, is in ../shared)")
+    ndisks = _ints(disks, "--disks")
+    if any(n < 3 for n in ndisks):
+        fail("RAID-5 with a failed disk needs at least 3 disks")
+    nthreads = _ints(threads, "--threads")
+    if any(t < 1 for t in nthreads):
+        fail("--threads: at least 1 request outstanding")
+    if not speedup > 0:
+        fail("--speedup must be positive")
+    size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
+    console = Console(stderr=True)
+    outdir = Path(out)
+    df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
+                progress=lambda m: console.log(m))
+    s = vt.summary(df)
+    df.to_parquet(outdir / "vdf-timed.parquet", index=False)
+    s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
+    vt.plot(s, outdir / "vdf-timed.png")
+    md = vt.markdown(trace, s, vt.verdict(s))
+    (outdir / "vdf-timed-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/vdf-timed.parquet, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
+    sys.stdout.flush()
+
+
+@repro_app.command("pro")
+def pro(
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory (Parquet, CSV, PNG, Markdown)."),
+    only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
+    idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
+    sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
+    workers: int = typer.Option(2, "--workers", help="Runs at once."),
+) -> None:
+    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import pro as rp
+
+    if idle not in ("md2611", "md6", "simple"):
+        fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
+    specs = rp.traces()
+    if only:
+        keys = [k.strip() for k in only.split(",") if k.strip()]
+        bad = [k for k in keys if k not in ("ws", "fin")]
+        if bad:
+            fail(f"--only: unknown trace `{bad[0]}`; valid: ws, fin")
+        specs = [t for t in specs if t.key in keys]
+        if not specs:
+            fail("--only: none of these traces is available (fin needs ../shared/traces)")
+    console = Console(stderr=True)
+    outdir = Path(out)
+    df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, progress=lambda m: console.log(m))
+    df.to_parquet(outdir / "pro-runs.parquet", index=False)
+    t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
+    t3.to_csv(outdir / "pro-tables.csv", index=False)
+    sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
+    rp.plot(df, outdir)
+    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
+    (outdir / "pro-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/pro-runs.parquet, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, pro-sensitivity.png, "
+          "pro-report.md")
+    sys.stdout.flush()
+
+
 @repro_app.command("disks")
 def disks(
     folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
@@ -127,6 +228,128 @@ def disks(
     rd.plot(table, samples, outdir / "disks-cdf.png")
     print(md, end="")
     print(f"wrote {outdir}/results.parquet, report.html, disks-validation.csv, disks-validation.md, disks-cdf.png")
+    sys.stdout.flush()
+
+
+@repro_app.command("dgraid")
+def dgraid(
+    out: str = typer.Option("repro-dgraid", "--out", "-o", help="Output directory (Parquet, PNG, Markdown report)."),
+    tree: Optional[str] = typer.Option(None, "--tree", help="System listing to use (default: data/debian-tree.lst); a seeded user tree is grafted under /home."),
+    quick: bool = typer.Option(False, "--quick", help="Small trees, 8 disks, few trials (a smoke run, not the reproduction)."),
+) -> None:
+    """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.repro import dgraid as rd
+
+    console = Console(stderr=True)
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    res = rd.run_all(outdir, listing=tree, quick=quick, progress=lambda m: console.log(m))
+    written = rd.save(res, outdir) + rd.plot(res, outdir)
+    lines = rd.verdict(res)
+    (outdir / "dgraid-report.md").write_text(rd.markdown(res, lines))
+    print("The paper reports:")
+    for part, claims in rd.PAPER["claims"].items():
+        for c in claims:
+            print(f"  - [{part}] {c}")
+    print("Our numbers:")
+    for line in lines:
+        print(f"  - {line}")
+    print(f"wrote {outdir}/" + ", ".join(written + ["dgraid-report.md"]))
+    sys.stdout.flush()
+
+
+@repro_app.command("eci")
+def eci(
+    traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces as tenants, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are included unless --only."),
+    only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
+    mix_name: str = typer.Option("all", "--mix", help="Traces at hand: all (the shipped sample and every shared trace) or note (the research note's eleven, to compare with its prototype)."),
+    msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
+    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory (mix, stack file, Parquet, PNG, Markdown)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
+    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
+    timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
+    timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
+    span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
+) -> None:
+    """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import eci as re
+
+    console = Console(stderr=True)
+    if msr_dir is not None:
+        folder = Path(msr_dir)
+        if not folder.is_dir():
+            fail(f"--msr-dir: `{msr_dir}` is not a folder")
+        try:
+            inputs = re.msr_inputs(folder)
+        except FileNotFoundError as e:
+            fail(f"--msr-dir: {e}")
+        mix_span = None
+        default_sizes, default_schemes, timed_size = ("unlimited", re.PAPER_SIZE), re.MSR_SCHEMES, (
+            timed_size if timed_size != "10000" else re.PAPER_SIZE)
+    else:
+        if mix_name not in re.MIXES:
+            fail(f"--mix: unknown mix `{mix_name}`; valid: {', '.join(re.MIXES)}")
+        inputs = [] if only else re.default_inputs(mix=mix_name)
+        for t in traces or []:
+            inputs.append(re.parse_input(t))
+        mix_span = span
+        default_sizes, default_schemes = re.SIZES, tuple(re.SCHEMES)
+    if not inputs:
+        fail("no traces: give --traces PATH[:FORMAT] or --msr-dir")
+    size_list = [s.strip() for s in sizes.split(",") if s.strip()] if sizes else list(default_sizes)
+    for s in size_list + [timed_size]:
+        if s != "unlimited" and not s.isdigit():
+            fail(f"bad SSD size `{s}`: blocks (e.g. 10000) or unlimited")
+    scheme_list = [s.strip() for s in schemes.split(",") if s.strip()] if schemes else list(default_schemes)
+    bad = [s for s in scheme_list if s not in re.SCHEMES]
+    if bad:
+        fail(f"--schemes: unknown scheme `{bad[0]}`; valid: {', '.join(re.SCHEMES)}")
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    mix = outdir / "eci-mix.csv.zst"
+    console.log(f"merging {len(inputs)} traces into {mix}")
+    labels, _summary = re.build_mix(inputs, mix, span=mix_span)
+    stack = outdir / "eci-stack.toml"
+    stack.write_text(re.stack_text(outstanding=max(1, len(labels))))
+    console.log("reuse analysis (TRD / URD per tenant)")
+    reuse_df = re.reuse(mix, labels)
+    totals, tenants, timeline = re.run(stack, mix, labels, sizes=size_list, schemes=scheme_list,
+                                       progress=lambda m: console.log(m))
+    timed_df = None
+    if timed:
+        ts = [s for s in re.TIMED_SCHEMES if s in scheme_list]
+        timed_df, timed_tenants, _ = re.run(stack, mix, labels, sizes=[timed_size], schemes=ts, executor="timed",
+                                            progress=lambda m: console.log(m))
+        timed_tenants.to_parquet(outdir / "eci-timed-tenants.parquet", index=False)
+        timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
+    cmp = re.comparison(totals, tenants)
+    lines = re.verdict(cmp, re.tenant_effects(tenants), totals, timed_df)
+    for s in size_list:
+        lines += re.per_vm(tenants, timeline, s)
+    labels.to_csv(outdir / "eci-tenants.csv", index=False)
+    reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
+    totals.to_parquet(outdir / "eci-runs.parquet", index=False)
+    tenants.to_parquet(outdir / "eci-run-tenants.parquet", index=False)
+    timeline.to_parquet(outdir / "eci-timeline.parquet", index=False)
+    cmp.to_csv(outdir / "eci-comparison.csv", index=False)
+    re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
+    re.plot_summary(totals, outdir / "eci-summary.png")
+    re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
+    md = re.markdown(labels, reuse_df, totals, cmp, lines, timed_df)
+    (outdir / "eci-report.md").write_text(md)
+    print(md, end="")
+    print(f"wrote {outdir}/eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, eci-run-tenants.parquet, "
+          "eci-timeline.parquet" + (", eci-timed.parquet" if timed else "") + ", eci-comparison.csv, eci-allocation.png, "
+          "eci-summary.png, eci-tenants.png, eci-report.md")
     sys.stdout.flush()
 
 

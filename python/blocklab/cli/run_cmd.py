@@ -4,14 +4,13 @@ this module converts arguments and prints the result."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
 
 EXECUTORS = ("count", "timed")
 
@@ -37,15 +36,7 @@ def run(
     out = json.loads(_core.run_stack(str(stack), [str(t) for t in trace], format=format, executor=executor,
                                      sets=sets, skip_bad=skip_bad))
     timing = out.get("timing") or {}
-    series = timing.pop("timeseries", None)
-    if timeseries is not None:
-        with open(timeseries, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=["t_ms", "issued", "completed", "avg_response_ms", "utilization"])
-            w.writeheader()
-            w.writerows(series or [])
-        out["timeseries_csv"] = str(timeseries)
-    elif series is not None:
-        timing["timeseries"] = series
+    place_timeseries(timing, timing.pop("timeseries", None), timeseries)
     if json_out:
         print_json(out)
         return
@@ -73,6 +64,8 @@ def print_result(out: dict, stack) -> None:
             t.add_row(l["name"], l["policy"], l["write"], f"{l['cache_blocks']:,}", f"{l['accesses']:,}", f"{l['hits']:,}",
                       f"{l['miss_ratio']:.4f}", f"{l['read_hits']:,}", f"{l['dirty_evictions']:,}", f"{l['flushed_blocks']:,}")
         con.print(t)
+    if out.get("tier"):
+        print_tier(con, out["tier"])
     a = out.get("array")
     if a:
         con.print(f"array: {a['level']} x {a['disks']} ({a['layout']}, chunk {a['chunk_bytes'] // 1024} KiB), "
@@ -109,6 +102,33 @@ def print_result(out: dict, stack) -> None:
             p = rb[k]
             if p["requests"]:
                 con.print(f"  {k:12} requests {p['requests']:,}, avg {p['avg_response_ms']:.3f} ms, max {p['max_response_ms']:.3f} ms")
+
+
+def print_tier(con, t: dict) -> None:
+    """The SSD tier: one row per tenant and the totals."""
+    from rich.table import Table
+
+    def ratio(a, b):
+        return f"{a / b:.4f}" if b else "-"
+
+    tab = Table(title=f"SSD tier: {t['size']:,} blocks, {t['partitioner']}, windows of {t['window_s']:g} s "
+                      f"({t['windows']} closed, {t['infeasible_windows']} infeasible)")
+    cols = ("tenant", "allocated", "mean alloc", "accesses", "read hit", "SSD writes", "array writes", "destaged",
+            "policy", "latency ms")
+    for c in cols:
+        tab.add_column(c, justify="right")
+    rows = t["tenants"] + [dict(t, tenant="all", allocated_blocks=t["allocated_blocks"], write_policy="")]
+    for x in rows:
+        tab.add_row(str(x["tenant"]), f"{x['allocated_blocks']:,}", f"{x['mean_allocated_blocks']:,.1f}",
+                    f"{x['accesses']:,}", ratio(x["read_hits"], x["reads"]), f"{x['ssd_writes']:,}",
+                    f"{x['array_writes']:,}", f"{x['destaged']:,}", x["write_policy"], f"{x['latency_ms']:.3f}")
+    con.print(tab)
+    ppc = t.get("performance_per_cost")
+    line = (f"  latency model (ssd/hdd ms): reads {t['read_latency_ms']:.3f} ms, writes {t['write_latency_ms']:.3f} ms; "
+            f"performance-per-cost {ppc:.4g}" if ppc is not None else "  performance-per-cost -")
+    if t.get("timed_performance_per_cost") is not None:
+        line += f" (timed: {t['timed_performance_per_cost']:.4g})"
+    con.print(line + f"; SSD disk {t['ssd_disk']}, {t['dirty_blocks']:,} dirty blocks at the end")
 
 
 def register(app: typer.Typer) -> None:

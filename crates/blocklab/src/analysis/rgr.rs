@@ -129,9 +129,11 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             disk_size: cfg.disk_size.clone().map(NumOrStr::Str),
             block_size: Some(cfg.block_size),
             wrap: false,
+            fit: None,
             xor_ms: 0.0,
             rebuild: None,
         }),
+        tier: None,
         device: DeviceSpec {
             // No time is simulated: the device only has to exist.
             model: "const:0".into(),

@@ -11,12 +11,14 @@ pub mod layout;
 pub mod plan;
 pub mod plans;
 pub mod rebuild;
+pub mod rebuilt;
 pub mod shared;
 
 use serde::{Deserialize, Serialize};
 
 pub use layout::{Layout, Level, Raid10Geom, Raid10Layout, StripeMap, LAYOUTS, LEVELS, RAID10_LAYOUTS};
 pub use plan::{Action, Cause, DiskOp, DiskOpKind, IoPlan, Node};
+pub use rebuilt::RebuiltMap;
 
 use crate::error::{Error, Result};
 
@@ -303,10 +305,11 @@ pub struct Array {
     pub(crate) r10: Raid10Geom,
     failed: Vec<u32>,
     failed_mask: Vec<bool>,
-    /// Failed disks being recovered onto a spare (MD's `recovery_offset`):
-    /// their chunk rows below `recovered_rows` are rebuilt and in sync.
+    /// Failed disks being recovered onto a spare: their chunk rows marked
+    /// in `rebuilt` (MD's `recovery_offset`, and a bitmap of rows rebuilt
+    /// out of order) are in sync.
     recovering_mask: Vec<bool>,
-    recovered_rows: u64,
+    rebuilt: RebuiltMap,
 }
 
 impl Array {
@@ -331,7 +334,13 @@ impl Array {
             failed: Vec::new(),
             failed_mask: vec![false; cfg.disks as usize],
             recovering_mask: vec![false; cfg.disks as usize],
-            recovered_rows: 0,
+            rebuilt: RebuiltMap::new(
+                1,
+                cfg.disk_bytes
+                    .checked_div(cfg.chunk_bytes)
+                    .filter(|&r| r > 0)
+                    .unwrap_or(u64::MAX),
+            ),
             cfg,
         })
     }
@@ -442,10 +451,11 @@ impl Array {
 
     /// Whether `disk` cannot serve member chunk row `row` (disk blocks
     /// `row·chunk .. (row+1)·chunk`): failed, and not a recovering spare
-    /// whose rows below the recovery offset are already rebuilt.
+    /// whose row is already rebuilt (below the recovery offset, or marked in
+    /// the map of rebuilt units).
     #[inline]
     pub fn is_failed_at(&self, disk: u32, row: u64) -> bool {
-        self.is_failed(disk) && !(self.recovering_mask[disk as usize] && row < self.recovered_rows)
+        self.is_failed(disk) && !(self.recovering_mask[disk as usize] && self.rebuilt.is_rebuilt(row))
     }
 
     /// Replace the failed disks `disks` by fresh spares and start recovering
@@ -480,7 +490,7 @@ impl Array {
         for &d in disks {
             self.recovering_mask[d as usize] = true;
         }
-        self.recovered_rows = 0;
+        self.rebuilt.clear();
         Ok(())
     }
 
@@ -493,12 +503,36 @@ impl Array {
 
     /// The recovery offset in member chunk rows (rows below it are rebuilt).
     pub fn recovered_rows(&self) -> u64 {
-        self.recovered_rows
+        self.rebuilt.prefix()
     }
 
     /// Move the recovery offset: rows `0..rows` of the recovering disks are in sync.
     pub fn set_recovered_rows(&mut self, rows: u64) {
-        self.recovered_rows = rows;
+        self.rebuilt.set_prefix(rows);
+    }
+
+    /// Row `row` of the recovering disks is rebuilt (out of order: the map
+    /// of rebuilt units). Returns true when this completed its map unit, so
+    /// that reads of the unit now go to the spares.
+    pub fn mark_rebuilt(&mut self, row: u64) -> bool {
+        self.rebuilt.mark(row)
+    }
+
+    /// Whether member chunk row `row` of the recovering disks is rebuilt.
+    pub fn is_rebuilt(&self, row: u64) -> bool {
+        self.rebuilt.is_rebuilt(row)
+    }
+
+    /// The map of rebuilt units.
+    pub fn rebuilt_map(&self) -> &RebuiltMap {
+        &self.rebuilt
+    }
+
+    /// One bit of the map of rebuilt units per `rows` member chunk rows (at
+    /// least 1; default 1). Set before the recovery starts.
+    pub fn set_rebuilt_unit(&mut self, rows: u64) {
+        let total = self.member_rows().unwrap_or(u64::MAX);
+        self.rebuilt = RebuiltMap::new(rows, total);
     }
 
     /// Recovery is complete: the spares become ordinary members (not failed).
@@ -510,7 +544,7 @@ impl Array {
             }
         }
         self.failed.retain(|&d| self.failed_mask[d as usize]);
-        self.recovered_rows = 0;
+        self.rebuilt.clear();
     }
 
     /// Chunk rows of each member (the unit of a rebuild step), when the

@@ -47,17 +47,23 @@ impl FaultMap for SharedArray {
 }
 
 /// The array as the caches of a stack see it: stack block `b` is array
-/// block `b mod capacity` when the stack folds addresses (`wrap`).
+/// block `b mod capacity` when the stack folds addresses (`wrap`), or
+/// `⌊b · capacity / span⌋` when it compresses them (`fit = "scale"`).
 pub struct FoldedFaults {
     pub array: Arc<SharedArray>,
     /// Capacity in blocks when addresses are folded.
     pub modulo: Option<u64>,
+    /// (span, capacity) when addresses are compressed.
+    pub scale: Option<(u64, u64)>,
 }
 
 impl FoldedFaults {
     #[inline]
     fn fold(&self, block: u64) -> u64 {
-        self.modulo.map_or(block, |m| block % m)
+        match self.scale {
+            Some((span, cap)) => crate::stack::target::scale_block(block, 1, span, cap),
+            None => self.modulo.map_or(block, |m| block % m),
+        }
     }
 }
 

@@ -290,8 +290,87 @@ mod tests {
         }
     }
 
+    /// Run ops, (remove?, key), on `Lru` and on a brute-force queue in
+    /// lockstep: same hit (or removed) and evicted block after every op; every
+    /// `sweep` ops (and at the end) every cached key must be found through its
+    /// probe chain after the backward shifts, and `len` agree.
+    fn check_ops(ops: &[(bool, u64)], cap: usize, sweep: usize) -> Result<(), TestCaseError> {
+        let mut q: VecDeque<u64> = VecDeque::new();
+        let mut l = Lru::new(cap);
+        let mut ev = None;
+        for (i, &(rm, k)) in ops.iter().enumerate() {
+            let p = q.iter().position(|&x| x == k);
+            if let Some(p) = p {
+                q.remove(p);
+            }
+            let want = if rm {
+                p.is_some()
+            } else {
+                ev = None;
+                if p.is_none() && q.len() == cap {
+                    ev = q.pop_back();
+                }
+                q.push_front(k);
+                p.is_some()
+            };
+            let got = if rm { l.remove(k) } else { l.access(&Access::read(k)) };
+            prop_assert_eq!((got, l.evicted()), (want, ev), "cap {} op {}", cap, i);
+            if i % sweep == 0 || i + 1 == ops.len() {
+                for &x in &q {
+                    prop_assert!(l.contains(x), "cap {} op {}: key {:#x} lost", cap, i, x);
+                }
+                prop_assert_eq!(l.len(), q.len());
+            }
+        }
+        Ok(())
+    }
+
+    /// Key `i` of 32 groups whose keys share one home slot at every table
+    /// size (of at least 32 slots): key x 0x9e37...7c15 (the hash multiplier)
+    /// is the group in the top 5 bits and i / 32 in the low bits, so the
+    /// hash's top bits are the group.
+    fn same_home(i: u64) -> u64 {
+        let c: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut inv = c; // Newton's iteration for c^-1 mod 2^64
+        for _ in 0..6 {
+            inv = inv.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(inv)));
+        }
+        ((i % 32) << 59 | (i / 32)).wrapping_mul(inv)
+    }
+
+    #[test]
+    fn removes_in_colliding_chains_and_growth() {
+        let l = Lru::new(2500);
+        assert_eq!(home(same_home(3), l.shift), home(same_home(3 + 32 * 40), l.shift));
+        assert_ne!(home(same_home(3), l.shift), home(same_home(4), l.shift));
+        // 1500 keys in 32 clusters of ~47 entries; every third op removes the
+        // key accessed 500 ops before, which a large cache still holds in the
+        // middle of its cluster: backward shifts move many entries.
+        let key = |j: u64| same_home((j * 7919) % 1500);
+        let ops: Vec<(bool, u64)> = (500..12_000u64)
+            .map(|i| {
+                if i % 3 == 2 {
+                    (true, key(i - 500))
+                } else {
+                    (false, key(i))
+                }
+            })
+            .collect();
+        for cap in [1, 2, 7, 100, 1499, 2500] {
+            check_ops(&ops, cap, 5).unwrap();
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn removes_equal_brute_force(
+            ops in prop::collection::vec((any::<bool>(), prop_oneof![0u64..40, (0u64..200).prop_map(same_home), any::<u64>()]), 0..600),
+            cap in 1usize..50,
+        ) {
+            check_ops(&ops, cap, 1)?;
+        }
         #[test]
         fn equals_brute_force(keys in prop::collection::vec(prop_oneof![0u64..40, any::<u64>()], 0..600), cap in 1usize..50) {
             prop_assert_eq!(run(&keys, cap), brute(&keys, cap));

@@ -64,9 +64,10 @@ impl Access {
 /// invalidating cache) needs to know what left the cache and what is in it:
 /// [`Policy::evicted`], [`Policy::contains`], [`Policy::remove`]. "Resident"
 /// means cached now; ghost entries (ids a policy remembers after eviction)
-/// are not resident. Every access evicts at most one resident block: every
-/// policy here makes room for one block by evicting one block (checked by the
-/// tests in `tests.rs`), so the eviction report is a single block.
+/// are not resident. Every access evicts at most one resident block, and only
+/// when the cache is full: every policy here makes room for one block by
+/// evicting one (ghost moves aside), so the eviction report is a single
+/// block (checked for every policy by `tests.rs`).
 pub trait Policy: Send {
     /// Present one access; returns true on a hit. On a miss the block is inserted.
     fn access(&mut self, a: &Access) -> bool;
@@ -79,9 +80,10 @@ pub trait Policy: Send {
     fn evicted(&self) -> Option<u64>;
     /// Drop `block` from the cache if it is resident (an invalidation);
     /// returns whether it was. A non-resident block is left alone (false, no
-    /// change of state). What history a policy keeps about a removed block is
-    /// documented in its file's header; by default it keeps none (the block
-    /// does not become a ghost: an invalidation is not a replacement decision).
+    /// change of state). What a policy keeps is in its file's header; every
+    /// policy here forgets the removed block entirely (it does not become a
+    /// ghost: an invalidation is not a replacement decision) and keeps its
+    /// ghosts and history of other blocks.
     fn remove(&mut self, block: u64) -> bool;
     /// Blocks currently cached.
     fn len(&self) -> usize;

@@ -455,7 +455,11 @@ fn long_random_run_with_removes_matches_reference() {
         let r = x % 1000;
         let phase = if i < 2000 { 0 } else { 150 };
         let b = phase + if r < 600 { r % 30 } else { r % 150 };
-        ops.push(if (x >> 20) % 8 == 0 { Op::Drop(b) } else { Op::Get(b) });
+        ops.push(if (x >> 20).is_multiple_of(8) {
+            Op::Drop(b)
+        } else {
+            Op::Get(b)
+        });
     }
     for name in all_policies() {
         for cap in [1, 5, 32, 100] {

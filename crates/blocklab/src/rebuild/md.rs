@@ -1,9 +1,13 @@
 //! `md`: Linux MD's recovery order. Member chunk rows in ascending order,
 //! one row of every recovering disk per step ([`Array::plan_rebuild_row`]),
 //! and a recovery offset (MD's `recovery_offset`): the number of leading
-//! rows whose step has completed. Rows below it are served by the spares;
-//! a row completed out of order (several steps in flight) waits above the
-//! offset until the rows before it are done.
+//! rows whose step has completed. Rows below it are served by the spares.
+//! A row completed out of order (several steps in flight; with the FCFS
+//! scheduler the spare's writes complete in order and this does not
+//! happen) is also marked in the array's map of rebuilt units: MD keeps
+//! writing its spare in such rows, so user writes must reach the spare
+//! there, and the map is how the array knows (reads of such a row use the
+//! spare a few rows before MD's offset would let them).
 
 use std::collections::BTreeSet;
 
@@ -52,13 +56,13 @@ impl Strategy for Md {
         }
         let row = self.next_row;
         self.next_row += 1;
-        Some(RebuildStep {
-            tag: row,
-            plan: array.plan_rebuild_row(row),
-        })
+        Some(RebuildStep::row(row, array.plan_rebuild_row(row)))
     }
 
     fn complete(&mut self, row: u64, array: &mut Array, _now: u64) -> u64 {
+        if row > self.offset {
+            array.mark_rebuilt(row);
+        }
         self.ahead.insert(row);
         while self.ahead.remove(&self.offset) {
             self.offset += 1;
@@ -113,16 +117,18 @@ mod tests {
         for _ in 0..4 {
             md.next_step(&a, 0).unwrap();
         }
-        // Row 1 first: row 0 is still degraded, so the offset stays at 0.
+        // Row 1 first: row 0 is still degraded, so the offset stays at 0;
+        // row 1 is in the map of rebuilt units (its spare is current).
         assert_eq!(md.complete(1, &mut a, 0), 1);
         assert_eq!((md.offset(), a.recovered_rows()), (0, 0));
-        assert!(a.is_failed_at(0, 1));
+        assert!(a.is_failed_at(0, 0) && !a.is_failed_at(0, 1));
         // Row 0 completes the prefix 0..2.
         md.complete(0, &mut a, 0);
         assert_eq!((md.offset(), a.recovered_rows(), md.rebuilt_rows()), (2, 2, 2));
         assert!(!a.is_failed_at(0, 1) && a.is_failed_at(0, 2));
         md.complete(3, &mut a, 0);
         assert_eq!(md.offset(), 2);
+        assert!(a.is_failed_at(0, 2) && !a.is_failed_at(0, 3));
         assert!(!md.is_finished());
         md.complete(2, &mut a, 0);
         assert_eq!((md.offset(), a.recovered_rows()), (4, 4));

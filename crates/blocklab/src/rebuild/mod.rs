@@ -9,28 +9,63 @@
 //! completion without time (the counted view: what a whole rebuild costs).
 //!
 //! Orders: `md` ([`md::Md`], Linux MD's sequential rows behind a recovery
-//! offset).
+//! offset), `pro` ([`pro::Pro`], popularity first, on MD's whole-row
+//! steps), `dor` ([`dor::Dor`], disk-oriented reconstruction: a read stream
+//! per surviving disk) and `pro-dor` (DOR's streams in PRO's order). The
+//! out-of-order ones mark completed rows in the array's map of rebuilt units.
 
+pub mod dor;
 pub mod md;
+pub mod pro;
+pub mod rows;
 mod strategy;
 
+pub use dor::Dor;
 pub use md::Md;
+pub use pro::{Pro, ProCount, ProOrder, ProParams};
+pub use rows::{RowSource, Sequential};
 pub use strategy::{RebuildStep, Strategy};
 
 use crate::array::{Array, IoPlan};
 use crate::error::{Error, Result};
 
 /// Rebuild orders by name.
-pub const ORDERS: &[&str] = &["md"];
+pub const ORDERS: &[&str] = &["md", "pro", "dor", "pro-dor"];
+
+/// The orders' own parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OrderParams {
+    pub pro: ProParams,
+    /// DOR: rows buffered (active) at most: how far one disk may run ahead.
+    pub dor_lead: usize,
+}
+
+impl Default for OrderParams {
+    fn default() -> Self {
+        OrderParams {
+            pro: ProParams::default(),
+            dor_lead: dor::DEFAULT_LEAD,
+        }
+    }
+}
 
 /// The strategy named `order` for rebuilding `array`'s members (whose size
-/// must be known: [`Array::member_rows`]).
+/// must be known: [`Array::member_rows`]), with default parameters.
 pub fn build(order: &str, array: &Array) -> Result<Box<dyn Strategy>> {
+    build_with(order, array, &OrderParams::default())
+}
+
+/// The strategy named `order` with parameters `p`.
+pub fn build_with(order: &str, array: &Array, p: &OrderParams) -> Result<Box<dyn Strategy>> {
     let rows = array
         .member_rows()
         .ok_or_else(|| Error::config("rebuild needs the member size"))?;
+    let pro = || ProOrder::new(rows, array.chunk_blocks(), array.config().block_size, p.pro);
     Ok(match order.to_ascii_lowercase().as_str() {
         "md" => Box::new(Md::new(rows)),
+        "pro" => Box::new(Pro::new(array, rows, p.pro)),
+        "dor" => Box::new(Dor::new("dor", array, rows, Sequential::new(rows), p.dor_lead)),
+        "pro-dor" => Box::new(Dor::new("pro-dor", array, rows, pro(), p.dor_lead)),
         _ => return Err(Error::unknown("rebuild order", order, ORDERS)),
     })
 }

@@ -1,6 +1,7 @@
 //! The rebuild strategy trait: what to rebuild next, and what the array
 //! learns when it is done. Time and speed are not its business.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::ops::Range;
 
@@ -15,6 +16,17 @@ pub struct RebuildStep {
     /// only carries it.
     pub tag: u64,
     pub plan: IoPlan,
+    /// Member chunk rows this step rebuilds when it completes (1 for a
+    /// whole-row step, 0 for a step that only reads): what MD's speed rule
+    /// counts as issued recovery I/O.
+    pub rows: u64,
+}
+
+impl RebuildStep {
+    /// A step rebuilding one whole row.
+    pub fn row(tag: u64, plan: IoPlan) -> Self {
+        RebuildStep { tag, plan, rows: 1 }
+    }
 }
 
 /// A rebuild order: which units of the recovering disks to rebuild, in which
@@ -68,4 +80,31 @@ pub trait Strategy: Send + Debug {
     /// `now` (from the failure on, before and during the rebuild): the hook
     /// of an access monitor such as PRO's popularity count. Default: ignore.
     fn observe_user(&mut self, _array: &Array, _blocks: Range<u64>, _plan: &IoPlan, _now: u64) {}
+
+    /// The order bounds its own steps in flight (DOR: one read per disk and
+    /// a bound on how far one disk runs ahead), so a driver's window of
+    /// steps does not apply.
+    fn self_limited(&self) -> bool {
+        false
+    }
+
+    /// The order's own choice of priority: its I/O is served only when no
+    /// user request waits at a disk (DOR), instead of the same priority
+    /// (MD's recovery). A driver may be told otherwise.
+    fn prefers_low_priority(&self) -> bool {
+        false
+    }
+
+    /// Whether the order is meant to run under MD's speed rule (MD, PRO on
+    /// MD) or to absorb whatever bandwidth the users leave (DOR). A driver
+    /// may be told otherwise.
+    fn prefers_speed_rule(&self) -> bool {
+        true
+    }
+
+    /// Figures of the order's own (PRO's zones and slices, DOR's streams)
+    /// for the report.
+    fn stats(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
+    }
 }

@@ -25,24 +25,48 @@ pub struct AddressMap {
     block_size: u64,
     /// `concat`: first stack block of each tenant's volume.
     bases: FxHashMap<u32, u64>,
+    /// `concat`: (first stack block, tenant) of each volume with blocks, ascending.
+    starts: Vec<(u64, u32)>,
 }
 
 impl AddressMap {
     /// `survey` gives the volumes' extents (needed by `concat` only).
     pub fn new(map: TenantMap, block_size: u64, survey: Option<&Survey>) -> Result<Self> {
         let mut bases = FxHashMap::default();
+        let mut starts = Vec::new();
         if map == TenantMap::Concat {
             let s = survey.ok_or_else(|| Error::config("internal: concat needs a survey of the trace"))?;
             let align = (CONCAT_ALIGN_BYTES / block_size).max(1);
             let mut at = 0u64;
             for (&tenant, &end) in &s.extents {
                 bases.insert(tenant, at);
+                if end > 0 {
+                    starts.push((at, tenant));
+                }
                 at = at
                     .checked_add(end.div_ceil(align) * align)
                     .ok_or_else(|| Error::config("the volumes of the trace do not fit one address space"))?;
             }
         }
-        Ok(AddressMap { map, block_size, bases })
+        Ok(AddressMap {
+            map,
+            block_size,
+            bases,
+            starts,
+        })
+    }
+
+    /// The tenant whose volume holds stack block `block` (the inverse of
+    /// [`io`](Self::io); `ignore`: 0, every tenant addresses one volume).
+    pub fn tenant_of(&self, block: u64) -> u32 {
+        match self.map {
+            TenantMap::Ignore => 0,
+            TenantMap::Key => (block >> BLOCK_BITS) as u32,
+            TenantMap::Concat => {
+                let i = self.starts.partition_point(|&(s, _)| s <= block);
+                self.starts.get(i.saturating_sub(1)).map_or(0, |&(_, t)| t)
+            }
+        }
     }
 
     pub fn block_size(&self) -> u64 {
@@ -107,9 +131,40 @@ pub struct Survey {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SurveyNeeds {
     pub unique: bool,
+    /// The trace's tenants (`extents`' keys; a `static` SSD tier shares among them).
+    pub tenants: bool,
     /// Next-use indices of the block accesses the top layer will see
     /// (`Some(reads_only)`: whether that layer sees reads only).
     pub next_use: Option<bool>,
+    /// The span of the stack blocks the trace touches (`array.fit = "scale"`;
+    /// the volumes' extents give it).
+    pub span: bool,
+}
+
+/// One past the highest stack block the surveyed trace touches under `map`.
+pub fn stack_span(map: TenantMap, block_size: u64, survey: &Survey) -> Result<u64> {
+    let highest = |s: &Survey| s.extents.values().copied().max().unwrap_or(0);
+    match map {
+        TenantMap::Ignore => Ok(highest(survey)),
+        TenantMap::Key => {
+            let mut span = 0;
+            for (&t, &end) in &survey.extents {
+                if end > 0 {
+                    span = span.max(block_key(t, end - 1)? + 1);
+                }
+            }
+            Ok(span)
+        }
+        TenantMap::Concat => {
+            let m = AddressMap::new(map, block_size, Some(survey))?;
+            Ok(survey
+                .extents
+                .iter()
+                .map(|(t, &end)| m.bases.get(t).copied().unwrap_or(0) + end)
+                .max()
+                .unwrap_or(0))
+        }
+    }
 }
 
 /// One pass over `requests` (already filtered by `replay.reads_only`).
@@ -185,6 +240,11 @@ mod tests {
         assert_eq!(m.io(&reqs[0]).unwrap().first, 256);
         assert_eq!(m.io(&reqs[0]).unwrap().bytes, Some((1 << 20, 4096)));
         assert_eq!(m.io(&reqs[2]).unwrap().first, 256 + 512);
+        // And back: the tenant of a stack block.
+        assert_eq!(
+            (m.tenant_of(0), m.tenant_of(255), m.tenant_of(256), m.tenant_of(5000)),
+            (1, 1, 3, 3)
+        );
     }
 
     #[test]
@@ -192,6 +252,7 @@ mod tests {
         let m = AddressMap::new(TenantMap::Key, 4096, None).unwrap();
         let io = m.io(&rq(2, 4096 * 5 + 100, 10)).unwrap();
         assert_eq!(io.first, (2 << 40) | 5);
+        assert_eq!(m.tenant_of(io.first), 2);
         assert_eq!(io.nblocks, 1);
         assert_eq!(io.bytes, Some(((2u64 << 40) * 4096 + 4096 * 5 + 100, 10)));
         // Tenant ids too large for a byte address keep their blocks only.
@@ -209,6 +270,7 @@ mod tests {
         let needs = SurveyNeeds {
             unique: true,
             next_use: Some(true),
+            ..Default::default()
         };
         let s = survey(reqs.clone().into_iter().map(Ok), TenantMap::Key, 4096, needs).unwrap();
         assert_eq!(s.unique, Some(3));

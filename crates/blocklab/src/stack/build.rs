@@ -4,21 +4,26 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::address::{AddressMap, Survey};
+use super::address::{stack_span, AddressMap, Survey};
 use super::cache_layer::{CacheConfig, CacheLayer};
 use super::failure::FailAt;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::StackSpec;
+use super::spec::{Fit, RebuildSpec, StackSpec};
 use super::target::{ArrayStack, SingleDisk};
+use super::tier::partitioner::{Global, Partitioner, PartitionerKind, Static};
+use super::tier::reuse_sized::ReuseSized;
+use super::tier::{TierConfig, TierLayer};
+use crate::analysis::sizing::{Scheme, Sizing};
 use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
 use crate::device::{load_model, DeviceModel};
 use crate::error::{Error, Result};
+use crate::rebuild::{OrderParams, ProCount, ProParams};
 use crate::timed::engine::ms_to_ns;
-use crate::timed::rebuild::RebuildConfig;
+use crate::timed::rebuild::{IdleRule, RebuildConfig};
 
 /// Which executor a stack is built for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +58,7 @@ fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceMod
 }
 
 /// The bottom of the stack.
-fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
+fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Box<dyn Target>> {
     let o = &spec.origin;
     let make = model_maker(spec)?;
     let bs = spec.block_size();
@@ -89,25 +94,60 @@ fn target(spec: &StackSpec, exec: Executor) -> Result<Box<dyn Target>> {
             array.fail(d).map_err(|e| o.err("array.failed", e))?;
         }
     }
+    let wrap = spec.fit() == Fit::Wrap;
     let mut t = match exec {
-        Executor::Timed => ArrayStack::new(array, make, a.wrap),
-        Executor::Count => ArrayStack::counted(array, make, a.wrap),
+        Executor::Timed => ArrayStack::new(array, make, wrap),
+        // A scaled array needs its capacity, as a folded one does.
+        Executor::Count if spec.fit() == Fit::Scale => ArrayStack::new(array, make, false),
+        Executor::Count => ArrayStack::counted(array, make, wrap),
     }
     .map_err(|e| o.err("array", e))?;
     if fail_at.is_some() {
         t = t.failing_later(a.failed.clone());
     }
+    if spec.fit() == Fit::Scale {
+        let span = survey
+            .map(|s| stack_span(spec.tenant_map, bs, s))
+            .transpose()?
+            .ok_or_else(|| o.err("array.fit", "internal: `scale` needs a pass over the trace"))?;
+        t = t.scaled(span);
+    }
     if let Some(r) = &a.rebuild {
         t = t
-            .with_rebuild(RebuildConfig {
-                start: ms_to_ns(r.at),
-                window: r.window,
-                min_kbps: r.min,
-                max_kbps: r.max,
-            })
+            .with_rebuild(rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?)
             .map_err(|e| o.err("array.rebuild", e))?;
     }
     Ok(Box::new(t))
+}
+
+/// The rebuild's settings from `[array.rebuild]` (checked by the spec).
+fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
+    let map_unit_rows = match &r.map_unit {
+        Some(u) => parse_bytes(&u.text())? / chunk_bytes,
+        None => 1,
+    };
+    Ok(RebuildConfig {
+        start: ms_to_ns(r.at),
+        window: r.window,
+        min_kbps: r.min,
+        max_kbps: r.max,
+        order: r.order.to_ascii_lowercase(),
+        params: OrderParams {
+            pro: ProParams {
+                zone_bytes: parse_bytes(&r.pro.zone.text())?,
+                threads: r.pro.threads,
+                slice_ns: ms_to_ns(r.pro.slice_ms),
+                half_life_ns: ms_to_ns(r.pro.half_life_s * 1e3),
+                count: ProCount::parse(&r.pro.count)?,
+            },
+            dor_lead: r.dor.lead,
+        },
+        idle: IdleRule::parse(&r.idle)?,
+        throttle: r.throttle,
+        low_priority: r.priority.as_deref().map(|p| p == "low"),
+        map_unit_rows,
+        interval: ms_to_ns(r.interval),
+    })
 }
 
 /// When disks fail during the run (None: from the start, or never).
@@ -152,6 +192,77 @@ fn capacities(spec: &StackSpec, survey: Option<&Survey>, below_blocks: Option<u6
         .collect()
 }
 
+/// The SSD tier of `spec`, if any: a maker of fresh tiers (one per pass).
+fn tier_maker(spec: &StackSpec, survey: Option<&Survey>) -> Result<Option<impl Fn() -> Result<TierLayer> + Send>> {
+    let Some(t) = spec.tier.clone() else { return Ok(None) };
+    let o = spec.origin.clone();
+    let bs = spec.block_size();
+    let size = t
+        .blocks(bs, survey.and_then(|s| s.unique))
+        .map_err(|e| o.err("tier.size", e))?;
+    let kind = t.partitioner_kind().map_err(|e| o.err("tier.partitioner", e))?;
+    let tenants: Vec<u32> = match (kind, survey) {
+        (PartitionerKind::Static, Some(s)) => s.extents.keys().copied().collect(),
+        (PartitionerKind::Static, None) => {
+            return Err(o.err(
+                "tier.partitioner",
+                "internal: `static` needs the trace's tenants (a pass over it)",
+            ))
+        }
+        _ => Vec::new(),
+    };
+    let solver = t.solver().map_err(|e| o.err("tier.solver", e))?;
+    let sizing = |scheme| -> Result<Sizing> {
+        Ok(Sizing {
+            scheme,
+            estimator: t.estimator().map_err(|e| o.err("tier.estimator", e))?,
+            value: t.value().map_err(|e| o.err("tier.objective", e))?,
+            min_blocks: t.min_blocks,
+            initial_blocks: t.initial_blocks,
+        })
+    };
+    let (centaur, eci) = (sizing(Scheme::Centaur)?, sizing(Scheme::Eci)?);
+    let history = t.history().map_err(|e| o.err("tier.history", e))?;
+    let default_rule = t.default_rule().map_err(|e| o.err("tier.write_policy", e))?;
+    let tenant_rules = t.tenant_rules().map_err(|e| o.err("tier.tenant_write_policy", e))?;
+    let cutoff = t.cutoff_bytes().map_err(|e| o.err("tier.sequential_cutoff", e))?;
+    let addr = AddressMap::new(spec.tenant_map, bs, survey)?;
+    let model = t.model.as_ref().map(|m| o.model(m));
+    let tag = layer_tag(spec.cache.len(), 0);
+    Ok(Some(move || -> Result<TierLayer> {
+        let partitioner: Box<dyn Partitioner> = match kind {
+            PartitionerKind::Global => Box::new(Global),
+            PartitionerKind::Static => Box::new(Static::new(size, &tenants)),
+            PartitionerKind::Centaur => Box::new(ReuseSized::new(centaur, solver, size)),
+            PartitionerKind::Eci => Box::new(ReuseSized::new(eci, solver, size)),
+        };
+        TierLayer::new(TierConfig {
+            origin: o.clone(),
+            block_size: bs,
+            size,
+            partitioner,
+            window_s: t.window_s,
+            solver_name: solver.name().to_string(),
+            history,
+            default_rule,
+            tenant_rules: tenant_rules.clone(),
+            theta: t.theta,
+            promote_after: t.promote_after,
+            promote_trigger: t.promote_trigger,
+            sequential_cutoff: cutoff,
+            clean: t.clean_high.zip(t.clean_low),
+            flush: t.flush,
+            model: model.clone(),
+            ssd_ms: t.ssd_ms,
+            hdd_ms: t.hdd_ms,
+            ssd_cost_per_gb: t.ssd_cost_per_gb,
+            base_cost: t.base_cost,
+            addr: addr.clone(),
+            tag,
+        })
+    }))
+}
+
 /// The layers of `spec`, made afresh for each pass.
 pub(crate) fn layer_factory(
     spec: &StackSpec,
@@ -159,6 +270,7 @@ pub(crate) fn layer_factory(
     below_blocks: Option<u64>,
 ) -> Result<LayerFactory> {
     let caps = capacities(spec, survey, below_blocks)?;
+    let tier = tier_maker(spec, survey)?;
     let next_use = survey.and_then(|s| s.next_use.clone()).map(Arc::new);
     let spec = spec.clone();
     let make = move |faults: Option<Arc<dyn FaultMap>>| -> Result<Vec<Box<dyn Layer>>> {
@@ -189,6 +301,9 @@ pub(crate) fn layer_factory(
                 miss_trace,
             })));
         }
+        if let Some(make) = &tier {
+            layers.push(Box::new(make()?));
+        }
         Ok(layers)
     };
     Ok(Box::new(make))
@@ -197,19 +312,25 @@ pub(crate) fn layer_factory(
 /// What a stack needs measured in the trace before it can run.
 pub fn survey_needs(spec: &StackSpec) -> super::address::SurveyNeeds {
     super::address::SurveyNeeds {
-        unique: spec.cache.iter().any(|c| c.size.text().trim().ends_with('%')),
+        unique: spec.cache.iter().any(|c| c.size.text().trim().ends_with('%'))
+            || spec.tier.as_ref().is_some_and(|t| t.size_is_share()),
+        tenants: spec
+            .tier
+            .as_ref()
+            .is_some_and(|t| t.partitioner.eq_ignore_ascii_case("static")),
         next_use: spec
             .cache
             .first()
             .filter(|c| c.policy.eq_ignore_ascii_case("opt"))
             .map(|c| c.reads_only),
+        span: spec.fit() == Fit::Scale,
     }
 }
 
 /// Build the stack of `spec` for `exec`; `survey` is the pass over the
 /// trace the stack needs (see [`survey_needs`]; `concat` needs one too).
 pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Composed> {
-    let target = target(spec, exec)?;
+    let target = target(spec, exec, survey)?;
     let below_blocks = target.capacity_blocks();
     let layers = layer_factory(spec, survey, below_blocks)?;
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;

@@ -1,7 +1,7 @@
 //! What travels down a stack and the two small traits its parts implement.
 //!
 //! A user request becomes an [`Io`] (a range of stack blocks) at the top.
-//! Each [`Layer`] (a host cache, later an SSD tier) serves what it can and
+//! Each [`Layer`] (a host cache, an SSD tier) serves what it can and
 //! passes the rest to the parts [`Below`] it; the bottom is a [`Target`]
 //! (one device, or an array of devices) that turns an `Io` into an
 //! [`IoPlan`]. Everything a request must wait for is gathered in one plan
@@ -104,13 +104,13 @@ impl Exec for TimedExecutor {
 /// The counted executor's side of [`Exec`]: nothing waits, nothing is
 /// pending (the plans themselves are tallied by the target that made them).
 #[derive(Debug, Default)]
-pub struct Instant {
+pub struct AtOnce {
     next: PlanId,
     /// Trace time of the request being handled.
     pub now: Ns,
 }
 
-impl Exec for Instant {
+impl Exec for AtOnce {
     fn timed(&self) -> bool {
         false
     }
@@ -216,6 +216,13 @@ pub trait Layer: Send {
     fn flush(&mut self, exec: &mut dyn Exec, below: &mut Below) -> Result<()>;
     /// A background plan this layer submitted completed (`tag` as given).
     fn background_done(&mut self, _tag: u64) {}
+    /// Devices this layer owns (an SSD tier's SSD), fresh for a timed pass.
+    /// `base` is the executor's index of the first: the layer's plans address
+    /// them as disks `base + i`, in units of `sectors_per_block` 512-byte
+    /// sectors (the executor's unit, the target's).
+    fn devices(&mut self, _base: u32, _sectors_per_block: u64) -> Result<Vec<Box<dyn DeviceModel>>> {
+        Ok(Vec::new())
+    }
     /// Add this layer's figures to the result.
     fn report(&self, out: &mut super::result::StackResult);
 }

@@ -6,7 +6,7 @@
 //! * `spec` — the stack file, strict parsing, `--set` overrides;
 //! * `address` — the stack's address space (tenants) and the pre-pass over a trace;
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
-//! * `cache_layer` — host cache layers; `target` — one disk, or an array;
+//! * `cache_layer` — host cache layers; `tier` — the SSD tier; `target` — one disk, or an array;
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
 //! * `batch` — many counted stacks over one trace in as few passes as keep each result;
@@ -24,7 +24,10 @@ pub mod run;
 pub mod runtime;
 pub mod spec;
 pub mod target;
+pub mod tier;
 
+#[cfg(test)]
+mod rebuild_tests;
 #[cfg(test)]
 mod tests;
 

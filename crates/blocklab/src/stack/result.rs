@@ -158,6 +158,9 @@ pub struct StackResult {
     pub timing: Option<Timing>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<RebuildReport>,
+    /// The SSD tier (`[tier]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<super::tier::report::TierReport>,
 }
 
 /// Figures of a timed run beside the response times.
@@ -218,8 +221,11 @@ impl StackResult {
         self.rebuild = r.rebuild.clone();
     }
 
-    /// Fill the figures derived from others (RGR).
+    /// Fill the figures derived from others (RGR, the tier's timed performance-per-cost).
     pub fn finish(&mut self) {
+        if let (Some(t), Some(r)) = (&mut self.tier, &self.response) {
+            t.timed_performance_per_cost = (r.avg_ms > 0.0 && t.cost > 0.0).then(|| 1.0 / r.avg_ms / t.cost);
+        }
         let accesses = self.layers.first().map_or(self.block_accesses, |l| l.accesses);
         if let Some(a) = &mut self.array {
             a.rgr = if accesses > 0 {

@@ -128,7 +128,8 @@ impl<'a> Inputs<'a> {
 
 /// The pass over the traces a stack needs before it runs, if any.
 fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Option<Survey>> {
-    if !(needs.unique || needs.next_use.is_some() || spec.tenant_map == TenantMap::Concat) {
+    if !(needs.unique || needs.tenants || needs.next_use.is_some() || needs.span || spec.tenant_map == TenantMap::Concat)
+    {
         return Ok(None);
     }
     if needs.next_use.is_some() && inputs.traces.len() > 1 {
@@ -176,6 +177,8 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
     for s in specs {
         let n = survey_needs(s);
         needs.unique |= n.unique;
+        needs.tenants |= n.tenants;
+        needs.span |= n.span;
         if n.next_use.is_some() {
             if needs.next_use.is_some_and(|r| Some(r) != n.next_use) {
                 return Err(Error::config(

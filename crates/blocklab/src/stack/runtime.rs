@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use super::address::AddressMap;
 use super::failure::FailAt;
-use super::layer::{Below, Cx, Deferred, Exec, Instant, Layer, Origin, Target};
+use super::layer::{AtOnce, Below, Cx, Deferred, Exec, Layer, Origin, Target};
 use super::result::StackResult;
 use crate::cache::fault::FaultMap;
 use crate::device::DeviceModel;
@@ -41,7 +41,7 @@ pub struct Composed {
     block_accesses: u64,
     flushed: bool,
     /// Counted runs: the executor, and the trace time of the first request.
-    instant: Instant,
+    at_once: AtOnce,
     t0: Option<f64>,
     /// Trace time of the request before which the disks failed.
     failed_at: Option<f64>,
@@ -69,7 +69,7 @@ impl Composed {
             requests: 0,
             block_accesses: 0,
             flushed: false,
-            instant: Instant::default(),
+            at_once: AtOnce::default(),
             t0: None,
             failed_at: None,
             rebuilt: false,
@@ -79,13 +79,19 @@ impl Composed {
 
     /// Start a pass: fresh devices, empty caches, the array as configured.
     fn reset(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        let devices = self.target.devices()?;
+        let mut devices = self.target.devices()?;
         self.layers = (self.make_layers)(self.target.faults())?;
+        // Devices of layers (an SSD tier) come after the target's.
+        let spb = self.target.sectors_per_block();
+        for l in &mut self.layers {
+            let base = devices.len() as u32;
+            devices.extend(l.devices(base, spb)?);
+        }
         self.failed = false;
         self.requests = 0;
         self.block_accesses = 0;
         self.flushed = false;
-        self.instant = Instant::default();
+        self.at_once = AtOnce::default();
         self.t0 = None;
         self.failed_at = None;
         self.rebuilt = false;
@@ -168,10 +174,10 @@ impl Composed {
                 self.rebuilt = true;
             }
         }
-        let mut exec = std::mem::take(&mut self.instant);
+        let mut exec = std::mem::take(&mut self.at_once);
         exec.now = now;
         let r = self.serve(req, &mut exec);
-        self.instant = exec;
+        self.at_once = exec;
         r.map(|_| ())
     }
 
@@ -183,9 +189,9 @@ impl Composed {
             self.target.rebuild_at_once(self.rebuild_due().unwrap_or(0))?;
             self.rebuilt = true;
         }
-        let mut exec = std::mem::take(&mut self.instant);
+        let mut exec = std::mem::take(&mut self.at_once);
         let r = self.flush(&mut exec);
-        self.instant = exec;
+        self.at_once = exec;
         r
     }
 
@@ -203,10 +209,11 @@ impl Composed {
             block_accesses: self.block_accesses,
             ..Default::default()
         };
+        // The target first: layers owning devices add theirs after its.
+        self.target.report(&mut out);
         for l in &self.layers {
             l.report(&mut out);
         }
-        self.target.report(&mut out);
         if executor == "count" {
             out.rebuild = self.target.rebuild_report();
         }

@@ -169,6 +169,23 @@ pub struct RebuildSpec {
     /// MD's sync_speed_min / sync_speed_max (KB/s).
     pub min: u64,
     pub max: u64,
+    /// The rebuild order: `md`, `pro`, `dor`, `pro-dor`.
+    pub order: String,
+    /// MD's idle test and speed rule: `simple`, `md2611`, `md6`.
+    pub idle: String,
+    /// Whether MD's speed rule paces the rebuild (absent: the order's own
+    /// preference: md and pro yes, dor and pro-dor no).
+    pub throttle: Option<bool>,
+    /// `same` (the users' priority, MD) or `low` (the devices' idle class,
+    /// DOR); absent: the order's own preference.
+    pub priority: Option<String>,
+    /// Member bytes per bit of the map of rebuilt units (a multiple of the
+    /// chunk; absent: one chunk row).
+    pub map_unit: Option<NumOrStr>,
+    /// Interval of the rebuild's time series (ms; 0: none).
+    pub interval: f64,
+    pub pro: ProSpec,
+    pub dor: DorSpec,
 }
 
 impl Default for RebuildSpec {
@@ -178,6 +195,84 @@ impl Default for RebuildSpec {
             window: crate::timed::rebuild::DEFAULT_WINDOW,
             min: crate::timed::rebuild::MD_SPEED_MIN,
             max: crate::timed::rebuild::MD_SPEED_MAX,
+            order: "md".into(),
+            idle: "simple".into(),
+            throttle: None,
+            priority: None,
+            map_unit: None,
+            interval: crate::timed::rebuild::DEFAULT_INTERVAL_MS,
+            pro: ProSpec::default(),
+            dor: DorSpec::default(),
+        }
+    }
+}
+
+/// `[array.rebuild.pro]`: PRO's own parameters (not given by any source we
+/// have; see docs/repro-pro.md).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProSpec {
+    /// Hot-zone length (member bytes, whole chunk rows).
+    pub zone: NumOrStr,
+    /// Reconstruction threads (zones ranked at once); 0: unlimited.
+    pub threads: usize,
+    /// Time slice of a thread (ms).
+    pub slice_ms: f64,
+    /// Popularity half-life (s); 0: no aging.
+    pub half_life_s: f64,
+    /// What counts as an access: `all` requests, or only those touching a `lost` unit.
+    pub count: String,
+}
+
+impl Default for ProSpec {
+    fn default() -> Self {
+        ProSpec {
+            zone: NumOrStr::Str("16MiB".into()),
+            threads: crate::rebuild::pro::DEFAULT_THREADS,
+            slice_ms: crate::rebuild::pro::DEFAULT_SLICE_NS as f64 / 1e6,
+            half_life_s: 0.0,
+            count: "all".into(),
+        }
+    }
+}
+
+/// `[array.rebuild.dor]`: disk-oriented reconstruction.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DorSpec {
+    /// Rows buffered at most: how far one disk's stream may run ahead.
+    pub lead: usize,
+}
+
+impl Default for DorSpec {
+    fn default() -> Self {
+        DorSpec {
+            lead: crate::rebuild::dor::DEFAULT_LEAD,
+        }
+    }
+}
+
+/// How trace addresses beyond the array are fitted onto it (`array.fit`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fit {
+    /// Addresses beyond the array are an error (timed).
+    None,
+    /// Block `b` lands at `b mod capacity` (`array.wrap`).
+    Wrap,
+    /// The trace's address span is mapped linearly onto the whole array
+    /// (block `b` lands at `⌊b · capacity / span⌋`: compressed, or
+    /// stretched), so that the order of addresses and the places of the hot
+    /// regions relative to the whole are kept.
+    Scale,
+}
+
+impl Fit {
+    pub fn parse(s: &str) -> Result<Fit> {
+        match s {
+            "none" => Ok(Fit::None),
+            "wrap" => Ok(Fit::Wrap),
+            "scale" => Ok(Fit::Scale),
+            other => Err(Error::unknown("address fit", other, &["none", "wrap", "scale"])),
         }
     }
 }
@@ -213,6 +308,11 @@ pub struct ArraySpec {
     /// Fold addresses beyond the array's capacity back onto it.
     #[serde(default)]
     pub wrap: bool,
+    /// How trace addresses are fitted onto the array: `none`, `wrap` (as
+    /// `wrap = true`) or `scale` (the trace's span mapped onto all of it);
+    /// absent: `wrap` when `wrap = true`, else `none`.
+    #[serde(default)]
+    pub fit: Option<String>,
     /// Compute time of an XOR / P+Q step (ms).
     #[serde(default)]
     pub xor_ms: f64,
@@ -266,6 +366,9 @@ pub struct StackSpec {
     pub cache: Vec<CacheSpec>,
     #[serde(default)]
     pub array: Option<ArraySpec>,
+    /// The SSD tier between the cache layers and the array.
+    #[serde(default)]
+    pub tier: Option<super::tier::spec::TierSpec>,
     pub device: DeviceSpec,
     /// Where the spec came from (for messages) and the folder relative
     /// paths are resolved against; not a key of the file.
@@ -421,6 +524,9 @@ impl StackSpec {
                 ));
             }
         }
+        if let Some(t) = &self.tier {
+            t.check(o, self)?;
+        }
         if let Some(a) = &self.array {
             self.check_array(a)?;
             if self.device.wrap {
@@ -538,6 +644,7 @@ impl StackSpec {
             if r.max == 0 {
                 return Err(o.err("array.rebuild.max", "must be at least 1 KB/s"));
             }
+            self.check_rebuild(r, chunk)?;
         }
         if a.failed.len() as u32 > tolerated && !a.allow_loss {
             return Err(o.err(
@@ -560,7 +667,81 @@ impl StackSpec {
         if !(a.xor_ms.is_finite() && a.xor_ms >= 0.0) {
             return Err(o.err("array.xor_ms", "must be a non-negative number of ms"));
         }
+        if let Some(f) = &a.fit {
+            let fit = Fit::parse(f).map_err(|e| o.err("array.fit", e))?;
+            if a.wrap && fit != Fit::Wrap {
+                return Err(o.err(
+                    "array.fit",
+                    format!("`{f}` contradicts `array.wrap = true`: give one of them"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// The rebuild's own keys (order, idle rule, PRO's and DOR's parameters).
+    fn check_rebuild(&self, r: &RebuildSpec, chunk: u64) -> Result<()> {
+        let o = &self.origin;
+        if !crate::rebuild::ORDERS.contains(&r.order.to_ascii_lowercase().as_str()) {
+            return Err(o.err(
+                "array.rebuild.order",
+                Error::unknown("rebuild order", &r.order, crate::rebuild::ORDERS),
+            ));
+        }
+        crate::timed::rebuild::IdleRule::parse(&r.idle).map_err(|e| o.err("array.rebuild.idle", e))?;
+        if let Some(p) = &r.priority {
+            if p != "same" && p != "low" {
+                return Err(o.err(
+                    "array.rebuild.priority",
+                    Error::unknown("rebuild priority", p, &["same", "low"]),
+                ));
+            }
+        }
+        if let Some(u) = &r.map_unit {
+            let bytes = crate::array::parse_bytes(&u.text()).map_err(|e| o.err("array.rebuild.map_unit", e))?;
+            if bytes == 0 || bytes % chunk != 0 {
+                return Err(o.err(
+                    "array.rebuild.map_unit",
+                    format!("{bytes} B is not a positive multiple of the chunk ({chunk} B)"),
+                ));
+            }
+        }
+        if !(r.interval.is_finite() && r.interval >= 0.0) {
+            return Err(o.err("array.rebuild.interval", "must be a non-negative number of ms"));
+        }
+        let zone = crate::array::parse_bytes(&r.pro.zone.text()).map_err(|e| o.err("array.rebuild.pro.zone", e))?;
+        if zone < chunk {
+            return Err(o.err(
+                "array.rebuild.pro.zone",
+                format!("{zone} B is less than one chunk row ({chunk} B)"),
+            ));
+        }
+        if !(r.pro.slice_ms.is_finite() && r.pro.slice_ms > 0.0) {
+            return Err(o.err("array.rebuild.pro.slice_ms", "must be a positive number of ms"));
+        }
+        if !(r.pro.half_life_s.is_finite() && r.pro.half_life_s >= 0.0) {
+            return Err(o.err(
+                "array.rebuild.pro.half_life_s",
+                "must be a non-negative number of seconds",
+            ));
+        }
+        crate::rebuild::ProCount::parse(&r.pro.count).map_err(|e| o.err("array.rebuild.pro.count", e))?;
+        if r.dor.lead == 0 {
+            return Err(o.err("array.rebuild.dor.lead", "must be at least 1 row"));
+        }
+        Ok(())
+    }
+
+    /// How trace addresses are fitted onto the array.
+    pub fn fit(&self) -> Fit {
+        match &self.array {
+            Some(a) => match a.fit.as_deref().map(Fit::parse) {
+                Some(Ok(f)) => f,
+                _ if a.wrap => Fit::Wrap,
+                _ => Fit::None,
+            },
+            None => Fit::None,
+        }
     }
 }
 
@@ -772,6 +953,27 @@ mod tests {
         );
         assert_eq!(set_value("\"a b\""), Value::String("a b".into()));
         assert_eq!(set_value("true"), Value::Boolean(true));
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Mangled stack files and overrides give an error or a spec, never a panic.
+        #[test]
+        fn mangled_files_never_panic(
+            cut in 0usize..BASE.len(),
+            junk in "[ -~\n]{0,40}",
+            key in prop::sample::select(vec!["cache.0.size", "array.disks", "array.failed", "replay.mode",
+                "cache.0.policy", "array.rebuild.at", "device.model", "cache.9.x", "block_size", "x.y.z"]),
+            value in "[ -~]{0,12}",
+        ) {
+            let text = format!("{}{}{}", &BASE[..cut], junk, &BASE[cut..]);
+            let _ = parse(&text, &[]);
+            let set = format!("{key}={value}");
+            let _ = parse(BASE, &[set.as_str()]);
+        }
     }
 
     #[test]

@@ -160,6 +160,9 @@ pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> {
     /// without a member size).
     blocks: u64,
     pub wrap: bool,
+    /// `array.fit = "scale"`: the trace's span in stack blocks, compressed
+    /// onto the array (see [`scale_block`]).
+    span: Option<u64>,
     /// Per disk: the block after the last access issued to it.
     head: Vec<u64>,
     /// The array as it is at the start of every pass (failed disks, no spares).
@@ -218,6 +221,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
             make,
             blocks,
             wrap,
+            span: None,
             head: vec![0; n as usize],
             fail_later: Vec::new(),
             rebuild_cfg: None,
@@ -225,6 +229,13 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
             rebuilt_at_once: None,
             ledger: CountExecutor::new(n),
         }
+    }
+
+    /// Fit the trace's address span of `span` stack blocks onto the array
+    /// by linear compression (`array.fit = "scale"`).
+    pub fn scaled(mut self, span: u64) -> Self {
+        self.span = Some(span);
+        self
     }
 
     /// The failed disks fail only when [`Target::fail_now`] is called.
@@ -288,6 +299,17 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
             })
         }
     }
+}
+
+/// `array.fit = "scale"`: where stack block `first` (of a request of `n`
+/// blocks) lands on an array of `capacity` blocks when the trace spans
+/// `span` stack blocks: ⌊first · capacity / span⌋ (the span compressed, or
+/// stretched, onto the whole array), pulled back so that the request ends
+/// within the array. Requests keep their length; the order of addresses,
+/// and where the busy regions lie relative to the whole, are kept.
+pub fn scale_block(first: u64, n: u64, span: u64, capacity: u64) -> u64 {
+    let at = (first as u128 * capacity as u128 / span.max(1) as u128) as u64;
+    at.min(capacity.saturating_sub(n))
 }
 
 /// Which copy `(disk, disk block)` of a mirrored read to use, as MD's
@@ -355,7 +377,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
                 self.blocks
             )));
         }
-        let first = io.first;
+        let first = match self.span {
+            Some(span) => scale_block(io.first, n, span, self.blocks),
+            None => io.first,
+        };
         let end = first
             .checked_add(n)
             .ok_or_else(|| Error::config("block number overflow"))?;
@@ -405,6 +430,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         Some(Arc::new(FoldedFaults {
             array: self.array.clone(),
             modulo,
+            scale: self.span.map(|s| (s, self.blocks)),
         }))
     }
 
@@ -530,8 +556,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
 /// the spares then become ordinary members.
 fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildReport> {
     let disks = array.failed().to_vec();
-    let mut strategy = crate::rebuild::build("md", array)?;
+    let mut strategy = crate::rebuild::build_with(&cfg.order, array, &cfg.params)?;
+    array.set_rebuilt_unit(cfg.map_unit_rows);
     let rows = array.member_rows().unwrap_or(0);
+    let low = cfg.low_priority.unwrap_or(strategy.prefers_low_priority());
     let mut r = RebuildReport {
         disks,
         start_ms: crate::timed::engine::ns_to_ms(cfg.start),
@@ -541,6 +569,11 @@ fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildRepo
         window: cfg.window,
         min_kbps: cfg.min_kbps,
         max_kbps: cfg.max_kbps,
+        order: strategy.name().to_string(),
+        idle: cfg.idle.name().to_string(),
+        throttled: cfg.throttle.unwrap_or(strategy.prefers_speed_rule()),
+        priority: if low { "low" } else { "same" }.to_string(),
+        map_unit_rows: cfg.map_unit_rows,
         ..Default::default()
     };
     crate::rebuild::rebuild_all(array, &mut *strategy, |plan| {
@@ -558,6 +591,7 @@ fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildRepo
         }
     })?;
     r.rebuild_rows = strategy.rebuilt_rows();
+    r.order_stats = strategy.stats();
     Ok(r)
 }
 

@@ -305,6 +305,65 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// With an SSD tier (any partitioner, write policy, production option)
+    /// under a host cache: the same requests counted and in time make the
+    /// same decisions in every layer and the tier, and the same I/O reaches
+    /// the array and the SSD.
+    #[test]
+    fn counted_and_timed_agree_with_a_tier(
+        ops in prop::collection::vec((any::<bool>(), 0u32..4, 0u64..40, 1u64..4), 1..150),
+        size in 1u64..48,
+        partitioner in prop::sample::select(vec!["global", "static", "centaur", "eci"]),
+        policy in prop::sample::select(vec!["wb", "wt", "ro", "wa", "wo", "adaptive"]),
+        extra in prop::sample::select(vec![
+            "", "promote_after = 2\npromote_trigger = 0.5\n", "sequential_cutoff = 8192\n",
+            "clean_high = 0.5\nclean_low = 0.2\n", "flush = true\n",
+        ]),
+        host in any::<bool>(),
+    ) {
+        let reqs: Vec<Request> = ops.iter().enumerate().map(|(i, &(w, t, b, n))| Request {
+            len: n * 4096,
+            tenant: t,
+            ..rq(i as f64 * 3.0, if w { Op::Write } else { Op::Read }, b)
+        }).collect();
+        let host = if host { "[[cache]]\npolicy = \"lru\"\nsize = 6\nhit_ms = 0.05\n" } else { "" };
+        let s = spec(&format!(
+            "tenant_map = \"concat\"\n{host}[tier]\nsize = {size}\npartitioner = \"{partitioner}\"\nwrite_policy = \"{policy}\"\n\
+             window_s = 0.05\ninitial_blocks = 5\ntheta = 0.4\nmodel = \"toy:base=0.1,cyl=0,spc=64\"\n{extra}\
+             [array]\nraid = 5\ndisks = 4\ndisk_size = \"1MiB\"\nwrap = true\n[device]\nmodel = \"toy:base=2,cyl=0.01,spc=64\"\n"
+        ));
+        let needs = super::address::SurveyNeeds { tenants: true, ..Default::default() };
+        let sv = super::address::survey(reqs.iter().copied().map(Ok), s.tenant_map, 4096, needs).unwrap();
+        let mut st = build(&s, Executor::Count, Some(&sv)).unwrap();
+        for r in &reqs {
+            st.count_request(r).unwrap();
+        }
+        st.count_finish().unwrap();
+        let c = st.result("count");
+        let mut st = build(&s, Executor::Timed, Some(&sv)).unwrap();
+        let rep = run(&mut st, &mut [vec_source(reqs.clone())], &open()).unwrap();
+        let mut t = st.result("timed");
+        t.add_timed(&rep);
+        t.finish();
+        prop_assert_eq!(&c.layers, &t.layers);
+        let mut tt = t.tier.clone().unwrap();
+        tt.timed_performance_per_cost = None;
+        prop_assert_eq!(c.tier.as_ref().unwrap(), &tt);
+        let (ca, ta) = (c.array.as_ref().unwrap(), t.array.as_ref().unwrap());
+        prop_assert_eq!(ca.surviving_reads, ta.surviving_reads);
+        prop_assert_eq!(ca.surviving_writes, ta.surviving_writes);
+        prop_assert_eq!(&ca.ops_by_cause, &ta.ops_by_cause);
+        let ssd = tt.ssd_disk as usize;
+        prop_assert_eq!(ssd, 4);
+        let (cs, ts) = (&c.devices[ssd], &t.devices[ssd]);
+        prop_assert_eq!((cs.reads, cs.writes, cs.read_blocks, cs.write_blocks), (ts.reads, ts.writes, ts.read_blocks, ts.write_blocks));
+        prop_assert!(ts.busy_ms.is_some());
+    }
+}
+
 /// The examples of the VDF paper (Figure 1, Algorithm 1) as stacks over MD's
 /// RAID-5 with one-block chunks, where block b of stripe 0 sits on disk b
 /// (the placement the hand-worked numbers assume).

@@ -57,6 +57,13 @@ pub struct RunOptions {
     /// MD's sync_speed_min / sync_speed_max (KiB/s).
     pub rebuild_min_kbps: u64,
     pub rebuild_max_kbps: u64,
+    /// Rebuild order: `md`, `pro`, `dor`, `pro-dor`.
+    pub rebuild_order: String,
+    /// MD's idle test: `simple`, `md2611`, `md6`.
+    pub rebuild_idle: String,
+    /// How trace addresses are fitted onto the array: `none`, `wrap`,
+    /// `scale` (None: `wrap` with `--wrap`, else none).
+    pub fit: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -90,6 +97,9 @@ impl Default for RunOptions {
             rebuild_window: super::rebuild::DEFAULT_WINDOW,
             rebuild_min_kbps: super::rebuild::MD_SPEED_MIN,
             rebuild_max_kbps: super::rebuild::MD_SPEED_MAX,
+            rebuild_order: "md".into(),
+            rebuild_idle: "simple".into(),
+            fit: None,
         }
     }
 }
@@ -107,6 +117,9 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         }
         if o.disk_size.is_some() {
             return Err(Error::config("--disk-size needs an array (--raid)"));
+        }
+        if o.fit.is_some() {
+            return Err(Error::config("--fit needs an array (--raid)"));
         }
     }
     if o.rebuild && o.failed.is_empty() {
@@ -127,12 +140,16 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         disk_size: o.disk_size.clone().map(NumOrStr::Str),
         block_size: Some(o.block_size),
         wrap: o.wrap,
+        fit: o.fit.clone(),
         xor_ms: o.xor_ms,
         rebuild: o.rebuild.then(|| RebuildSpec {
             at: o.rebuild_at_ms,
             window: o.rebuild_window,
             min: o.rebuild_min_kbps,
             max: o.rebuild_max_kbps,
+            order: o.rebuild_order.clone(),
+            idle: o.rebuild_idle.clone(),
+            ..Default::default()
         }),
     });
     let spec = StackSpec {
@@ -151,6 +168,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             reads_only: false,
         },
         cache: Vec::new(),
+        tier: None,
         device: DeviceSpec {
             model: o.model.clone(),
             scheduler: o.scheduler.clone(),

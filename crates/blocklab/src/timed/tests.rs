@@ -927,6 +927,7 @@ mod rebuild {
             window,
             min_kbps: min,
             max_kbps: max,
+            ..Default::default()
         }
     }
 

@@ -180,7 +180,7 @@ pub fn text_formats() -> Vec<(&'static str, Box<dyn TextFormat>)> {
 pub const FORMAT_INFO: &[(&str, &str)] = &[
     (
         "csv",
-        "blocklab native CSV: timestamp,op,offset,size[,tenant] (seconds, R/W, bytes)",
+        "blocklab native CSV: timestamp,op,offset,size[,tenant[,owner,kind[,parent]]] (seconds, R/W, bytes)",
     ),
     (
         "spc",

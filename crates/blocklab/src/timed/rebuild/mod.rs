@@ -1,13 +1,21 @@
-//! Background rebuild onto spares in simulated time (Linux MD's recovery).
+//! Background rebuild onto spares in simulated time (Linux MD's recovery,
+//! and the other rebuild orders).
 //!
 //! At `start` the failed disks of the array are replaced by fresh spares
 //! ([`Array::start_recovery`]) and a rebuild strategy
-//! ([`crate::rebuild::Strategy`]; by default `md`, MD's sequential chunk
-//! rows behind the recovery offset) issues the steps. The [`Rebuilder`]
-//! paces them in time: at most `window` steps in flight, and before each
-//! step MD's speed rule ([`pacing`]: `min_kbps` / `max_kbps`, marks, idle
-//! test) may pause the rebuild until a background wake-up. When the
-//! strategy has rebuilt every unit the spares become ordinary members.
+//! ([`crate::rebuild::Strategy`]: `md`, MD's sequential chunk rows behind
+//! the recovery offset, by default; `pro`, `dor`, `pro-dor`) issues the
+//! steps. The [`Rebuilder`] paces them in time: at most `window` steps in
+//! flight (unless the order bounds its own, as DOR does), and before each
+//! step MD's speed rule ([`pacing`]: `min_kbps` / `max_kbps`, marks, one of
+//! three idle tests) may hold the rebuild back. Its I/O goes to the device
+//! queues at the users' priority (MD) or in their idle class (DOR). When
+//! the strategy has rebuilt every unit the spares become ordinary members.
+//!
+//! Besides the rebuild's own figures it measures what users see: response
+//! times before, during and after the rebuild, and the reads of *lost
+//! units* (data of a recovering disk): how many were served by the spare
+//! (rebuilt already) rather than reconstructed, in total and per interval.
 
 pub mod pacing;
 
@@ -16,12 +24,13 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-use self::pacing::MdPacing;
-use super::engine::{ns_to_ms, Ns};
+pub use self::pacing::IdleRule;
+use self::pacing::{Gate, MdPacing};
+use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::executor::TimedExecutor;
-use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan};
+use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan, Level};
 use crate::error::{Error, Result};
-use crate::rebuild::{Md, Strategy};
+use crate::rebuild::{OrderParams, Strategy};
 
 /// MD's default `sync_speed_min` (KiB/s).
 pub const MD_SPEED_MIN: u64 = 1000;
@@ -29,16 +38,33 @@ pub const MD_SPEED_MIN: u64 = 1000;
 pub const MD_SPEED_MAX: u64 = 200_000;
 /// Default rebuild steps (chunk rows) in flight.
 pub const DEFAULT_WINDOW: usize = 4;
+/// Default interval of the rebuild's time series (ms).
+pub const DEFAULT_INTERVAL_MS: f64 = 1000.0;
 
-/// Rebuild settings (CLI `--rebuild-*`).
+/// Rebuild settings (CLI `--rebuild-*`, stack `[array.rebuild]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RebuildConfig {
     /// Simulated time at which the spares arrive and recovery starts.
     pub start: Ns,
-    /// Rebuild steps in flight at most (rows, for `md`).
+    /// Rebuild steps in flight at most (rows, for `md` and `pro`).
     pub window: usize,
     pub min_kbps: u64,
     pub max_kbps: u64,
+    /// The rebuild order (`md`, `pro`, `dor`, `pro-dor`) and its parameters.
+    pub order: String,
+    pub params: OrderParams,
+    /// Which of MD's idle tests paces the rebuild.
+    pub idle: IdleRule,
+    /// Whether MD's speed rule paces the rebuild (None: the order's
+    /// preference: yes for `md` and `pro`, no for `dor` and `pro-dor`).
+    pub throttle: Option<bool>,
+    /// Whether the rebuild's I/O is of the devices' idle class (None: the
+    /// order's preference: no for `md` and `pro`, yes for the DOR orders).
+    pub low_priority: Option<bool>,
+    /// Member chunk rows per bit of the map of rebuilt units.
+    pub map_unit_rows: u64,
+    /// Interval of the time series (0: none).
+    pub interval: Ns,
 }
 
 impl Default for RebuildConfig {
@@ -48,6 +74,13 @@ impl Default for RebuildConfig {
             window: DEFAULT_WINDOW,
             min_kbps: MD_SPEED_MIN,
             max_kbps: MD_SPEED_MAX,
+            order: "md".into(),
+            params: OrderParams::default(),
+            idle: IdleRule::Simple,
+            throttle: None,
+            low_priority: None,
+            map_unit_rows: 1,
+            interval: ms_to_ns(DEFAULT_INTERVAL_MS),
         }
     }
 }
@@ -59,6 +92,9 @@ impl RebuildConfig {
         }
         if self.max_kbps == 0 {
             return Err(Error::config("the maximum rebuild speed must be at least 1 KB/s"));
+        }
+        if self.map_unit_rows == 0 {
+            return Err(Error::config("a unit of the rebuilt map must hold at least 1 row"));
         }
         Ok(())
     }
@@ -77,6 +113,35 @@ pub struct Period {
 pub struct CauseOps {
     pub reads: u64,
     pub writes: u64,
+}
+
+/// User reads of lost units (blocks of a recovering disk's data) while the
+/// rebuild ran, and how many the spare served.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
+pub struct LostReads {
+    /// Blocks read whose data lives on a recovering disk.
+    pub blocks: u64,
+    /// Of those, blocks read from the spare (their row already rebuilt).
+    pub from_spare: u64,
+    /// from_spare / blocks (0 when none).
+    pub share_from_spare: f64,
+}
+
+/// One interval of the rebuild's time series.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RebuildPoint {
+    /// End of the interval (ms of simulated time).
+    pub t_ms: f64,
+    /// Rows rebuilt by then (fraction of the member).
+    pub rebuilt_fraction: f64,
+    /// Lost-unit blocks read during the interval, and those from the spare.
+    pub lost_reads: u64,
+    pub from_spare: u64,
+    /// from_spare / lost_reads in the interval (None when no lost read).
+    pub share_from_spare: Option<f64>,
+    /// User requests completed in the interval and their mean response.
+    pub completed: u64,
+    pub avg_response_ms: f64,
 }
 
 /// What the rebuild did (the `rebuild` object of the JSON report).
@@ -112,6 +177,22 @@ pub struct RebuildReport {
     pub user_before: Period,
     pub user_during: Period,
     pub user_after: Period,
+    /// The rebuild order and how it was run: the idle test, whether MD's
+    /// speed rule paced it, the priority of its I/O (`same` / `low`), and
+    /// rows per bit of the map of rebuilt units.
+    pub order: String,
+    pub idle: String,
+    pub throttled: bool,
+    pub priority: String,
+    pub map_unit_rows: u64,
+    /// The order's own figures (PRO's zones and slices, DOR's streams).
+    pub order_stats: BTreeMap<String, u64>,
+    /// Times `md6` waited for the recovery I/O in flight to drain.
+    pub drains: u64,
+    /// Reads of lost units during the rebuild.
+    pub lost_reads: LostReads,
+    /// Per interval of the rebuild (empty when the interval is 0).
+    pub series: Vec<RebuildPoint>,
 }
 
 #[derive(Debug, Default, Clone)]
@@ -135,6 +216,15 @@ impl Acc {
     }
 }
 
+/// The interval being accumulated for the time series.
+#[derive(Debug, Default, Clone)]
+struct Bin {
+    lost: u64,
+    spare: u64,
+    done: u64,
+    resp: u128,
+}
+
 /// The recovery in time: drives a [`Strategy`] with background steps,
 /// paced by MD's speed rule, and reports what happened.
 #[derive(Debug)]
@@ -144,14 +234,21 @@ pub struct Rebuilder {
     row_kib: u64,
     strategy: Box<dyn Strategy>,
     pacing: MdPacing,
+    window: usize,
+    low: bool,
+    sectors_per_block: u64,
     started: bool,
-    in_flight: usize,
+    /// Steps in flight: tag → KiB of member they stand for.
+    in_flight: BTreeMap<u64, u64>,
+    in_flight_kib: u64,
     paused: bool,
     end: Option<Ns>,
     rep: RebuildReport,
     before: Acc,
     during: Acc,
     after: Acc,
+    bin: Bin,
+    bin_end: Ns,
 }
 
 /// Token of the start wake-up; pause wake-ups use 1.
@@ -159,11 +256,12 @@ const START: u64 = 0;
 const RESUME: u64 = 1;
 
 impl Rebuilder {
-    /// A rebuild of `array`'s failed disks in MD's order; checks that it can
-    /// be rebuilt.
+    /// A rebuild of `array`'s failed disks in `cfg.order`; checks that it
+    /// can be rebuilt.
     pub fn new(array: &Array, cfg: RebuildConfig) -> Result<Self> {
         let rows = Self::rows_to_rebuild(array, &cfg)?;
-        Ok(Self::build(array, cfg, rows, Box::new(Md::new(rows))))
+        let strategy = crate::rebuild::build_with(&cfg.order, array, &cfg.params)?;
+        Ok(Self::build(array, cfg, rows, strategy))
     }
 
     /// A rebuild of `array`'s failed disks in `strategy`'s order (made for
@@ -185,6 +283,22 @@ impl Rebuilder {
 
     fn build(array: &Array, cfg: RebuildConfig, rows: u64, strategy: Box<dyn Strategy>) -> Self {
         let row_kib = array.chunk_blocks() * array.config().block_size / 1024;
+        let throttled = cfg.throttle.unwrap_or(strategy.prefers_speed_rule());
+        let low = cfg.low_priority.unwrap_or(strategy.prefers_low_priority());
+        let parity = matches!(array.level(), Level::Raid4 | Level::Raid5 | Level::Raid6);
+        let pacing = MdPacing::with_rule(
+            cfg.idle,
+            throttled,
+            cfg.min_kbps,
+            cfg.max_kbps,
+            array.ndisks() as usize,
+            parity,
+        );
+        let window = if strategy.self_limited() {
+            usize::MAX
+        } else {
+            cfg.window
+        };
         Rebuilder {
             rep: RebuildReport {
                 disks: array.failed().to_vec(),
@@ -194,20 +308,31 @@ impl Rebuilder {
                 window: cfg.window,
                 min_kbps: cfg.min_kbps,
                 max_kbps: cfg.max_kbps,
+                order: strategy.name().to_string(),
+                idle: cfg.idle.name().to_string(),
+                throttled,
+                priority: if low { "low" } else { "same" }.to_string(),
+                map_unit_rows: cfg.map_unit_rows,
                 ..Default::default()
             },
-            pacing: MdPacing::new(cfg.min_kbps, cfg.max_kbps),
+            pacing,
+            window,
+            low,
+            sectors_per_block: (array.config().block_size / 512).max(1),
+            bin_end: cfg.start.saturating_add(cfg.interval),
             cfg,
             rows,
             row_kib: row_kib.max(1),
             strategy,
             started: false,
-            in_flight: 0,
+            in_flight: BTreeMap::new(),
+            in_flight_kib: 0,
             paused: false,
             end: None,
             before: Acc::default(),
             during: Acc::default(),
             after: Acc::default(),
+            bin: Bin::default(),
         }
     }
 
@@ -239,17 +364,71 @@ impl Rebuilder {
     /// Count a disk operation of a user request's plan.
     pub fn count_user_op(&mut self, op: &DiskOp) {
         self.count(op);
+        self.pacing
+            .user_io(op.disk as usize, op.nblocks as u64 * self.sectors_per_block);
+    }
+
+    /// Whether the rebuild is running (started, not finished).
+    fn running(&self) -> bool {
+        self.started && self.end.is_none()
+    }
+
+    /// Close the intervals of the time series that end at or before `now`.
+    fn roll(&mut self, now: Ns) {
+        if self.cfg.interval == 0 || !self.started {
+            return;
+        }
+        while now >= self.bin_end && self.end.is_none_or(|e| self.bin_end <= e) {
+            let t = self.bin_end;
+            self.flush_bin(t);
+            self.bin_end = t.saturating_add(self.cfg.interval);
+        }
+    }
+
+    fn flush_bin(&mut self, t: Ns) {
+        let b = std::mem::take(&mut self.bin);
+        self.rep.series.push(RebuildPoint {
+            t_ms: ns_to_ms(t),
+            rebuilt_fraction: if self.rows > 0 {
+                self.strategy.rebuilt_rows() as f64 / self.rows as f64
+            } else {
+                1.0
+            },
+            lost_reads: b.lost,
+            from_spare: b.spare,
+            share_from_spare: (b.lost > 0).then(|| b.spare as f64 / b.lost as f64),
+            completed: b.done,
+            avg_response_ms: if b.done > 0 {
+                b.resp as f64 / b.done as f64 / 1e6
+            } else {
+                0.0
+            },
+        });
     }
 
     /// A user request for array blocks `blocks` was planned as `plan` at
     /// `now`: counts its disk operations (as [`count_user_op`] does for each;
-    /// call one or the other) and shows it to the strategy's access monitor
-    /// ([`Strategy::observe_user`]).
+    /// call one or the other), counts its reads of lost units, and shows it
+    /// to the strategy's access monitor ([`Strategy::observe_user`]).
     ///
     /// [`count_user_op`]: Self::count_user_op
     pub fn user_request(&mut self, array: &Array, blocks: Range<u64>, plan: &IoPlan, now: Ns) {
         for op in plan.disk_ops() {
-            self.count(op);
+            self.count_user_op(op);
+        }
+        if self.running() {
+            self.roll(now);
+            let reads_user = plan
+                .disk_ops()
+                .any(|o| o.kind == DiskOpKind::Read && matches!(o.cause, Cause::User | Cause::ReconstructRead));
+            let writes = plan.disk_ops().any(|o| o.kind == DiskOpKind::Write);
+            if reads_user && !writes {
+                let (lost, spare) = lost_unit_reads(array, blocks.clone());
+                self.rep.lost_reads.blocks += lost;
+                self.rep.lost_reads.from_spare += spare;
+                self.bin.lost += lost;
+                self.bin.spare += spare;
+            }
         }
         self.strategy.observe_user(array, blocks, plan, now);
     }
@@ -259,6 +438,12 @@ impl Rebuilder {
         if unreadable {
             return;
         }
+        let r = time - start;
+        if self.running() {
+            self.roll(time);
+            self.bin.done += 1;
+            self.bin.resp += r as u128;
+        }
         let acc = if !self.started {
             &mut self.before
         } else if self.end.is_some() {
@@ -266,7 +451,6 @@ impl Rebuilder {
         } else {
             &mut self.during
         };
-        let r = time - start;
         acc.n += 1;
         acc.sum += r as u128;
         acc.max = acc.max.max(r);
@@ -275,6 +459,7 @@ impl Rebuilder {
     /// React to a background wake-up or completion.
     pub fn on_wake(&mut self, token: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
         if token == START {
+            array.set_rebuilt_unit(self.cfg.map_unit_rows);
             array.start_recovery(&self.rep.disks)?;
             self.started = true;
             self.pacing.start(ex.now());
@@ -290,7 +475,8 @@ impl Rebuilder {
 
     /// Background step `tag` completed.
     pub fn on_done(&mut self, tag: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
-        self.in_flight -= 1;
+        let kib = self.in_flight.remove(&tag).unwrap_or(0);
+        self.in_flight_kib -= kib;
         let rows = self.strategy.complete(tag, array, ex.now());
         self.pacing.rebuilt(rows * self.row_kib);
         if self.strategy.is_finished() {
@@ -304,22 +490,31 @@ impl Rebuilder {
     }
 
     fn finish(&mut self, array: &mut Array, now: Ns) {
+        self.roll(now);
+        if self.cfg.interval > 0 && (self.bin.lost > 0 || self.bin.done > 0 || now > self.bin_end - self.cfg.interval) {
+            self.flush_bin(now);
+        }
         array.finish_recovery();
         self.end = Some(now);
     }
 
     /// Issue the strategy's steps while the window and the speed rule allow.
     fn pump(&mut self, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
-        if !self.started || self.end.is_some() {
+        if !self.running() {
             return Ok(());
         }
-        while self.in_flight < self.cfg.window && self.strategy.has_step() {
+        while self.in_flight.len() < self.window && self.strategy.has_step() {
             let now = ex.now();
-            if let Some(until) = self.pacing.check(now, ex) {
-                self.paused = true;
-                self.rep.pauses += 1;
-                ex.bg_wake_at(until, RESUME);
-                return Ok(());
+            match self.pacing.gate(now, ex, self.in_flight_kib) {
+                Gate::Go => {}
+                Gate::Until(until) => {
+                    self.paused = true;
+                    self.rep.pauses += 1;
+                    ex.bg_wake_at(until.max(now + 1), RESUME);
+                    return Ok(());
+                }
+                // Going on when the in-flight steps complete.
+                Gate::Drain => return Ok(()),
             }
             let Some(step) = self.strategy.next_step(array, now) else {
                 break;
@@ -337,8 +532,16 @@ impl Rebuilder {
                     }
                 }
             }
-            ex.submit_background(step.plan, step.tag)?;
-            self.in_flight += 1;
+            self.pacing.issued(step.rows * self.row_kib);
+            let kib = step.rows.max(1) * self.row_kib;
+            self.in_flight.insert(step.tag, kib);
+            self.in_flight_kib += kib;
+            if self.low {
+                let id = ex.reserve_id();
+                ex.submit_idle_as(step.plan, step.tag, id)?;
+            } else {
+                ex.submit_background(step.plan, step.tag)?;
+            }
         }
         Ok(())
     }
@@ -361,9 +564,60 @@ impl Rebuilder {
         r.user_before = self.before.period();
         r.user_during = self.during.period();
         r.user_after = self.after.period();
+        r.order_stats = self.strategy.stats();
+        r.drains = self.pacing.drains;
+        let l = &mut r.lost_reads;
+        l.share_from_spare = if l.blocks > 0 {
+            l.from_spare as f64 / l.blocks as f64
+        } else {
+            0.0
+        };
         r
     }
 }
+
+/// Of the blocks `blocks` a read asks for, those whose data lives on a
+/// recovering disk (a *lost unit*; mirrors: every copy of the block is on a
+/// recovering disk or lost), and of those the ones the spare serves (their
+/// row is rebuilt there).
+pub fn lost_unit_reads(array: &Array, blocks: Range<u64>) -> (u64, u64) {
+    let recovering = array.recovering();
+    if recovering.is_empty() {
+        return (0, 0);
+    }
+    let cb = array.chunk_blocks();
+    let mirrored = matches!(array.level(), Level::Raid1 | Level::Raid10);
+    let (mut lost, mut spare) = (0, 0);
+    let mut b = blocks.start;
+    while b < blocks.end {
+        let piece_end = ((b / cb + 1) * cb).min(blocks.end);
+        let n = piece_end - b;
+        let p = array.map(b);
+        let on_spare = |d: u32| recovering.contains(&d);
+        let copies = p.disks.iter().zip(&p.disk_blocks);
+        let is_lost = if mirrored {
+            // Lost when no copy outside the recovering disks survives.
+            copies.clone().all(|(&d, _)| on_spare(d) || array.is_failed(d))
+        } else {
+            on_spare(p.disks[0])
+        };
+        if is_lost {
+            lost += n;
+            if p.disks
+                .iter()
+                .zip(&p.disk_blocks)
+                .any(|(&d, &at)| on_spare(d) && !array.is_failed_at(d, at / cb))
+            {
+                spare += n;
+            }
+        }
+        b = piece_end;
+    }
+    (lost, spare)
+}
+
+#[cfg(test)]
+mod orders_tests;
 
 #[cfg(test)]
 mod tests {
@@ -401,10 +655,7 @@ mod tests {
         }
         fn next_step(&mut self, array: &Array, _now: u64) -> Option<RebuildStep> {
             self.left = self.left.checked_sub(1)?;
-            Some(RebuildStep {
-                tag: self.left,
-                plan: array.plan_rebuild_row(self.left),
-            })
+            Some(RebuildStep::row(self.left, array.plan_rebuild_row(self.left)))
         }
         fn complete(&mut self, tag: u64, array: &mut Array, _now: u64) -> u64 {
             self.done += 1;

@@ -1,0 +1,155 @@
+"""Rebuild orders from the command line and the recipes: `disk run --rebuild-order / --rebuild-idle
+/ --fit`, the stack keys by `--set`, the PRO recipe's tables against the paper's own columns."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pandas as pd
+import pytest
+
+from blocklab.cli import main
+
+
+def cli(monkeypatch, capsys, *args):
+    monkeypatch.setattr(sys, "argv", ["blocklab", *args])
+    with pytest.raises(SystemExit) as e:
+        main()
+    out = capsys.readouterr()
+    return e.value.code, out.out, out.err
+
+
+def _base(t):
+    # RAID-5 of 3 constant 10 ms disks, 64 KiB chunks, members of 8 chunk rows.
+    return ["disk", "run", "const:10", "-t", str(t), "-f", "csv", "--raid", "5", "--disks", "3",
+            "--disk-size", "512KiB", "--failed", "0", "--rebuild", "--json"]
+
+
+@pytest.mark.parametrize("order", ["md", "pro", "dor", "pro-dor"])
+def test_every_order_takes_mds_time_on_an_idle_array(monkeypatch, capsys, tmp_path, order):
+    # No request during the rebuild (the one read is served before it starts at 1 s): the
+    # survivors read one row per 10 ms and the spare writes row r at 10(r+1)..10(r+2): 90 ms.
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,65536,4096\n")
+    code, out, err = cli(monkeypatch, capsys, *_base(t), "--rebuild-at", "1000", "--rebuild-order", order)
+    assert code in (0, None), err
+    rb = json.loads(out)["rebuild"]
+    assert rb["order"] == order and rb["finished"]
+    assert rb["rebuild_ms"] == pytest.approx(90.0)
+    assert (rb["rebuild_reads"], rb["rebuild_writes"]) == (16, 8)
+    assert rb["priority"] == ("low" if "dor" in order else "same")
+    assert rb["throttled"] == ("dor" not in order)
+    # The time series ends with the rebuild, every row rebuilt.
+    assert rb["series"][-1]["t_ms"] == pytest.approx(1090.0) and rb["series"][-1]["rebuilt_fraction"] == 1.0
+
+
+def test_pro_redirects_reads_of_hot_rows_to_the_spare(tmp_path):
+    # RAID-5 of 3, 8 rows of two 16-block data chunks; row 7's parity is on disk 1 and its
+    # chunk 1 (blocks 240..255) on disk 0, the lost disk. Reads of block 240 every 10 ms while
+    # the rebuild is held at its 1 MB/s floor (a row every 64 ms): md reaches row 7 last and
+    # reconstructs them; pro (one-row zones) rebuilds row 7 second (row 0 went before the first
+    # read) and then reads it from the spare.
+    import blocklab
+
+    t = tmp_path / "hot.csv"
+    t.write_text("timestamp,op,offset,size\n" + "".join(f"{i * 0.01:.3f},R,{240 * 4096},4096\n" for i in range(60)))
+    s = tmp_path / "s.toml"
+    s.write_text('tenant_map = "ignore"\n[array]\nraid = 5\ndisks = 3\nfailed = [0]\ndisk_size = "512KiB"\n'
+                 '[array.rebuild]\nmin = 1000\nwindow = 1\n[array.rebuild.pro]\nzone = "64KiB"\n'
+                 '[device]\nmodel = "const:2"\n')
+    md = blocklab.run_stack(s, t, format="csv", sets=["array.rebuild.order=md"])["rebuild"]
+    pro = blocklab.run_stack(s, t, format="csv", sets=["array.rebuild.order=pro"])["rebuild"]
+    assert md["lost_reads"]["blocks"] == pro["lost_reads"]["blocks"] > 20
+    assert md["lost_reads"]["share_from_spare"] < 0.1
+    assert pro["lost_reads"]["share_from_spare"] > 0.7
+    assert pro["order_stats"]["zones_hot_max"] == 1 and pro["order_stats"]["zone_rows"] == 1
+
+
+def test_fit_scale_runs_a_trace_larger_than_the_array(monkeypatch, capsys, tmp_path):
+    t = tmp_path / "far.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,0,4096\n0.01,R,1073741824,4096\n")
+    args = ["disk", "run", "const:1", "-t", str(t), "-f", "csv", "--raid", "5", "--disks", "3",
+            "--disk-size", "512KiB", "--json"]
+    code, _, err = cli(monkeypatch, capsys, *args)
+    assert code == 2 and "beyond the array" in err
+    code, out, err = cli(monkeypatch, capsys, *args, "--fit", "scale")
+    assert code in (0, None), err
+    assert json.loads(out)["requests"] == 2
+
+
+@pytest.mark.parametrize("args,msg", [
+    (["--rebuild-order", "lifo"], "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor"),
+    (["--rebuild-idle", "often"], "--rebuild-idle: unknown rebuild idle rule `often`"),
+    (["--fit", "fold"], "--fit: unknown address fit `fold`"),
+    (["--fit", "scale", "--wrap"], "contradicts"),
+])
+def test_bad_flags_exit_2(monkeypatch, capsys, tmp_path, args, msg):
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,65536,4096\n")
+    code, _, err = cli(monkeypatch, capsys, *_base(t), *args)
+    assert code == 2, err
+    assert err.startswith("blocklab: error:") and msg in err, err
+
+
+def test_stack_keys_by_set_are_deterministic(tmp_path):
+    import blocklab
+
+    t = tmp_path / "t.csv"
+    t.write_text("timestamp,op,offset,size\n" + "".join(f"{i * 0.005:.3f},R,{(i * 37 % 200) * 4096},8192\n"
+                                                       for i in range(200)))
+    s = tmp_path / "s.toml"
+    s.write_text('tenant_map = "ignore"\n[array]\nraid = 5\ndisks = 4\nfailed = [1]\ndisk_size = "2MiB"\n'
+                 '[array.rebuild]\nmin = 1000\n[device]\nmodel = "toy:base=2,cyl=0.01,spc=64"\n')
+    sets = ["array.rebuild.order=pro-dor", "array.rebuild.idle=md6", "array.rebuild.pro.zone=256KiB",
+            "array.rebuild.dor.lead=4", "array.rebuild.map_unit=128KiB"]
+    a = blocklab.run_stack(s, t, format="csv", sets=sets)
+    assert a == blocklab.run_stack(s, t, format="csv", sets=sets)
+    rb = a["rebuild"]
+    assert (rb["order"], rb["idle"], rb["map_unit_rows"], rb["order_stats"]["lead"]) == ("pro-dor", "md6", 2, 4)
+    assert rb["order_stats"]["active_max"] <= 4 and rb["finished"]
+    # Counted: the whole rebuild at once, the same rebuild work.
+    c = blocklab.run_stack(s, t, format="csv", executor="count", sets=sets)
+    assert (c["rebuild"]["rebuild_reads"], c["rebuild"]["rebuild_writes"]) == (rb["rebuild_reads"], rb["rebuild_writes"])
+
+
+def test_pro_recipe_tables_and_the_papers_misprints():
+    from blocklab.repro import pro as rp
+
+    assert rp.misprints() == [
+        "Table 3 ws raid5 of 7: printed 7.85 %, recomputed 10.78 %",
+        "Table 4 ws raid5 of 9: printed 1.43 %, recomputed 0.14 %",
+        "Table 4 ws raid10 of 6: printed 5.03 %, recomputed 0.50 %",
+    ]
+    rows = []
+    for level, n in rp.ARRAYS:
+        for order, resp, rb in (("md", 100.0, 50.0), ("pro", 80.0, 45.0)):
+            rows.append({"trace": "ws", "level": level, "disks": n, "order": order, "mode": "L", "param": "",
+                         "value": "", "resp_during_ms": resp, "rebuild_s": rb, "avg_kbps": 10000.0,
+                         "share_from_spare": 0.5})
+    t3 = rp.tables(pd.DataFrame(rows))
+    assert len(t3) == 6
+    assert t3["resp_impr"].tolist() == pytest.approx([20.0] * 6)
+    assert t3["rebuild_impr"].tolist() == pytest.approx([10.0] * 6)
+    r = t3[(t3["level"] == "raid5") & (t3["disks"] == 3)].iloc[0]
+    assert (r["paper_pr_ms"], r["paper_pro_ms"]) == (225.67, 183.37)
+    assert r["paper_resp_impr_recomputed"] == pytest.approx(18.74, abs=0.005)
+
+
+def test_vdf_timed_summary_and_eq4():
+    from blocklab.repro import vdf_timed as vt
+
+    rows = []
+    for pol, rgr, u, rb, thr in (("lru", 0.5, 0.4, 100.0, 100.0), ("vdf-lru", 0.4, 0.3, 80.0, 125.0),
+                                  ("lfu", 0.6, 0.5, 120.0, 90.0), ("vdf-lfu", 0.45, 0.35, 90.0, 120.0)):
+        base = {"disks": 5, "size": "10%", "policy": pol, "rgr": rgr, "u_survivors": u, "cache_blocks": 100,
+                "resp_ms": 1.0, "throughput": thr}
+        rows.append({**base, "kind": "rebuild", "threads": 0, "rebuild_s": rb, "resp_during_ms": 2.0})
+        rows.append({**base, "kind": "degraded", "threads": 0})
+        rows.append({**base, "kind": "closed", "threads": 20})
+    s = vt.summary(pd.DataFrame(rows))
+    lru = s[s["base"] == "lru"].iloc[0]
+    assert lru["rd_impr"] == pytest.approx(20.0)
+    assert lru["eq4"] == pytest.approx(100 * (0.4 - 0.3) / (1 - 0.3))
+    assert lru["rate_20"] == pytest.approx(25.0)
+    assert lru["rate_model"] == pytest.approx(25.0)
