@@ -9,30 +9,45 @@
 //! measures; each group is one `run_count`. An error aborts a group's pass,
 //! so its stacks are then run one by one, each with its own result or error.
 
+use super::address::SurveyNeeds;
 use super::build::survey_needs;
 use super::result::StackResult;
 use super::run::{run_count, TraceInput};
 use super::spec::{StackSpec, TenantMap};
 use crate::error::Result;
 
-/// What must be equal for stacks to share a pass without changing their results.
+/// What must be equal for stacks to share a pass without changing their results:
+/// what they do to the trace, and every measure of the pre-pass. (Only the
+/// footprint shows in a result, `unique_blocks`; the other measures are read
+/// only by the stacks that ask for them, but are kept apart too: a new
+/// measure need not be checked for that.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct PassKey {
     reads_only: bool,
     tenant_map: TenantMap,
     block_size: u64,
     unique: bool,
+    tenants: bool,
     next_use: Option<bool>,
+    span: bool,
 }
 
 fn pass_key(s: &StackSpec) -> PassKey {
-    let needs = survey_needs(s);
+    // Every field, named: a new measure of the survey must be added here (or this stops compiling).
+    let SurveyNeeds {
+        unique,
+        tenants,
+        next_use,
+        span,
+    } = survey_needs(s);
     PassKey {
         reads_only: s.replay.reads_only,
         tenant_map: s.tenant_map,
         block_size: s.block_size(),
-        unique: needs.unique,
-        next_use: needs.next_use,
+        unique,
+        tenants,
+        next_use,
+        span,
     }
 }
 
@@ -143,6 +158,10 @@ mod tests {
             vec!["tenant_map=concat", "cache.0.policy=sieve"],
             vec!["array.raid=6", "array.disks=6", "array.failed=[1, 2]"],
             vec!["array.fail_at=\"1000req\"", "cache.0.policy=vdf-lru"],
+            vec!["array.fit=scale", "array.disk_size=\"8MiB\""],
+            vec!["array.fit=scale", "array.disk_size=\"8MiB\"", "cache.0.size=5%"],
+            vec!["tier.size=300", "tier.partitioner=static", "tier.model=\"const:0.1\""],
+            vec!["tier.size=300", "tier.partitioner=global", "tier.model=\"const:0.1\""],
         ];
         let specs: Vec<StackSpec> = variants.iter().map(|v| spec(BASE, v)).collect();
         assert!(groups(&specs).len() > 3, "the variants span several pass groups");
