@@ -176,6 +176,22 @@ def test_unquoted_dotted_grid_keys_mean_the_same(work):
 
 # --- results ------------------------------------------------------------------------------------
 
+def test_flatten_walks_records_and_keeps_lists_and_series_whole():
+    r = {"requests": 3, "layers": [{"hits": 1, "policy": "lru"}, {"hits": 2, "policy": "arc"}],
+         "array": {"failed": [0], "ops_by_cause": {"user": {"reads": 4}}},
+         "response": {"p99_ms": 1.5, "cdf_ms": [1.0, 2.0]},
+         "timing": {"timeseries": [{"t_ms": 0.0, "issued": 1}]},
+         "rebuild": {"series": [{"t_ms": 5.0}], "disks": [1]},
+         "tier": {"timeline": [{"window": 0, "tenants": [{"tenant": 1}]}], "tenants": [{"tenant": 1, "hits": 9}]},
+         "other": [{"t_ms": 1.0, "x": 2}]}
+    assert flatten(r) == {
+        "requests": 3, "layers.0.hits": 1, "layers.0.policy": "lru", "layers.1.hits": 2, "layers.1.policy": "arc",
+        "array.failed": [0], "array.ops_by_cause.user.reads": 4, "response.p99_ms": 1.5, "response.cdf_ms": [1.0, 2.0],
+        "timing.timeseries": '[{"t_ms": 0.0, "issued": 1}]', "rebuild.series": '[{"t_ms": 5.0}]', "rebuild.disks": [1],
+        "tier.timeline": '[{"window": 0, "tenants": [{"tenant": 1}]}]', "tier.tenants.0.tenant": 1,
+        "tier.tenants.0.hits": 9, "other": '[{"t_ms": 1.0, "x": 2}]'}
+
+
 def test_results_schema_provenance_and_every_row_equals_the_stack_alone(work, tmp_path):
     sw = load_sweep(sweep_file(work, BASIC))
     df = run_sweep(sw, tmp_path / "out", jobs=2, progress=False, command="test")

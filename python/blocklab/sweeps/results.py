@@ -27,20 +27,21 @@ PROVENANCE = ("blocklab_version", "git_commit", "stack_sha256", "trace_sha256", 
               "started_at", "wall_s", "host", "cell")
 # Columns that differ between two runs of the same cells (time, place).
 VOLATILE = ("started_at", "wall_s", "host")
-# Lists of records kept whole (as JSON text) instead of one column per element.
-SERIES = ("timing.timeseries",)
+# Lists of records kept whole (as JSON text) instead of one column per element:
+# series over time (also any list of records with a `t_ms`).
+SERIES = ("timing.timeseries", "rebuild.series", "tier.timeline")
 
 
 def flatten(obj: Any, prefix: str = "", out: dict | None = None) -> dict[str, Any]:
     """A JSON result as dotted columns: objects and lists of objects are walked
     (`layers.0.miss_ratio`, `array.ops_by_cause.user.reads`); lists of numbers
-    stay whole (`array.failed`, `response.cdf_ms`); `timing.timeseries` is kept
-    as JSON text."""
+    stay whole (`array.failed`, `response.cdf_ms`); series over time
+    (`timing.timeseries`, `rebuild.series`, `tier.timeline`) are kept as JSON text."""
     out = {} if out is None else out
     if isinstance(obj, dict):
         for k, v in obj.items():
             key = f"{prefix}{k}"
-            if key in SERIES:
+            if key in SERIES or (isinstance(v, list) and v and isinstance(v[0], dict) and "t_ms" in v[0]):
                 out[key] = json.dumps(v)
             elif isinstance(v, dict) or (isinstance(v, list) and v and all(isinstance(x, dict) for x in v)):
                 flatten(v, key + ".", out)
