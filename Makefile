@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python tools integrity bench clean
+.PHONY: install demo test test-rust test-python tools integrity bench bench-sweeps clean
 
 install: .stamp-install
 
@@ -17,7 +17,7 @@ $(BIN)/python:
 # Release build of the engine and the Python package, editable so that the
 # Python sources are used in place.
 .stamp-install: $(BIN)/python $(RUST_SRC) $(PY_SRC)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $@
 
 # The main job on the shipped sample (a real WebSearch trace), then the same
@@ -36,18 +36,22 @@ demo: install
 		--policy lru,vdf-lru,lfu,vdf-lfu --size 1%,10%
 	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv
 	$(BIN)/blocklab run examples/stacks/vdf-rebuild.toml --trace out/zipf.csv --format csv --set cache.0.policy=lfu
+	$(BIN)/blocklab sweep examples/sweeps/vdf-small.toml --out out/vdf-small --jobs 2
+	$(BIN)/blocklab report out/vdf-small --out out/vdf-small/report.html
 
 test: install tools test-rust test-python
 
 # The real tools the tests drive, installed once, only when missing: fio's nbd
 # engine, qemu-img / qemu-io, nbdinfo / nbdcopy (the real executor's NBD server),
-# mke2fs / dumpe2fs / debugfs (the ext2 model is checked against real images).
+# mke2fs / dumpe2fs / debugfs (the ext2 model is checked against real images),
+# chromium (the sweep report is checked in a real headless browser).
 APT_GET := apt-get install -y --no-install-recommends
 tools:
 	@command -v fio >/dev/null || $(APT_GET) fio || (apt-get update && $(APT_GET) fio)
 	@command -v qemu-img >/dev/null || $(APT_GET) qemu-utils || (apt-get update && $(APT_GET) qemu-utils)
 	@command -v nbdinfo >/dev/null || $(APT_GET) libnbd-bin || (apt-get update && $(APT_GET) libnbd-bin)
 	@command -v mke2fs >/dev/null || test -x /usr/sbin/mke2fs || $(APT_GET) e2fsprogs || (apt-get update && $(APT_GET) e2fsprogs)
+	@command -v chromium >/dev/null || $(APT_GET) chromium || (apt-get update && $(APT_GET) chromium)
 
 # The integrity suite of the real executor (docs/real.md): seeded rounds of
 # write, fault, recover, verify every byte. `make integrity ROUNDS=500` for a cut.
@@ -59,7 +63,7 @@ integrity: install
 test-rust: tools
 	cargo test --workspace --exclude blocklab-py
 
-test-python: install
+test-python: install tools
 	$(BIN)/python -m pytest tests -q
 
 # Speed, recorded in BENCHMARKS.md: the counted simulator against libCacheSim,
@@ -69,3 +73,7 @@ bench: install
 
 clean:
 	rm -rf target $(VENV) .stamp-install
+
+# Only one section of BENCHMARKS.md: `sweeps` (per-cell overhead, Ray, the VDF grid).
+bench-sweeps: install
+	$(BIN)/python benches/run.py sweeps

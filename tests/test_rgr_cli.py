@@ -95,8 +95,19 @@ def test_repro_vdf_small(tmp_path):
                  "--out", tmp_path)
     assert r.returncode == 0, r.stderr
     assert "The paper reports" in r.stdout and "Our numbers" in r.stdout
-    assert (tmp_path / "vdf-rgr.parquet").exists() and (tmp_path / "vdf-reduction.png").exists()
+    assert (tmp_path / "results.parquet").exists() and (tmp_path / "vdf-reduction.png").exists()
     assert "VDF-LRU" in (tmp_path / "vdf-report.md").read_text()
+    # The cells are a sweep: 2 disks x 4 policies x 2 sizes rows, and its report with the recipe's sections.
+    import pandas as pd
+
+    df = pd.read_parquet(tmp_path / "results.parquet")
+    assert len(df) == 16 and (df["status"] == "ok").all() and set(df["array.disks"]) == {5, 8}
+    page = (tmp_path / "report.html").read_text()
+    assert "The paper against our numbers" in page and "blocklab repro vdf" in page
+    # A re-run finds every cell done.
+    r = blocklab("repro", "vdf", "--only", "--traces", f"{SAMPLE}:mqsim", "--disks", "5,8", "--sizes", "2%,10%",
+                 "--out", tmp_path)
+    assert r.returncode == 0 and "(16 done before)" in r.stderr
 
 
 def test_api_rgr():

@@ -7,6 +7,7 @@ Python API, experiment recipes and plots.
 from blocklab._core import BlocklabError, __version__
 from blocklab.api import (array_map, array_plan, disk_run, disk_scale, merge_traces, mrc, partition_plan, read_trace,
                           reuse, rgr, run_stack, simulate_cache)
+from blocklab.api import load, report, sweep
 
 __all__ = [
     "BlocklabError",
@@ -23,4 +24,7 @@ __all__ = [
     "reuse",
     "partition_plan",
     "merge_traces",
+    "sweep",
+    "load",
+    "report",
 ]

@@ -177,3 +177,40 @@ def array_plan(raid: str | int, disks: int, op: str, block: int, count: int = 1,
     with the failed disks given; includes ``plan`` (nodes), ``counts`` and ``read_penalty``."""
     return json.loads(_core.array_plan(str(raid), disks, _bytes(chunk), op, block, nblocks=count, failed=list(failed),
                                        layout=layout, block_size=block_size, disk_bytes=_bytes(disk_size)))
+
+
+def sweep(spec=None, out=None, *, jobs: int | None = None, ray: str | None = None, ship: bool = False, batch: bool = True,
+          progress=False, **build):
+    """Run a sweep into the folder `out` and return its results as a pandas DataFrame (one row per cell;
+    see docs/sweeps.md). `spec` is a sweep file or a `blocklab.sweeps.Sweep`; without it, the keywords
+    build one (`stack=`, `traces=`, `executor=`, `grid=`, `cases=`, `seeds=`, `skip_bad=`, `name=`).
+    Finished cells in `out` are not run again. `ray`: `"local"` or a cluster address (one Ray task per
+    cell); `ship`: send the traces to Ray workers instead of their paths. `progress`: True for a bar on
+    stderr, or `fn(done, total, failed)`."""
+    from blocklab import sweeps
+
+    if out is None:
+        raise ValueError("sweep: give the results folder `out`")
+    if spec is None:
+        spec = sweeps.build(**build)
+    elif build:
+        raise ValueError(f"sweep: give a sweep or keywords to build one, not both ({', '.join(build)})")
+    elif not isinstance(spec, sweeps.Sweep):
+        spec = sweeps.load_sweep(spec)
+    return sweeps.run_sweep(spec, out, jobs=jobs, ray=ray, batch=batch, ship=ship, progress=progress,
+                            command=f"blocklab.sweep({spec.source or '...'!r}, {os.fspath(out)!r}, jobs={jobs}"
+                                    + (f", ray={ray!r}" if ray else "") + ")")
+
+
+def load(folder):
+    """The results of a sweep folder (or its results.parquet) as a pandas DataFrame."""
+    from blocklab.sweeps import load as _load
+
+    return _load(folder)
+
+
+def report(folder, out=None, *, metrics: Sequence[str] | None = None, title: str | None = None) -> str:
+    """Write the HTML report of a sweep folder (default `folder/report.html`); its path."""
+    from blocklab.sweeps import write_report
+
+    return str(write_report(folder, out, metrics=metrics, title=title))

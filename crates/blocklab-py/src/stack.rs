@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use blocklab::stack::batch::run_count_each;
 use blocklab::stack::{run, Executor, StackSpec, TraceInput};
 use pyo3::prelude::*;
 
@@ -41,8 +42,46 @@ fn check_stack(stack: String, sets: Vec<String>) -> PyResult<()> {
     Ok(())
 }
 
+/// Counted runs of many (stack file, overrides) cells over the same traces,
+/// sharing passes where that leaves each result as it is alone
+/// (`stack::batch`); one `(json, None)` or `(None, error)` per cell, in order.
+#[pyfunction]
+#[pyo3(signature = (cells, traces, format="auto", skip_bad=false))]
+fn run_stacks_count(
+    py: Python<'_>,
+    cells: Vec<(String, Vec<String>)>,
+    traces: Vec<String>,
+    format: &str,
+    skip_bad: bool,
+) -> Vec<(Option<String>, Option<String>)> {
+    let inputs: Vec<TraceInput> = traces
+        .into_iter()
+        .map(|path| TraceInput {
+            path,
+            format: format.to_string(),
+            skip_bad,
+        })
+        .collect();
+    let loaded: Vec<blocklab::Result<StackSpec>> = cells
+        .iter()
+        .map(|(stack, sets)| StackSpec::load(Path::new(stack), sets))
+        .collect();
+    let specs: Vec<StackSpec> = loaded.iter().filter_map(|s| s.as_ref().ok().cloned()).collect();
+    let mut results = py.allow_threads(|| run_count_each(&specs, &inputs)).into_iter();
+    loaded
+        .into_iter()
+        .map(
+            |s| match s.and_then(|_| results.next().expect("one result per loaded stack")) {
+                Ok(r) => (Some(r.to_json()), None),
+                Err(e) => (None, Some(e.to_string())),
+            },
+        )
+        .collect()
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_stack, m)?)?;
     m.add_function(wrap_pyfunction!(check_stack, m)?)?;
+    m.add_function(wrap_pyfunction!(run_stacks_count, m)?)?;
     Ok(())
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from blocklab.cli import (array_cmd, cache_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, real_cmd, repro_cmd, rgr_cmd,
-                          run_cmd, trace_cmd)
+                          run_cmd, sweep_cmd, trace_cmd)
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -26,6 +26,7 @@ run_cmd.register(app)
 fs_cmd.register(app)
 dgraid_cmd.register(app)
 real_cmd.register(app)
+sweep_cmd.register(app)
 
 
 def main() -> None:

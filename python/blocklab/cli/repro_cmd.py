@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from typing import List, Optional
 
@@ -14,9 +15,12 @@ repro_app = typer.Typer(help="Reproduce the papers' results on the traces at han
 def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
-    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory (table CSV, Parquet, PNG)."),
+    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
     timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
     speedup: float = typer.Option(0.2, "--speedup", help="--timed: replay the trace at this times its rate."),
     threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
@@ -48,12 +52,24 @@ def vdf(
     if any(n < 3 for n in ndisks):
         fail("RAID-5 with a failed disk needs at least 3 disks")
     size_list = [s.strip() for s in sizes.split(",") if s.strip()]
-    console = Console(stderr=True)
-    df = rv.run(specs, disks=ndisks, sizes=size_list, progress=lambda m: console.log(m))
-    red = rv.reductions(df)
+    for t in specs:
+        if not Path(t.path).is_file():
+            fail(f"--traces: {t.path}: no such file")
+    from blocklab.sweeps import SweepError
+
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
-    df.to_parquet(outdir / "vdf-rgr.parquet", index=False)
+    try:
+        df, red = rv.run(specs, outdir, disks=ndisks, sizes=size_list, jobs=jobs, ray=ray, ship=ship_traces,
+                         command=command)
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    if red.empty:
+        fail(f"no cell finished: see the `error` column of {outdir}/results.parquet")
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
     rv.plot(red, outdir / "vdf-reduction.png")
     verdict = rv.verdict(red)
@@ -74,7 +90,7 @@ def vdf(
     out_console.print("[bold]Our numbers:[/bold]")
     for line in verdict:
         out_console.print(f"  - {line}")
-    out_console.print(f"wrote {outdir}/vdf-rgr.parquet, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
+    out_console.print(f"wrote {outdir}/results.parquet, report.html, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
     sys.stdout.flush()
 
 
@@ -174,12 +190,12 @@ def pro(
 def disks(
     folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
     drives: Optional[str] = typer.Option(None, "--drives", help="Comma-separated drive files to run (default: all ten), e.g. ibm18es,hp_c2247a."),
-    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory (table CSV and Markdown, CDF plot)."),
+    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory: results.parquet, report.html, disks-validation.csv/.md, disks-cdf.png."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Drives validated at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the drives as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs."""
     from pathlib import Path
-
-    from rich.console import Console
 
     from blocklab.cli.common import fail
     from blocklab.repro import disks as rd
@@ -196,19 +212,22 @@ def disks(
         if bad:
             fail(f"--drives: unknown drive `{bad[0]}`; valid: {', '.join(known)}")
         chosen = tuple(known[n] for n in names)
-    console = Console(stderr=True)
+    outdir = Path(out)
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     try:
-        table, samples = rd.run(base, chosen, progress=lambda m: console.log(m))
+        table, samples = rd.run(base, chosen, outdir, jobs=jobs, ray=ray, command=command)
     except FileNotFoundError as e:
         fail(str(e))
-    outdir = Path(out)
-    outdir.mkdir(parents=True, exist_ok=True)
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
     table.to_csv(outdir / "disks-validation.csv", index=False)
     md = rd.markdown(table)
     (outdir / "disks-validation.md").write_text(md)
     rd.plot(table, samples, outdir / "disks-cdf.png")
     print(md, end="")
-    print(f"wrote {outdir}/disks-validation.csv, disks-validation.md, disks-cdf.png")
+    print(f"wrote {outdir}/results.parquet, report.html, disks-validation.csv, disks-validation.md, disks-cdf.png")
     sys.stdout.flush()
 
 

@@ -4,8 +4,9 @@ Each `NAME.trace` of DiskSim's `disksim-valid` folder is a measurement of a
 real drive (one request outstanding); `NAME.parv` is DiskSim's validated
 model of it. The engine replays the trace on the model
 (`blocklab._core.disk_validate`) and computes the Ruemmler–Wilkes demerit
-figure; this module runs every drive, puts DiskSim's own demerit beside ours,
-and plots the measured and simulated response-time distributions.
+figure; this module runs every drive as a cell of a sweep (`blocklab.sweeps`:
+Parquet, HTML report), puts DiskSim's own demerit beside ours, and plots the
+measured and simulated response-time distributions.
 """
 
 from __future__ import annotations
@@ -53,21 +54,88 @@ def validate(folder: Path, drive: Drive) -> dict:
                                           None, True))
 
 
-def run(folder: Path, drives=DRIVES, progress=lambda msg: None):
-    """Validate every drive; returns (table, samples) where `table` is a
-    DataFrame with one row per drive and `samples` maps the file name to
-    (measured, simulated) arrays in ms."""
+def _model_of(cell) -> str:
+    return str(Path(cell.trace.path).with_suffix(".parv"))
+
+
+def _validate_cell(cell) -> dict:
+    from blocklab import _core
+
+    return json.loads(_core.disk_validate(_model_of(cell), cell.trace.path, None, True))
+
+
+def _inputs(cell) -> list[str]:
+    # The model and the files it reads (NAME.diskspecs, NAME.model, NAME.seek, ...).
+    trace = Path(cell.trace.path)
+    return sorted(str(p) for p in trace.parent.glob(f"{trace.stem}.*") if p != trace and p.is_file())
+
+
+def _task():
+    from blocklab.sweeps import Task
+
+    return Task(run=_validate_cell, inputs=_inputs)
+
+
+def __getattr__(name):
+    # The sweep task (`blocklab.repro.disks:VALIDATE`), made on first use so
+    # that importing this module does not import the sweep machinery.
+    if name == "VALIDATE":
+        return _task()
+    raise AttributeError(name)
+
+
+def sweep_spec(folder: Path, drives=DRIVES):
+    """Each drive a cell: its measured trace (`NAME.trace`) replayed on its model (`NAME.parv`)."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    return Sweep(stack=None, executor="disk-validate", task="blocklab.repro.disks:VALIDATE", name="repro-disks",
+                 traces=[TraceRef(str(folder / f"{d.file}.trace"), "disksim-valid", d.file) for d in drives],
+                 report={"metrics": ["demerit_ms", "demerit_pct", "mean_simulated_ms"]})
+
+
+def run(folder: Path, drives=DRIVES, out: Path | None = None, *, jobs: int | None = None, ray: str | None = None,
+        progress=True, command: str | None = None):
+    """Validate every drive as a sweep into `out` (results.parquet, report.html);
+    returns (table, samples) where `table` is a DataFrame with one row per drive
+    and `samples` maps the file name to (measured, simulated) arrays in ms."""
+    import tempfile
+
     import numpy as np
     import pandas as pd
 
-    rows, samples = [], {}
+    from blocklab.sweeps import Section, run_recipe
+
     for d in drives:
         for ext in ("parv", "trace"):
             if not (folder / f"{d.file}.{ext}").exists():
                 raise FileNotFoundError(f"{folder / f'{d.file}.{ext}'}: no such file")
-        progress(f"validating {d.file}")
-        r = validate(folder, d)
-        samples[d.file] = (np.asarray(r["measured_ms"]), np.asarray(r["simulated_ms"]))
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="repro-disks-"))
+
+    def sections(df):
+        t, _ = _table(df, drives)
+        return [Section("Demerit figure against DiskSim 4.0", t.to_html(index=False, border=0,
+                                                                          float_format=lambda x: f"{x:.3f}"))]
+
+    df = run_recipe(sweep_spec(folder, drives), out, jobs=jobs, ray=ray, progress=progress, command=command,
+                    title="Disk models against ten real drives (DiskSim 4.0's validation traces)", sections=sections)
+    failed = df[df["status"] != "ok"]
+    if len(failed):
+        raise ValueError(f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']}")
+    table, samples = _table(df, drives)
+    return table, {k: (np.asarray(m), np.asarray(s)) for k, (m, s) in samples.items()}
+
+
+def _table(df, drives):
+    """The per-drive table (ours beside DiskSim's demerit) and the samples, from the sweep's rows."""
+    import pandas as pd
+
+    rows, samples = [], {}
+    by = {r["trace_label"]: r for r in df[df["status"] == "ok"].to_dict("records")}
+    for d in drives:
+        r = by.get(d.file)
+        if r is None:
+            continue
+        samples[d.file] = (r["measured_ms"], r["simulated_ms"])
         rows.append({
             "drive": d.name, "file": d.file, "requests": r["requests"],
             "demerit_ms": r["demerit_ms"], "demerit_pct": r["demerit_pct"],

@@ -7,14 +7,14 @@ operations and all block sizes are 4KB"). Cache sizes are shares of each
 trace's unique (read) blocks, because our traces are far smaller than the
 paper's (131,072 to 524,288 blocks over a 60 GB data set).
 
-The engine does the work (`blocklab._core.rgr`, one pass per trace and number
-of disks, every policy and size at once); this module picks traces, shapes the
-results, and states what the paper reports next to what we measured.
+The cells are a sweep (`blocklab.sweeps`: the stack `stacks/vdf-rgr.toml`,
+counted, over every trace × number of disks × policy × size; the cells of a
+trace share its passes); this module picks traces, shapes the results, and
+states what the paper reports next to what we measured.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,22 +79,72 @@ def parse_trace_arg(text: str) -> TraceSpec:
     return TraceSpec(path, fmt, Path(path).name)
 
 
-def run(traces: list[TraceSpec], disks=DISKS, sizes=SIZES, failed: int = 0, reads_only: bool = True, progress=None):
-    """RGR of every (trace, disks, policy, size); a pandas DataFrame (one row per cell)."""
+STACK = Path(__file__).resolve().parent / "stacks" / "vdf-rgr.toml"
+
+
+def sweep_spec(traces: list[TraceSpec], disks=DISKS, sizes=SIZES, failed: int = 0):
+    """The reproduction as a sweep: the stack of `stacks/vdf-rgr.toml` over every
+    trace, number of disks, policy and cache size (counted; one pass per trace
+    feeds its cells)."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    grid = {"array.disks": list(disks), "cache.0.policy": list(POLICIES), "cache.0.size": list(sizes)}
+    if failed != 0:
+        grid["array.failed"] = [[failed]]
+    return Sweep(stack=str(STACK), executor="count", traces=[TraceRef(t.path, t.format, t.label) for t in traces],
+                 grid=grid, name="repro-vdf", report={"metrics": ["array.rgr", "layers.0.miss_ratio"]})
+
+
+def cells(df):
+    """The sweep's rows in the recipe's terms: trace, path, disks, size, policy,
+    cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio."""
     import pandas as pd
 
-    from blocklab import _core
+    ok = df[df["status"] == "ok"]
+    return pd.DataFrame({
+        "trace": ok["trace_label"], "path": ok["trace"], "disks": ok["array.disks"].astype(int),
+        "size": ok["cache.0.size"], "policy": ok["layers.0.policy"], "cache_blocks": ok["layers.0.cache_blocks"],
+        "accesses": ok["layers.0.accesses"], "misses": ok["layers.0.misses"],
+        "surviving_reads": ok["array.surviving_reads"], "surviving_writes": ok["array.surviving_writes"],
+        "rgr": ok["array.rgr"], "miss_ratio": ok["layers.0.miss_ratio"],
+    }).reset_index(drop=True)
 
-    rows = []
-    for t in traces:
-        for n in disks:
-            if progress:
-                progress(f"{t.label}: RAID-5 x {n}")
-            out = json.loads(_core.rgr(t.path, t.format, False, 4096, reads_only, "5", n, "64KiB", None, [failed], None,
-                                       ",".join(POLICIES), ",".join(sizes), "key", None))
-            for spec, c in zip([s for _ in POLICIES for s in sizes], out["cells"]):
-                rows.append({"trace": t.label, "path": t.path, "disks": n, "size": spec, **c})
-    return pd.DataFrame(rows)
+
+def run(traces: list[TraceSpec], out, disks=DISKS, sizes=SIZES, failed: int = 0, *, jobs: int | None = None,
+        ray: str | None = None, ship: bool = False, progress=True, command: str | None = None):
+    """Run the reproduction sweep into `out` (results.parquet, report.html with the
+    reduction table, the plot and the verdict; finished cells are kept on a re-run);
+    returns `(cells, reductions)`."""
+    from blocklab.sweeps import run_recipe
+
+    sw = sweep_spec(traces, disks, sizes, failed)
+    df = run_recipe(sw, out, jobs=jobs, ray=ray, ship=ship, progress=progress, command=command,
+                    title="VDF reproduction: RGR of LRU / VDF-LRU and LFU / VDF-LFU (RAID-5, one failed disk)",
+                    sections=lambda df: report_sections(reductions(cells(df))))
+    c = cells(df)
+    return c, reductions(c)
+
+
+def report_sections(red):
+    """The recipe's part of the HTML report: the paper's claims against ours, the reduction plot and table."""
+    import html
+
+    from blocklab.sweeps import Section
+
+    if red.empty:
+        return [Section("VDF against its base policy", "<p>no cell finished</p>")]
+    v = verdict(red)
+    claims = "".join(f"<li>{html.escape(c)}</li>" for c in PAPER["claims"])
+    ours = "".join(f"<li>{html.escape(x)}</li>" for x in v)
+    table = red[["trace", "disks", "size", "cache_blocks", "lru", "vdf-lru", "red_lru", "lfu", "vdf-lfu",
+                 "red_lfu"]].to_html(index=False, float_format=lambda x: f"{x:.4f}", border=0)
+    return [
+        Section("The paper against our numbers", f"<p>The paper reports:</p><ul>{claims}</ul><p>Ours:</p><ul>{ours}</ul>"),
+        Section("RGR reduction by VDF", figure=_figure(red),
+                caption="RGR reduction (%) of VDF-LRU over LRU and VDF-LFU over LFU against the cache size, "
+                        "one line per number of disks, one row per trace (vdf-reduction.png)"),
+        Section("Reductions, cell by cell", f"<details><summary>{len(red)} rows</summary>{table}</details>"),
+    ]
 
 
 def reductions(df):
@@ -170,7 +220,7 @@ def verdict(red, floor: float = 1.0) -> list[str]:
     return lines
 
 
-def plot(red, path: Path) -> None:
+def _figure(red):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -192,6 +242,13 @@ def plot(red, path: Path) -> None:
                 ax.set_xlabel("cache size (% of unique blocks)")
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
+    return fig
+
+
+def plot(red, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = _figure(red)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

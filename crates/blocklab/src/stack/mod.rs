@@ -11,9 +11,11 @@
 //!   tier; `target` — one disk, or an array;
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
+//! * `batch` — many counted stacks over one trace in as few passes as keep each result;
 //! * `result` — the JSON result.
 
 pub mod address;
+pub mod batch;
 pub mod build;
 pub mod cache_layer;
 pub mod failure;

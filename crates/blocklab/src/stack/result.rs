@@ -154,6 +154,10 @@ pub struct Response {
     pub max_ms: f64,
     pub reads: ResponseSummary,
     pub writes: ResponseSummary,
+    /// The response time at each percentile 1, 2, ..., 100 of all requests
+    /// (the 100th is `max_ms`): the CDF a sweep report plots.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cdf_ms: Vec<f64>,
 }
 
 /// Everything a stack run reports.
@@ -221,6 +225,7 @@ impl StackResult {
             max_ms: r.max_response_ms,
             reads: r.reads.clone(),
             writes: r.writes.clone(),
+            cdf_ms: r.cdf_ms.clone(),
         });
         self.timing = Some(Timing {
             replay: r.replay.clone(),

@@ -105,6 +105,17 @@ impl Responses {
         }
     }
 
+    /// The response time at each percentile 1, 2, ..., 100 (ms; the 100th is
+    /// the exact maximum): the distribution as a CDF. Empty without requests.
+    fn cdf_ms(&self) -> Vec<f64> {
+        if self.hist.is_empty() {
+            return Vec::new();
+        }
+        let mut v: Vec<f64> = (1..100).map(|i| self.quantile(i as f64 / 100.0)).collect();
+        v.push(ns_to_ms(self.max_ns));
+        v
+    }
+
     fn mean_ms(&self) -> f64 {
         if self.count > 0 {
             self.sum_ns as f64 / self.count as f64 / 1e6
@@ -162,6 +173,10 @@ pub struct Report {
     /// The background rebuild, when one ran (`--rebuild`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuild: Option<super::rebuild::RebuildReport>,
+    /// Percentiles 1..=100 of all response times (the stack result's
+    /// `response.cdf_ms`; not part of this report's own JSON).
+    #[serde(skip)]
+    pub cdf_ms: Vec<f64>,
 }
 
 impl Report {
@@ -370,6 +385,7 @@ impl Recorder {
             reads: self.reads.summary(),
             writes: self.writes.summary(),
             rebuild: None,
+            cdf_ms: self.all.cdf_ms(),
         }
     }
 }
@@ -410,5 +426,29 @@ mod tests {
         assert!((rep.p50_ms - 1.0).abs() < 0.01);
         // 2 outstanding for 1 ms, 1 for 2 ms, over 3 ms.
         assert!((rep.mean_outstanding - 4.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn cdf_has_each_percentile_and_the_exact_maximum() {
+        let mut r = Responses::new();
+        assert!(r.cdf_ms().is_empty());
+        // 1, 2, ..., 200 ms (+0.3 ms on the last, which only the exact maximum keeps).
+        for i in 1..=200u64 {
+            r.record(i * 1_000_000 + if i == 200 { 300_000 } else { 0 });
+        }
+        let cdf = r.cdf_ms();
+        assert_eq!(cdf.len(), 100);
+        for (k, v) in cdf[..99].iter().enumerate() {
+            // percentile k+1 of 1..=200 ms is 2(k+1) ms (the next value when q·n rounds up);
+            // HDR at 3 significant digits is within 0.1 %.
+            let want = 2.0 * (k + 1) as f64;
+            assert!(
+                *v >= want * (1.0 - 1e-3) && *v <= (want + 1.0) * (1.0 + 1e-3),
+                "p{}: {v} vs {want}",
+                k + 1
+            );
+        }
+        assert_eq!(cdf[99], 200.3);
+        assert!(cdf.windows(2).all(|w| w[0] <= w[1]));
     }
 }
