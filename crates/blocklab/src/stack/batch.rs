@@ -30,6 +30,7 @@ struct PassKey {
     tenants: bool,
     next_use: Option<bool>,
     span: bool,
+    extents: bool,
 }
 
 fn pass_key(s: &StackSpec) -> PassKey {
@@ -39,6 +40,7 @@ fn pass_key(s: &StackSpec) -> PassKey {
         tenants,
         next_use,
         span,
+        extents,
     } = survey_needs(s);
     PassKey {
         reads_only: s.replay.reads_only,
@@ -48,6 +50,7 @@ fn pass_key(s: &StackSpec) -> PassKey {
         tenants,
         next_use,
         span,
+        extents,
     }
 }
 
