@@ -83,10 +83,34 @@ impl AddressMap {
         }
     }
 
+    /// The blocks of this map's size a request overlaps (as
+    /// `Request::blocks`, with shifts when the size is a power of two: this
+    /// runs for every request).
+    #[inline]
+    fn block_range(&self, req: &Request) -> std::ops::Range<u64> {
+        let bs = self.block_size;
+        if !bs.is_power_of_two() {
+            return req.blocks(bs);
+        }
+        let shift = bs.trailing_zeros();
+        let first = req.offset >> shift;
+        if req.len == 0 {
+            return first..first;
+        }
+        first..((req.offset + req.len - 1) >> shift) + 1
+    }
+
     /// The stack I/O of a user request.
     pub fn io(&self, req: &Request) -> Result<Io> {
+        self.locate(req).map(|(io, _)| io)
+    }
+
+    /// The stack I/O of a user request, and the block of the tenant's
+    /// volume its first stack block is.
+    #[inline]
+    pub fn locate(&self, req: &Request) -> Result<(Io, u64)> {
         let bs = self.block_size;
-        let r = req.blocks(bs);
+        let r = self.block_range(req);
         let nblocks = r.end - r.start;
         let (first, base) = match self.map {
             TenantMap::Ignore => (r.start, Some(0)),
@@ -106,13 +130,14 @@ impl AddressMap {
             }
         };
         let bytes = base.and_then(|b| b.checked_add(req.offset)).map(|off| (off, req.len));
-        Ok(Io {
+        let io = Io {
             op: req.op,
             first,
             nblocks,
             bytes,
             cause: Cause::User,
-        })
+        };
+        Ok((io, r.start))
     }
 }
 

@@ -176,8 +176,11 @@ impl CacheLayer {
     /// The policy evicted a block for the one just inserted.
     fn evicted(&mut self) {
         if let Some(v) = self.policy.evicted() {
-            self.inflight.remove(&v);
-            if self.dirty.remove(&v) {
+            // (Both maps are empty in counted, reads-only runs: skip the hashing.)
+            if !self.inflight.is_empty() {
+                self.inflight.remove(&v);
+            }
+            if !self.dirty.is_empty() && self.dirty.remove(&v) {
                 self.stats.dirty_evictions += 1;
                 self.destage.push(v);
             }

@@ -17,7 +17,7 @@ use crate::cache::fault::FaultMap;
 use crate::device::DeviceModel;
 use crate::error::Result;
 use crate::exec::count::CountExecutor;
-use crate::timed::engine::Ns;
+use crate::timed::engine::{secs_to_ns, Ns};
 use crate::timed::executor::{PlanId, Step, TimedExecutor};
 use crate::timed::rebuild::RebuildReport;
 use crate::trace::Op;
@@ -117,8 +117,10 @@ impl Exec for TimedExecutor {
 #[derive(Debug, Default)]
 pub struct AtOnce {
     next: PlanId,
-    /// Trace time of the request being handled.
-    pub now: Ns,
+    /// Trace time of the first request and of the request being handled
+    /// (seconds): `now()` is worked out only when a layer asks for it.
+    pub t0: f64,
+    pub time: f64,
 }
 
 impl Exec for AtOnce {
@@ -126,7 +128,7 @@ impl Exec for AtOnce {
         false
     }
     fn now(&self) -> Ns {
-        self.now
+        secs_to_ns(self.time - self.t0)
     }
     fn pending(&self, _disk: usize) -> usize {
         0

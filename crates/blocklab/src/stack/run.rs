@@ -46,9 +46,13 @@ impl TraceInput {
             ..Default::default()
         };
         let mut reader = trace::open(Path::new(&self.path), &opts)?;
+        let skip_bad = self.skip_bad;
         Ok(Box::new(std::iter::from_fn(move || loop {
             let r = reader.next();
-            skipped.store(reader.skipped(), Ordering::Relaxed);
+            // Only a reader that skips records has any to count.
+            if skip_bad {
+                skipped.store(reader.skipped(), Ordering::Relaxed);
+            }
             match r? {
                 Ok(req) if reads_only && req.op == Op::Write => continue,
                 other => return Some(other),
@@ -90,16 +94,15 @@ impl<'a> Inputs<'a> {
     /// request (ties: the earlier trace first): the order in which an open
     /// replay at speed-up 1 issues them.
     fn merged(&self) -> Result<Requests> {
+        if self.traces.len() == 1 {
+            return self.open(0);
+        }
         let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
         for i in 0..self.traces.len() {
             let mut it = self.open(i)?;
             let first = it.next().transpose()?;
             let base = first.map_or(0.0, |r| r.time);
             heads.push((it, first, base));
-        }
-        if heads.len() == 1 {
-            let (it, first, _) = heads.pop().expect("one trace");
-            return Ok(Box::new(first.map(Ok).into_iter().chain(it)));
         }
         Ok(Box::new(std::iter::from_fn(move || {
             let pick = heads

@@ -203,14 +203,14 @@ impl Composed {
     /// Send one request down the stack; returns its plan and id, and the
     /// background work to submit after it.
     fn serve(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<(crate::array::IoPlan, u64, Vec<Deferred>)> {
-        let io = self.addr.io(req)?;
+        let (io, volume_first) = self.addr.locate(req)?;
         self.block_accesses += io.nblocks;
         let mut cx = Cx::new(exec);
         cx.origin = Some(Origin {
             time: req.time,
             tenant: req.tenant,
             stack_first: io.first,
-            volume_first: req.offset / self.addr.block_size(),
+            volume_first,
         });
         Below {
             layers: &mut self.layers,
@@ -240,19 +240,21 @@ impl Composed {
     /// Counted executor: one request, every plan done at once.
     pub fn count_request(&mut self, req: &Request) -> Result<()> {
         let t0 = *self.t0.get_or_insert(req.time);
-        let now = secs_to_ns(req.time - t0);
-        if self.warmup_ns > 0 && now >= self.warmup_ns {
+        // The time since the first request is worked out only when something
+        // here waits for a moment of it (most counted runs: nothing does).
+        let now = || secs_to_ns(req.time - t0);
+        if self.warmup_ns > 0 && !self.warmed && now() >= self.warmup_ns {
             self.end_warmup();
         }
         self.before(req, None)?;
-        if let Some(at) = self.rebuild_due() {
-            if !self.rebuilt && now >= at {
+        if let Some(at) = (!self.rebuilt).then(|| self.rebuild_due()).flatten() {
+            if now() >= at {
                 self.target.rebuild_at_once(at)?;
                 self.rebuilt = true;
             }
         }
         let mut exec = std::mem::take(&mut self.at_once);
-        exec.now = now;
+        (exec.t0, exec.time) = (t0, req.time);
         let r = self.serve(req, &mut exec);
         self.at_once = exec;
         r.map(|_| ())
