@@ -188,7 +188,8 @@ def test_fio_nbd_engine_verifies_through_a_failure(tmp_path, raid, disks, extra)
         fio = ["fio", "--name=v", "--ioengine=nbd", f"--uri={srv.uri}", "--rw=randwrite", "--bs=4k",
                "--bsrange=4k-64k", "--size=16M", "--iodepth=8", "--numjobs=1", "--verify=crc32c",
                "--verify_fatal=1", "--do_verify=1", "--randseed=5", "--output-format=json"]
-        p = subprocess.run(fio, capture_output=True, text=True, timeout=300)
+        # cwd: fio leaves its verify state file (local-v-0-verify.state) where it runs.
+        p = subprocess.run(fio, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
         job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]
         assert job["error"] == 0 and job["write"]["io_bytes"] >= 16 * 1024 * 1024
@@ -196,7 +197,7 @@ def test_fio_nbd_engine_verifies_through_a_failure(tmp_path, raid, disks, extra)
         run("real", "fail", d, "--disk", "2")
         verify = [*fio[:4], "--rw=randwrite", "--bs=4k", "--bsrange=4k-64k", "--size=16M", "--iodepth=8",
                   "--verify=crc32c", "--verify_fatal=1", "--verify_only=1", "--randseed=5"]
-        p = subprocess.run(verify, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(verify, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert p.returncode == 0, p.stdout + p.stderr
     finally:
         srv.stop()
