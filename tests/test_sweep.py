@@ -174,6 +174,31 @@ def test_unquoted_dotted_grid_keys_mean_the_same(work):
     assert a.grid == b.grid and [c.params for c in a.cells()] == [c.params for c in b.cells()]
 
 
+def test_a_traces_params_reach_its_cells_only(work, tmp_path):
+    text = BASIC.replace('label = "trace b"\n', 'label = "trace b"\nparams = { "array.chunk" = "128KiB", replay = { speedup = 2.0 } }\n')
+    sw = load_sweep(sweep_file(work, text, "tp.toml"))
+    cells = sw.cells()
+    a = [c for c in cells if c.trace.name == "a.csv"]
+    b = [c for c in cells if c.trace.name == "trace b"]
+    assert len(a) == len(b) == 8
+    assert all("array.chunk" not in c.param_dict for c in a)
+    assert all(c.params[:2] == (("array.chunk", "128KiB"), ("replay.speedup", 2.0)) for c in b)
+    assert b[0].sets()[:2] == ['array.chunk="128KiB"', "replay.speedup=2.0"]
+    assert "trace" in sw.varied() and "array.chunk" not in sw.varied()
+    # In the results: a column of its own, set on that trace's rows; the cell keys see it.
+    df = run_sweep(sw, tmp_path / "o", progress=False)
+    assert (df["status"] == "ok").all()
+    assert df.loc[df["trace_label"] == "trace b", "array.chunk"].eq("128KiB").all()
+    assert df.loc[df["trace_label"] == "a.csv", "array.chunk"].isna().all()
+    assert (df.loc[df["trace_label"] == "trace b", "array.chunk_bytes"] == 128 * 1024).all()
+    plain = run_sweep(load_sweep(sweep_file(work, BASIC, "tp0.toml")), tmp_path / "p", progress=False)
+    assert set(df["cell"][8:]).isdisjoint(plain["cell"][8:]) and list(df["cell"][:8]) == list(plain["cell"][:8])
+    # A key set by a trace and by the grid is a mistake.
+    bad = BASIC.replace('label = "trace b"\n', 'label = "trace b"\nparams = { "array.disks" = 7 }\n')
+    with pytest.raises(SweepError, match="traces.1.params.array.disks"):
+        load_sweep(sweep_file(work, bad, "tp2.toml"))
+
+
 # --- results ------------------------------------------------------------------------------------
 
 def test_flatten_walks_records_and_keeps_lists_and_series_whole():

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 EXECUTORS = ("count", "timed")
 TOP_KEYS = ("name", "stack", "executor", "traces", "grid", "cases", "seeds", "skip_bad", "report")
-TRACE_KEYS = ("path", "format", "label", "ship")
+TRACE_KEYS = ("path", "format", "label", "ship", "params")
 REPORT_KEYS = ("metrics", "title")
 # Version of the cell-key recipe: bump it when what goes into the key changes.
 KEY_VERSION = 1
@@ -33,13 +33,17 @@ class SweepError(ValueError):
 
 @dataclass(frozen=True)
 class TraceRef:
-    """A trace of a sweep: its file (absolute), format, label in results, and
-    whether a Ray run ships its bytes to the workers (else they read the path)."""
+    """A trace of a sweep: its file (absolute), format, label in results,
+    whether a Ray run ships its bytes to the workers (else they read the path),
+    and the parameters its cells take whatever the grid and cases say (values
+    that depend on the trace: its replay speed, the disk it fits on), as
+    `(dotted key, value)` pairs."""
 
     path: str
     format: str = "auto"
     label: str = ""
     ship: bool = False
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -99,8 +103,9 @@ class Sweep:
             for case in cases:
                 name = case.get("name")
                 case_params = [(k, v) for k, v in case.items() if k != "name"]
+                trace_params = list(t.params) if t is not None else []
                 for p in points:
-                    params = tuple(case_params) + tuple(zip(keys, p))
+                    params = tuple(trace_params) + tuple(case_params) + tuple(zip(keys, p))
                     for s in seeds:
                         out.append(Cell(len(out), params, t, s, name))
         return out
@@ -130,7 +135,7 @@ class Sweep:
     def to_dict(self) -> dict:
         return {
             "name": self.name, "stack": self.stack, "executor": self.executor, "task": self.task,
-            "traces": [t.__dict__ for t in self.traces], "grid": self.grid, "cases": self.cases,
+            "traces": [t.__dict__ | {"params": dict(t.params)} for t in self.traces], "grid": self.grid, "cases": self.cases,
             "seeds": self.seeds, "skip_bad": self.skip_bad, "source": self.source, "report": self.report,
         }
 
@@ -247,7 +252,13 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
             raise err(f"traces.{i}.label", "must be text")
         if not isinstance(ship, bool):
             raise err(f"traces.{i}.ship", "must be true or false")
-        traces.append(TraceRef(str(path), fmt, label, ship))
+        tparams = t.get("params", {})
+        if not isinstance(tparams, Mapping):
+            raise err(f"traces.{i}.params", "must be a table of dotted stack keys to values")
+        tparams = _flatten_keys(tparams)
+        for k in tparams:
+            _check_param_key(k, lambda m, k=k: err(f"traces.{i}.params.{k}", m))
+        traces.append(TraceRef(str(path), fmt, label, ship, tuple(tparams.items())))
     grid_in = data.get("grid", {})
     if not isinstance(grid_in, Mapping):
         raise err("grid", "must be a table of dotted stack keys to lists of values")
@@ -272,6 +283,10 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
             if k in grid:
                 raise err(f"cases.{i}.{k}", "is also a grid key: a key is varied by the grid or by cases, not both")
         cases.append(({"name": name} if name is not None else {}) | flat)
+    for i, t in enumerate(traces):
+        for k, _ in t.params:
+            if k in grid or any(k in c for c in cases):
+                raise err(f"traces.{i}.params.{k}", "is also varied by the grid or the cases: a key is set by one of them")
     seeds = data.get("seeds")
     if seeds is not None:
         if isinstance(seeds, int) and not isinstance(seeds, bool):
@@ -332,7 +347,7 @@ def build(stack: str | os.PathLike, traces: Iterable, *, executor: str = "timed"
     tl = []
     for t in traces:
         if isinstance(t, TraceRef):
-            tl.append(t.__dict__)
+            tl.append(t.__dict__ | {"params": dict(t.params)})
         elif isinstance(t, (str, os.PathLike)):
             tl.append({"path": os.fspath(t)})
         else:
