@@ -153,3 +153,61 @@ def test_vdf_timed_summary_and_eq4():
     assert lru["eq4"] == pytest.approx(100 * (0.4 - 0.3) / (1 - 0.3))
     assert lru["rate_20"] == pytest.approx(25.0)
     assert lru["rate_model"] == pytest.approx(25.0)
+
+
+# --- repro pro and repro vdf --timed as sweeps ---------------------------------------------------
+
+def _small_trace(tmp_path):
+    # 1,500 reads and writes over 3 MiB, 4 ms apart: the rebuild of small members ends inside it.
+    t = tmp_path / "small.csv"
+    t.write_text("timestamp,op,offset,size\n" + "".join(
+        f"{i * 0.004:.3f},{'W' if i % 5 == 4 else 'R'},{(i * 37 % 750) * 4096},{4096 * (1 + i % 2)}\n"
+        for i in range(1500)))
+    return t
+
+
+def _assert_one_row_per_cell_with_provenance(out, ncells):
+    import blocklab
+    from blocklab.sweeps.results import PROVENANCE
+
+    df = blocklab.load(out)
+    assert len(df) == ncells and df["cell"].is_unique
+    assert (df["status"] == "ok").all(), df.loc[df["status"] != "ok", "error"].tolist()
+    for c in PROVENANCE:
+        assert c in df.columns and df[c].notna().all(), c
+    assert (out / "report.html").stat().st_size > 0
+    return df
+
+
+def test_repro_pro_runs_as_a_sweep_and_each_cell_is_its_stack_alone(tmp_path):
+    import blocklab
+    from blocklab.repro import pro as rp
+
+    t = _small_trace(tmp_path)
+    spec = rp.TraceSpec("ws", "small", str(t), "csv", 1.0, 4_000_000)
+    out = tmp_path / "o"
+    runs = rp.run([spec], out, sweep=False, workers=2, progress=False)
+    cells = rp.cells(sweep=False)
+    df = _assert_one_row_per_cell_with_provenance(out, len(cells))
+    assert list(df["case"]) == [c.name for c in cells]
+    # The trace's own keys reach every cell.
+    assert (df["replay.speedup"] == 1.0).all() and (df["array.disk_size"] == 4_000_000).all()
+    # A cell is the stack file with the cell's keys, run alone.
+    c = next(c for c in cells if (c.level, c.disks, c.order) == ("raid10", 6, "pro"))
+    lo, hi = rp.LIMITS[c.mode]
+    alone = blocklab.run_stack(rp.STACK, t, format="csv", executor="timed", sets=[
+        "replay.speedup=1.0", "array.disk_size=4000000", f"array.raid={c.level}", f"array.disks={c.disks}",
+        f"array.rebuild.order={c.order}", f"array.rebuild.min={lo}", f"array.rebuild.max={hi}",
+        f"array.rebuild.idle={c.idle}"])
+    r = runs[(runs["level"] == "raid10") & (runs["disks"] == 6) & (runs["order"] == "pro")].iloc[0]
+    assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3
+    assert r["resp_during_ms"] == alone["rebuild"]["user_during"]["avg_response_ms"]
+    assert r["user_reads"] == alone["rebuild"]["ops_by_cause"]["user"]["reads"]
+    # The tables come out of the sweep's rows: one per array, U and L for RAID-5 of 3, four orders.
+    assert len(rp.tables(runs)) == 6 and len(rp.u_mode(runs)) == 2
+    assert sorted(rp.orders_table(runs)["order"]) == ["dor", "md", "pro", "pro-dor"]
+    # A re-run finds every cell done.
+    again = rp.run([spec], out, sweep=False, workers=1, progress=False)
+    assert again.equals(runs)
+    assert len((out / "cells.jsonl").read_text().splitlines()) == len(cells)
+

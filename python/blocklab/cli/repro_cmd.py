@@ -145,22 +145,24 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
 
 @repro_app.command("pro")
 def pro(
-    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory (Parquet, CSV, PNG, Markdown)."),
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md."),
     only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
     idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
-    workers: int = typer.Option(2, "--workers", help="Runs at once."),
+    workers: int = typer.Option(2, "--workers", "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
     from pathlib import Path
 
-    from rich.console import Console
-
     from blocklab.cli.common import fail
     from blocklab.repro import pro as rp
+    from blocklab.sweeps import SweepError, load
 
     if idle not in ("md2611", "md6", "simple"):
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
+    if workers < 1:
+        fail(f"--workers must be at least 1, not {workers}")
     specs = rp.traces()
     if only:
         keys = [k.strip() for k in only.split(",") if k.strip()]
@@ -170,10 +172,21 @@ def pro(
         specs = [t for t in specs if t.key in keys]
         if not specs:
             fail("--only: none of these traces is available (fin needs ../shared/traces)")
-    console = Console(stderr=True)
     outdir = Path(out)
-    df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, progress=lambda m: console.log(m))
-    df.to_parquet(outdir / "pro-runs.parquet", index=False)
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray, command=command)
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
+             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
     t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
     t3.to_csv(outdir / "pro-tables.csv", index=False)
     sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
@@ -181,8 +194,8 @@ def pro(
     md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
     (outdir / "pro-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/pro-runs.parquet, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, pro-sensitivity.png, "
-          "pro-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, "
+          "pro-sensitivity.png, pro-report.md")
     sys.stdout.flush()
 
 
