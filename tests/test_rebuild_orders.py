@@ -211,3 +211,29 @@ def test_repro_pro_runs_as_a_sweep_and_each_cell_is_its_stack_alone(tmp_path):
     assert again.equals(runs)
     assert len((out / "cells.jsonl").read_text().splitlines()) == len(cells)
 
+
+def test_repro_vdf_timed_runs_as_a_sweep(tmp_path, monkeypatch, capsys):
+    import blocklab
+    from blocklab.repro import vdf_timed as vt
+
+    t = _small_trace(tmp_path)
+    out = tmp_path / "o"
+    code, stdout, err = cli(monkeypatch, capsys, "repro", "vdf", "--timed", "--traces", f"{t}:csv", "--disks", "4",
+                            "--sizes", "20%", "--threads", "4", "--speedup", "1", "--out", str(out))
+    assert code in (0, None), err
+    assert "| 4 | 20% |" in stdout and "The paper reports:" in stdout
+    df = _assert_one_row_per_cell_with_provenance(out, 4 * 3)
+    assert set(df["case"]) == {"rebuild", "degraded", "closed 4"}
+    runs = vt.rows(df)
+    s = vt.summary(runs)
+    assert list(s["base"]) == ["lru", "lfu"] and "rate_4" in s.columns
+    # The rebuild cell of VDF-LFU is the stack with its keys, run alone.
+    alone = blocklab.run_stack(vt.STACK, t, format="csv", executor="timed", sets=[
+        "replay.speedup=1.0", "array.disks=4", "cache.0.size=20%", "cache.0.policy=vdf-lfu",
+        "array.rebuild.at=0.0", "array.rebuild.min=100000", "array.rebuild.max=100000"])
+    r = runs[(runs["policy"] == "vdf-lfu") & (runs["kind"] == "rebuild")].iloc[0]
+    assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3 and r["rgr"] == alone["array"]["rgr"]
+    surv = [d["utilization"] for d in alone["devices"][1:]]
+    assert r["u_survivors"] == sum(surv) / len(surv)
+    for f in ("vdf-timed-summary.csv", "vdf-timed.png", "vdf-timed-report.md"):
+        assert (out / f).stat().st_size > 0, f

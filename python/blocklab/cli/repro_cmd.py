@@ -15,7 +15,7 @@ repro_app = typer.Typer(help="Reproduce the papers' results on the traces at han
 def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
-    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default repro-vdf; --timed: repro-vdf-timed): results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md (--timed: vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md)."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
@@ -36,8 +36,9 @@ def vdf(
     from blocklab.repro import vdf as rv
 
     if timed:
-        _vdf_timed(traces, disks, sizes, speedup, threads, out)
+        _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray)
         return
+    out = out or "repro-vdf"
     sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
 
     specs = [] if only else rv.default_traces()
@@ -103,18 +104,19 @@ def _ints(text: str, flag: str) -> list[int]:
         fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
 
 
-def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str) -> None:
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray) -> None:
     from pathlib import Path
-
-    from rich.console import Console
 
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
     from blocklab.repro import vdf_timed as vt
+    from blocklab.sweeps import SweepError, load
 
     if traces:
         t = rv.parse_trace_arg(traces[0])
         trace = vt.Trace(t.path, t.format, t.label)
+        if not Path(trace.path).is_file():
+            fail(f"--traces: {trace.path}: no such file")
     else:
         trace = vt.default_trace()
         if trace is None:
@@ -127,19 +129,32 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
         fail("--threads: at least 1 request outstanding")
     if not speedup > 0:
         fail("--speedup must be positive")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
     size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
-    console = Console(stderr=True)
     outdir = Path(out)
-    df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
-                progress=lambda m: console.log(m))
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
+                    workers=jobs or 2, ray=ray, command=command)
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
+             f"(see {outdir}/results.parquet)")
     s = vt.summary(df)
-    df.to_parquet(outdir / "vdf-timed.parquet", index=False)
     s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
     vt.plot(s, outdir / "vdf-timed.png")
     md = vt.markdown(trace, s, vt.verdict(s))
     (outdir / "vdf-timed-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/vdf-timed.parquet, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
     sys.stdout.flush()
 
 
