@@ -199,6 +199,33 @@ def test_a_traces_params_reach_its_cells_only(work, tmp_path):
         load_sweep(sweep_file(work, bad, "tp2.toml"))
 
 
+def test_a_case_can_be_for_one_trace_and_name_its_executor(work, tmp_path):
+    text = BASIC.replace("[grid]\n", "[[cases]]\nname = \"timed\"\nexecutor = \"timed\"\n\"array.chunk\" = \"64KiB\"\n"
+                                      "[[cases]]\nname = \"b only\"\ntrace = \"trace b\"\n\"array.chunk\" = \"32KiB\"\n[grid]\n")
+    sw = load_sweep(sweep_file(work, text, "ce.toml"))
+    cells = sw.cells()
+    assert [(c.trace.name, c.case, c.executor) for c in cells[::8]] == [
+        ("a.csv", "timed", "timed"), ("trace b", "timed", "timed"), ("trace b", "b only", None)]
+    assert all("trace" not in c.param_dict and "executor" not in c.param_dict for c in cells)
+    df = run_sweep(sw, tmp_path / "o", progress=False)
+    assert len(df) == 24 and (df["status"] == "ok").all()
+    assert list(df["executor"]) == ["timed"] * 16 + ["count"] * 8
+    # Each row is its stack alone with its own executor.
+    for i in (0, 20):
+        c = cells[i]
+        alone = blocklab.run_stack(work / "rgr.toml", c.trace.path, format="csv", executor=c.executor or "count",
+                                   sets=c.sets())
+        assert df.iloc[i]["array.rgr"] == alone["array"]["rgr"] and df.iloc[i]["requests"] == alone["requests"]
+    assert "timing.sim_time_ms" in df.columns and df["timing.sim_time_ms"].iloc[16:].isna().all()
+    # The executor is in the cell key: the same keys counted are other cells.
+    plain = run_sweep(load_sweep(sweep_file(work, BASIC.replace("[grid]\n", "[[cases]]\n\"array.chunk\" = \"64KiB\"\n[grid]\n"),
+                                            "ce0.toml")), tmp_path / "p", progress=False)
+    assert set(plain["cell"]).isdisjoint(df["cell"][:16])
+    for bad, msg in (('trace = "c.csv"', "cases.0.trace"), ('executor = "fast"', "cases.0.executor")):
+        with pytest.raises(SweepError, match=msg):
+            load_sweep(sweep_file(work, BASIC.replace("[grid]\n", f"[[cases]]\n{bad}\n[grid]\n"), "ce2.toml"))
+
+
 # --- results ------------------------------------------------------------------------------------
 
 def test_flatten_walks_records_and_keeps_lists_and_series_whole():

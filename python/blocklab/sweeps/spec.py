@@ -23,6 +23,8 @@ EXECUTORS = ("count", "timed")
 TOP_KEYS = ("name", "stack", "executor", "traces", "grid", "cases", "seeds", "skip_bad", "report")
 TRACE_KEYS = ("path", "format", "label", "ship", "params")
 REPORT_KEYS = ("metrics", "title")
+# Keys of a case that are not stack keys: its name, the one trace it is for, its executor.
+CASE_META = ("name", "trace", "executor")
 # Version of the cell-key recipe: bump it when what goes into the key changes.
 KEY_VERSION = 1
 
@@ -53,13 +55,15 @@ class TraceRef:
 @dataclass(frozen=True)
 class Cell:
     """One run of a sweep: its parameters (dotted stack keys → values, in grid
-    order), the case it comes from, its trace and seed (None: the stack's own)."""
+    order), the case it comes from, its trace and seed (None: the stack's own),
+    and its executor when its case names one (None: the sweep's)."""
 
     index: int
     params: tuple[tuple[str, Any], ...]
     trace: TraceRef | None
     seed: int | None = None
     case: str | None = None
+    executor: str | None = None
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -92,7 +96,8 @@ class Sweep:
     report: dict[str, Any] = field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
-        """Every cell, in order: trace, case, grid point (first key outermost), seed."""
+        """Every cell, in order: trace, case, grid point (first key outermost), seed. A case
+        with a `trace` is combined with that trace only."""
         keys = list(self.grid)
         points = list(itertools.product(*(self.grid[k] for k in keys)))
         cases = self.cases or [{}]
@@ -101,13 +106,15 @@ class Sweep:
         out = []
         for t in traces:
             for case in cases:
+                if "trace" in case and (t is None or case["trace"] != t.name):
+                    continue
                 name = case.get("name")
-                case_params = [(k, v) for k, v in case.items() if k != "name"]
+                case_params = [(k, v) for k, v in case.items() if k not in CASE_META]
                 trace_params = list(t.params) if t is not None else []
                 for p in points:
                     params = tuple(trace_params) + tuple(case_params) + tuple(zip(keys, p))
                     for s in seeds:
-                        out.append(Cell(len(out), params, t, s, name))
+                        out.append(Cell(len(out), params, t, s, name, case.get("executor")))
         return out
 
     def varied(self) -> list[str]:
@@ -121,7 +128,7 @@ class Sweep:
             case_keys: list[str] = []
             for c in self.cases:
                 for k in c:
-                    if k != "name" and k not in case_keys:
+                    if k not in CASE_META and k not in case_keys:
                         case_keys.append(k)
             for k in reversed(case_keys):
                 if len({canonical(c.get(k)) for c in self.cases}) > 1 and k not in out:
@@ -277,12 +284,22 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
         name = c.get("name")
         if name is not None and not isinstance(name, str):
             raise err(f"cases.{i}.name", "must be text")
-        flat = _flatten_keys({k: v for k, v in c.items() if k != "name"})
+        meta = {"name": name} if name is not None else {}
+        if "trace" in c:
+            names = [t.name for t in traces]
+            if c["trace"] not in names:
+                raise err(f"cases.{i}.trace", f"`{c['trace']}` is not the label of a trace; labels: {', '.join(names)}")
+            meta["trace"] = c["trace"]
+        if "executor" in c:
+            if c["executor"] not in EXECUTORS:
+                raise err(f"cases.{i}.executor", f"unknown executor `{c['executor']}`; valid: {', '.join(EXECUTORS)}")
+            meta["executor"] = c["executor"]
+        flat = _flatten_keys({k: v for k, v in c.items() if k not in CASE_META})
         for k in flat:
             _check_param_key(k, lambda m, k=k: err(f"cases.{i}.{k}", m))
             if k in grid:
                 raise err(f"cases.{i}.{k}", "is also a grid key: a key is varied by the grid or by cases, not both")
-        cases.append(({"name": name} if name is not None else {}) | flat)
+        cases.append(meta | flat)
     for i, t in enumerate(traces):
         for k, _ in t.params:
             if k in grid or any(k in c for c in cases):
