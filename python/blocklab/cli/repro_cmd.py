@@ -386,10 +386,12 @@ def hsu_smith(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH, PATH:FORMAT or PATH:FORMAT:pc|server (repeatable). The shipped sample and the shared HP, CloudPhysics and MSR traces are included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     all_traces: bool = typer.Option(False, "--all", help="Also the MSR cut at 10,000 IOPS and the five Tencent cuts (each far beyond one disk; slower)."),
-    out: str = typer.Option("repro-hsu-smith", "--out", "-o", help="Output directory (Parquet, CSV tables, PNG, Markdown report)."),
+    out: str = typer.Option("repro-hsu-smith", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, hsu-smith.parquet (the paper's figures per run), CSV tables, PNG, Markdown report."),
     replay: str = typer.Option("feedback", "--replay", help="feedback (the paper's) or open."),
     warmup: float = typer.Option(0.1, "--warmup", help="Share of each trace replayed as warm-up, not measured."),
     years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
     from pathlib import Path
@@ -412,9 +414,30 @@ def hsu_smith(
         specs.append(hs.parse_trace_arg(t))
     if not specs:
         fail("no traces: give --traces PATH[:FORMAT]")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
+    for t in specs:
+        if not Path(t.path).is_file():
+            fail(f"--traces: {t.path}: no such file")
     console = Console(stderr=True)
     outdir = Path(out)
-    df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, progress=lambda m: console.log(m))
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    from blocklab.sweeps import SweepError, load
+
+    try:
+        df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, jobs=jobs, ray=ray,
+                    progress=lambda m: console.log(m), command=command)
+    except (SweepError, ValueError) as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
+             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
     if df.empty:
         fail("no trace could be run")
     tabs = hs.tables(df)
@@ -427,7 +450,8 @@ def hsu_smith(
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, hsu-smith-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, "
+          "hsu-smith-report.md")
     sys.stdout.flush()
 
 
