@@ -296,12 +296,14 @@ def eci(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     mix_name: str = typer.Option("all", "--mix", help="Traces at hand: all (the shipped sample and every shared trace) or note (the research note's eleven, to compare with its prototype)."),
     msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
-    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory (mix, stack file, Parquet, PNG, Markdown)."),
+    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, the mix, the stack file, the shaped Parquet tables, PNG, Markdown."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
     schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
     timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
     timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
     span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
     from pathlib import Path
@@ -350,19 +352,32 @@ def eci(
     stack.write_text(re.stack_text(outstanding=max(1, len(labels))))
     console.log("reuse analysis (TRD / URD per tenant)")
     reuse_df = re.reuse(mix, labels)
-    totals, tenants, timeline = re.run(stack, mix, labels, sizes=size_list, schemes=scheme_list,
-                                       progress=lambda m: console.log(m))
+    ts = [s for s in re.TIMED_SCHEMES if s in scheme_list] if timed else []
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    from blocklab.sweeps import SweepError, load
+
+    try:
+        runs = re.run(stack, mix, labels, outdir, sizes=size_list, schemes=scheme_list, timed_size=timed_size,
+                      timed_schemes=ts, jobs=jobs, ray=ray, command=command,
+                      sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed))
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
+             f"(see {outdir}/results.parquet)")
+    totals, tenants, timeline = runs["count"]
     timed_df = None
     if timed:
-        ts = [s for s in re.TIMED_SCHEMES if s in scheme_list]
-        timed_df, timed_tenants, _ = re.run(stack, mix, labels, sizes=[timed_size], schemes=ts, executor="timed",
-                                            progress=lambda m: console.log(m))
+        timed_df, timed_tenants, _ = runs["timed"]
         timed_tenants.to_parquet(outdir / "eci-timed-tenants.parquet", index=False)
         timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
-    cmp = re.comparison(totals, tenants)
-    lines = re.verdict(cmp, re.tenant_effects(tenants), totals, timed_df)
-    for s in size_list:
-        lines += re.per_vm(tenants, timeline, s)
+    cmp, lines, md = re.analysis(labels, reuse_df, runs, size_list, timed)
     labels.to_csv(outdir / "eci-tenants.csv", index=False)
     reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
     totals.to_parquet(outdir / "eci-runs.parquet", index=False)
@@ -372,10 +387,10 @@ def eci(
     re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
     re.plot_summary(totals, outdir / "eci-summary.png")
     re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
-    md = re.markdown(labels, reuse_df, totals, cmp, lines, timed_df)
     (outdir / "eci-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, eci-run-tenants.parquet, "
+    print(f"wrote {outdir}/results.parquet, report.html, eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, "
+          "eci-run-tenants.parquet, "
           "eci-timeline.parquet" + (", eci-timed.parquet" if timed else "") + ", eci-comparison.csv, eci-allocation.png, "
           "eci-summary.png, eci-tenants.png, eci-report.md")
     sys.stdout.flush()

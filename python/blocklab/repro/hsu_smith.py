@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from blocklab.repro.shared import repo_root, shared_dir
+from blocklab.repro.shared import repo_root, set_keys, shared_dir
 
 # ---- the paper's numbers ([T] tables; averages are means over workloads) -----------------
 
@@ -333,24 +333,6 @@ def scale_members(outdir: Path, member: str, years=(5, 10), root: Path | None = 
 SIZES = ("512KiB", "2MiB", "8MiB", "0.25%used", "1%used", "4%used")
 
 
-def _value(text: str):
-    """A `--set` value as the engine reads it: TOML, else text."""
-    import tomllib
-
-    try:
-        return tomllib.loads(f"v = {text}")["v"]
-    except tomllib.TOMLDecodeError:
-        return text
-
-
-def _keys(sets: list[str]) -> dict:
-    out = {}
-    for kv in sets:
-        k, _, v = kv.partition("=")
-        out[k] = _value(v)  # a key given twice: the later value, as --set applies them in order
-    return out
-
-
 def plan(traces: list[TraceSpec], outdir: Path, warmup_share: float = 0.1, years=(5, 10), sizes=SIZES,
          root: Path | None = None, progress=None):
     """Every trace surveyed and fitted to a disk (the members scaled ahead written to `outdir`);
@@ -376,10 +358,10 @@ def plan(traces: list[TraceSpec], outdir: Path, warmup_share: float = 0.1, years
             progress(f"{t.label}: {info['requests']:,} requests, {info['storage_used'] / 1e9:.2f} GB used -> "
                      f"{dict(MEMBERS)[member]} GB member, {len(runs)} runs")
         for study, name, sets in runs:
-            cases.append({"name": f"{study}:{name}", "trace": t.label, **_keys(sets + [warm])})
+            cases.append({"name": f"{study}:{name}", "trace": t.label, **set_keys(sets + [warm])})
         # Figure 4 analogue: read miss ratio against cache size, counted (no time needed).
         for size in sizes:
-            cases.append({"name": f"size:{size}", "trace": t.label, "executor": "count", **_keys(
+            cases.append({"name": f"size:{size}", "trace": t.label, "executor": "count", **set_keys(
                 [f"device.model={member_path(member, root)}", f"cache.0.size={size}", "replay.reads_only=true"]
                 + (["device.wrap=true"] if fold else []))})
         infos[t.label] = info
