@@ -140,6 +140,37 @@ def test_repro_on_a_small_trace(tmp_path, small_trace):
     assert "| P-Avg | rich/csp | | 33.5 |" in md and "Table 5" in md
 
 
+def test_repro_is_a_sweep_one_row_per_cell_with_provenance(tmp_path, small_trace):
+    import blocklab
+    from blocklab.repro import hsu_smith as hs
+    from blocklab.sweeps.results import PROVENANCE
+
+    t = hs.TraceSpec(str(small_trace), "csv", "small", "pc")
+    out = tmp_path / "o"
+    runs = hs.run([t], out, years=(5,), sizes=("512KiB", "8MiB"), bar=False)
+    res = blocklab.load(out)
+    # One row per run: the timed plan of the trace, its scaled disk, the two counted sizes.
+    assert len(res) == len(runs) == len(hs.cells("pc", "9", ROOT)) + 1 + 2
+    assert (res["status"] == "ok").all()
+    # Two names of one configuration (t3 rich/csp, stripe rich/1disk) are one cell, run once.
+    dup = res[res["cell"].duplicated(keep=False)]
+    assert set(dup["case"]) == {"t3:rich/csp", "stripe:rich/1disk"}
+    assert len((out / "cells.jsonl").read_text().splitlines()) == len(res) - 1
+    for c in PROVENANCE:
+        assert res[c].notna().all(), c
+    assert list(res["executor"]) == ["timed"] * (len(res) - 2) + ["count"] * 2
+    assert list(res["case"]) == [f"{s}:{c}" for s, c in zip(runs["study"], runs["config"])]
+    assert (out / "report.html").stat().st_size > 0
+    # A cell is the base stack with the recipe's keys, run alone.
+    info = hs.survey(t)
+    warm = f"replay.warmup={0.1 * info['span_s']:.6f}"
+    sets = next(k for s, c, k in hs.cells("pc", "9", ROOT) if c == "rich/csp/rafb")
+    alone = hs.metrics(hs.run_cell(out / "hsu-smith-base.toml", t, sets + [warm]))
+    ours = runs.set_index("config").loc["rich/csp/rafb"]
+    for k in ("read_rt_ms", "write_rt_ms", "read_st_ms", "read_mr", "ops"):
+        assert ours[k] == alone[k], k
+
+
 @pytest.mark.skipif(not (SHARED / "hp_hplajw_1992" / "ajw.1week.srt").exists(), reason="needs ../shared")
 def test_hplajw_and_cloudphysics_trends():
     """Frozen bands on the shared stand-ins (research note e.4): hplajw is cache-friendly

@@ -153,3 +153,87 @@ def test_vdf_timed_summary_and_eq4():
     assert lru["eq4"] == pytest.approx(100 * (0.4 - 0.3) / (1 - 0.3))
     assert lru["rate_20"] == pytest.approx(25.0)
     assert lru["rate_model"] == pytest.approx(25.0)
+
+
+# --- repro pro and repro vdf --timed as sweeps ---------------------------------------------------
+
+def _small_trace(tmp_path):
+    # 1,500 reads and writes over 3 MiB, 4 ms apart: the rebuild of small members ends inside it.
+    t = tmp_path / "small.csv"
+    t.write_text("timestamp,op,offset,size\n" + "".join(
+        f"{i * 0.004:.3f},{'W' if i % 5 == 4 else 'R'},{(i * 37 % 750) * 4096},{4096 * (1 + i % 2)}\n"
+        for i in range(1500)))
+    return t
+
+
+def _assert_one_row_per_cell_with_provenance(out, ncells):
+    import blocklab
+    from blocklab.sweeps.results import PROVENANCE
+
+    df = blocklab.load(out)
+    assert len(df) == ncells and df["cell"].is_unique
+    assert (df["status"] == "ok").all(), df.loc[df["status"] != "ok", "error"].tolist()
+    for c in PROVENANCE:
+        assert c in df.columns and df[c].notna().all(), c
+    assert (out / "report.html").stat().st_size > 0
+    return df
+
+
+def test_repro_pro_runs_as_a_sweep_and_each_cell_is_its_stack_alone(tmp_path):
+    import blocklab
+    from blocklab.repro import pro as rp
+
+    t = _small_trace(tmp_path)
+    spec = rp.TraceSpec("ws", "small", str(t), "csv", 1.0, 4_000_000)
+    out = tmp_path / "o"
+    runs = rp.run([spec], out, sweep=False, workers=2, progress=False)
+    cells = rp.cells(sweep=False)
+    df = _assert_one_row_per_cell_with_provenance(out, len(cells))
+    assert list(df["case"]) == [c.name for c in cells]
+    # The trace's own keys reach every cell.
+    assert (df["replay.speedup"] == 1.0).all() and (df["array.disk_size"] == 4_000_000).all()
+    # A cell is the stack file with the cell's keys, run alone.
+    c = next(c for c in cells if (c.level, c.disks, c.order) == ("raid10", 6, "pro"))
+    lo, hi = rp.LIMITS[c.mode]
+    alone = blocklab.run_stack(rp.STACK, t, format="csv", executor="timed", sets=[
+        "replay.speedup=1.0", "array.disk_size=4000000", f"array.raid={c.level}", f"array.disks={c.disks}",
+        f"array.rebuild.order={c.order}", f"array.rebuild.min={lo}", f"array.rebuild.max={hi}",
+        f"array.rebuild.idle={c.idle}"])
+    r = runs[(runs["level"] == "raid10") & (runs["disks"] == 6) & (runs["order"] == "pro")].iloc[0]
+    assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3
+    assert r["resp_during_ms"] == alone["rebuild"]["user_during"]["avg_response_ms"]
+    assert r["user_reads"] == alone["rebuild"]["ops_by_cause"]["user"]["reads"]
+    # The tables come out of the sweep's rows: one per array, U and L for RAID-5 of 3, four orders.
+    assert len(rp.tables(runs)) == 6 and len(rp.u_mode(runs)) == 2
+    assert sorted(rp.orders_table(runs)["order"]) == ["dor", "md", "pro", "pro-dor"]
+    # A re-run finds every cell done.
+    again = rp.run([spec], out, sweep=False, workers=1, progress=False)
+    assert again.equals(runs)
+    assert len((out / "cells.jsonl").read_text().splitlines()) == len(cells)
+
+
+def test_repro_vdf_timed_runs_as_a_sweep(tmp_path, monkeypatch, capsys):
+    import blocklab
+    from blocklab.repro import vdf_timed as vt
+
+    t = _small_trace(tmp_path)
+    out = tmp_path / "o"
+    code, stdout, err = cli(monkeypatch, capsys, "repro", "vdf", "--timed", "--traces", f"{t}:csv", "--disks", "4",
+                            "--sizes", "20%", "--threads", "4", "--speedup", "1", "--out", str(out))
+    assert code in (0, None), err
+    assert "| 4 | 20% |" in stdout and "The paper reports:" in stdout
+    df = _assert_one_row_per_cell_with_provenance(out, 4 * 3)
+    assert set(df["case"]) == {"rebuild", "degraded", "closed 4"}
+    runs = vt.rows(df)
+    s = vt.summary(runs)
+    assert list(s["base"]) == ["lru", "lfu"] and "rate_4" in s.columns
+    # The rebuild cell of VDF-LFU is the stack with its keys, run alone.
+    alone = blocklab.run_stack(vt.STACK, t, format="csv", executor="timed", sets=[
+        "replay.speedup=1.0", "array.disks=4", "cache.0.size=20%", "cache.0.policy=vdf-lfu",
+        "array.rebuild.at=0.0", "array.rebuild.min=100000", "array.rebuild.max=100000"])
+    r = runs[(runs["policy"] == "vdf-lfu") & (runs["kind"] == "rebuild")].iloc[0]
+    assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3 and r["rgr"] == alone["array"]["rgr"]
+    surv = [d["utilization"] for d in alone["devices"][1:]]
+    assert r["u_survivors"] == sum(surv) / len(surv)
+    for f in ("vdf-timed-summary.csv", "vdf-timed.png", "vdf-timed-report.md"):
+        assert (out / f).stat().st_size > 0, f

@@ -174,6 +174,58 @@ def test_unquoted_dotted_grid_keys_mean_the_same(work):
     assert a.grid == b.grid and [c.params for c in a.cells()] == [c.params for c in b.cells()]
 
 
+def test_a_traces_params_reach_its_cells_only(work, tmp_path):
+    text = BASIC.replace('label = "trace b"\n', 'label = "trace b"\nparams = { "array.chunk" = "128KiB", replay = { speedup = 2.0 } }\n')
+    sw = load_sweep(sweep_file(work, text, "tp.toml"))
+    cells = sw.cells()
+    a = [c for c in cells if c.trace.name == "a.csv"]
+    b = [c for c in cells if c.trace.name == "trace b"]
+    assert len(a) == len(b) == 8
+    assert all("array.chunk" not in c.param_dict for c in a)
+    assert all(c.params[:2] == (("array.chunk", "128KiB"), ("replay.speedup", 2.0)) for c in b)
+    assert b[0].sets()[:2] == ['array.chunk="128KiB"', "replay.speedup=2.0"]
+    assert "trace" in sw.varied() and "array.chunk" not in sw.varied()
+    # In the results: a column of its own, set on that trace's rows; the cell keys see it.
+    df = run_sweep(sw, tmp_path / "o", progress=False)
+    assert (df["status"] == "ok").all()
+    assert df.loc[df["trace_label"] == "trace b", "array.chunk"].eq("128KiB").all()
+    assert df.loc[df["trace_label"] == "a.csv", "array.chunk"].isna().all()
+    assert (df.loc[df["trace_label"] == "trace b", "array.chunk_bytes"] == 128 * 1024).all()
+    plain = run_sweep(load_sweep(sweep_file(work, BASIC, "tp0.toml")), tmp_path / "p", progress=False)
+    assert set(df["cell"][8:]).isdisjoint(plain["cell"][8:]) and list(df["cell"][:8]) == list(plain["cell"][:8])
+    # A key set by a trace and by the grid is a mistake.
+    bad = BASIC.replace('label = "trace b"\n', 'label = "trace b"\nparams = { "array.disks" = 7 }\n')
+    with pytest.raises(SweepError, match="traces.1.params.array.disks"):
+        load_sweep(sweep_file(work, bad, "tp2.toml"))
+
+
+def test_a_case_can_be_for_one_trace_and_name_its_executor(work, tmp_path):
+    text = BASIC.replace("[grid]\n", "[[cases]]\nname = \"timed\"\nexecutor = \"timed\"\n\"array.chunk\" = \"64KiB\"\n"
+                                      "[[cases]]\nname = \"b only\"\ntrace = \"trace b\"\n\"array.chunk\" = \"32KiB\"\n[grid]\n")
+    sw = load_sweep(sweep_file(work, text, "ce.toml"))
+    cells = sw.cells()
+    assert [(c.trace.name, c.case, c.executor) for c in cells[::8]] == [
+        ("a.csv", "timed", "timed"), ("trace b", "timed", "timed"), ("trace b", "b only", None)]
+    assert all("trace" not in c.param_dict and "executor" not in c.param_dict for c in cells)
+    df = run_sweep(sw, tmp_path / "o", progress=False)
+    assert len(df) == 24 and (df["status"] == "ok").all()
+    assert list(df["executor"]) == ["timed"] * 16 + ["count"] * 8
+    # Each row is its stack alone with its own executor.
+    for i in (0, 20):
+        c = cells[i]
+        alone = blocklab.run_stack(work / "rgr.toml", c.trace.path, format="csv", executor=c.executor or "count",
+                                   sets=c.sets())
+        assert df.iloc[i]["array.rgr"] == alone["array"]["rgr"] and df.iloc[i]["requests"] == alone["requests"]
+    assert "timing.sim_time_ms" in df.columns and df["timing.sim_time_ms"].iloc[16:].isna().all()
+    # The executor is in the cell key: the same keys counted are other cells.
+    plain = run_sweep(load_sweep(sweep_file(work, BASIC.replace("[grid]\n", "[[cases]]\n\"array.chunk\" = \"64KiB\"\n[grid]\n"),
+                                            "ce0.toml")), tmp_path / "p", progress=False)
+    assert set(plain["cell"]).isdisjoint(df["cell"][:16])
+    for bad, msg in (('trace = "c.csv"', "cases.0.trace"), ('executor = "fast"', "cases.0.executor")):
+        with pytest.raises(SweepError, match=msg):
+            load_sweep(sweep_file(work, BASIC.replace("[grid]\n", f"[[cases]]\n{bad}\n[grid]\n"), "ce2.toml"))
+
+
 # --- results ------------------------------------------------------------------------------------
 
 def test_flatten_walks_records_and_keeps_lists_and_series_whole():

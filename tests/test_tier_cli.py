@@ -146,8 +146,24 @@ def test_repro_eci_on_the_paper_volumes(tmp_path):
     report = (out / "eci-report.md").read_text()
     assert "ECI against Centaur, the paper beside us" in report and "paper -65 %" in report
     assert "wdev_0 at unlimited: SSD writes" in report and "(paper -85 %)" in report
-    for f in ("eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-stack.toml"):
+    for f in ("eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-stack.toml", "report.html"):
         assert (out / f).stat().st_size > 0
+    # The runs are a sweep: one row per cell (4 schemes x 2 sizes counted, 4 timed), with provenance.
+    import blocklab as bl
+    from blocklab.sweeps.results import PROVENANCE
+
+    res = bl.load(out)
+    assert len(res) == 12 and res["cell"].is_unique and (res["status"] == "ok").all()
+    for c in PROVENANCE:
+        assert res[c].notna().all(), c
+    assert list(res["executor"]) == ["count"] * 8 + ["timed"] * 4
+    assert list(res["case"][:4]) == [f"count:{s}@unlimited" for s in ("centaur", "eci-wb", "eci", "global-wb")]
+    # The shaped tables are the sweep's cells: the counted ECI at 100 blocks is its stack run alone.
+    e = res.set_index("case").loc["count:eci@100"]
+    alone = bl.run_stack(out / "eci-stack.toml", out / "eci-mix.csv.zst", format="csv", executor="count",
+                               sets=["tier.size=100", "tier.partitioner=eci", "tier.write_policy=adaptive"])
+    assert e["tier.ssd_writes"] == alone["tier"]["ssd_writes"] == runs.set_index(["size", "scheme"]).loc[("100", "eci"), "ssd_writes"]
+    assert e["tier.latency_ms"] == alone["tier"]["latency_ms"]
     r = blocklab("repro", "eci", "--msr-dir", tmp_path / "nothing")
     assert r.returncode == 2 and "--msr-dir" in r.stderr
     (folder / "web_0.csv").unlink()

@@ -15,7 +15,7 @@ repro_app = typer.Typer(help="Reproduce the papers' results on the traces at han
 def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
-    out: str = typer.Option("repro-vdf", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md."),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default repro-vdf; --timed: repro-vdf-timed): results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md (--timed: vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md)."),
     disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
@@ -36,8 +36,9 @@ def vdf(
     from blocklab.repro import vdf as rv
 
     if timed:
-        _vdf_timed(traces, disks, sizes, speedup, threads, out)
+        _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray)
         return
+    out = out or "repro-vdf"
     sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
 
     specs = [] if only else rv.default_traces()
@@ -103,18 +104,19 @@ def _ints(text: str, flag: str) -> list[int]:
         fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
 
 
-def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str) -> None:
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray) -> None:
     from pathlib import Path
-
-    from rich.console import Console
 
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
     from blocklab.repro import vdf_timed as vt
+    from blocklab.sweeps import SweepError, load
 
     if traces:
         t = rv.parse_trace_arg(traces[0])
         trace = vt.Trace(t.path, t.format, t.label)
+        if not Path(trace.path).is_file():
+            fail(f"--traces: {trace.path}: no such file")
     else:
         trace = vt.default_trace()
         if trace is None:
@@ -127,40 +129,55 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
         fail("--threads: at least 1 request outstanding")
     if not speedup > 0:
         fail("--speedup must be positive")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
     size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
-    console = Console(stderr=True)
     outdir = Path(out)
-    df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
-                progress=lambda m: console.log(m))
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
+                    workers=jobs or 2, ray=ray, command=command)
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
+             f"(see {outdir}/results.parquet)")
     s = vt.summary(df)
-    df.to_parquet(outdir / "vdf-timed.parquet", index=False)
     s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
     vt.plot(s, outdir / "vdf-timed.png")
     md = vt.markdown(trace, s, vt.verdict(s))
     (outdir / "vdf-timed-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/vdf-timed.parquet, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
     sys.stdout.flush()
 
 
 @repro_app.command("pro")
 def pro(
-    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory (Parquet, CSV, PNG, Markdown)."),
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md."),
     only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
     idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
-    workers: int = typer.Option(2, "--workers", help="Runs at once."),
+    workers: int = typer.Option(2, "--workers", "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
     from pathlib import Path
 
-    from rich.console import Console
-
     from blocklab.cli.common import fail
     from blocklab.repro import pro as rp
+    from blocklab.sweeps import SweepError, load
 
     if idle not in ("md2611", "md6", "simple"):
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
+    if workers < 1:
+        fail(f"--workers must be at least 1, not {workers}")
     specs = rp.traces()
     if only:
         keys = [k.strip() for k in only.split(",") if k.strip()]
@@ -170,10 +187,21 @@ def pro(
         specs = [t for t in specs if t.key in keys]
         if not specs:
             fail("--only: none of these traces is available (fin needs ../shared/traces)")
-    console = Console(stderr=True)
     outdir = Path(out)
-    df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, progress=lambda m: console.log(m))
-    df.to_parquet(outdir / "pro-runs.parquet", index=False)
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray, command=command)
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
+             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
     t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
     t3.to_csv(outdir / "pro-tables.csv", index=False)
     sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
@@ -181,8 +209,8 @@ def pro(
     md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
     (outdir / "pro-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/pro-runs.parquet, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, pro-sensitivity.png, "
-          "pro-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, "
+          "pro-sensitivity.png, pro-report.md")
     sys.stdout.flush()
 
 
@@ -268,12 +296,14 @@ def eci(
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     mix_name: str = typer.Option("all", "--mix", help="Traces at hand: all (the shipped sample and every shared trace) or note (the research note's eleven, to compare with its prototype)."),
     msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
-    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory (mix, stack file, Parquet, PNG, Markdown)."),
+    out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, the mix, the stack file, the shaped Parquet tables, PNG, Markdown."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
     schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
     timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
     timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
     span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
     from pathlib import Path
@@ -322,19 +352,32 @@ def eci(
     stack.write_text(re.stack_text(outstanding=max(1, len(labels))))
     console.log("reuse analysis (TRD / URD per tenant)")
     reuse_df = re.reuse(mix, labels)
-    totals, tenants, timeline = re.run(stack, mix, labels, sizes=size_list, schemes=scheme_list,
-                                       progress=lambda m: console.log(m))
+    ts = [s for s in re.TIMED_SCHEMES if s in scheme_list] if timed else []
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    from blocklab.sweeps import SweepError, load
+
+    try:
+        runs = re.run(stack, mix, labels, outdir, sizes=size_list, schemes=scheme_list, timed_size=timed_size,
+                      timed_schemes=ts, jobs=jobs, ray=ray, command=command,
+                      sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed))
+    except SweepError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
+             f"(see {outdir}/results.parquet)")
+    totals, tenants, timeline = runs["count"]
     timed_df = None
     if timed:
-        ts = [s for s in re.TIMED_SCHEMES if s in scheme_list]
-        timed_df, timed_tenants, _ = re.run(stack, mix, labels, sizes=[timed_size], schemes=ts, executor="timed",
-                                            progress=lambda m: console.log(m))
+        timed_df, timed_tenants, _ = runs["timed"]
         timed_tenants.to_parquet(outdir / "eci-timed-tenants.parquet", index=False)
         timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
-    cmp = re.comparison(totals, tenants)
-    lines = re.verdict(cmp, re.tenant_effects(tenants), totals, timed_df)
-    for s in size_list:
-        lines += re.per_vm(tenants, timeline, s)
+    cmp, lines, md = re.analysis(labels, reuse_df, runs, size_list, timed)
     labels.to_csv(outdir / "eci-tenants.csv", index=False)
     reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
     totals.to_parquet(outdir / "eci-runs.parquet", index=False)
@@ -344,10 +387,10 @@ def eci(
     re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
     re.plot_summary(totals, outdir / "eci-summary.png")
     re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
-    md = re.markdown(labels, reuse_df, totals, cmp, lines, timed_df)
     (outdir / "eci-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, eci-run-tenants.parquet, "
+    print(f"wrote {outdir}/results.parquet, report.html, eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, "
+          "eci-run-tenants.parquet, "
           "eci-timeline.parquet" + (", eci-timed.parquet" if timed else "") + ", eci-comparison.csv, eci-allocation.png, "
           "eci-summary.png, eci-tenants.png, eci-report.md")
     sys.stdout.flush()
@@ -358,10 +401,12 @@ def hsu_smith(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH, PATH:FORMAT or PATH:FORMAT:pc|server (repeatable). The shipped sample and the shared HP, CloudPhysics and MSR traces are included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     all_traces: bool = typer.Option(False, "--all", help="Also the MSR cut at 10,000 IOPS and the five Tencent cuts (each far beyond one disk; slower)."),
-    out: str = typer.Option("repro-hsu-smith", "--out", "-o", help="Output directory (Parquet, CSV tables, PNG, Markdown report)."),
+    out: str = typer.Option("repro-hsu-smith", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, hsu-smith.parquet (the paper's figures per run), CSV tables, PNG, Markdown report."),
     replay: str = typer.Option("feedback", "--replay", help="feedback (the paper's) or open."),
     warmup: float = typer.Option(0.1, "--warmup", help="Share of each trace replayed as warm-up, not measured."),
     years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
     from pathlib import Path
@@ -384,9 +429,30 @@ def hsu_smith(
         specs.append(hs.parse_trace_arg(t))
     if not specs:
         fail("no traces: give --traces PATH[:FORMAT]")
+    if jobs is not None and jobs < 1:
+        fail(f"--jobs must be at least 1, not {jobs}")
+    for t in specs:
+        if not Path(t.path).is_file():
+            fail(f"--traces: {t.path}: no such file")
     console = Console(stderr=True)
     outdir = Path(out)
-    df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, progress=lambda m: console.log(m))
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    from blocklab.sweeps import SweepError, load
+
+    try:
+        df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, jobs=jobs, ray=ray,
+                    progress=lambda m: console.log(m), command=command)
+    except (SweepError, ValueError) as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    res = load(outdir)
+    failed = res[res["status"] != "ok"]
+    if len(failed):
+        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
+             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
     if df.empty:
         fail("no trace could be run")
     tabs = hs.tables(df)
@@ -399,7 +465,8 @@ def hsu_smith(
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
     print(md, end="")
-    print(f"wrote {outdir}/hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, hsu-smith-report.md")
+    print(f"wrote {outdir}/results.parquet, report.html, hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, "
+          "hsu-smith-report.md")
     sys.stdout.flush()
 
 

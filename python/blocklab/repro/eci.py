@@ -19,7 +19,10 @@ Cambridge volumes when the user points at them (times as recorded).
 
 The engine does the work: every run is `blocklab run` of the stack file this
 module writes (`eci-stack.toml`) with `--set` overrides, counted (the paper's
-latency model, Eq. 2) and, for a few schemes, in simulated time. This module
+latency model, Eq. 2) and, for a few schemes, in simulated time: a sweep over
+the merged trace (`blocklab.sweeps`: each run a named case; results.parquet
+with provenance, report.html). The reuse analysis (TRD / URD per tenant) is not
+a cell: it is one pass over the mix whatever the scheme or size. This module
 builds the mix, picks the runs, shapes the results and sets the paper's
 numbers beside ours.
 """
@@ -30,7 +33,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from blocklab.repro.shared import repo_root, shared_dir
+from blocklab.repro.shared import repo_root, set_keys, shared_dir
 
 BLOCK_SIZE = 8192
 WINDOW_S = 600.0
@@ -261,26 +264,93 @@ def _tier_rows(run: str, size: str, scheme: str, r: dict, labels: dict[int, str]
     return total, tenants, timeline
 
 
-def run(stack: Path, mix: Path, labels, sizes=SIZES, schemes=tuple(SCHEMES), executor: str = "count",
-        extra: tuple[str, ...] = (), progress=None):
-    """Every (size, scheme) run; three DataFrames: totals, per tenant, per window and tenant."""
-    import pandas as pd
-
-    import blocklab
-
-    names = dict(zip(labels["tenant"], labels["label"]))
-    totals, tenants, timeline = [], [], []
+def cases(sizes=SIZES, schemes=tuple(SCHEMES), timed_size: str | None = None, timed_schemes=()) -> list[dict]:
+    """The runs as the sweep's cases: every (size, scheme) counted (`count:SCHEME@SIZE`), then
+    `timed_schemes` at `timed_size` in simulated time (`timed:SCHEME@SIZE`)."""
+    out = []
     for size in sizes:
         for scheme in schemes:
-            if progress:
-                progress(f"{executor}: {scheme} at {size} blocks")
-            sets = [f"tier.size={size}", *SCHEMES[scheme][0], *extra]
-            r = blocklab.run_stack(stack, mix, format="csv", executor=executor, sets=sets)
-            a, b, c = _tier_rows(f"{executor}:{scheme}@{size}", size, scheme, r, names)
-            totals.append(a)
-            tenants += b
-            timeline += c
-    return pd.DataFrame(totals), pd.DataFrame(tenants), pd.DataFrame(timeline)
+            out.append({"name": f"count:{scheme}@{size}", **set_keys([f"tier.size={size}", *SCHEMES[scheme][0]])})
+    for scheme in timed_schemes:
+        out.append({"name": f"timed:{scheme}@{timed_size}", "executor": "timed",
+                    **set_keys([f"tier.size={timed_size}", *SCHEMES[scheme][0]])})
+    return out
+
+
+def sweep_spec(stack: Path, mix: Path, cases_: list[dict]):
+    """The reproduction as a sweep: the stack written by the recipe, over the merged trace,
+    counted (the timed cases say so)."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    metrics = ["tier.read_hits", "tier.latency_ms", "tier.ssd_writes", "tier.performance_per_cost"]
+    if any(c.get("executor") == "timed" for c in cases_):
+        metrics.append("response.avg_ms")
+    return Sweep(stack=str(stack), executor="count", traces=[TraceRef(str(mix), "csv", "eci mix")], cases=cases_,
+                 name="repro-eci", report={"metrics": metrics})
+
+
+def run(stack: Path, mix: Path, labels, out: Path, sizes=SIZES, schemes=tuple(SCHEMES), timed_size: str | None = None,
+        timed_schemes=(), jobs: int | None = None, ray: str | None = None, progress=True, command: str | None = None,
+        sections=None):
+    """Every (size, scheme) run counted and `timed_schemes` at `timed_size` in time, as a sweep
+    into `out` (results.parquet with provenance, report.html; finished cells are kept on a
+    re-run). Returns {"count": (totals, tenants, timeline), "timed": (...)} as DataFrames;
+    `sections(runs)` adds the recipe's part to the report."""
+    from blocklab.sweeps import run_recipe
+
+    sw = sweep_spec(stack, mix, cases(sizes, schemes, timed_size, timed_schemes))
+    df = run_recipe(sw, out, jobs=jobs, ray=ray, progress=progress, command=command,
+                    title="ECI-Cache against Centaur (and global, static, the production caches' options)",
+                    sections=(lambda df: sections(shape(df, labels, out))) if sections is not None else None)
+    return shape(df, labels, out)
+
+
+def shape(df, labels, out: Path) -> dict:
+    """The sweep's cells as the recipe's tables, per executor: totals, per tenant, per window
+    and tenant; the results are read from the sweep's journal (each cell's JSON result)."""
+    import pandas as pd
+
+    from blocklab.sweeps.results import Journal
+
+    names = dict(zip(labels["tenant"], labels["label"]))
+    records = Journal(Path(out)).records()
+    got: dict[str, tuple[list, list, list]] = {"count": ([], [], []), "timed": ([], [], [])}
+    for cell, case in zip(df["cell"], df["case"]):
+        rec = records.get(cell)
+        if rec is None or rec["status"] != "ok":
+            continue
+        executor, _, rest = case.partition(":")
+        scheme, _, size = rest.rpartition("@")
+        a, b, c = _tier_rows(case, size, scheme, rec["result"], names)
+        totals, tenants, timeline = got[executor]
+        totals.append(a)
+        tenants += b
+        timeline += c
+    return {k: tuple(pd.DataFrame(x) for x in v) for k, v in got.items()}
+
+
+def analysis(labels, reuse_df, runs: dict, sizes, timed: bool):
+    """The comparison, the verdict lines and the Markdown report from the shaped runs."""
+    totals, tenants, timeline = runs["count"]
+    timed_df = runs["timed"][0] if timed else None
+    cmp = comparison(totals, tenants)
+    lines = verdict(cmp, tenant_effects(tenants), totals, timed_df)
+    for s in sizes:
+        lines += per_vm(tenants, timeline, s)
+    return cmp, lines, markdown(labels, reuse_df, totals, cmp, lines, timed_df)
+
+
+def report_sections(labels, reuse_df, runs: dict, sizes, timed: bool):
+    """The recipe's part of the HTML report: its tables and the paper beside us."""
+    import html
+
+    from blocklab.sweeps import Section
+
+    try:
+        md = analysis(labels, reuse_df, runs, sizes, timed)[2]
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # cells missing: the tables need their pairs
+        return [Section("ECI-Cache against Centaur", f"<p>tables not drawn: {html.escape(str(e))}</p>")]
+    return [Section("ECI-Cache against Centaur, the paper beside us", f"<pre>{html.escape(md)}</pre>")]
 
 
 def _pct(new, old):

@@ -2,9 +2,11 @@
 (IBM J. R&D 48(2), 2004) on the stand-in traces at hand.
 
 The engine does the work: every cell is one stack (``crates/blocklab/src/stack``) run in
-simulated time by ``blocklab._core.run_stack`` with ``--set`` overrides of one base stack
-file; this module picks the traces, fits each to a disk, names the configurations, shapes
-the results and puts the paper's numbers beside ours.
+simulated time with ``--set`` overrides of one base stack file, as a sweep
+(``blocklab.sweeps``: each configuration a case for its trace, the Figure 4 sizes counted;
+results.parquet with provenance, report.html); this module picks the traces, fits each to
+a disk, names the configurations, shapes the results and puts the paper's numbers beside
+ours.
 
 Settings (paper §3–4; see docs/repro-hsu-smith.md for what the paper leaves open):
 
@@ -29,7 +31,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from blocklab.repro.shared import repo_root, shared_dir
+from blocklab.repro.shared import repo_root, set_keys, shared_dir
 
 # ---- the paper's numbers ([T] tables; averages are means over workloads) -----------------
 
@@ -328,16 +330,16 @@ def scale_members(outdir: Path, member: str, years=(5, 10), root: Path | None = 
     return out
 
 
-def run(traces: list[TraceSpec], outdir: Path, replay: str = "feedback", warmup_share: float = 0.1,
-        years=(5, 10), sizes=("512KiB", "2MiB", "8MiB", "0.25%used", "1%used", "4%used"), progress=None):
-    """Every cell on every trace; a pandas DataFrame (one row per trace and configuration)."""
-    import pandas as pd
+SIZES = ("512KiB", "2MiB", "8MiB", "0.25%used", "1%used", "4%used")
 
-    root = repo_root()
-    outdir.mkdir(parents=True, exist_ok=True)
-    stack = outdir / "hsu-smith-base.toml"
-    stack.write_text(base_stack(replay, root))
-    rows = []
+
+def plan(traces: list[TraceSpec], outdir: Path, warmup_share: float = 0.1, years=(5, 10), sizes=SIZES,
+         root: Path | None = None, progress=None):
+    """Every trace surveyed and fitted to a disk (the members scaled ahead written to `outdir`);
+    returns (cases, info): the sweep's cases, each for one trace and named `study:config` (the
+    Figure 4 sizes counted, the rest timed), and per trace label what the survey found."""
+    root = root or repo_root()
+    cases, infos = [], {}
     for t in traces:
         info = survey(t)
         member = fit_member(info["storage_used"])
@@ -346,30 +348,105 @@ def run(traces: list[TraceSpec], outdir: Path, replay: str = "feedback", warmup_
             # Larger than every member: folded onto the largest (addresses modulo its size).
             member = MEMBERS[-1][0]
         info["folded"] = fold
+        info["member_gb"] = dict(MEMBERS)[member]
         warm = f"replay.warmup={warmup_share * info['span_s']:.6f}"
-        plan = cells(t.kind, member, root, fold)
+        runs = cells(t.kind, member, root, fold)
         for y, p in scale_members(outdir, member, years, root).items():
             rich_base = env_keys("rich") + scheme_keys("csp", t.kind) + opportunistic_keys("rafb", "rich")
-            plan.append(("scale", f"rich/+{y}y", [f"device.model={p}"] + rich_base + (["device.wrap=true"] if fold else [])))
+            runs.append(("scale", f"rich/+{y}y", [f"device.model={p}"] + rich_base + (["device.wrap=true"] if fold else [])))
         if progress:
             progress(f"{t.label}: {info['requests']:,} requests, {info['storage_used'] / 1e9:.2f} GB used -> "
-                     f"{dict(MEMBERS)[member]} GB member, {len(plan)} runs")
-        for study, name, sets in plan:
-            r = run_cell(stack, t, sets + [warm])
-            rows.append({"trace": t.label, "kind": t.kind, "member_gb": dict(MEMBERS)[member], "study": study,
-                         "config": name, **{k: v for k, v in info.items()}, **metrics(r)})
+                     f"{dict(MEMBERS)[member]} GB member, {len(runs)} runs")
+        for study, name, sets in runs:
+            cases.append({"name": f"{study}:{name}", "trace": t.label, **set_keys(sets + [warm])})
         # Figure 4 analogue: read miss ratio against cache size, counted (no time needed).
         for size in sizes:
-            r = json.loads(__import__("blocklab")._core.run_stack(
-                str(stack), [t.path], format=t.format, executor="count",
-                sets=[f"device.model={member_path(member, root)}", f"cache.0.size={size}", "replay.reads_only=true"]
-                + (["device.wrap=true"] if fold else []),
-                skip_bad=False))
+            cases.append({"name": f"size:{size}", "trace": t.label, "executor": "count", **set_keys(
+                [f"device.model={member_path(member, root)}", f"cache.0.size={size}", "replay.reads_only=true"]
+                + (["device.wrap=true"] if fold else []))})
+        infos[t.label] = info
+    return cases, infos
+
+
+def sweep_spec(traces: list[TraceSpec], stack: Path, cases: list[dict]):
+    """The reproduction as a sweep: the base stack (written by `run`), timed, every case of
+    `plan` on its own trace."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    return Sweep(stack=str(stack), executor="timed", traces=[TraceRef(t.path, t.format, t.label) for t in traces],
+                 cases=cases, name="repro-hsu-smith",
+                 report={"metrics": ["response.reads.avg_ms", "response.writes.avg_ms", "layers.0.miss_ratio"]})
+
+
+def run(traces: list[TraceSpec], outdir: Path, replay: str = "feedback", warmup_share: float = 0.1,
+        years=(5, 10), sizes=SIZES, jobs: int | None = None, ray: str | None = None, progress=None,
+        bar=True, command: str | None = None):
+    """Every cell on every trace, as a sweep into `outdir` (results.parquet with provenance,
+    report.html; finished cells are kept on a re-run); a pandas DataFrame of the paper's
+    figures, one row per trace and configuration (`rows`). `progress(msg)`: what each trace
+    is; `bar`: the sweep's progress bar."""
+    from blocklab.sweeps import run_recipe
+
+    labels = [t.label for t in traces]
+    if len(set(labels)) != len(labels):
+        dup = next(x for x in labels if labels.count(x) > 1)
+        raise ValueError(f"two traces are labelled `{dup}`: give them different file names")
+    root = repo_root()
+    outdir.mkdir(parents=True, exist_ok=True)
+    stack = outdir / "hsu-smith-base.toml"
+    stack.write_text(base_stack(replay, root))
+    cases, infos = plan(traces, outdir, warmup_share, years, sizes, root, progress)
+    sw = sweep_spec(traces, stack, cases)
+    df = run_recipe(sw, outdir, jobs=jobs, ray=ray, progress=bar, command=command,
+                    title="Hsu & Smith (IBM J. R&D 2004): I/O optimizations and disk improvements",
+                    sections=lambda df: report_sections(rows(df, traces, infos, outdir)))
+    return rows(df, traces, infos, outdir)
+
+
+def rows(df, traces: list[TraceSpec], infos: dict, outdir: Path):
+    """The sweep's rows as the paper's figures (`metrics`), with what each trace is; the
+    results are read from the sweep's journal (the stack's JSON result of each cell)."""
+    import pandas as pd
+
+    from blocklab.sweeps.results import Journal
+
+    kinds = {t.label: t.kind for t in traces}
+    records = Journal(Path(outdir)).records()
+    out = []
+    for cell, label, case in zip(df["cell"], df["trace_label"], df["case"]):
+        rec = records.get(cell)
+        if rec is None or rec["status"] != "ok":
+            continue
+        r = rec["result"]
+        study, _, config = case.partition(":")
+        info = {k: v for k, v in infos[label].items() if k != "member_gb"}
+        row = {"trace": label, "kind": kinds[label], "member_gb": infos[label]["member_gb"], "study": study,
+               "config": config, **info}
+        if study == "size":
             layer = r["layers"][0]
-            rows.append({"trace": t.label, "kind": t.kind, "member_gb": dict(MEMBERS)[member], "study": "size",
-                         "config": size, **info, "cache_blocks": layer["cache_blocks"],
-                         "read_mr": layer["read_request_misses"] / max(1, layer["read_requests"])})
-    return pd.DataFrame(rows)
+            row.update({"cache_blocks": layer["cache_blocks"],
+                        "read_mr": layer["read_request_misses"] / max(1, layer["read_requests"])})
+        else:
+            row.update(metrics(r))
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def report_sections(df):
+    """The recipe's part of the HTML report: our Tables 2-5 and studies beside the paper's."""
+    import html
+
+    from blocklab.sweeps import Section
+
+    if df.empty:
+        return [Section("Hsu & Smith", "<p>no cell finished</p>")]
+    try:
+        tabs = tables(df)
+        info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
+        md = markdown(df, tabs, verdict(df, tabs), info.to_dict("records"))
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # cells missing: the tables need their pairs
+        return [Section("Hsu & Smith", f"<p>tables not drawn: {html.escape(str(e))}</p>")]
+    return [Section("Tables 2-5 and the studies beside the paper", f"<pre>{html.escape(md)}</pre>")]
 
 
 # ---- tables ----------------------------------------------------------------------------

@@ -11,16 +11,15 @@ mapped linearly onto the array (`array.fit = "scale"`), open loop at a speed-up 
 once so that MD's response on RAID-5 of 3 matches the paper's PR figure. Members are cut so
 that the rebuild ends inside the trace (600 MB and 1 GB; the paper used 5 GB).
 
-The engine does the work (`blocklab.run_stack` over a stack file written here, one run per
-cell, two at a time); this module lays out the cells, shapes the results, and sets them
-beside the paper's numbers.
+The runs are a sweep (`blocklab.sweeps`: the stack `stacks/pro.toml`, timed, every trace x
+every run as a case; results.parquet with provenance, report.html); this module lays out
+the cells, shapes the results, and sets them beside the paper's numbers.
 """
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from blocklab.repro.shared import repo_root, shared_dir
@@ -90,39 +89,14 @@ def traces(root: Path | None = None) -> list[TraceSpec]:
     return out
 
 
-def base_stack(model: Path) -> str:
-    """The stack every cell starts from (cells change it with --set)."""
-    return f"""# PRO reproduction: one cell of `blocklab repro pro` (the recipe varies it with --set).
-tenant_map = "ignore"          # the trace's volumes share one address space, as one replayed device
-
-[replay]
-mode = "open"
-speedup = 1.0
-
-[array]
-raid = 5
-disks = 3
-chunk = "64KiB"
-failed = [0]
-disk_size = 600000000          # bytes of each member used (the paper: 5 GB)
-fit = "scale"                  # the trace's span mapped linearly onto the array
-
-[array.rebuild]
-at = 0.0
-order = "md"
-min = 10000                    # KiB/s: the paper's 10 MB/s ...
-max = 30000                    # ... to 30 MB/s
-idle = "md2611"                # MD's idle test of kernel 2.6.11, the paper's
-interval = 1000.0
-
-[device]
-model = "{model}"
-"""
+STACK = Path(__file__).resolve().parent / "stacks" / "pro.toml"
 
 
 @dataclass
 class Cell:
-    trace: TraceSpec
+    """One run of the reproduction (on every trace): the array, the rebuild order, MD's
+    limits (`mode` L or U) and idle test, and one of PRO's parameters moved off its default."""
+
     level: str
     disks: int
     order: str
@@ -130,86 +104,136 @@ class Cell:
     idle: str = "md2611"
     param: str = ""
     value: str = ""
-    extra: list = field(default_factory=list)
 
-    def sets(self) -> list[str]:
+    @property
+    def name(self) -> str:
+        """The case's name in the sweep (e.g. `raid5x3 pro L`, `raid5x5 pro L pro.zone=1MiB`)."""
+        text = f"{self.level}x{self.disks} {self.order} {self.mode}"
+        if self.idle != "md2611":
+            text += f" idle={self.idle}"
+        return text + (f" {self.param}={self.value}" if self.param else "")
+
+    def case(self) -> dict:
+        """The cell as a case of the sweep: its name and its stack keys."""
         lo, hi = LIMITS[self.mode]
-        s = [f"array.raid={self.level}", f"array.disks={self.disks}", f"array.rebuild.order={self.order}",
-             f"array.rebuild.min={lo}", f"array.rebuild.max={hi}", f"array.rebuild.idle={self.idle}",
-             f"replay.speedup={self.trace.speedup}", f"array.disk_size={self.trace.disk_size}"]
+        keys = {"name": self.name, "array.raid": self.level, "array.disks": self.disks,
+                "array.rebuild.order": self.order, "array.rebuild.min": lo, "array.rebuild.max": hi,
+                "array.rebuild.idle": self.idle}
         if self.param:
-            s.append(f"array.rebuild.{self.param}={self.value}")
-        return s + list(self.extra)
+            keys[f"array.rebuild.{self.param}"] = int(self.value) if self.value.isdigit() else self.value
+        return keys
 
 
-def run_cell(stack: Path, c: Cell) -> dict:
-    """One timed run; a flat row of what the tables and plots need."""
-    from blocklab import run_stack
-
-    r = run_stack(stack, c.trace.path, format=c.trace.format, executor="timed", sets=c.sets())
-    b = r["rebuild"]
-    ops = b["ops_by_cause"]
-    return {
-        "trace": c.trace.key, "level": c.level, "disks": c.disks, "order": c.order, "mode": c.mode, "idle": c.idle,
-        "param": c.param, "value": str(c.value),
-        "rebuild_s": b["rebuild_ms"] / 1e3, "finished": b["finished"], "avg_kbps": b["avg_kbps"],
-        "pauses": b["pauses"], "rows": b["rows_total"],
-        "resp_before_ms": b["user_before"]["avg_response_ms"], "resp_during_ms": b["user_during"]["avg_response_ms"],
-        "resp_after_ms": b["user_after"]["avg_response_ms"], "requests_during": b["user_during"]["requests"],
-        "resp_all_ms": r["response"]["avg_ms"],
-        "lost_read_blocks": b["lost_reads"]["blocks"], "lost_from_spare": b["lost_reads"]["from_spare"],
-        "share_from_spare": b["lost_reads"]["share_from_spare"],
-        "reconstruct_reads": ops.get("reconstruct-read", {}).get("reads", 0),
-        "user_reads": ops.get("user", {}).get("reads", 0), "user_writes": ops.get("user", {}).get("writes", 0),
-        "rebuild_reads": b["rebuild_reads"], "rebuild_writes": b["rebuild_writes"],
-        "order_stats": json.dumps(b["order_stats"], sort_keys=True),
-        "series": json.dumps(b["series"]),
-    }
-
-
-def cells(specs: list[TraceSpec], sweep: bool = True, orders: bool = True, idle: str = "md2611") -> list[Cell]:
+def cells(sweep: bool = True, orders: bool = True, idle: str = "md2611") -> list[Cell]:
+    """The runs of one trace: Tables 3/4 (md and pro on every array), Fig. 2's U limits,
+    DOR and PRO-in-DOR on RAID-5 of 5, and PRO's parameters one at a time."""
     out = []
-    for t in specs:
-        for level, n in ARRAYS:
-            for order in ("md", "pro"):
-                out.append(Cell(t, level, n, order, idle=idle))
+    for level, n in ARRAYS:
         for order in ("md", "pro"):
-            out.append(Cell(t, "raid5", 3, order, mode="U", idle=idle))
-        if orders:
-            for order in ("dor", "pro-dor"):
-                out.append(Cell(t, "raid5", 5, order, idle=idle))
-        if sweep:
-            for param, values in SWEEP:
-                for v in values:
-                    if str(v) != str(PRO_DEFAULTS[param]):
-                        out.append(Cell(t, "raid5", 5, "pro", idle=idle, param=param, value=str(v)))
+            out.append(Cell(level, n, order, idle=idle))
+    for order in ("md", "pro"):
+        out.append(Cell("raid5", 3, order, mode="U", idle=idle))
+    if orders:
+        for order in ("dor", "pro-dor"):
+            out.append(Cell("raid5", 5, order, idle=idle))
+    if sweep:
+        for param, values in SWEEP:
+            for v in values:
+                if str(v) != str(PRO_DEFAULTS[param]):
+                    out.append(Cell("raid5", 5, "pro", idle=idle, param=param, value=str(v)))
     return out
 
 
-def run(specs: list[TraceSpec], out: Path, sweep: bool = True, orders: bool = True, idle: str = "md2611",
-        model: Path | None = None, workers: int = 2, progress=None):
-    """Every cell; a pandas DataFrame, one row per run."""
+def sweep_spec(specs: list[TraceSpec], sweep: bool = True, orders: bool = True, idle: str = "md2611",
+               model: Path | None = None):
+    """The reproduction as a sweep: the stack `stacks/pro.toml`, timed, every trace (its
+    speed-up and member size as the trace's parameters) x every run of `cells` (a case)."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    traces = [TraceRef(t.path, t.format, t.key, params=(("replay.speedup", t.speedup),
+                                                          ("array.disk_size", t.disk_size)))
+              for t in specs]
+    grid = {"device.model": [str(Path(model).resolve())]} if model is not None else {}
+    return Sweep(stack=str(STACK), executor="timed", traces=traces, grid=grid, name="repro-pro",
+                 cases=[c.case() for c in cells(sweep, orders, idle)],
+                 report={"metrics": ["rebuild.user_during.avg_response_ms", "rebuild.rebuild_ms"]})
+
+
+def rows(df):
+    """The sweep's rows in the recipe's terms (one per run): what the tables and plots need."""
     import pandas as pd
 
-    model = model or repo_root() / "examples" / "disks" / "sata-7200.toml"
-    out.mkdir(parents=True, exist_ok=True)
-    stack = out / "pro-stack.toml"
-    stack.write_text(base_stack(model.resolve()))
-    todo = cells(specs, sweep=sweep, orders=orders, idle=idle)
-    done = 0
+    ok = df[df["status"] == "ok"].reset_index(drop=True)
+    param = pd.Series([""] * len(ok))
+    value = pd.Series([""] * len(ok))
+    for p, _ in SWEEP:
+        col = f"array.rebuild.{p}"
+        if col in ok.columns:
+            has = ok[col].notna()
+            param[has] = p
+            value[has] = ok.loc[has, col].map(lambda v: str(int(v)) if isinstance(v, float) else str(v))
 
-    def one(c: Cell) -> dict:
-        nonlocal done
-        row = run_cell(stack, c)
-        done += 1
-        if progress:
-            progress(f"[{done}/{len(todo)}] {c.trace.key} {c.level}x{c.disks} {c.order} {c.mode} "
-                     f"{c.param}={c.value}".rstrip("= "))
-        return row
+    def col(name, default=0):
+        return ok[name].fillna(default) if name in ok.columns else pd.Series([default] * len(ok))
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
-        rows = list(ex.map(one, todo))
-    return pd.DataFrame(rows)
+    return pd.DataFrame({
+        "trace": ok["trace_label"], "level": ok["array.raid"], "disks": ok["array.disks"].astype(int),
+        "order": ok["array.rebuild.order"], "mode": [_mode(lo, hi) for lo, hi in zip(ok["array.rebuild.min"],
+                                                                                      ok["array.rebuild.max"])],
+        "idle": ok["array.rebuild.idle"], "param": param, "value": value,
+        "rebuild_s": ok["rebuild.rebuild_ms"] / 1e3, "finished": ok["rebuild.finished"],
+        "avg_kbps": ok["rebuild.avg_kbps"], "pauses": ok["rebuild.pauses"], "rows": ok["rebuild.rows_total"],
+        "resp_before_ms": ok["rebuild.user_before.avg_response_ms"],
+        "resp_during_ms": ok["rebuild.user_during.avg_response_ms"],
+        "resp_after_ms": ok["rebuild.user_after.avg_response_ms"],
+        "requests_during": ok["rebuild.user_during.requests"], "resp_all_ms": ok["response.avg_ms"],
+        "lost_read_blocks": ok["rebuild.lost_reads.blocks"], "lost_from_spare": ok["rebuild.lost_reads.from_spare"],
+        "share_from_spare": ok["rebuild.lost_reads.share_from_spare"],
+        "reconstruct_reads": col("rebuild.ops_by_cause.reconstruct-read.reads").astype(int),
+        "user_reads": col("rebuild.ops_by_cause.user.reads").astype(int),
+        "user_writes": col("rebuild.ops_by_cause.user.writes").astype(int),
+        "rebuild_reads": ok["rebuild.rebuild_reads"], "rebuild_writes": ok["rebuild.rebuild_writes"],
+        "series": ok["rebuild.series"],
+    })
+
+
+def _mode(lo, hi) -> str:
+    for name, limits in LIMITS.items():
+        if (lo, hi) == limits:
+            return name
+    return f"{lo}/{hi}"
+
+
+def run(specs: list[TraceSpec], out: Path, sweep: bool = True, orders: bool = True, idle: str = "md2611",
+        model: Path | None = None, workers: int = 2, ray: str | None = None, progress=True,
+        command: str | None = None):
+    """Every run, as a sweep into `out` (results.parquet with provenance, report.html with the
+    tables beside the paper's; finished cells are kept on a re-run); returns the runs as a
+    pandas DataFrame, one row per run (`rows`)."""
+    from blocklab.sweeps import run_recipe
+
+    sw = sweep_spec(specs, sweep=sweep, orders=orders, idle=idle, model=model)
+    df = run_recipe(sw, out, jobs=workers, ray=ray, progress=progress, command=command,
+                    title="PRO on MD: Tables 3 and 4, Fig. 2's U limits, DOR, PRO's own parameters",
+                    sections=lambda df: report_sections(specs, rows(df)))
+    return rows(df)
+
+
+def report_sections(specs, runs):
+    """The recipe's part of the HTML report: the tables beside the paper's, and the verdict."""
+    import html
+
+    from blocklab.sweeps import Section
+
+    if runs.empty:
+        return [Section("PRO against MD", "<p>no cell finished</p>")]
+    try:
+        t3, um, ot, sw = tables(runs), u_mode(runs), orders_table(runs), sweep_table(runs)
+        md = markdown(specs, t3, um, ot, sw, verdict(t3, um, sw))
+    except (IndexError, KeyError, ValueError) as e:  # some cells failed: the tables need pairs
+        return [Section("PRO against MD", f"<p>tables not drawn: {html.escape(str(e))}</p>")]
+    return [Section("Tables 3 and 4, Fig. 2, orders and PRO's parameters beside the paper",
+                    f"<pre>{html.escape(md)}</pre>")]
 
 
 def improvement(base: float, new: float) -> float:

@@ -22,3 +22,19 @@ def shared_dir(sub: str = ".", root: Path | None = None) -> Path | None:
         if (c / sub).is_dir():
             return (c / sub).resolve()
     return None
+
+
+def set_keys(sets: list[str]) -> dict:
+    """`KEY=VALUE` overrides (as `blocklab run --set` takes them) as a sweep case's keys: each
+    value read as the engine reads it (TOML, else text); a key given twice keeps the later
+    value, as `--set` applies them in order."""
+    import tomllib
+
+    out = {}
+    for kv in sets:
+        k, _, v = kv.partition("=")
+        try:
+            out[k] = tomllib.loads(f"v = {v}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[k] = v
+    return out

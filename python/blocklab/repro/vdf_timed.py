@@ -13,11 +13,15 @@ The paper replayed pre-filtered miss traces (the cache simulated offline, warm-u
 dropped) on MD; here the cache is a layer of the stack, so it is warmed by the trace itself
 and sees the array's failure and the rebuild's progress (blocks of rebuilt rows cost one
 read). Reads only, as in the paper.
+
+The runs are a sweep (`blocklab.sweeps`: the stack `stacks/vdf-timed.toml`, timed, disks x
+size x policy, the three kinds of run as cases; results.parquet with provenance,
+report.html); this module lays out the cells, shapes the results and sets them beside the
+paper's claims.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,88 +61,87 @@ def default_trace(root: Path | None = None) -> Trace | None:
     return Trace(str(p), "tencent-cut", "tencent 222") if p.exists() else None
 
 
-def stack(model: Path, rebuild: bool, speedup: float = 0.2) -> str:
-    text = f"""# VDF in time: one cell of `blocklab repro vdf --timed` (varied with --set).
-tenant_map = "ignore"
+STACK = Path(__file__).resolve().parent / "stacks" / "vdf-timed.toml"
+# Full bandwidth for the rebuild: MD's min = max = 100 MB/s, never throttled.
+REBUILD = {"array.rebuild.at": 0.0, "array.rebuild.min": 100000, "array.rebuild.max": 100000}
 
-[replay]
-mode = "open"
-reads_only = true              # the paper's setting
-speedup = {speedup}            # the trace's rate times this (see docs/repro-vdf.md)
 
-[[cache]]
-policy = "lru"
-size = "10%"
-hit_ms = 0.0
-merge_misses = false           # one 4 KiB I/O per missed block, as the paper's miss traces
+def sweep_spec(trace: Trace, disks=DISKS, sizes=SIZES, threads=THREADS, model: Path | None = None,
+               speedup: float = SPEEDUP):
+    """The runs as a sweep: the stack `stacks/vdf-timed.toml`, timed, over every number of
+    disks x size x policy, each as three kinds of run (cases): `rebuild` (open loop, the
+    rebuild at full bandwidth), `degraded` (open loop, no rebuild) and `closed T` (closed
+    loop, T requests outstanding, no rebuild)."""
+    from blocklab.sweeps import Sweep, TraceRef
 
-[array]
-raid = 5
-disks = 5
-failed = [0]
-disk_size = 1000000000
-fit = "scale"                  # the trace's footprint spread over the whole array
+    grid: dict = {"replay.speedup": [float(speedup)]}
+    if model is not None:
+        grid["device.model"] = [str(Path(model).resolve())]
+    grid |= {"array.disks": list(disks), "cache.0.size": list(sizes), "cache.0.policy": list(POLICIES)}
+    cases = [{"name": "rebuild", **REBUILD}, {"name": "degraded"}]
+    cases += [{"name": f"closed {t}", "replay.mode": "closed", "replay.outstanding": t} for t in threads]
+    return Sweep(stack=str(STACK), executor="timed", traces=[TraceRef(trace.path, trace.format, trace.label)],
+                 grid=grid, cases=cases, name="repro-vdf-timed",
+                 report={"metrics": ["rebuild.rebuild_ms", "array.rgr", "response.avg_ms"]})
 
-[device]
-model = "{model}"
-"""
-    if rebuild:
-        text += """
-[array.rebuild]
-at = 0.0
-min = 100000                   # KiB/s: MD never throttles (the paper's full-bandwidth mode)
-max = 100000
-"""
-    return text
+
+def rows(df):
+    """The sweep's rows in the recipe's terms, one per run: disks, size, policy, kind, threads,
+    requests, miss_ratio, rgr, cache_blocks, resp_ms, sim_s, u_survivors (mean utilization of
+    the surviving disks), throughput; rebuild runs add rebuild_s, finished, resp_during_ms,
+    share_from_spare."""
+    import pandas as pd
+
+    ok = df[df["status"] == "ok"]
+    out = []
+    for r in ok.to_dict("records"):
+        surv = []
+        i = 1
+        while f"devices.{i}.utilization" in r and not pd.isna(r[f"devices.{i}.utilization"]):
+            surv.append(r[f"devices.{i}.utilization"])
+            i += 1
+        kind = r["case"].split()[0]
+        sim_s = r["timing.sim_time_ms"] / 1e3
+        row = {"disks": int(r["array.disks"]), "size": r["cache.0.size"], "policy": r["cache.0.policy"], "kind": kind,
+               "threads": int(r["replay.outstanding"]) if kind == "closed" else 0,
+               "requests": r["requests"], "miss_ratio": r["layers.0.miss_ratio"], "rgr": r["array.rgr"],
+               "cache_blocks": r["layers.0.cache_blocks"], "resp_ms": r["response.avg_ms"], "sim_s": sim_s,
+               "u_survivors": sum(surv) / len(surv), "throughput": r["requests"] / sim_s}
+        if kind == "rebuild":
+            row.update({"rebuild_s": r["rebuild.rebuild_ms"] / 1e3, "finished": r["rebuild.finished"],
+                        "resp_during_ms": r["rebuild.user_during.avg_response_ms"],
+                        "share_from_spare": r["rebuild.lost_reads.share_from_spare"]})
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def run(trace: Trace, out: Path, disks=DISKS, sizes=SIZES, threads=THREADS, model: Path | None = None,
-        speedup: float = SPEEDUP, workers: int = 2, progress=None):
-    """Every (disks, size, policy) cell: the rebuild run, the degraded open run and the closed runs."""
-    import pandas as pd
+        speedup: float = SPEEDUP, workers: int = 2, ray: str | None = None, progress=True,
+        command: str | None = None):
+    """Every (disks, size, policy) cell, as a sweep into `out` (results.parquet with provenance,
+    report.html with the summary; finished cells are kept on a re-run): the rebuild run, the
+    degraded open run and the closed runs. Returns the runs (`rows`)."""
+    from blocklab.sweeps import run_recipe
 
-    from blocklab import run_stack
+    sw = sweep_spec(trace, disks, sizes, threads, model, speedup)
+    df = run_recipe(sw, out, jobs=workers, ray=ray, progress=progress, command=command,
+                    title="VDF in time (§6): rebuild speed-up, Eq. 4, closed-loop service rate",
+                    sections=lambda df: report_sections(trace, rows(df)))
+    return rows(df)
 
-    model = (model or repo_root() / "examples" / "disks" / "sata-7200.toml").resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    with_rb, without = out / "vdf-rebuild-stack.toml", out / "vdf-degraded-stack.toml"
-    with_rb.write_text(stack(model, True, speedup))
-    without.write_text(stack(model, False, speedup))
-    jobs = []
-    for n in disks:
-        for size in sizes:
-            for pol in POLICIES:
-                base = [f"array.disks={n}", f"cache.0.size={size}", f"cache.0.policy={pol}"]
-                jobs.append((n, size, pol, "rebuild", 0, with_rb, base))
-                jobs.append((n, size, pol, "degraded", 0, without, base))
-                for t in threads:
-                    jobs.append((n, size, pol, "closed", t, without,
-                                 base + ["replay.mode=closed", f"replay.outstanding={t}"]))
-    done = 0
 
-    def one(job):
-        nonlocal done
-        n, size, pol, kind, t, path, sets = job
-        r = run_stack(path, trace.path, format=trace.format, executor="timed", sets=sets)
-        surv = [d["utilization"] for d in r["devices"][1:]]
-        row = {"disks": n, "size": size, "policy": pol, "kind": kind, "threads": t,
-               "requests": r["requests"], "miss_ratio": r["layers"][0]["miss_ratio"], "rgr": r["array"]["rgr"],
-               "cache_blocks": r["layers"][0]["cache_blocks"], "resp_ms": r["response"]["avg_ms"],
-               "sim_s": r["timing"]["sim_time_ms"] / 1e3, "u_survivors": sum(surv) / len(surv),
-               "throughput": r["requests"] / (r["timing"]["sim_time_ms"] / 1e3)}
-        if kind == "rebuild":
-            b = r["rebuild"]
-            row.update({"rebuild_s": b["rebuild_ms"] / 1e3, "finished": b["finished"],
-                        "resp_during_ms": b["user_during"]["avg_response_ms"],
-                        "share_from_spare": b["lost_reads"]["share_from_spare"]})
-        done += 1
-        if progress:
-            progress(f"[{done}/{len(jobs)}] {n} disks {size} {pol} {kind}{' ' + str(t) if t else ''}")
-        return row
+def report_sections(trace: Trace, runs):
+    """The recipe's part of the HTML report: the summary beside the paper's claims."""
+    import html
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as ex:
-        rows = list(ex.map(one, jobs))
-    return pd.DataFrame(rows)
+    from blocklab.sweeps import Section
+
+    try:
+        s = summary(runs)
+        md = markdown(trace, s, verdict(s))
+    except (IndexError, KeyError, TypeError, ValueError) as e:  # cells missing: the summary needs pairs
+        return [Section("VDF in time", f"<p>summary not drawn: {html.escape(str(e))}</p>")]
+    return [Section("Rebuild speed-up, Eq. 4 and service rate beside the paper", f"<pre>{html.escape(md)}</pre>")]
 
 
 def summary(df):

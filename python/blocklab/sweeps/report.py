@@ -370,10 +370,10 @@ def rerun_command(meta: dict, r: dict) -> str:
     if sw.get("task", "stack") != "stack":
         return f"(task {sw.get('task')}: {', '.join(f'{k}={_text(r.get(k))}' for k in meta.get('param_keys', []))})"
     parts = ["blocklab run", sw.get("stack", "STACK"), "--trace", str(r.get("trace")), "--format",
-             str(r.get("trace_format")), "--executor", str(sw.get("executor"))]
+             str(r.get("trace_format")), "--executor", str(r.get("executor") or sw.get("executor"))]
     for k in meta.get("param_keys", []):
         v = r.get(k)
-        if v is not None:
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):  # NaN: a key this cell's case does not set
             v = list(v) if isinstance(v, tuple) else v
             parts += ["--set", f"'{k}={toml_value(v)}'"]
     if r.get("seed") is not None and sw.get("seeds"):

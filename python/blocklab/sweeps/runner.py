@@ -278,7 +278,7 @@ def key_fields(sw: Sweep, cell: Cell, hashes: FileHashes, stack_sha: str | None,
         f["trace_sha256"] = hashes(cell.trace.path)
         f["trace_format"] = cell.trace.format
     if task is None:
-        f["executor"] = sw.executor
+        f["executor"] = cell.executor or sw.executor
         f["stack_sha256"] = stack_sha
         files = {}
         base = Path(sw.stack).parent
@@ -352,7 +352,7 @@ def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int | None = None, ray
         infos.append({"key": cell_key(kf), "params": c.param_dict, "case": c.case, "seed": c.seed,
                       "trace": c.trace.path if c.trace else None, "trace_label": c.trace.name if c.trace else None,
                       "trace_format": c.trace.format if c.trace else None, "trace_sha256": kf.get("trace_sha256"),
-                      "stack_sha256": stack_sha, "executor": sw.executor if task is None else sw.task})
+                      "stack_sha256": stack_sha, "executor": (c.executor or sw.executor) if task is None else sw.task})
     hashes.save()
     meta = {"sweep": sw.to_dict(), "command": command, "varied": sw.varied(), "cells": len(cells),
             "param_keys": list(param_keys), "written_at": _now()}
@@ -371,7 +371,7 @@ def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int | None = None, ray
         if records.get(k, {}).get("status") == "ok":
             skipped += 1
             continue
-        todo.append(Job(c, k, sw.stack, sw.executor, sw.task, sw.skip_bad))
+        todo.append(Job(c, k, sw.stack, c.executor or sw.executor, sw.task, sw.skip_bad))
 
     # Stack files with their overrides are checked before anything runs: a
     # sweep none of whose cells can load is bad input, not a row of failures.

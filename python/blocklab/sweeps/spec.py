@@ -21,8 +21,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 EXECUTORS = ("count", "timed")
 TOP_KEYS = ("name", "stack", "executor", "traces", "grid", "cases", "seeds", "skip_bad", "report")
-TRACE_KEYS = ("path", "format", "label", "ship")
+TRACE_KEYS = ("path", "format", "label", "ship", "params")
 REPORT_KEYS = ("metrics", "title")
+# Keys of a case that are not stack keys: its name, the one trace it is for, its executor.
+CASE_META = ("name", "trace", "executor")
 # Version of the cell-key recipe: bump it when what goes into the key changes.
 KEY_VERSION = 1
 
@@ -33,13 +35,17 @@ class SweepError(ValueError):
 
 @dataclass(frozen=True)
 class TraceRef:
-    """A trace of a sweep: its file (absolute), format, label in results, and
-    whether a Ray run ships its bytes to the workers (else they read the path)."""
+    """A trace of a sweep: its file (absolute), format, label in results,
+    whether a Ray run ships its bytes to the workers (else they read the path),
+    and the parameters its cells take whatever the grid and cases say (values
+    that depend on the trace: its replay speed, the disk it fits on), as
+    `(dotted key, value)` pairs."""
 
     path: str
     format: str = "auto"
     label: str = ""
     ship: bool = False
+    params: tuple[tuple[str, Any], ...] = ()
 
     @property
     def name(self) -> str:
@@ -49,13 +55,15 @@ class TraceRef:
 @dataclass(frozen=True)
 class Cell:
     """One run of a sweep: its parameters (dotted stack keys → values, in grid
-    order), the case it comes from, its trace and seed (None: the stack's own)."""
+    order), the case it comes from, its trace and seed (None: the stack's own),
+    and its executor when its case names one (None: the sweep's)."""
 
     index: int
     params: tuple[tuple[str, Any], ...]
     trace: TraceRef | None
     seed: int | None = None
     case: str | None = None
+    executor: str | None = None
 
     @property
     def param_dict(self) -> dict[str, Any]:
@@ -88,7 +96,8 @@ class Sweep:
     report: dict[str, Any] = field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
-        """Every cell, in order: trace, case, grid point (first key outermost), seed."""
+        """Every cell, in order: trace, case, grid point (first key outermost), seed. A case
+        with a `trace` is combined with that trace only."""
         keys = list(self.grid)
         points = list(itertools.product(*(self.grid[k] for k in keys)))
         cases = self.cases or [{}]
@@ -97,12 +106,15 @@ class Sweep:
         out = []
         for t in traces:
             for case in cases:
+                if "trace" in case and (t is None or case["trace"] != t.name):
+                    continue
                 name = case.get("name")
-                case_params = [(k, v) for k, v in case.items() if k != "name"]
+                case_params = [(k, v) for k, v in case.items() if k not in CASE_META]
+                trace_params = list(t.params) if t is not None else []
                 for p in points:
-                    params = tuple(case_params) + tuple(zip(keys, p))
+                    params = tuple(trace_params) + tuple(case_params) + tuple(zip(keys, p))
                     for s in seeds:
-                        out.append(Cell(len(out), params, t, s, name))
+                        out.append(Cell(len(out), params, t, s, name, case.get("executor")))
         return out
 
     def varied(self) -> list[str]:
@@ -116,7 +128,7 @@ class Sweep:
             case_keys: list[str] = []
             for c in self.cases:
                 for k in c:
-                    if k != "name" and k not in case_keys:
+                    if k not in CASE_META and k not in case_keys:
                         case_keys.append(k)
             for k in reversed(case_keys):
                 if len({canonical(c.get(k)) for c in self.cases}) > 1 and k not in out:
@@ -130,7 +142,7 @@ class Sweep:
     def to_dict(self) -> dict:
         return {
             "name": self.name, "stack": self.stack, "executor": self.executor, "task": self.task,
-            "traces": [t.__dict__ for t in self.traces], "grid": self.grid, "cases": self.cases,
+            "traces": [t.__dict__ | {"params": dict(t.params)} for t in self.traces], "grid": self.grid, "cases": self.cases,
             "seeds": self.seeds, "skip_bad": self.skip_bad, "source": self.source, "report": self.report,
         }
 
@@ -247,7 +259,13 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
             raise err(f"traces.{i}.label", "must be text")
         if not isinstance(ship, bool):
             raise err(f"traces.{i}.ship", "must be true or false")
-        traces.append(TraceRef(str(path), fmt, label, ship))
+        tparams = t.get("params", {})
+        if not isinstance(tparams, Mapping):
+            raise err(f"traces.{i}.params", "must be a table of dotted stack keys to values")
+        tparams = _flatten_keys(tparams)
+        for k in tparams:
+            _check_param_key(k, lambda m, k=k: err(f"traces.{i}.params.{k}", m))
+        traces.append(TraceRef(str(path), fmt, label, ship, tuple(tparams.items())))
     grid_in = data.get("grid", {})
     if not isinstance(grid_in, Mapping):
         raise err("grid", "must be a table of dotted stack keys to lists of values")
@@ -266,12 +284,26 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
         name = c.get("name")
         if name is not None and not isinstance(name, str):
             raise err(f"cases.{i}.name", "must be text")
-        flat = _flatten_keys({k: v for k, v in c.items() if k != "name"})
+        meta = {"name": name} if name is not None else {}
+        if "trace" in c:
+            names = [t.name for t in traces]
+            if c["trace"] not in names:
+                raise err(f"cases.{i}.trace", f"`{c['trace']}` is not the label of a trace; labels: {', '.join(names)}")
+            meta["trace"] = c["trace"]
+        if "executor" in c:
+            if c["executor"] not in EXECUTORS:
+                raise err(f"cases.{i}.executor", f"unknown executor `{c['executor']}`; valid: {', '.join(EXECUTORS)}")
+            meta["executor"] = c["executor"]
+        flat = _flatten_keys({k: v for k, v in c.items() if k not in CASE_META})
         for k in flat:
             _check_param_key(k, lambda m, k=k: err(f"cases.{i}.{k}", m))
             if k in grid:
                 raise err(f"cases.{i}.{k}", "is also a grid key: a key is varied by the grid or by cases, not both")
-        cases.append(({"name": name} if name is not None else {}) | flat)
+        cases.append(meta | flat)
+    for i, t in enumerate(traces):
+        for k, _ in t.params:
+            if k in grid or any(k in c for c in cases):
+                raise err(f"traces.{i}.params.{k}", "is also varied by the grid or the cases: a key is set by one of them")
     seeds = data.get("seeds")
     if seeds is not None:
         if isinstance(seeds, int) and not isinstance(seeds, bool):
@@ -332,7 +364,7 @@ def build(stack: str | os.PathLike, traces: Iterable, *, executor: str = "timed"
     tl = []
     for t in traces:
         if isinstance(t, TraceRef):
-            tl.append(t.__dict__)
+            tl.append(t.__dict__ | {"params": dict(t.params)})
         elif isinstance(t, (str, os.PathLike)):
             tl.append({"path": os.fspath(t)})
         else:
