@@ -61,6 +61,36 @@ impl LiveSet {
         Ok(LiveSet { member_blocks, runs })
     }
 
+    /// From runs `(first, count)` as [`LiveSet::runs`] holds them (read back
+    /// from `dgraid live --json`): ascending, disjoint, non-empty, within
+    /// the member; touching runs are joined.
+    pub fn from_runs(member_blocks: u64, runs: &[(u64, u64)]) -> Result<LiveSet> {
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for &(s, n) in runs {
+            let end = s
+                .checked_add(n)
+                .filter(|&e| n > 0 && e <= member_blocks)
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "live run ({s}, {n}) is empty or beyond the member ({member_blocks} blocks)"
+                    ))
+                })?;
+            match out.last_mut() {
+                Some((ps, pn)) if *ps + *pn > s => {
+                    return Err(Error::config(format!(
+                        "live runs are not ascending and disjoint: ({ps}, {pn}) then ({s}, {n})"
+                    )))
+                }
+                Some((ps, pn)) if *ps + *pn == s => *pn = end - *ps,
+                _ => out.push((s, n)),
+            }
+        }
+        Ok(LiveSet {
+            member_blocks,
+            runs: out,
+        })
+    }
+
     /// `frac` of the member live, laid out compact or spread. The count is
     /// round(frac × member); spread makes block i live exactly when
     /// ⌊(i+1)·frac⌋ > ⌊i·frac⌋ (evenly interleaved, deterministic).
@@ -154,6 +184,17 @@ mod tests {
         );
     }
 
+    #[test]
+    fn runs_read_back_are_checked() {
+        assert_eq!(
+            LiveSet::from_runs(10, &[(0, 2), (2, 3), (7, 1)]).unwrap().runs,
+            vec![(0, 5), (7, 1)]
+        );
+        for bad in [&[(0u64, 0u64)][..], &[(8, 3)], &[(4, 2), (5, 1)], &[(4, 1), (2, 1)]] {
+            assert!(LiveSet::from_runs(10, bad).is_err(), "{bad:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn extents_cover_exactly_the_live_blocks(blocks in proptest::collection::vec(0u64..500, 0..200), max_io in 1u64..40) {
@@ -167,6 +208,7 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             prop_assert_eq!(&covered, &want);
+            prop_assert_eq!(&LiveSet::from_runs(500, &s.runs).unwrap(), &s);
             for b in 0..500 {
                 prop_assert_eq!(s.contains(b), want.binary_search(&b).is_ok());
             }

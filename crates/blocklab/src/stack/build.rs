@@ -20,8 +20,9 @@ use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
 use crate::device::{load_model, DeviceModel};
+use crate::dgraid::LiveLayout;
 use crate::error::{Error, Result};
-use crate::rebuild::{OrderParams, ProCount, ProParams};
+use crate::rebuild::{LiveMap, LiveParams, LiveSource, OrderParams, ProCount, ProParams};
 use crate::timed::engine::ms_to_ns;
 use crate::timed::rebuild::{IdleRule, RebuildConfig};
 
@@ -113,9 +114,9 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
         t = t.scaled(span);
     }
     if let Some(r) = &a.rebuild {
-        t = t
-            .with_rebuild(rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?)
-            .map_err(|e| o.err("array.rebuild", e))?;
+        let mut rc = rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?;
+        rc.params.live = live_params(spec, r)?;
+        t = t.with_rebuild(rc).map_err(|e| o.err("array.rebuild", e))?;
     }
     Ok(Box::new(t))
 }
@@ -141,6 +142,7 @@ fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
                 count: ProCount::parse(&r.pro.count)?,
             },
             dor_lead: r.dor.lead,
+            live: LiveParams::default(),
         },
         idle: IdleRule::parse(&r.idle)?,
         throttle: r.throttle,
@@ -148,6 +150,26 @@ fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
         map_unit_rows,
         interval: ms_to_ns(r.interval),
     })
+}
+
+/// The `live` order's source of live blocks (a share, or a live map read
+/// from its file) and largest copy (checked by the spec).
+fn live_params(spec: &StackSpec, r: &RebuildSpec) -> Result<LiveParams> {
+    let o = &spec.origin;
+    let source = match (&r.live_map, r.live_frac) {
+        (Some(path), _) => LiveSource::Map(Arc::new(
+            LiveMap::read(Path::new(&o.path(path))).map_err(|e| o.err("array.rebuild.live_map", e))?,
+        )),
+        (None, frac) => LiveSource::Share {
+            frac: frac.unwrap_or(1.0),
+            layout: LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?,
+        },
+    };
+    let max_io = match &r.live_max_io {
+        Some(m) => parse_bytes(&m.text()).map_err(|e| o.err("array.rebuild.live_max_io", e))? / spec.block_size(),
+        None => 0,
+    };
+    Ok(LiveParams { source, max_io })
 }
 
 /// When disks fail during the run (None: from the start, or never).

@@ -25,6 +25,8 @@ pub mod target;
 pub mod tier;
 
 #[cfg(test)]
+mod live_rebuild_tests;
+#[cfg(test)]
 mod rebuild_tests;
 #[cfg(test)]
 mod tests;

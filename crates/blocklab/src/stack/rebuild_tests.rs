@@ -75,7 +75,7 @@ fn rebuild_key_errors_name_the_key() {
     let e = err(&["array.rebuild.order=fifo"]);
     assert_eq!(
         e,
-        "r.toml: key `array.rebuild.order`: unknown rebuild order `fifo`; valid: md, pro, dor, pro-dor"
+        "r.toml: key `array.rebuild.order`: unknown rebuild order `fifo`; valid: md, pro, dor, pro-dor, live"
     );
     assert!(
         err(&["array.rebuild.idle=never"]).starts_with("r.toml: key `array.rebuild.idle`: unknown rebuild idle rule")
@@ -224,7 +224,7 @@ fn disk_run_flags_are_the_stack_keys() {
     o.rebuild_order = "lifo".into();
     assert_eq!(
         stack_spec(&o).unwrap_err().to_string(),
-        "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor"
+        "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor, live"
     );
     o.rebuild_order = "md".into();
     o.rebuild_idle = "often".into();

@@ -128,7 +128,11 @@ impl<'a> Inputs<'a> {
 
 /// The pass over the traces a stack needs before it runs, if any.
 fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Option<Survey>> {
-    if !(needs.unique || needs.tenants || needs.next_use.is_some() || needs.span || spec.tenant_map == TenantMap::Concat)
+    if !(needs.unique
+        || needs.tenants
+        || needs.next_use.is_some()
+        || needs.span
+        || spec.tenant_map == TenantMap::Concat)
     {
         return Ok(None);
     }

@@ -186,6 +186,18 @@ pub struct RebuildSpec {
     pub interval: f64,
     pub pro: ProSpec,
     pub dor: DorSpec,
+    /// `live` order: this share of each lost member is live (0..1), laid
+    /// out `live_layout` (`disk run --live-frac`).
+    pub live_frac: Option<f64>,
+    /// `compact` (the member's first blocks) or `spread` (evenly
+    /// interleaved) (`disk run --live-layout`).
+    pub live_layout: String,
+    /// `live` order: live member blocks from a file (the JSON of `blocklab
+    /// dgraid live --json`), relative to the stack file.
+    pub live_map: Option<String>,
+    /// `live` order: the largest copy (bytes, a multiple of the block
+    /// size; absent: one chunk).
+    pub live_max_io: Option<NumOrStr>,
 }
 
 impl Default for RebuildSpec {
@@ -203,6 +215,10 @@ impl Default for RebuildSpec {
             interval: crate::timed::rebuild::DEFAULT_INTERVAL_MS,
             pro: ProSpec::default(),
             dor: DorSpec::default(),
+            live_frac: None,
+            live_layout: "compact".into(),
+            live_map: None,
+            live_max_io: None,
         }
     }
 }
@@ -682,12 +698,13 @@ impl StackSpec {
     /// The rebuild's own keys (order, idle rule, PRO's and DOR's parameters).
     fn check_rebuild(&self, r: &RebuildSpec, chunk: u64) -> Result<()> {
         let o = &self.origin;
-        if !crate::rebuild::ORDERS.contains(&r.order.to_ascii_lowercase().as_str()) {
+        if !crate::rebuild::ALL_ORDERS.contains(&r.order.to_ascii_lowercase().as_str()) {
             return Err(o.err(
                 "array.rebuild.order",
-                Error::unknown("rebuild order", &r.order, crate::rebuild::ORDERS),
+                Error::unknown("rebuild order", &r.order, crate::rebuild::ALL_ORDERS),
             ));
         }
+        self.check_live(r)?;
         crate::timed::rebuild::IdleRule::parse(&r.idle).map_err(|e| o.err("array.rebuild.idle", e))?;
         if let Some(p) = &r.priority {
             if p != "same" && p != "low" {
@@ -728,6 +745,72 @@ impl StackSpec {
         crate::rebuild::ProCount::parse(&r.pro.count).map_err(|e| o.err("array.rebuild.pro.count", e))?;
         if r.dor.lead == 0 {
             return Err(o.err("array.rebuild.dor.lead", "must be at least 1 row"));
+        }
+        Ok(())
+    }
+
+    /// The `live` order's keys: a source of live blocks for `live` and
+    /// only for it, a mirrored level, sensible values.
+    fn check_live(&self, r: &RebuildSpec) -> Result<()> {
+        let o = &self.origin;
+        let live = r.order.eq_ignore_ascii_case("live");
+        if let Some(f) = r.live_frac {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(o.err("array.rebuild.live_frac", format!("must be in [0, 1], got {f}")));
+            }
+        }
+        crate::dgraid::LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?;
+        let bs = self.block_size();
+        if let Some(m) = &r.live_max_io {
+            let bytes = crate::array::parse_bytes(&m.text()).map_err(|e| o.err("array.rebuild.live_max_io", e))?;
+            if bytes == 0 || bytes % bs != 0 || bytes / bs > u32::MAX as u64 {
+                return Err(o.err(
+                    "array.rebuild.live_max_io",
+                    format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
+                ));
+            }
+        }
+        let given = [
+            ("array.rebuild.live_frac", r.live_frac.is_some()),
+            ("array.rebuild.live_map", r.live_map.is_some()),
+            ("array.rebuild.live_max_io", r.live_max_io.is_some()),
+        ];
+        if !live {
+            if let Some((key, _)) = given.iter().find(|g| g.1) {
+                return Err(o.err(
+                    key,
+                    format!(
+                        "only the `live` order copies live blocks (array.rebuild.order is `{}`)",
+                        r.order
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        match (r.live_frac.is_some(), r.live_map.is_some()) {
+            (true, true) => {
+                return Err(o.err(
+                    "array.rebuild.live_map",
+                    "give array.rebuild.live_frac or array.rebuild.live_map, not both",
+                ))
+            }
+            (false, false) => return Err(o.err(
+                "array.rebuild.order",
+                "`live` needs its live blocks: array.rebuild.live_frac (a share) or array.rebuild.live_map (a file)",
+            )),
+            _ => {}
+        }
+        if let Some(a) = &self.array {
+            let level = crate::array::ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
+            if !matches!(level, crate::array::Level::Raid1 | crate::array::Level::Raid10) {
+                return Err(o.err(
+                    "array.rebuild.order",
+                    format!(
+                        "`live` copies live blocks from a mirror: raid1 or raid10, not {}",
+                        level.name()
+                    ),
+                ));
+            }
         }
         Ok(())
     }
