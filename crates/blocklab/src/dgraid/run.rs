@@ -660,6 +660,7 @@ pub fn write_trace(p: &TraceParams, out: &std::path::Path) -> Result<TraceSummar
                 offset: x.block * bs,
                 len: bs,
                 tenant: 0,
+                fs: Default::default(),
             };
             write_annotated(&mut w, &r, Some(&x.tag)).map_err(|e| Error::io(&name, e))?;
             n += 1;

@@ -112,6 +112,7 @@ impl AddressMap {
             nblocks,
             bytes,
             cause: Cause::User,
+            fs: req.fs,
         })
     }
 }
@@ -219,6 +220,7 @@ mod tests {
             offset,
             len,
             tenant,
+            fs: Default::default(),
         }
     }
 

@@ -46,6 +46,7 @@ fn reads(n: u64, every_ms: f64) -> Vec<Request> {
             offset: (i * 37 % 2000) * 4096,
             len: 8192,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect()
 }
@@ -192,6 +193,7 @@ fn user_writes_during_a_live_rebuild_are_copied() {
             offset: (i * 53 % 2048) * 4096,
             len: 4096,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect();
     let s = parse(&["array.rebuild.live_layout=compact"]).unwrap();

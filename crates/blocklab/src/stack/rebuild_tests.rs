@@ -99,6 +99,7 @@ fn reads(n: u64, every_ms: f64, blocks: u64) -> Vec<Request> {
             offset: (i * 37 % blocks) * 4096,
             len: 8192,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect()
 }
@@ -179,6 +180,7 @@ fn a_trace_larger_than_the_array_runs_with_fit_scale() {
             offset: i * 800 * 4096,
             len: 4096,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect();
     let mut survey = Survey::default();
