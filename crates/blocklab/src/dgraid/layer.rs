@@ -685,19 +685,37 @@ impl Dgraid {
     /// Give segment `seg` a copy striped over all disks.
     fn diffuse(&mut self, seg: u64) {
         let Some(df) = self.cfg.diffusion else { return };
+        // Diffused copies sit in each member's last free blocks, given out
+        // in ascending order, so that a segment's chunks on one disk are
+        // one physical run (a sequential read of them is one operation).
+        let n = self.cfg.disks as usize;
+        let disk_of = |o: u64| (((seg * df.segment_blocks + o) / df.chunk_blocks) % n as u64) as usize;
+        let mut need = vec![0u64; n];
+        for o in 0..df.segment_blocks {
+            need[disk_of(o)] += 1;
+        }
+        let mut places: Vec<std::vec::IntoIter<u64>> = Vec::with_capacity(n);
+        for (d, &k) in need.iter().enumerate() {
+            let bm = &self.phys[d];
+            let mut free: Vec<u64> = (0..self.disk_blocks)
+                .rev()
+                .filter(|&p| !bm.get(p))
+                .take(k as usize)
+                .collect();
+            if (free.len() as u64) < k {
+                return;
+            }
+            free.reverse();
+            places.push(free.into_iter());
+        }
         let mut copy = Vec::with_capacity(df.segment_blocks as usize);
         for o in 0..df.segment_blocks {
-            let b = seg * df.segment_blocks + o;
-            let disk = ((b / df.chunk_blocks) % self.cfg.disks as u64) as u32;
-            // Diffused copies sit in the member's last free blocks.
-            let bm = &self.phys[disk as usize];
-            let Some(p) = (0..self.disk_blocks).rev().find(|&p| !bm.get(p)) else {
-                return;
-            };
-            self.phys[disk as usize].set(p);
-            self.used[disk as usize] += 1;
+            let d = disk_of(o);
+            let p = places[d].next().expect("counted");
+            self.phys[d].set(p);
+            self.used[d] += 1;
             copy.push(Slot {
-                disk: disk as u16,
+                disk: d as u16,
                 phys: p as u32,
             });
         }

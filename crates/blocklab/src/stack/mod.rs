@@ -7,6 +7,7 @@
 //! * `address` — the stack's address space (tenants) and the pre-pass over a trace;
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
 //! * `cache_layer` — host cache layers; `tier` — the SSD tier; `target` — one disk, or an array;
+//!   `dgraid_target` — a D-GRAID array (placement by the trace's file-system annotation);
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
 //! * `result` — the JSON result.
@@ -14,6 +15,7 @@
 pub mod address;
 pub mod build;
 pub mod cache_layer;
+pub mod dgraid_target;
 pub mod failure;
 pub mod layer;
 pub mod miss_trace;
@@ -24,6 +26,8 @@ pub mod spec;
 pub mod target;
 pub mod tier;
 
+#[cfg(test)]
+mod dgraid_tests;
 #[cfg(test)]
 mod live_rebuild_tests;
 #[cfg(test)]

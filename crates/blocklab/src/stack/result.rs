@@ -157,6 +157,9 @@ pub struct StackResult {
     /// The SSD tier (`[tier]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tier: Option<super::tier::report::TierReport>,
+    /// A D-GRAID array (`raid = "dgraid0" | "dgraid1"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dgraid: Option<super::dgraid_target::DgraidReport>,
 }
 
 /// Figures of a timed run beside the response times.

@@ -175,6 +175,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             live_map: o.live_map.clone(),
             ..Default::default()
         }),
+        dgraid: None,
     });
     let spec = StackSpec {
         seed: 0,
