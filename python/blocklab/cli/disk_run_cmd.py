@@ -51,6 +51,7 @@ def run(
     rebuild_idle: str = typer.Option("simple", "--rebuild-idle", help="--rebuild: MD's idle test and speed rule: simple (default), md2611 (the PRO paper's kernel), md6 (today's md.c)."),
     live_frac: Optional[float] = typer.Option(None, "--live-frac", help="--rebuild: copy only live blocks (D-GRAID's live-block recovery, RAID-1/10): this share of each lost member is live (selects --rebuild-order live)."),
     live_layout: str = typer.Option("compact", "--live-layout", help="--live-frac: compact (the member's first blocks) or spread (evenly interleaved)."),
+    live_unit: Optional[str] = typer.Option(None, "--live-unit", help="--live-layout spread: the live share comes in runs of this size (32KiB: files; default one block)."),
     live_map: Optional[Path] = typer.Option(None, "--live-map", help="--rebuild: live member blocks of a model run (the JSON of `blocklab dgraid live --json`; selects --rebuild-order live)."),
     fit: Optional[str] = typer.Option(None, "--fit", help="Fit trace addresses onto the array: none, wrap (as --wrap), scale (compress the trace's span linearly, keeping hot regions in place)."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
@@ -89,6 +90,7 @@ def run(
         rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
         rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
         live_frac=live_frac, live_layout=live_layout.lower(), live_map=None if live_map is None else str(live_map),
+        live_unit=live_unit,
     ))
     place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:

@@ -91,6 +91,23 @@ impl LiveSet {
         })
     }
 
+    /// `frac` of the member live in runs of `unit` blocks (a file's worth):
+    /// `compact` as [`synthetic`](Self::synthetic); `spread` interleaves
+    /// round(frac × U) of the member's U units evenly by the same rule (the
+    /// last unit may be short). `unit` 1 is [`synthetic`](Self::synthetic).
+    pub fn synthetic_in_units(member_blocks: u64, frac: f64, layout: LiveLayout, unit: u64) -> Result<LiveSet> {
+        if unit <= 1 || layout == LiveLayout::Compact {
+            return Self::synthetic(member_blocks, frac, layout);
+        }
+        let units = Self::synthetic(member_blocks.div_ceil(unit), frac, layout)?;
+        let mut runs: Vec<(u64, u64)> = Vec::with_capacity(units.runs.len());
+        for (s, n) in units.runs {
+            let first = s * unit;
+            runs.push((first, ((s + n) * unit).min(member_blocks) - first));
+        }
+        Ok(LiveSet { member_blocks, runs })
+    }
+
     /// `frac` of the member live, laid out compact or spread. The count is
     /// round(frac × member); spread makes block i live exactly when
     /// ⌊(i+1)·frac⌋ > ⌊i·frac⌋ (evenly interleaved, deterministic).
@@ -181,6 +198,21 @@ mod tests {
         assert_eq!(
             LiveSet::synthetic(10, 1.0, LiveLayout::Spread).unwrap().runs,
             vec![(0, 10)]
+        );
+    }
+
+    #[test]
+    fn spread_in_units_interleaves_whole_runs() {
+        // 100 blocks in units of 8 (13 units, the last of 4 blocks), a
+        // quarter live: round(3.25) = 3 units, unit i when
+        // ⌊3(i+1)/13⌋ > ⌊3i/13⌋: units 4, 8 and 12 (the short one).
+        let s = LiveSet::synthetic_in_units(100, 0.25, LiveLayout::Spread, 8).unwrap();
+        assert_eq!(s.runs, vec![(32, 8), (64, 8), (96, 4)]);
+        let last = LiveSet::synthetic_in_units(100, 1.0, LiveLayout::Spread, 8).unwrap();
+        assert_eq!(last.runs, vec![(0, 100)]);
+        assert_eq!(
+            LiveSet::synthetic_in_units(100, 0.25, LiveLayout::Compact, 8).unwrap(),
+            LiveSet::synthetic(100, 0.25, LiveLayout::Compact).unwrap()
         );
     }
 

@@ -45,9 +45,9 @@ use crate::error::{Error, Location, Result};
 /// Where the live blocks of the recovering members come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LiveSource {
-    /// This share of every recovering member, compact or spread
-    /// ([`LiveSet::synthetic`]).
-    Share { frac: f64, layout: LiveLayout },
+    /// This share of every recovering member, compact or spread in runs
+    /// of `unit` blocks ([`LiveSet::synthetic_in_units`]).
+    Share { frac: f64, layout: LiveLayout, unit: u64 },
     /// Live member blocks per disk (a model run's live map).
     Map(Arc<LiveMap>),
 }
@@ -117,6 +117,7 @@ impl Default for LiveParams {
             source: LiveSource::Share {
                 frac: 1.0,
                 layout: LiveLayout::Compact,
+                unit: 1,
             },
             max_io: 0,
         }
@@ -244,7 +245,9 @@ impl Live {
         let mut cursors = Vec::new();
         for &disk in array.failed() {
             let set = match &p.source {
-                LiveSource::Share { frac, layout } => LiveSet::synthetic(member_blocks, *frac, *layout)?,
+                LiveSource::Share { frac, layout, unit } => {
+                    LiveSet::synthetic_in_units(member_blocks, *frac, *layout, *unit)?
+                }
                 LiveSource::Map(m) => {
                     let set = m.members.get(&disk).ok_or_else(|| {
                         Error::config(format!("the live map has no member {disk} (a disk to rebuild)"))
@@ -547,7 +550,7 @@ mod tests {
 
     fn share(frac: f64, layout: LiveLayout, max_io: u64) -> LiveParams {
         LiveParams {
-            source: LiveSource::Share { frac, layout },
+            source: LiveSource::Share { frac, layout, unit: 1 },
             max_io,
         }
     }

@@ -206,6 +206,10 @@ fn live_params(spec: &StackSpec, r: &RebuildSpec) -> Result<LiveParams> {
         (None, frac) => LiveSource::Share {
             frac: frac.unwrap_or(1.0),
             layout: LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?,
+            unit: match &r.live_unit {
+                Some(u) => parse_bytes(&u.text()).map_err(|e| o.err("array.rebuild.live_unit", e))? / spec.block_size(),
+                None => 1,
+            },
         },
     };
     let max_io = match &r.live_max_io {

@@ -89,6 +89,7 @@ fn live_keys_and_their_errors() {
     assert!(err(&["array.rebuild.live_layout=scattered"])
         .starts_with("l.toml: key `array.rebuild.live_layout`: unknown live layout `scattered`"));
     assert!(err(&["array.rebuild.live_max_io=6KiB"]).starts_with("l.toml: key `array.rebuild.live_max_io`"));
+    assert!(err(&["array.rebuild.live_unit=0"]).starts_with("l.toml: key `array.rebuild.live_unit`"));
     assert!(err(&["array.rebuild.order=md"])
         .starts_with("l.toml: key `array.rebuild.live_frac`: only the `live` order copies live blocks"));
     assert!(err(&["array.rebuild.live_map=\"m.json\""]).contains("not both"));
@@ -139,6 +140,12 @@ fn a_live_map_file_is_the_share_it_holds() {
             Executor::Timed => timed(s, &[]),
         };
         let (m, f) = (run(&from_map).rebuild.unwrap(), run(&share).rebuild.unwrap());
+        // The spread in 32 KiB runs (8 blocks): whole runs live, same count of units.
+        let units = timed(&parse(&["array.rebuild.live_unit=\"32KiB\""]).unwrap(), &[])
+            .rebuild
+            .unwrap();
+        assert_eq!(units.order_stats["live_blocks"], 8 * (0.3f64 * 128.0).round() as u64);
+        assert!(units.order_stats["extents"] < 50);
         assert_eq!(m, f, "{exec:?}");
         assert_eq!(m.order_stats["live_blocks"], 307);
         assert_eq!(m.rebuild_write_blocks, 307);

@@ -198,6 +198,9 @@ pub struct RebuildSpec {
     /// `live` order: the largest copy (bytes, a multiple of the block
     /// size; absent: one chunk).
     pub live_max_io: Option<NumOrStr>,
+    /// `live` order, `spread`: the live share comes in runs of this many
+    /// bytes (a multiple of the block size; absent: one block).
+    pub live_unit: Option<NumOrStr>,
 }
 
 impl Default for RebuildSpec {
@@ -219,6 +222,7 @@ impl Default for RebuildSpec {
             live_layout: "compact".into(),
             live_map: None,
             live_max_io: None,
+            live_unit: None,
         }
     }
 }
@@ -925,19 +929,25 @@ impl StackSpec {
         }
         crate::dgraid::LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?;
         let bs = self.block_size();
-        if let Some(m) = &r.live_max_io {
-            let bytes = crate::array::parse_bytes(&m.text()).map_err(|e| o.err("array.rebuild.live_max_io", e))?;
-            if bytes == 0 || bytes % bs != 0 || bytes / bs > u32::MAX as u64 {
-                return Err(o.err(
-                    "array.rebuild.live_max_io",
-                    format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
-                ));
+        for (key, v) in [
+            ("array.rebuild.live_max_io", &r.live_max_io),
+            ("array.rebuild.live_unit", &r.live_unit),
+        ] {
+            if let Some(m) = v {
+                let bytes = crate::array::parse_bytes(&m.text()).map_err(|e| o.err(key, e))?;
+                if bytes == 0 || bytes % bs != 0 || bytes / bs > u32::MAX as u64 {
+                    return Err(o.err(
+                        key,
+                        format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
+                    ));
+                }
             }
         }
         let given = [
             ("array.rebuild.live_frac", r.live_frac.is_some()),
             ("array.rebuild.live_map", r.live_map.is_some()),
             ("array.rebuild.live_max_io", r.live_max_io.is_some()),
+            ("array.rebuild.live_unit", r.live_unit.is_some()),
         ];
         if !live {
             if let Some((key, _)) = given.iter().find(|g| g.1) {
@@ -952,6 +962,12 @@ impl StackSpec {
             return Ok(());
         }
         match (r.live_frac.is_some(), r.live_map.is_some()) {
+            (false, true) if r.live_unit.is_some() => {
+                return Err(o.err(
+                    "array.rebuild.live_unit",
+                    "a live map gives its own runs: live_unit is for live_frac",
+                ))
+            }
             (true, true) => {
                 return Err(o.err(
                     "array.rebuild.live_map",

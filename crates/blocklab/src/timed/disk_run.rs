@@ -69,8 +69,10 @@ pub struct RunOptions {
     pub live_frac: Option<f64>,
     /// ... laid out `compact` or `spread`;
     pub live_layout: String,
-    /// or the live blocks of a model run (`dgraid live --json`).
+    /// or the live blocks of a model run (`dgraid live --json`);
     pub live_map: Option<String>,
+    /// `spread` in runs of this many bytes (`64KiB`, ...; None: one block).
+    pub live_unit: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -110,6 +112,7 @@ impl Default for RunOptions {
             live_frac: None,
             live_layout: "compact".into(),
             live_map: None,
+            live_unit: None,
         }
     }
 }
@@ -173,6 +176,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             live_frac: o.live_frac,
             live_layout: o.live_layout.clone(),
             live_map: o.live_map.clone(),
+            live_unit: o.live_unit.clone().map(NumOrStr::Str),
             ..Default::default()
         }),
         dgraid: None,

@@ -54,7 +54,7 @@ fn live(frac: f64, layout: LiveLayout, max_io: u64) -> RebuildConfig {
         order: "live".into(),
         params: crate::rebuild::OrderParams {
             live: LiveParams {
-                source: LiveSource::Share { frac, layout },
+                source: LiveSource::Share { frac, layout, unit: 1 },
                 max_io,
             },
             ..Default::default()
