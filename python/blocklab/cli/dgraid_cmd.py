@@ -201,15 +201,18 @@ def _register(app: typer.Typer) -> None:
         file_size: str = typer.Option("1MiB", "--file-size", help="Size of the file written then read."),
         passes: int = typer.Option(2, "--passes", help="Whole-file reads before the measured one (they diffuse the file)."),
         block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
-        size: Optional[str] = typer.Option(None, "--size", help="File-system size (default: 8x the file, at least 64 MiB)."),
+        size: Optional[str] = typer.Option(None, "--size", help="File-system size (default: 8x the file and the flush files, at least 64 MiB)."),
         max_request: str = typer.Option("256KiB", "--max-request", help="Adjacent blocks of one owner and kind are joined into requests up to this size."),
+        flush_files: int = typer.Option(4, "--flush-files", help="Files written with it and read just before the measured read, so that the drives' caches no longer hold the file."),
+        flush_size: str = typer.Option("16MiB", "--flush-size", help="Size of each flush file."),
         as_json: bool = JsonOpt,
     ) -> None:
-        """Fig 7's experiment as a trace: one file written, then read whole passes + 1 times (phases write, pass1.., measured)."""
+        """Fig 7's experiment as a trace: one file written, read whole --passes times, flush files read, the file read again (phases write, pass1.., flush, measured)."""
         from blocklab import _core
 
         params = {"file_bytes": size_bytes(file_size, "--file-size"), "passes": passes, "block_size": block_size,
-                  "fs_size": size_bytes(size) if size else 0, "max_request": size_bytes(max_request, "--max-request")}
+                  "fs_size": size_bytes(size) if size else 0, "max_request": size_bytes(max_request, "--max-request"),
+                  "flush_files": flush_files, "flush_bytes": size_bytes(flush_size, "--flush-size")}
         summary = json.loads(_core.dgraid_workload("seqread", json.dumps(params), out, 0))
         _workload_summary(summary, out, as_json)
 

@@ -176,9 +176,14 @@ pub struct SeqReadParams {
     /// Whole-file reads before the measured one (they diffuse the file).
     pub passes: u64,
     pub block_size: u64,
-    /// File-system size (0: eight times the file, at least 64 MiB).
+    /// File-system size (0: eight times the file and the flush files, at least 64 MiB).
     pub fs_size: u64,
     pub max_request: u64,
+    /// Files of `flush_bytes` written with the file and read whole just
+    /// before the measured read, so that the drives' caches no longer hold
+    /// the file (0: none).
+    pub flush_files: u64,
+    pub flush_bytes: u64,
 }
 
 impl Default for SeqReadParams {
@@ -189,15 +194,21 @@ impl Default for SeqReadParams {
             block_size: 4096,
             fs_size: 0,
             max_request: 256 << 10,
+            flush_files: 4,
+            flush_bytes: 16 << 20,
         }
     }
 }
 
-/// One file of `file_bytes` written (and synced), then read whole
-/// `passes + 1` times. Phases: `write`, `pass1` .. `passN`, `measured`.
+/// One file of `file_bytes` written with the flush files (and synced),
+/// read whole `passes` times, the flush files read, then the file read
+/// once more. Phases: `write`, `pass1` .. `passN`, `flush`, `measured`.
 pub fn seqread_trace(p: &SeqReadParams, out: &Path) -> Result<WorkloadSummary> {
     let size = if p.fs_size == 0 {
-        (p.file_bytes * 8).max(64 << 20).div_ceil(1 << 20) << 20
+        ((p.file_bytes + p.flush_files * p.flush_bytes) * 8)
+            .max(64 << 20)
+            .div_ceil(1 << 20)
+            << 20
     } else {
         p.fs_size
     };
@@ -208,18 +219,25 @@ pub fn seqread_trace(p: &SeqReadParams, out: &Path) -> Result<WorkloadSummary> {
     let mut t = TraceOut::create(out, p.block_size, p.max_request)?;
     t.push(fs.drain_io())?;
     let ino = fs.create(ROOT_INO, "f", p.file_bytes)?;
+    let flush: Vec<u64> = (0..p.flush_files)
+        .map(|i| fs.create(ROOT_INO, &format!("flush{i}"), p.flush_bytes))
+        .collect::<Result<_>>()?;
     fs.sync();
     t.push(fs.drain_io())?;
     t.phase("write")?;
-    for i in 0..=p.passes {
+    for i in 0..p.passes {
         fs.read_whole(ino)?;
         t.push(fs.drain_io())?;
-        t.phase(&if i == p.passes {
-            "measured".to_string()
-        } else {
-            format!("pass{}", i + 1)
-        })?;
+        t.phase(&format!("pass{}", i + 1))?;
     }
+    for &f in &flush {
+        fs.read_whole(f)?;
+        t.push(fs.drain_io())?;
+    }
+    t.phase("flush")?;
+    fs.read_whole(ino)?;
+    t.push(fs.drain_io())?;
+    t.phase("measured")?;
     t.finish(fs.geometry().blocks * p.block_size)
 }
 
@@ -305,6 +323,7 @@ mod tests {
                 file_bytes: 1 << 20,
                 passes: 1,
                 max_request: 128 << 10,
+                flush_files: 0,
                 ..SeqReadParams::default()
             },
             &out,
@@ -313,12 +332,12 @@ mod tests {
         let recs: Vec<_> = read_annotated(&out).unwrap().collect::<Result<_>>().unwrap();
         assert_eq!(recs.len() as u64, s.requests);
         let names: Vec<&str> = s.phases.iter().map(|p| p.0.as_str()).collect();
-        assert_eq!(names, ["write", "pass1", "measured"]);
+        assert_eq!(names, ["write", "pass1", "flush", "measured"]);
         assert_eq!(s.phases.iter().map(|p| p.1).sum::<u64>(), s.requests);
         // A measured pass: the inode block, the indirect block, the data in
         // at most 32-block requests (256 data blocks, two runs split by the
         // indirect block after the 12 direct ones).
-        let measured = &recs[(s.requests - s.phases[2].1) as usize..];
+        let measured = &recs[(s.requests - s.phases[3].1) as usize..];
         let data: u64 = measured
             .iter()
             .filter(|r| r.2.unwrap().kind == crate::fsmodel::kind::BlockKind::Data)
@@ -328,6 +347,42 @@ mod tests {
         assert!(measured.iter().all(|r| r.1.len <= 128 << 10 && r.1.op == Op::Read));
         assert!(measured.len() <= 2 + 256 / 32 + 2, "{}", measured.len());
         assert_eq!(s.read_blocks, 2 * (256 + 2));
+    }
+
+    #[test]
+    fn flush_files_are_read_between_the_passes_and_the_measured_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("s.csv");
+        let p = SeqReadParams {
+            file_bytes: 256 << 10,
+            passes: 2,
+            flush_files: 3,
+            flush_bytes: 1 << 20,
+            ..SeqReadParams::default()
+        };
+        let s = seqread_trace(&p, &out).unwrap();
+        let names: Vec<&str> = s.phases.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(names, ["write", "pass1", "pass2", "flush", "measured"]);
+        let recs: Vec<_> = read_annotated(&out).unwrap().collect::<Result<_>>().unwrap();
+        let data_read = |from: u64, n: u64| -> u64 {
+            recs[from as usize..(from + n) as usize]
+                .iter()
+                .filter(|r| r.1.op == Op::Read && r.2.unwrap().kind == crate::fsmodel::kind::BlockKind::Data)
+                .map(|r| r.1.len / 4096)
+                .sum()
+        };
+        let start = |i: usize| s.phases[..i].iter().map(|p| p.1).sum::<u64>();
+        // Every flush file read whole in the flush phase, the file alone in the others.
+        assert_eq!(data_read(start(3), s.phases[3].1), 3 * 256);
+        assert_eq!(data_read(start(4), s.phases[4].1), 64);
+        assert_eq!(data_read(start(1), s.phases[1].1), 64);
+        // The flush files are written with the file.
+        let written: u64 = recs[..s.phases[0].1 as usize]
+            .iter()
+            .filter(|r| r.1.op == Op::Write && r.2.unwrap().kind == crate::fsmodel::kind::BlockKind::Data)
+            .map(|r| r.1.len / 4096)
+            .sum();
+        assert_eq!(written, 64 + 3 * 256);
     }
 
     #[test]
