@@ -138,6 +138,7 @@ def fig8(workdir: Path, quick: bool = False, progress=None) -> list[dict]:
 
 def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
     """Rebuild in time with a reader running (MD vs live blocks), then a mirror pair lost."""
+    workdir = workdir.resolve()  # the stack files name the live map by absolute path
     from blocklab.repro.dgraid import fig9_listing
 
     say = progress or (lambda m: None)
@@ -348,7 +349,8 @@ def fig7(workdir: Path, quick: bool = False, sizes=FIG7_SIZES, progress=None) ->
 
 
 def run_all(out: Path, quick: bool = False, progress=None) -> dict:
-    work = out / "timed-work"
+    # Absolute: stack files name the live map relative to themselves.
+    work = (out / "timed-work").resolve()
     work.mkdir(parents=True, exist_ok=True)
     return {"fig8": fig8(work, quick, progress), "fig9": fig9(work, quick, progress),
             "table2": table2(work, quick, progress), "fig7": fig7(work, quick, progress=progress)}
