@@ -56,6 +56,13 @@ def test_fig9_live_recovery_and_a_lost_mirror_pair(res):
     assert f9["raid10_pair"]["md_file_reads_ok"] == 0.0
     assert f9["raid10_pair"]["file_reads_ok"] < f9["dgraid1_pair"]["file_reads_ok"] / 2
     assert f9["dgraid1_pair"]["unmapped_reads"] == 0
+    # The profile: every interval's requests, served or not, sum to the reader's requests, and
+    # D-GRAID-1 serves a larger share than RAID-10 after the loss.
+    r10 = f9["raid10_pair"]["profile"]
+    assert sum(p["issued"] for p in r10) == f9["raid10_pair"]["requests"]
+    assert sum(p["issued"] - p["served"] for p in r10) == f9["raid10_pair"]["unreadable_requests"]
+    last = {k: f9[k]["profile"][-2]["served_share"] for k in ("dgraid1_pair", "raid10_pair")}
+    assert last["dgraid1_pair"] > last["raid10_pair"]
 
 
 def test_table2_metadata_copies_cost_writes_and_time(res):

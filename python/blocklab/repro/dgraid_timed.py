@@ -193,7 +193,9 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
     groups = _file_reads(pair_reads, fail_after)
     assert all(len(g) == 2 for g in groups)
     say("fig 9: a mirror pair lost, D-GRAID-1")
-    st = _stack(workdir / "fig9-dgraid1-pair.toml", "dgraid1",
+    # A time series of requests issued and served (an unreadable request is not served).
+    replay = f"mode = \"closed\"\noutstanding = 1\ninterval = {FIG9_INTERVAL_MS}"
+    st = _stack(workdir / "fig9-dgraid1-pair.toml", "dgraid1", replay=replay,
                 array=f"disk_size = {member}\nfailed = [0, 1]\nfail_at = \"{populate + fail_after}req\"",
                 dgraid=f"fs_size = {volume}\nmeta_copies = 4")
     dg = _run(st, pair_trace)
@@ -202,7 +204,7 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
                            "file_reads_ok": 1.0 - bad / max(1, len(groups)),
                            "unmapped_reads": dg["dgraid"]["unmapped_reads"], "spills": dg["dgraid"]["counts"]["spills"]}
     say("fig 9: a mirror pair lost, RAID-10")
-    st = _stack(workdir / "fig9-raid10-pair.toml", "raid10",
+    st = _stack(workdir / "fig9-raid10-pair.toml", "raid10", replay=replay,
                 array=f"disk_size = {member}\nfailed = [0, 1]\nfail_at = \"{fail_after}req\"\nallow_loss = true")
     r10 = _run(st, pair_reads)
     # Which requests fail on RAID-10 is where MD maps them (array_map); their number must be the
@@ -213,8 +215,28 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
     ok = sum(1 for g, l in zip(groups, _chunks(lost, groups)) if not any(l))
     out["raid10_pair"] = {"unreadable_requests": r10["timing"]["unreadable"], "file_reads_after": len(groups),
                           "file_reads_dropped": dropped, "file_reads_ok": ok / max(1, len(groups)),
-                          "md_file_reads_ok": 0.0}
+                          "md_file_reads_ok": 0.0, "requests": r10["requests"]}
+    # The profile: share of the reader's requests served per interval, from the reads' start (the
+    # D-GRAID-1 run's populate phase cut off).
+    start = _reads_start_ms(dg, populate)
+    for key, r, t0 in (("dgraid1_pair", dg, start), ("raid10_pair", r10, 0.0)):
+        out[key]["profile"] = [{"t_ms": p["t_ms"] - t0, "issued": p["issued"], "served": p["completed"],
+                                "served_share": p["completed"] / p["issued"] if p["issued"] else None}
+                               for p in r["timing"]["timeseries"] if p["t_ms"] >= t0]
     return out
+
+
+FIG9_INTERVAL_MS = 1000
+
+
+def _reads_start_ms(run: dict, populate: int) -> float:
+    """Start of the first interval whose requests are all the reader's (issued counts past `populate`)."""
+    n = 0
+    for p in run["timing"]["timeseries"]:
+        if n >= populate:
+            return p["t_ms"]
+        n += p["issued"]
+    return 0.0
 
 
 def _file_reads(trace: Path, skip: int, lines: bool = False) -> list:
@@ -380,7 +402,9 @@ def save(res: dict, out: Path) -> list[str]:
             if not isinstance(v, (list, dict)):
                 flat[f"{o}_{k}"] = v
     pd.DataFrame([flat]).to_parquet(out / "dgraid-timed-fig9.parquet", index=False)
-    written += ["dgraid-timed-fig9-series.parquet", "dgraid-timed-fig9.parquet"]
+    profile = [dict(array=k.split("_")[0], **p) for k in ("dgraid1_pair", "raid10_pair") for p in f9[k]["profile"]]
+    pd.DataFrame(profile).to_parquet(out / "dgraid-timed-fig9-profile.parquet", index=False)
+    written += ["dgraid-timed-fig9-series.parquet", "dgraid-timed-fig9.parquet", "dgraid-timed-fig9-profile.parquet"]
     return written
 
 
@@ -416,7 +440,7 @@ def plot(res: dict, out: Path) -> list[str]:
     files.append("dgraid-timed-fig8.png")
 
     f9 = res["fig9"]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for o, lab in (("md", "RAID-10 (MD, whole member)"), ("live", "live blocks (D-GRAID-1's live map)")):
         s = pd.DataFrame(f9[o]["series"])
         if len(s):
@@ -424,6 +448,15 @@ def plot(res: dict, out: Path) -> list[str]:
             axes[1].plot(s.t_ms / 1e3, s.avg_response_ms, label=lab)
     axes[1].axhline(f9["healthy_ms"], color="k", ls="--", lw=1, label="healthy array")
     axes[1].legend(fontsize=8)
+    for key, lab, color in (("dgraid1_pair", "D-GRAID-1", "tab:green"),
+                            ("raid10_pair", "RAID-10 (block semantics)", "tab:red")):
+        p = pd.DataFrame(f9[key]["profile"])
+        if len(p):
+            axes[2].step(p.t_ms / 1e3, 100 * p.served_share, where="post", label=lab, color=color)
+    axes[2].set_ylim(0, 105)
+    axes[2].set_ylabel("reader's requests served (%)")
+    axes[2].set_title(f"a mirror pair fails after {f9['fail_after_requests']} requests", fontsize=9)
+    axes[2].legend(fontsize=8)
     axes[0].set_ylabel("member in sync (%)")
     axes[1].set_ylabel("mean response of the reader (ms)")
     for ax in axes:
