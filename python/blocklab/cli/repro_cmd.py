@@ -216,7 +216,7 @@ def disks(
 def dgraid(
     out: str = typer.Option("repro-dgraid", "--out", "-o", help="Output directory (Parquet, PNG, Markdown report)."),
     tree: Optional[str] = typer.Option(None, "--tree", help="System listing to use (default: data/debian-tree.lst); a seeded user tree is grafted under /home."),
-    quick: bool = typer.Option(False, "--quick", help="Small trees, 8 disks, few trials (a smoke run, not the reproduction)."),
+    quick: bool = typer.Option(False, "--quick", help="Small trees, 8 disks, few trials (a smoke run, not the reproduction); with --timed: a 32 MiB member, 5 % of Fig 9's volume, a small Postmark, two file sizes."),
     timed: bool = typer.Option(False, "--timed", help="In simulated time on four Ultrastar 73LZX models: Fig 8 (live-block vs full rebuild), Fig 9 (rebuild with a reader, then a mirror pair lost), Table 2's run times, Fig 7's throughput."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
