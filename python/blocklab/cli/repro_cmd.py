@@ -259,7 +259,10 @@ def _dgraid_timed(outdir, quick: bool, console) -> None:
     (outdir / "dgraid-timed-report.md").write_text(dt.markdown(res, lines))
     print("The paper reports:")
     for part, claims in dt.PAPER.items():
-        print(f"  - [{part}] {claims}")
+        items = claims if isinstance(claims, list) else [
+            f"{k}: {v}" + (" s" if part == "table2" else "") for k, v in claims.items()]
+        for c in items:
+            print(f"  - [{part}] {c}")
     print("Our numbers (in simulated time):")
     for line in lines:
         print(f"  - {line}")

@@ -37,9 +37,9 @@ PAPER = {
              "the worst case (live data spread throughout the disk) is slower than the best (compacted)"],
     "fig9": {"dgraid_rebuild_s": 68.0, "raid10_rebuild_s": 160.0, "dgraid_after_pair_loss": 0.5,
              "raid10_after_pair_loss": "near zero"},
-    "table2": {"raid0": 69.25, "dgraid1": 61.57, "dgraid2": 66.50, "dgraid3": 73.50, "dgraid4": 78.79},
+    "table2": {"raid0": 69.25, "dgraid1": 61.57, "dgraid2": 66.50, "dgraid3": 73.50, "dgraid4": 78.79},  # run time, s
     "fig7": ["without diffusion, sequential reads of large files run at the rate of one disk",
-             "with diffusion, much improved (close to striping)",
+             "with diffusion, performance is much improved (reads go to the diffused copies on all disks)",
              "D-GRAID beats RAID-0 on small files (better layout than ext2's 8-block preallocation)"],
 }
 
