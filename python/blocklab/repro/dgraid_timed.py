@@ -360,8 +360,8 @@ def fig7(workdir: Path, quick: bool = False, sizes=FIG7_SIZES, progress=None) ->
                 ("dgraid_diffused", _stack(workdir / "f7-diffused.toml", "dgraid0", replay=replay, scheduler=sched,
                                            dgraid=f"fs_size = {fs}\nmeta_copies = 4\ndiffuse_segment = \"1MiB\"\n"
                                                   "diffuse_threshold = 2")),
-                # Fewer, longer segments: fewer backward seeks between consecutive segments' copies
-                # (given out downwards from each member's end), but files under 4 MiB stay home.
+                # Fewer, longer segments: fewer runs to seek between, but files under about
+                # 8 MiB are hardly diffused (only whole segments read are).
                 ("dgraid_diffused_4m", _stack(workdir / "f7-diffused-4m.toml", "dgraid0", replay=replay,
                                               scheduler=sched, dgraid=f"fs_size = {fs}\nmeta_copies = 4\n"
                                                                       "diffuse_segment = \"4MiB\"\ndiffuse_threshold = 2")),
