@@ -236,3 +236,19 @@ def test_diffusion_counted():
     assert rows[0]["dgraid_parallelism"] == 1.0
     assert rows[1]["dgraid_parallelism"] == pytest.approx(1.0)
     assert rows[1]["diffused_parallelism"] > 0.9 * rows[1]["raid0_parallelism"]
+
+
+def test_seqread_reads_the_flush_files_before_the_measured_read(tmp_path):
+    out = tmp_path / "seq.csv"
+    s = ok_json("dgraid", "seqread", str(out), "--file-size", "256KiB", "--passes", "1", "--flush-files", "2",
+                "--flush-size", "1MiB")
+    assert [p[0] for p in s["phases"]] == ["write", "pass1", "flush", "measured"]
+    rows = out.read_text().splitlines()[1:]
+    assert len(rows) == s["requests"]
+    start = sum(p[1] for p in s["phases"][:2])
+    flush = rows[start:start + s["phases"][2][1]]
+    # The flush phase reads both flush files whole (2 x 1 MiB of data), nothing of the file.
+    data = [r.split(",") for r in flush if r.split(",")[6] == "data"]
+    assert sum(int(r[3]) for r in data) == 2 << 20
+    measured_owner = {r.split(",")[5] for r in rows[-s["phases"][3][1]:] if r.split(",")[6] == "data"}
+    assert not measured_owner & {r[5] for r in data}

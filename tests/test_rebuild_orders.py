@@ -79,7 +79,7 @@ def test_fit_scale_runs_a_trace_larger_than_the_array(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.parametrize("args,msg", [
-    (["--rebuild-order", "lifo"], "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor"),
+    (["--rebuild-order", "lifo"], "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor, live"),
     (["--rebuild-idle", "often"], "--rebuild-idle: unknown rebuild idle rule `often`"),
     (["--fit", "fold"], "--fit: unknown address fit `fold`"),
     (["--fit", "scale", "--wrap"], "contradicts"),

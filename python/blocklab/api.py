@@ -118,12 +118,15 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
              block_size: int = 4096, layout: str | None = None, disk_size: int | str | None = None,
              rebuild: bool = False, rebuild_at_ms: float = 0.0, rebuild_window: int = 4,
              rebuild_min_kbps: int = 1000, rebuild_max_kbps: int = 200000, rebuild_order: str = "md",
-             rebuild_idle: str = "simple", fit: str | None = None) -> dict:
+             rebuild_idle: str = "simple", fit: str | None = None, live_frac: float | None = None,
+             live_layout: str = "compact", live_map=None, live_unit: int | str | None = None) -> dict:
     """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict.
     With ``rebuild=True`` the ``failed`` disks are rebuilt onto spares in the background and the
     report has a ``rebuild`` entry; ``rebuild_order`` is ``md``, ``pro``, ``dor`` or ``pro-dor``,
     ``rebuild_idle`` MD's idle test (``simple``, ``md2611``, ``md6``), ``fit`` how trace addresses
-    are fitted onto the array (``none``, ``wrap``, ``scale``)."""
+    are fitted onto the array (``none``, ``wrap``, ``scale``). ``live_frac`` (with ``live_layout``
+    ``compact`` or ``spread``) or ``live_map`` (the JSON of ``dgraid live --json``) copy only live
+    blocks (the ``live`` order: RAID-1/10); ``live_unit`` is the spread layout's run length."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     return json.loads(_core.disk_run(
@@ -133,7 +136,8 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         block_size=block_size, layout=layout, disk_size=None if disk_size is None else str(disk_size),
         rebuild=rebuild, rebuild_at_ms=rebuild_at_ms, rebuild_window=rebuild_window,
         rebuild_min_kbps=rebuild_min_kbps, rebuild_max_kbps=rebuild_max_kbps, rebuild_order=rebuild_order,
-        rebuild_idle=rebuild_idle, fit=fit))
+        rebuild_idle=rebuild_idle, fit=fit, live_frac=live_frac, live_layout=live_layout,
+        live_map=None if live_map is None else _paths(live_map), live_unit=None if live_unit is None else str(live_unit)))
 
 
 def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", sets: Sequence[str] = (),

@@ -102,7 +102,37 @@ fn dgraid_place(py: Python<'_>, params_json: &str) -> PyResult<String> {
     json(&r)
 }
 
+/// An annotated trace of a model workload (`postmark`, `seqread`,
+/// `readers`) written to `out`; its summary as JSON.
+#[pyfunction]
+fn dgraid_workload(py: Python<'_>, kind: &str, params_json: &str, out: &str, max_request: u64) -> PyResult<String> {
+    use blocklab::dgraid::workload;
+    let path = std::path::PathBuf::from(out);
+    let r = match kind {
+        "postmark" => {
+            let p: run::PostmarkParams = params(params_json)?;
+            py.allow_threads(|| workload::postmark_trace(&p, &path, max_request))
+        }
+        "seqread" => {
+            let p: workload::SeqReadParams = params(params_json)?;
+            py.allow_threads(|| workload::seqread_trace(&p, &path))
+        }
+        "readers" => {
+            let p: workload::ReadersParams = params(params_json)?;
+            py.allow_threads(|| workload::readers_trace(&p, &path))
+        }
+        other => Err(blocklab::Error::unknown(
+            "workload",
+            other,
+            &["postmark", "seqread", "readers"],
+        )),
+    }
+    .map_err(to_py)?;
+    json(&r)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(dgraid_workload, m)?)?;
     m.add_function(wrap_pyfunction!(dgraid_place, m)?)?;
     m.add_function(wrap_pyfunction!(fs_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(fs_tree, m)?)?;

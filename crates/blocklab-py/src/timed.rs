@@ -12,7 +12,8 @@ use crate::to_py;
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
     chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
     rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000,
-    rebuild_order="md", rebuild_idle="simple", fit=None))]
+    rebuild_order="md", rebuild_idle="simple", fit=None, live_frac=None, live_layout="compact",
+    live_map=None, live_unit=None))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -47,6 +48,10 @@ fn disk_run(
     rebuild_order: &str,
     rebuild_idle: &str,
     fit: Option<String>,
+    live_frac: Option<f64>,
+    live_layout: &str,
+    live_map: Option<String>,
+    live_unit: Option<String>,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -80,6 +85,10 @@ fn disk_run(
         rebuild_order: rebuild_order.into(),
         rebuild_idle: rebuild_idle.into(),
         fit,
+        live_frac,
+        live_layout: live_layout.into(),
+        live_map,
+        live_unit,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

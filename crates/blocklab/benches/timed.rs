@@ -53,6 +53,7 @@ fn workload(capacity_sectors: u64, gap_ms: f64) -> Vec<Request> {
                 offset: (next() % slots) * 8 * 512,
                 len: 4096,
                 tenant: 0,
+                fs: Default::default(),
             }
         })
         .collect()

@@ -51,6 +51,16 @@ def _table(title: str, cols: list[str], rows: list[list[str]]) -> None:
     Console().print(t)
 
 
+def _workload_summary(summary: dict, out: str, as_json: bool) -> None:
+    if as_json:
+        print_json(summary)
+        return
+    phases = ", ".join(f"{n} {c:,}" for n, c in summary["phases"])
+    print(f"{out}: {summary['requests']:,} requests ({summary['read_requests']:,} reads of {summary['read_blocks']:,} "
+          f"blocks, {summary['write_requests']:,} writes of {summary['write_blocks']:,} blocks); phases: {phases}; "
+          f"file system {summary['fs_bytes']:,} B of {summary['block_size']} B blocks")
+
+
 def _register(app: typer.Typer) -> None:
     group = typer.Typer(help="D-GRAID: file-aware fault-isolated placement, metadata replication, availability.",
                         no_args_is_help=True)
@@ -159,6 +169,8 @@ def _register(app: typer.Typer) -> None:
         block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
         size: str = typer.Option("2GiB", "--size", help="File-system size."),
         seed: int = typer.Option(1, "--seed", help="Seed of the workload."),
+        trace: Optional[str] = typer.Option(None, "--trace", help="Write the run's block I/O as an annotated native CSV trace (for `blocklab run` on a D-GRAID or RAID array) instead of counting."),
+        max_request: str = typer.Option("128KiB", "--max-request", help="--trace: adjacent blocks of one owner and kind are joined into requests up to this size."),
         as_json: bool = JsonOpt,
     ) -> None:
         """Table 2 (counted): blocks written, metadata writes and unique metadata blocks per copy count."""
@@ -168,6 +180,11 @@ def _register(app: typer.Typer) -> None:
                   "transactions": transactions, "min_size": size_bytes(min_size, "--min-size"),
                   "max_size": size_bytes(max_size, "--max-size"), "subdirs": subdirs, "flush_every": flush_every,
                   "block_size": block_size, "size": size_bytes(size), "seed": seed}
+        if trace is not None:
+            summary = json.loads(_core.dgraid_workload("postmark", json.dumps(params), trace,
+                                                       size_bytes(max_request, "--max-request")))
+            _workload_summary(summary, trace, as_json)
+            return
         rows = json.loads(_core.dgraid_postmark(json.dumps(params)))
         if as_json:
             print_json(rows)
@@ -177,6 +194,51 @@ def _register(app: typer.Typer) -> None:
                ["config", "blocks written", "metadata writes", "unique metadata", "if replicas lazy"],
                [[x["config"], f"{x['blocks_written']:,}", fmt(x["metadata_writes"]), fmt(x["unique_metadata"]),
                  fmt(x["lazy_blocks_written"])] for x in rows])
+
+    @group.command("seqread")
+    def seqread(
+        out: str = typer.Argument(..., help="The trace to write (annotated native CSV)."),
+        file_size: str = typer.Option("1MiB", "--file-size", help="Size of the file written then read."),
+        passes: int = typer.Option(2, "--passes", help="Whole-file reads before the measured one (they diffuse the file)."),
+        block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
+        size: Optional[str] = typer.Option(None, "--size", help="File-system size (default: 8x the file and the flush files, at least 64 MiB)."),
+        max_request: str = typer.Option("256KiB", "--max-request", help="Adjacent blocks of one owner and kind are joined into requests up to this size."),
+        flush_files: int = typer.Option(4, "--flush-files", help="Files written with it and read just before the measured read, so that the drives' caches no longer hold the file."),
+        flush_size: str = typer.Option("16MiB", "--flush-size", help="Size of each flush file."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Fig 7's experiment as a trace: one file written, read whole --passes times, flush files read, the file read again (phases write, pass1.., flush, measured)."""
+        from blocklab import _core
+
+        params = {"file_bytes": size_bytes(file_size, "--file-size"), "passes": passes, "block_size": block_size,
+                  "fs_size": size_bytes(size) if size else 0, "max_request": size_bytes(max_request, "--max-request"),
+                  "flush_files": flush_files, "flush_bytes": size_bytes(flush_size, "--flush-size")}
+        summary = json.loads(_core.dgraid_workload("seqread", json.dumps(params), out, 0))
+        _workload_summary(summary, out, as_json)
+
+    @group.command("readers")
+    def readers(
+        out: str = typer.Argument(..., help="The trace to write (annotated native CSV)."),
+        tree: Optional[str] = TreeOpt,
+        dirs: Optional[int] = DirsOpt,
+        files: Optional[int] = FilesOpt,
+        tree_seed: int = TreeSeedOpt,
+        under: str = UnderOpt,
+        reads: int = typer.Option(10000, "--reads", help="Whole-file reads of random files after the tree is copied in."),
+        seed: int = typer.Option(1, "--seed", help="Seed of the file draws."),
+        block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
+        size: Optional[str] = typer.Option(None, "--size", help="File-system size (default: fitted to the tree, half full)."),
+        max_request: str = typer.Option("128KiB", "--max-request", help="Adjacent blocks of one owner and kind are joined into requests up to this size."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Fig 9's workload as a trace: the tree copied in (phase populate), then random whole-file reads (phase reads)."""
+        from blocklab import _core
+
+        params = {"tree": tree_spec(tree, dirs, files, tree_seed, under), "reads": reads, "seed": seed,
+                  "block_size": block_size, "size": size_bytes(size) if size else 0,
+                  "max_request": size_bytes(max_request, "--max-request")}
+        summary = json.loads(_core.dgraid_workload("readers", json.dumps(params), out, 0))
+        _workload_summary(summary, out, as_json)
 
     @group.command("live")
     def live(

@@ -47,8 +47,12 @@ def run(
     rebuild_window: int = typer.Option(4, "--rebuild-window", help="--rebuild: rebuild steps (chunk rows) in flight at most."),
     rebuild_min: int = typer.Option(1000, "--rebuild-min", help="--rebuild: MD sync_speed_min (KB/s): the speed kept while user I/O is present."),
     rebuild_max: int = typer.Option(200000, "--rebuild-max", help="--rebuild: MD sync_speed_max (KB/s): the speed cap."),
-    rebuild_order: str = typer.Option("md", "--rebuild-order", help="--rebuild: md (sequential, MD), pro (popular zones first), dor (disk-oriented, low priority), pro-dor."),
+    rebuild_order: str = typer.Option("md", "--rebuild-order", help="--rebuild: md (sequential, MD), pro (popular zones first), dor (disk-oriented, low priority), pro-dor, live (live blocks only; mirrors)."),
     rebuild_idle: str = typer.Option("simple", "--rebuild-idle", help="--rebuild: MD's idle test and speed rule: simple (default), md2611 (the PRO paper's kernel), md6 (today's md.c)."),
+    live_frac: Optional[float] = typer.Option(None, "--live-frac", help="--rebuild: copy only live blocks (D-GRAID's live-block recovery, RAID-1/10): this share of each lost member is live (selects --rebuild-order live)."),
+    live_layout: str = typer.Option("compact", "--live-layout", help="--live-frac: compact (the member's first blocks) or spread (evenly interleaved)."),
+    live_unit: Optional[str] = typer.Option(None, "--live-unit", help="--live-layout spread: the live share comes in runs of this size (32KiB: files; default one block)."),
+    live_map: Optional[Path] = typer.Option(None, "--live-map", help="--rebuild: live member blocks of a model run (the JSON of `blocklab dgraid live --json`; selects --rebuild-order live)."),
     fit: Optional[str] = typer.Option(None, "--fit", help="Fit trace addresses onto the array: none, wrap (as --wrap), scale (compress the trace's span linearly, keeping hot regions in place)."),
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
     interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
@@ -85,6 +89,8 @@ def run(
         rebuild=rebuild, rebuild_at_ms=rebuild_at, rebuild_window=rebuild_window,
         rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
         rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
+        live_frac=live_frac, live_layout=live_layout.lower(), live_map=None if live_map is None else str(live_map),
+        live_unit=live_unit,
     ))
     place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
@@ -103,6 +109,11 @@ def run(
         print(f"rebuild of disk(s) {','.join(map(str, rb['disks']))} from {rb['start_ms']:.1f} ms: {state}, "
               f"{rb['rebuild_rows']}/{rb['rows_total']} rows of {rb['row_kib']} KiB, {rb['avg_kbps']:.0f} KB/s, "
               f"{rb['pauses']} pauses")
+        if rb.get("order") == "live":
+            st = rb["order_stats"]
+            print(f"  live blocks {st['live_blocks']} of {st['member_blocks']} per member "
+                  f"({100 * st['live_blocks'] / max(1, st['member_blocks'] * len(rb['disks'])):.1f} %), "
+                  f"{st['extents']} extents copied ({st['copied_blocks']} blocks, {st['late_blocks']} written during the rebuild)")
         if rb.get("order", "md") != "md" or rb.get("idle", "simple") != "simple":
             print(f"  order {rb['order']}, idle rule {rb['idle']}, throttled {str(rb['throttled']).lower()}, "
                   f"priority {rb['priority']}")

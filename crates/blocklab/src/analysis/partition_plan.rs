@@ -267,6 +267,7 @@ mod tests {
             offset: block * 8192,
             len: 8192,
             tenant,
+            fs: Default::default(),
         }
     }
 

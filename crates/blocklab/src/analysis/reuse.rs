@@ -728,6 +728,7 @@ mod tests {
             offset: block * 4096,
             len: 4096,
             tenant,
+            fs: Default::default(),
         }
     }
 
@@ -1019,7 +1020,7 @@ mod tests {
             let reqs: Vec<Request> = spec.iter().map(|&(b, n, w, tenant, dt)| {
                 // Mostly ascending times, with some steps back (unordered traces).
                 t += dt - 0.5;
-                Request { time: t, op: if w { Op::Write } else { Op::Read }, offset: b * 4096, len: n * 4096 - 100, tenant }
+                Request { time: t, op: if w { Op::Write } else { Op::Read }, offset: b * 4096, len: n * 4096 - 100, tenant, fs: Default::default() }
             }).collect();
             let opts = ReuseOptions {
                 per_tenant,

@@ -133,6 +133,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             fit: None,
             xor_ms: 0.0,
             rebuild: None,
+            dgraid: None,
         }),
         tier: None,
         device: DeviceSpec {

@@ -291,6 +291,7 @@ mod tests {
             offset,
             len,
             tenant,
+            fs: Default::default(),
         }
     }
 

@@ -12,8 +12,8 @@ pub mod plan;
 pub mod plans;
 pub mod rebuild;
 pub mod rebuilt;
-pub mod shared;
 pub mod scrub;
+pub mod shared;
 
 use serde::{Deserialize, Serialize};
 

@@ -1668,9 +1668,11 @@ fn rebuild_on_bytes(
             ..Default::default()
         },
         dor_lead: 3,
+        ..Default::default()
     };
     let mut s = crate::rebuild::build_with(order, &a, &params).unwrap();
     a.start_recovery(lost).unwrap();
+    s.start(&mut a, 0);
     // Steps in flight (tag, plan, row) and reads buffered per row (DOR).
     let mut pending: Vec<(u64, IoPlan, u64)> = Vec::new();
     let mut buffered: Vec<Vec<Option<Vec<u8>>>> = vec![vec![None; n as usize]; rows as usize];

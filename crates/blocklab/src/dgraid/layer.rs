@@ -77,6 +77,11 @@ impl ReplicaPlacement {
     }
 }
 
+/// Segments' worth of free blocks left above a diffused run that does not
+/// continue its predecessor's, for the segments after it (our choice: a
+/// sequential scan of up to 16 segments ascends on every disk).
+const DIFFUSE_HEADROOM: u64 = 16;
+
 /// Access-driven diffusion settings.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Diffusion {
@@ -685,19 +690,65 @@ impl Dgraid {
     /// Give segment `seg` a copy striped over all disks.
     fn diffuse(&mut self, seg: u64) {
         let Some(df) = self.cfg.diffusion else { return };
+        // Diffused copies sit among each member's last free blocks, given
+        // out in ascending order, so that a segment's chunks on one disk are
+        // one physical run (a sequential read of them is one operation). A
+        // segment with a diffused predecessor at most `DIFFUSE_HEADROOM`
+        // segments back continues after it (room left for those between)
+        // when those blocks are free; otherwise its run starts below room
+        // for `DIFFUSE_HEADROOM` more segments, so that the copies of a
+        // sequential scan's segments ascend on every disk (no seek back
+        // between segments).
+        let n = self.cfg.disks as usize;
+        let disk_of = |o: u64| (((seg * df.segment_blocks + o) / df.chunk_blocks) % n as u64) as usize;
+        let mut need = vec![0u64; n];
+        for o in 0..df.segment_blocks {
+            need[disk_of(o)] += 1;
+        }
+        let mut places: Vec<std::vec::IntoIter<u64>> = Vec::with_capacity(n);
+        for (d, &k) in need.iter().enumerate() {
+            let bm = &self.phys[d];
+            // After the nearest diffused predecessor, room left for the
+            // segments between them.
+            let after = (1..=DIFFUSE_HEADROOM.min(seg))
+                .find_map(|j| self.diffused.get(&(seg - j)).map(|c| (j, c)))
+                .and_then(|(j, c)| {
+                    let end = c
+                        .iter()
+                        .filter(|s| s.disk as usize == d)
+                        .map(|s| s.phys as u64 + 1)
+                        .max()?;
+                    Some(end + (j - 1) * k)
+                });
+            if let Some(p) = after.filter(|&p| p + k <= self.disk_blocks && (p..p + k).all(|b| !bm.get(b))) {
+                places.push((p..p + k).collect::<Vec<_>>().into_iter());
+                continue;
+            }
+            let mut free: Vec<u64> = (0..self.disk_blocks)
+                .rev()
+                .filter(|&p| !bm.get(p))
+                .take((k * (1 + DIFFUSE_HEADROOM)) as usize)
+                .collect();
+            if (free.len() as u64) < k {
+                return;
+            }
+            free.reverse();
+            if free.len() as u64 == k * (1 + DIFFUSE_HEADROOM) {
+                free.truncate(k as usize);
+            } else {
+                // Not enough room for the headroom: the last k free blocks.
+                free.drain(..free.len() - k as usize);
+            }
+            places.push(free.into_iter());
+        }
         let mut copy = Vec::with_capacity(df.segment_blocks as usize);
         for o in 0..df.segment_blocks {
-            let b = seg * df.segment_blocks + o;
-            let disk = ((b / df.chunk_blocks) % self.cfg.disks as u64) as u32;
-            // Diffused copies sit in the member's last free blocks.
-            let bm = &self.phys[disk as usize];
-            let Some(p) = (0..self.disk_blocks).rev().find(|&p| !bm.get(p)) else {
-                return;
-            };
-            self.phys[disk as usize].set(p);
-            self.used[disk as usize] += 1;
+            let d = disk_of(o);
+            let p = places[d].next().expect("counted");
+            self.phys[d].set(p);
+            self.used[d] += 1;
             copy.push(Slot {
-                disk: disk as u16,
+                disk: d as u16,
                 phys: p as u32,
             });
         }

@@ -61,6 +61,53 @@ impl LiveSet {
         Ok(LiveSet { member_blocks, runs })
     }
 
+    /// From runs `(first, count)` as [`LiveSet::runs`] holds them (read back
+    /// from `dgraid live --json`): ascending, disjoint, non-empty, within
+    /// the member; touching runs are joined.
+    pub fn from_runs(member_blocks: u64, runs: &[(u64, u64)]) -> Result<LiveSet> {
+        let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+        for &(s, n) in runs {
+            let end = s
+                .checked_add(n)
+                .filter(|&e| n > 0 && e <= member_blocks)
+                .ok_or_else(|| {
+                    Error::config(format!(
+                        "live run ({s}, {n}) is empty or beyond the member ({member_blocks} blocks)"
+                    ))
+                })?;
+            match out.last_mut() {
+                Some((ps, pn)) if *ps + *pn > s => {
+                    return Err(Error::config(format!(
+                        "live runs are not ascending and disjoint: ({ps}, {pn}) then ({s}, {n})"
+                    )))
+                }
+                Some((ps, pn)) if *ps + *pn == s => *pn = end - *ps,
+                _ => out.push((s, n)),
+            }
+        }
+        Ok(LiveSet {
+            member_blocks,
+            runs: out,
+        })
+    }
+
+    /// `frac` of the member live in runs of `unit` blocks (a file's worth):
+    /// `compact` as [`synthetic`](Self::synthetic); `spread` interleaves
+    /// round(frac × U) of the member's U units evenly by the same rule (the
+    /// last unit may be short). `unit` 1 is [`synthetic`](Self::synthetic).
+    pub fn synthetic_in_units(member_blocks: u64, frac: f64, layout: LiveLayout, unit: u64) -> Result<LiveSet> {
+        if unit <= 1 || layout == LiveLayout::Compact {
+            return Self::synthetic(member_blocks, frac, layout);
+        }
+        let units = Self::synthetic(member_blocks.div_ceil(unit), frac, layout)?;
+        let mut runs: Vec<(u64, u64)> = Vec::with_capacity(units.runs.len());
+        for (s, n) in units.runs {
+            let first = s * unit;
+            runs.push((first, ((s + n) * unit).min(member_blocks) - first));
+        }
+        Ok(LiveSet { member_blocks, runs })
+    }
+
     /// `frac` of the member live, laid out compact or spread. The count is
     /// round(frac × member); spread makes block i live exactly when
     /// ⌊(i+1)·frac⌋ > ⌊i·frac⌋ (evenly interleaved, deterministic).
@@ -154,6 +201,32 @@ mod tests {
         );
     }
 
+    #[test]
+    fn spread_in_units_interleaves_whole_runs() {
+        // 100 blocks in units of 8 (13 units, the last of 4 blocks), a
+        // quarter live: round(3.25) = 3 units, unit i when
+        // ⌊3(i+1)/13⌋ > ⌊3i/13⌋: units 4, 8 and 12 (the short one).
+        let s = LiveSet::synthetic_in_units(100, 0.25, LiveLayout::Spread, 8).unwrap();
+        assert_eq!(s.runs, vec![(32, 8), (64, 8), (96, 4)]);
+        let last = LiveSet::synthetic_in_units(100, 1.0, LiveLayout::Spread, 8).unwrap();
+        assert_eq!(last.runs, vec![(0, 100)]);
+        assert_eq!(
+            LiveSet::synthetic_in_units(100, 0.25, LiveLayout::Compact, 8).unwrap(),
+            LiveSet::synthetic(100, 0.25, LiveLayout::Compact).unwrap()
+        );
+    }
+
+    #[test]
+    fn runs_read_back_are_checked() {
+        assert_eq!(
+            LiveSet::from_runs(10, &[(0, 2), (2, 3), (7, 1)]).unwrap().runs,
+            vec![(0, 5), (7, 1)]
+        );
+        for bad in [&[(0u64, 0u64)][..], &[(8, 3)], &[(4, 2), (5, 1)], &[(4, 1), (2, 1)]] {
+            assert!(LiveSet::from_runs(10, bad).is_err(), "{bad:?}");
+        }
+    }
+
     proptest! {
         #[test]
         fn extents_cover_exactly_the_live_blocks(blocks in proptest::collection::vec(0u64..500, 0..200), max_io in 1u64..40) {
@@ -167,6 +240,7 @@ mod tests {
             want.sort_unstable();
             want.dedup();
             prop_assert_eq!(&covered, &want);
+            prop_assert_eq!(&LiveSet::from_runs(500, &s.runs).unwrap(), &s);
             for b in 0..500 {
                 prop_assert_eq!(s.contains(b), want.binary_search(&b).is_ok());
             }

@@ -22,6 +22,9 @@
 //!   of metadata replication under a Postmark-like workload (Table 2).
 //! * [`model`]: the glue: a namespace copied into the ext2 model, its I/O
 //!   fed through the layer.
+//! * [`workload`]: annotated traces of model workloads (Postmark, Fig 7's
+//!   sequential reads, Fig 9's readers) for the timed stack, where a D-GRAID
+//!   array (`stack::dgraid_target`) places them.
 
 pub mod avail;
 pub mod layer;
@@ -29,6 +32,7 @@ pub mod live;
 pub mod model;
 pub mod run;
 pub mod space;
+pub mod workload;
 
 #[cfg(test)]
 mod tests;

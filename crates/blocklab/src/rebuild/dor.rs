@@ -174,6 +174,7 @@ impl<S: RowSource> Strategy for Dor<S> {
                     tag: row << 9,
                     plan,
                     rows: 1,
+                    kib: None,
                 });
             }
             if let Some((i, j)) = self.free_read() {
@@ -188,6 +189,7 @@ impl<S: RowSource> Strategy for Dor<S> {
                     tag: read_tag(row, op.disk),
                     plan,
                     rows: 0,
+                    kib: None,
                 });
             }
             if self.active.len() >= self.lead || !self.activate(array, now) {

@@ -13,14 +13,18 @@
 //! steps), `dor` ([`dor::Dor`], disk-oriented reconstruction: a read stream
 //! per surviving disk) and `pro-dor` (DOR's streams in PRO's order). The
 //! out-of-order ones mark completed rows in the array's map of rebuilt units.
+//! `live` ([`live::Live`], D-GRAID's live-block recovery, mirrors only)
+//! copies only the live blocks of the lost members.
 
 pub mod dor;
+pub mod live;
 pub mod md;
 pub mod pro;
 pub mod rows;
 mod strategy;
 
 pub use dor::Dor;
+pub use live::{Live, LiveMap, LiveParams, LiveSource};
 pub use md::Md;
 pub use pro::{Pro, ProCount, ProOrder, ProParams};
 pub use rows::{RowSource, Sequential};
@@ -29,15 +33,20 @@ pub use strategy::{RebuildStep, Strategy};
 use crate::array::{Array, IoPlan};
 use crate::error::{Error, Result};
 
-/// Rebuild orders by name.
+/// The row orders (they rebuild every redundant level) by name.
 pub const ORDERS: &[&str] = &["md", "pro", "dor", "pro-dor"];
 
+/// Every order by name: the row orders and `live` (mirrors only).
+pub const ALL_ORDERS: &[&str] = &["md", "pro", "dor", "pro-dor", "live"];
+
 /// The orders' own parameters.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct OrderParams {
     pub pro: ProParams,
     /// DOR: rows buffered (active) at most: how far one disk may run ahead.
     pub dor_lead: usize,
+    /// `live`: where the live blocks come from, the largest copy.
+    pub live: LiveParams,
 }
 
 impl Default for OrderParams {
@@ -45,6 +54,7 @@ impl Default for OrderParams {
         OrderParams {
             pro: ProParams::default(),
             dor_lead: dor::DEFAULT_LEAD,
+            live: LiveParams::default(),
         }
     }
 }
@@ -66,7 +76,8 @@ pub fn build_with(order: &str, array: &Array, p: &OrderParams) -> Result<Box<dyn
         "pro" => Box::new(Pro::new(array, rows, p.pro)),
         "dor" => Box::new(Dor::new("dor", array, rows, Sequential::new(rows), p.dor_lead)),
         "pro-dor" => Box::new(Dor::new("pro-dor", array, rows, pro(), p.dor_lead)),
-        _ => return Err(Error::unknown("rebuild order", order, ORDERS)),
+        "live" => Box::new(Live::new(array, rows, &p.live)?),
+        _ => return Err(Error::unknown("rebuild order", order, ALL_ORDERS)),
     })
 }
 
@@ -82,6 +93,7 @@ pub fn rebuild_all<S: Strategy + ?Sized>(
 ) -> Result<u64> {
     let disks = array.failed().to_vec();
     array.start_recovery(&disks)?;
+    strategy.start(array, 0);
     let mut steps = 0;
     while !strategy.is_finished() {
         // Nothing is ever in flight here, so a strategy with nothing to

@@ -20,12 +20,21 @@ pub struct RebuildStep {
     /// whole-row step, 0 for a step that only reads): what MD's speed rule
     /// counts as issued recovery I/O.
     pub rows: u64,
+    /// KiB of member the step copies, when it is not whole rows (the
+    /// `live` order copies only live blocks): what MD's speed rule counts
+    /// for it, issued and, once it completes, rebuilt. None: `rows` rows.
+    pub kib: Option<u64>,
 }
 
 impl RebuildStep {
     /// A step rebuilding one whole row.
     pub fn row(tag: u64, plan: IoPlan) -> Self {
-        RebuildStep { tag, plan, rows: 1 }
+        RebuildStep {
+            tag,
+            plan,
+            rows: 1,
+            kib: None,
+        }
     }
 }
 
@@ -35,7 +44,7 @@ impl RebuildStep {
 ///
 /// A driver — [`Rebuilder`](crate::timed::rebuild::Rebuilder) in simulated
 /// time, [`rebuild_all`](super::rebuild_all) without time — calls
-/// `start_recovery` on the array, then repeatedly asks [`next_step`]
+/// `start_recovery` on the array and [`start`](Strategy::start), then repeatedly asks [`next_step`]
 /// (only when [`has_step`] says one is ready), runs the plan and reports its
 /// completion with [`complete`], possibly out of issue order and with other
 /// steps still in flight, until [`is_finished`]; then it calls
@@ -51,6 +60,12 @@ impl RebuildStep {
 pub trait Strategy: Send + Debug {
     /// The order's name (`md`, ...).
     fn name(&self) -> &'static str;
+
+    /// The recovery has just started (the driver called
+    /// `start_recovery`, after setting the map's unit): the order may mark
+    /// units it has nothing to copy for (the `live` order's dead rows).
+    /// Default: nothing.
+    fn start(&mut self, _array: &mut Array, _now: u64) {}
 
     /// Whether a step can be issued now. False while the strategy waits for
     /// steps in flight (a disk stream's outstanding read, a row whose reads

@@ -136,6 +136,7 @@ impl AddressMap {
             nblocks,
             bytes,
             cause: Cause::User,
+            fs: req.fs,
         };
         Ok((io, r.start))
     }
@@ -246,6 +247,7 @@ mod tests {
             offset,
             len,
             tenant,
+            fs: Default::default(),
         }
     }
 

@@ -3,13 +3,17 @@
 
 use super::address::{stack_span, AddressMap, Survey};
 use super::cache_layer::{CacheConfig, CacheLayer, PrefetchConfig};
+use super::dgraid_target::DgraidArray;
 use super::failure::FailAt;
 use super::layer::Class;
 use super::layer::{Layer, Target};
 use super::miss_trace::MissTrace;
 use super::prefetch::{Csp, Prefetcher};
 use super::runtime::{layer_tag, Composed, LayerFactory};
-use super::spec::{BufferHolds, CacheSpec, Fit, NumOrStr, PrefetchKind, QueueClass, RebuildSpec, StackSpec, TenantMap};
+use super::spec::{
+    is_dgraid, ArraySpec, BufferHolds, CacheSpec, Fit, NumOrStr, PrefetchKind, QueueClass, RebuildSpec, StackSpec,
+    TenantMap,
+};
 use super::target::{ArrayStack, SingleDisk};
 use super::tier::partitioner::{Global, Partitioner, PartitionerKind, Static};
 use super::tier::reuse_sized::ReuseSized;
@@ -21,8 +25,10 @@ use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
 use crate::device::Opportunism;
 use crate::device::{load_model, DeviceModel};
+use crate::dgraid::{DgraidConfig, Diffusion, Grouping, LiveLayout, ReplicaPlacement};
 use crate::error::{Error, Result};
-use crate::rebuild::{OrderParams, ProCount, ProParams};
+use crate::fsmodel::geometry::{Geometry, MkfsParams};
+use crate::rebuild::{LiveMap, LiveParams, LiveSource, OrderParams, ProCount, ProParams};
 use crate::timed::engine::{ms_to_ns, secs_to_ns};
 use crate::timed::rebuild::{IdleRule, RebuildConfig};
 use std::path::Path;
@@ -72,6 +78,9 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
                 .short_stroked(spec.device.short_stroke),
         ));
     };
+    if is_dgraid(&a.raid.text()) {
+        return dgraid_target(spec, a, make);
+    }
     let level = ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
     let mut cfg = ArrayConfig::new(level, a.disks);
     cfg.chunk_bytes = parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))?;
@@ -121,9 +130,47 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
         t = t.scaled(span);
     }
     if let Some(r) = &a.rebuild {
-        t = t
-            .with_rebuild(rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?)
-            .map_err(|e| o.err("array.rebuild", e))?;
+        let mut rc = rebuild_config(r, cfg.chunk_bytes).map_err(|e| o.err("array.rebuild", e))?;
+        rc.params.live = live_params(spec, r)?;
+        t = t.with_rebuild(rc).map_err(|e| o.err("array.rebuild", e))?;
+    }
+    Ok(Box::new(t))
+}
+
+/// A D-GRAID array (`raid = "dgraid0" | "dgraid1"`; keys checked by the spec).
+fn dgraid_target(
+    spec: &StackSpec,
+    a: &ArraySpec,
+    make: impl Fn() -> Result<Box<dyn DeviceModel>> + Send + 'static,
+) -> Result<Box<dyn Target>> {
+    let o = &spec.origin;
+    let bs = spec.block_size();
+    let d = a.dgraid.clone().unwrap_or_default();
+    let fs_bytes = match &d.fs_size {
+        Some(f) => parse_bytes(&f.text()).map_err(|e| o.err("array.dgraid.fs_size", e))?,
+        None => return Err(o.err("array.dgraid.fs_size", "a D-GRAID array needs the file system's size")),
+    };
+    let geo = Geometry::mke2fs(&MkfsParams::new(fs_bytes, bs)).map_err(|e| o.err("array.dgraid.fs_size", e))?;
+    let level = DgraidConfig::parse_level(&a.raid.text().to_ascii_lowercase()).map_err(|e| o.err("array.raid", e))?;
+    let mut cfg = DgraidConfig::new(level, a.disks, d.meta_copies);
+    cfg.grouping = Grouping::parse(&d.grouping).map_err(|e| o.err("array.dgraid.grouping", e))?;
+    cfg.placement = ReplicaPlacement::parse(&d.placement).map_err(|e| o.err("array.dgraid.placement", e))?;
+    cfg.seed = d.seed;
+    if let Some(s) = &a.disk_size {
+        cfg.disk_blocks = parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))? / bs;
+    }
+    if let Some(seg) = &d.diffuse_segment {
+        cfg.diffusion = Some(Diffusion {
+            segment_blocks: parse_bytes(&seg.text()).map_err(|e| o.err("array.dgraid.diffuse_segment", e))? / bs,
+            threshold: d.diffuse_threshold,
+            chunk_blocks: parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))? / bs,
+        });
+    }
+    let later = fail_at(spec)?.is_some();
+    let failed: &[u32] = if later { &[] } else { &a.failed };
+    let mut t = DgraidArray::new(cfg, geo, bs, make, failed).map_err(|e| o.err("array", e))?;
+    if later {
+        t = t.failing_later(&a.failed);
     }
     Ok(Box::new(t))
 }
@@ -148,6 +195,7 @@ fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
                 count: ProCount::parse(&r.pro.count)?,
             },
             dor_lead: r.dor.lead,
+            live: LiveParams::default(),
         },
         idle: IdleRule::parse(&r.idle)?,
         throttle: r.throttle,
@@ -155,6 +203,30 @@ fn rebuild_config(r: &RebuildSpec, chunk_bytes: u64) -> Result<RebuildConfig> {
         map_unit_rows,
         interval: ms_to_ns(r.interval),
     })
+}
+
+/// The `live` order's source of live blocks (a share, or a live map read
+/// from its file) and largest copy (checked by the spec).
+fn live_params(spec: &StackSpec, r: &RebuildSpec) -> Result<LiveParams> {
+    let o = &spec.origin;
+    let source = match (&r.live_map, r.live_frac) {
+        (Some(path), _) => LiveSource::Map(Arc::new(
+            LiveMap::read(Path::new(&o.path(path))).map_err(|e| o.err("array.rebuild.live_map", e))?,
+        )),
+        (None, frac) => LiveSource::Share {
+            frac: frac.unwrap_or(1.0),
+            layout: LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?,
+            unit: match &r.live_unit {
+                Some(u) => parse_bytes(&u.text()).map_err(|e| o.err("array.rebuild.live_unit", e))? / spec.block_size(),
+                None => 1,
+            },
+        },
+    };
+    let max_io = match &r.live_max_io {
+        Some(m) => parse_bytes(&m.text()).map_err(|e| o.err("array.rebuild.live_max_io", e))? / spec.block_size(),
+        None => 0,
+    };
+    Ok(LiveParams { source, max_io })
 }
 
 /// When disks fail during the run (None: from the start, or never).

@@ -53,6 +53,7 @@ fn req(t_ms: f64, op: Op, block: u64, blocks: u64) -> Request {
         offset: block * 4096,
         len: blocks * 4096,
         tenant: 0,
+        fs: Default::default(),
     }
 }
 

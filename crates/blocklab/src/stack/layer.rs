@@ -20,7 +20,7 @@ use crate::exec::count::CountExecutor;
 use crate::timed::engine::{secs_to_ns, Ns};
 use crate::timed::executor::{PlanId, Step, TimedExecutor};
 use crate::timed::rebuild::RebuildReport;
-use crate::trace::Op;
+use crate::trace::{FsTag, Op};
 use std::sync::Arc;
 
 /// A range of stack blocks to read or write.
@@ -38,6 +38,9 @@ pub struct Io {
     /// `User` for requests and what layers pass on of them; `Destage` for a
     /// cache's write-back of dirty blocks.
     pub cause: Cause,
+    /// The request's file-system annotation (what a D-GRAID array places
+    /// by); [`FsTag::NONE`] once a layer has turned it into whole blocks.
+    pub fs: FsTag,
 }
 
 impl Io {
@@ -49,6 +52,7 @@ impl Io {
             nblocks,
             bytes: None,
             cause,
+            fs: FsTag::NONE,
         }
     }
 }

@@ -8,7 +8,8 @@
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
 //! * `cache_layer` — host cache layers (with `prefetch`: what they read
 //!   ahead); `write_buffer` — a cache layer's write buffer; `tier` — the SSD
-//!   tier; `target` — one disk, or an array;
+//!   tier; `target` — one disk, or an array; `dgraid_target` — a D-GRAID
+//!   array (placement by the trace's file-system annotation);
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
 //! * `batch` — many counted stacks over one trace in as few passes as keep each result;
@@ -18,6 +19,7 @@ pub mod address;
 pub mod batch;
 pub mod build;
 pub mod cache_layer;
+pub mod dgraid_target;
 pub mod failure;
 pub mod layer;
 pub mod miss_trace;
@@ -31,7 +33,11 @@ pub mod tier;
 pub mod write_buffer;
 
 #[cfg(test)]
+mod dgraid_tests;
+#[cfg(test)]
 mod hs_tests;
+#[cfg(test)]
+mod live_rebuild_tests;
 #[cfg(test)]
 mod rebuild_tests;
 #[cfg(test)]

@@ -75,7 +75,7 @@ fn rebuild_key_errors_name_the_key() {
     let e = err(&["array.rebuild.order=fifo"]);
     assert_eq!(
         e,
-        "r.toml: key `array.rebuild.order`: unknown rebuild order `fifo`; valid: md, pro, dor, pro-dor"
+        "r.toml: key `array.rebuild.order`: unknown rebuild order `fifo`; valid: md, pro, dor, pro-dor, live"
     );
     assert!(
         err(&["array.rebuild.idle=never"]).starts_with("r.toml: key `array.rebuild.idle`: unknown rebuild idle rule")
@@ -99,6 +99,7 @@ fn reads(n: u64, every_ms: f64, blocks: u64) -> Vec<Request> {
             offset: (i * 37 % blocks) * 4096,
             len: 8192,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect()
 }
@@ -179,6 +180,7 @@ fn a_trace_larger_than_the_array_runs_with_fit_scale() {
             offset: i * 800 * 4096,
             len: 4096,
             tenant: 0,
+            fs: Default::default(),
         })
         .collect();
     let mut survey = Survey::default();
@@ -224,7 +226,7 @@ fn disk_run_flags_are_the_stack_keys() {
     o.rebuild_order = "lifo".into();
     assert_eq!(
         stack_spec(&o).unwrap_err().to_string(),
-        "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor"
+        "--rebuild-order: unknown rebuild order `lifo`; valid: md, pro, dor, pro-dor, live"
     );
     o.rebuild_order = "md".into();
     o.rebuild_idle = "often".into();

@@ -191,6 +191,9 @@ pub struct StackResult {
     /// Write buffers of the cache layers that have one (`cache.N.write_buffer`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub write_buffers: Vec<super::write_buffer::WriteBufferReport>,
+    /// A D-GRAID array (`raid = "dgraid0" | "dgraid1"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dgraid: Option<super::dgraid_target::DgraidReport>,
 }
 
 /// Figures of a timed run beside the response times.

@@ -328,6 +328,21 @@ pub struct RebuildSpec {
     pub interval: f64,
     pub pro: ProSpec,
     pub dor: DorSpec,
+    /// `live` order: this share of each lost member is live (0..1), laid
+    /// out `live_layout` (`disk run --live-frac`).
+    pub live_frac: Option<f64>,
+    /// `compact` (the member's first blocks) or `spread` (evenly
+    /// interleaved) (`disk run --live-layout`).
+    pub live_layout: String,
+    /// `live` order: live member blocks from a file (the JSON of `blocklab
+    /// dgraid live --json`), relative to the stack file.
+    pub live_map: Option<String>,
+    /// `live` order: the largest copy (bytes, a multiple of the block
+    /// size; absent: one chunk).
+    pub live_max_io: Option<NumOrStr>,
+    /// `live` order, `spread`: the live share comes in runs of this many
+    /// bytes (a multiple of the block size; absent: one block).
+    pub live_unit: Option<NumOrStr>,
 }
 
 impl Default for RebuildSpec {
@@ -345,6 +360,11 @@ impl Default for RebuildSpec {
             interval: crate::timed::rebuild::DEFAULT_INTERVAL_MS,
             pro: ProSpec::default(),
             dor: DorSpec::default(),
+            live_frac: None,
+            live_layout: "compact".into(),
+            live_map: None,
+            live_max_io: None,
+            live_unit: None,
         }
     }
 }
@@ -460,6 +480,51 @@ pub struct ArraySpec {
     pub xor_ms: f64,
     #[serde(default)]
     pub rebuild: Option<RebuildSpec>,
+    /// `[array.dgraid]`: the D-GRAID array's own keys (`raid = "dgraid0" | "dgraid1"`).
+    #[serde(default)]
+    pub dgraid: Option<DgraidSpec>,
+}
+
+/// `[array.dgraid]`: a D-GRAID array (see `stack::dgraid_target`). Its
+/// blocks are those of the ext2 file system the trace addresses; writes
+/// need the trace's file-system annotation.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DgraidSpec {
+    /// Size of that file system in bytes (required): mke2fs's geometry
+    /// says which blocks are static metadata.
+    pub fs_size: Option<NumOrStr>,
+    /// Copies of naming and system metadata (1..=disks).
+    pub meta_copies: u32,
+    /// Unit of fault isolation: `file` or `dir`.
+    pub grouping: String,
+    /// Where metadata replicas go: `rotate` or `random`.
+    pub placement: String,
+    pub seed: u64,
+    /// Access-driven diffusion: segment length (bytes); absent: none.
+    /// Diffused copies are striped in `array.chunk` chunks.
+    pub diffuse_segment: Option<NumOrStr>,
+    /// Whole-segment reads before a segment is diffused.
+    pub diffuse_threshold: u64,
+}
+
+impl Default for DgraidSpec {
+    fn default() -> Self {
+        DgraidSpec {
+            fs_size: None,
+            meta_copies: 1,
+            grouping: "file".into(),
+            placement: "rotate".into(),
+            seed: 1,
+            diffuse_segment: None,
+            diffuse_threshold: 2,
+        }
+    }
+}
+
+/// Whether `raid` names a D-GRAID level (`dgraid0`, `dgraid1`).
+pub fn is_dgraid(raid: &str) -> bool {
+    raid.trim().to_ascii_lowercase().starts_with("dgraid")
 }
 
 fn default_chunk() -> NumOrStr {
@@ -855,6 +920,15 @@ impl StackSpec {
 
     fn check_array(&self, a: &ArraySpec) -> Result<()> {
         let o = &self.origin;
+        if is_dgraid(&a.raid.text()) {
+            return self.check_dgraid(a);
+        }
+        if a.dgraid.is_some() {
+            return Err(o.err(
+                "array.dgraid",
+                "only a D-GRAID array (raid = \"dgraid0\" or \"dgraid1\") takes these keys",
+            ));
+        }
         let level = crate::array::Level::parse(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
         if a.disks == 0 {
             return Err(o.err("array.disks", "an array needs disks"));
@@ -971,12 +1045,13 @@ impl StackSpec {
     /// The rebuild's own keys (order, idle rule, PRO's and DOR's parameters).
     fn check_rebuild(&self, r: &RebuildSpec, chunk: u64) -> Result<()> {
         let o = &self.origin;
-        if !crate::rebuild::ORDERS.contains(&r.order.to_ascii_lowercase().as_str()) {
+        if !crate::rebuild::ALL_ORDERS.contains(&r.order.to_ascii_lowercase().as_str()) {
             return Err(o.err(
                 "array.rebuild.order",
-                Error::unknown("rebuild order", &r.order, crate::rebuild::ORDERS),
+                Error::unknown("rebuild order", &r.order, crate::rebuild::ALL_ORDERS),
             ));
         }
+        self.check_live(r)?;
         crate::timed::rebuild::IdleRule::parse(&r.idle).map_err(|e| o.err("array.rebuild.idle", e))?;
         if let Some(p) = &r.priority {
             if p != "same" && p != "low" {
@@ -1017,6 +1092,194 @@ impl StackSpec {
         crate::rebuild::ProCount::parse(&r.pro.count).map_err(|e| o.err("array.rebuild.pro.count", e))?;
         if r.dor.lead == 0 {
             return Err(o.err("array.rebuild.dor.lead", "must be at least 1 row"));
+        }
+        Ok(())
+    }
+
+    /// A D-GRAID array: its own keys, and the array keys it has no use for.
+    fn check_dgraid(&self, a: &ArraySpec) -> Result<()> {
+        let o = &self.origin;
+        let level = crate::dgraid::DgraidConfig::parse_level(&a.raid.text().to_ascii_lowercase())
+            .map_err(|e| o.err("array.raid", e))?;
+        if a.disks < 2 || a.disks > 64 {
+            return Err(o.err("array.disks", format!("D-GRAID needs 2..=64 disks, got {}", a.disks)));
+        }
+        if level == crate::dgraid::DgraidLevel::L1 && a.disks % 2 != 0 {
+            return Err(o.err(
+                "array.disks",
+                format!(
+                    "dgraid1 mirrors on pairs of disks: the number must be even, got {}",
+                    a.disks
+                ),
+            ));
+        }
+        let bs = self.block_size();
+        let chunk = crate::array::parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))?;
+        if chunk == 0 || chunk % bs != 0 {
+            return Err(o.err(
+                "array.chunk",
+                format!("{chunk} B is not a positive multiple of the block size ({bs} B)"),
+            ));
+        }
+        let d = a.dgraid.clone().unwrap_or_default();
+        let fs = d.fs_size.as_ref().ok_or_else(|| {
+            o.err(
+                "array.dgraid.fs_size",
+                "a D-GRAID array needs the size of the file system the trace addresses",
+            )
+        })?;
+        let fs_bytes = crate::array::parse_bytes(&fs.text()).map_err(|e| o.err("array.dgraid.fs_size", e))?;
+        crate::fsmodel::Geometry::mke2fs(&crate::fsmodel::geometry::MkfsParams::new(fs_bytes, bs))
+            .map_err(|e| o.err("array.dgraid.fs_size", e))?;
+        if d.meta_copies == 0 || d.meta_copies > a.disks {
+            return Err(o.err(
+                "array.dgraid.meta_copies",
+                format!("must be 1..={} (the disks), got {}", a.disks, d.meta_copies),
+            ));
+        }
+        crate::dgraid::Grouping::parse(&d.grouping).map_err(|e| o.err("array.dgraid.grouping", e))?;
+        crate::dgraid::ReplicaPlacement::parse(&d.placement).map_err(|e| o.err("array.dgraid.placement", e))?;
+        if let Some(seg) = &d.diffuse_segment {
+            let bytes = crate::array::parse_bytes(&seg.text()).map_err(|e| o.err("array.dgraid.diffuse_segment", e))?;
+            if bytes == 0 || bytes % bs != 0 {
+                return Err(o.err(
+                    "array.dgraid.diffuse_segment",
+                    format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
+                ));
+            }
+        }
+        if d.diffuse_threshold == 0 {
+            return Err(o.err("array.dgraid.diffuse_threshold", "must be at least 1"));
+        }
+        if let Some(s) = &a.disk_size {
+            let bytes = crate::array::parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?;
+            if bytes < bs {
+                return Err(o.err("array.disk_size", "a member must hold at least one block"));
+            }
+        }
+        let mut seen = 0u64;
+        for &f in &a.failed {
+            if f >= a.disks {
+                return Err(o.err(
+                    "array.failed",
+                    format!("disk {f} does not exist: the array has disks 0..{}", a.disks - 1),
+                ));
+            }
+            if seen >> f & 1 == 1 {
+                return Err(o.err("array.failed", "a disk is listed twice"));
+            }
+            seen |= 1 << f;
+        }
+        if let Some(f) = &a.fail_at {
+            if a.failed.is_empty() {
+                return Err(o.err("array.fail_at", "no disk fails: give array.failed"));
+            }
+            crate::stack::failure::FailAt::parse(&f.text()).map_err(|e| o.err("array.fail_at", e))?;
+        }
+        let unused = [
+            ("array.layout", a.layout.is_some()),
+            ("array.wrap", a.wrap),
+            ("array.fit", a.fit.is_some()),
+            ("array.rebuild", a.rebuild.is_some()),
+        ];
+        if let Some((key, _)) = unused.iter().find(|u| u.1) {
+            let why = if *key == "array.rebuild" {
+                "a D-GRAID array is not rebuilt here (the `live` order rebuilds a raid1/raid10 array from a \
+                 live map, `dgraid live --json`)"
+            } else {
+                "not used by a D-GRAID array (its blocks are the file system's)"
+            };
+            return Err(o.err(key, why));
+        }
+        if !self.cache.is_empty() {
+            return Err(o.err(
+                "cache",
+                "no cache layers above a D-GRAID array: its writes need the trace's file-system annotation",
+            ));
+        }
+        if self.tier.is_some() {
+            return Err(o.err(
+                "tier",
+                "no SSD tier above a D-GRAID array: its writes need the trace's file-system annotation",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `live` order's keys: a source of live blocks for `live` and
+    /// only for it, a mirrored level, sensible values.
+    fn check_live(&self, r: &RebuildSpec) -> Result<()> {
+        let o = &self.origin;
+        let live = r.order.eq_ignore_ascii_case("live");
+        if let Some(f) = r.live_frac {
+            if !(0.0..=1.0).contains(&f) {
+                return Err(o.err("array.rebuild.live_frac", format!("must be in [0, 1], got {f}")));
+            }
+        }
+        crate::dgraid::LiveLayout::parse(&r.live_layout).map_err(|e| o.err("array.rebuild.live_layout", e))?;
+        let bs = self.block_size();
+        for (key, v) in [
+            ("array.rebuild.live_max_io", &r.live_max_io),
+            ("array.rebuild.live_unit", &r.live_unit),
+        ] {
+            if let Some(m) = v {
+                let bytes = crate::array::parse_bytes(&m.text()).map_err(|e| o.err(key, e))?;
+                if bytes == 0 || bytes % bs != 0 || bytes / bs > u32::MAX as u64 {
+                    return Err(o.err(
+                        key,
+                        format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
+                    ));
+                }
+            }
+        }
+        let given = [
+            ("array.rebuild.live_frac", r.live_frac.is_some()),
+            ("array.rebuild.live_map", r.live_map.is_some()),
+            ("array.rebuild.live_max_io", r.live_max_io.is_some()),
+            ("array.rebuild.live_unit", r.live_unit.is_some()),
+        ];
+        if !live {
+            if let Some((key, _)) = given.iter().find(|g| g.1) {
+                return Err(o.err(
+                    key,
+                    format!(
+                        "only the `live` order copies live blocks (array.rebuild.order is `{}`)",
+                        r.order
+                    ),
+                ));
+            }
+            return Ok(());
+        }
+        match (r.live_frac.is_some(), r.live_map.is_some()) {
+            (false, true) if r.live_unit.is_some() => {
+                return Err(o.err(
+                    "array.rebuild.live_unit",
+                    "a live map gives its own runs: live_unit is for live_frac",
+                ))
+            }
+            (true, true) => {
+                return Err(o.err(
+                    "array.rebuild.live_map",
+                    "give array.rebuild.live_frac or array.rebuild.live_map, not both",
+                ))
+            }
+            (false, false) => return Err(o.err(
+                "array.rebuild.order",
+                "`live` needs its live blocks: array.rebuild.live_frac (a share) or array.rebuild.live_map (a file)",
+            )),
+            _ => {}
+        }
+        if let Some(a) = &self.array {
+            let level = crate::array::ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
+            if !matches!(level, crate::array::Level::Raid1 | crate::array::Level::Raid10) {
+                return Err(o.err(
+                    "array.rebuild.order",
+                    format!(
+                        "`live` copies live blocks from a mirror: raid1 or raid10, not {}",
+                        level.name()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

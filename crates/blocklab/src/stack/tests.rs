@@ -41,6 +41,7 @@ fn rq(t_ms: f64, op: Op, block: u64) -> Request {
         offset: block * 4096,
         len: 4096,
         tenant: 0,
+        fs: Default::default(),
     }
 }
 

@@ -64,6 +64,15 @@ pub struct RunOptions {
     /// How trace addresses are fitted onto the array: `none`, `wrap`,
     /// `scale` (None: `wrap` with `--wrap`, else none).
     pub fit: Option<String>,
+    /// Live-block rebuild (the `live` order, chosen by these when the order
+    /// is left at `md`): this share of each lost member is live ...
+    pub live_frac: Option<f64>,
+    /// ... laid out `compact` or `spread`;
+    pub live_layout: String,
+    /// or the live blocks of a model run (`dgraid live --json`);
+    pub live_map: Option<String>,
+    /// `spread` in runs of this many bytes (`64KiB`, ...; None: one block).
+    pub live_unit: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -100,6 +109,10 @@ impl Default for RunOptions {
             rebuild_order: "md".into(),
             rebuild_idle: "simple".into(),
             fit: None,
+            live_frac: None,
+            live_layout: "compact".into(),
+            live_map: None,
+            live_unit: None,
         }
     }
 }
@@ -121,6 +134,12 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         if o.fit.is_some() {
             return Err(Error::config("--fit needs an array (--raid)"));
         }
+    }
+    let live = o.live_frac.is_some() || o.live_map.is_some();
+    if live && !o.rebuild {
+        return Err(Error::config(
+            "--live-frac / --live-map need a rebuild (--rebuild with --failed)",
+        ));
     }
     if o.rebuild && o.failed.is_empty() {
         return Err(Error::config("--rebuild needs failed disks (--failed) to rebuild"));
@@ -147,10 +166,20 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             window: o.rebuild_window,
             min: o.rebuild_min_kbps,
             max: o.rebuild_max_kbps,
-            order: o.rebuild_order.clone(),
+            // The live flags choose the live order unless another is named.
+            order: if live && o.rebuild_order.eq_ignore_ascii_case("md") {
+                "live".into()
+            } else {
+                o.rebuild_order.clone()
+            },
             idle: o.rebuild_idle.clone(),
+            live_frac: o.live_frac,
+            live_layout: o.live_layout.clone(),
+            live_map: o.live_map.clone(),
+            live_unit: o.live_unit.clone().map(NumOrStr::Str),
             ..Default::default()
         }),
+        dgraid: None,
     });
     let spec = StackSpec {
         seed: 0,
@@ -196,6 +225,7 @@ fn flag_error(e: Error) -> Error {
         "device.model" => "MODEL".to_string(),
         "replay.reference" => "--reference".to_string(),
         "array" => "--raid".to_string(),
+        k if k.starts_with("array.rebuild.live_") => format!("--{name}"),
         k if k.starts_with("array.rebuild") => format!("--rebuild-{name}").replace("--rebuild-rebuild", "--rebuild"),
         _ => format!("--{name}"),
     };

@@ -17,6 +17,7 @@ fn rq(t_ms: f64, lbn: u64, tenant: u32) -> Request {
         offset: lbn * 512,
         len: 512,
         tenant,
+        fs: Default::default(),
     }
 }
 
@@ -598,6 +599,7 @@ fn random_trace(n: usize, seed: u64, tenants: u32) -> Vec<Request> {
                 offset: (next() % 1_000_000) * 512,
                 len: 512 * (1 + next() % 16),
                 tenant: (next() % tenants as u64) as u32,
+                fs: Default::default(),
             }
         })
         .collect()
@@ -649,6 +651,7 @@ mod props {
                         offset: lbn * 512,
                         len: secs * 512,
                         tenant,
+                        fs: Default::default(),
                     }
                 })
                 .collect()
@@ -716,6 +719,7 @@ fn degraded_raid5_read_waits_for_reconstruction() {
             offset: 0,
             len: 4096,
             tenant: 0,
+            fs: Default::default(),
         };
         (disk0, run(&mut st, &mut [vec_source(vec![req])], &c).unwrap())
     };
@@ -772,6 +776,7 @@ fn raid10_far_array_is_sized_like_md_and_reads_the_far_copy_when_degraded() {
         offset: block * 4096,
         len: 4096,
         tenant: 0,
+        fs: Default::default(),
     };
     let ex = TimedExecutor::new(st.devices().unwrap(), ExecConfig::default()).unwrap();
     let p = st.plan_request(&req(15), &ex).unwrap();
@@ -809,6 +814,7 @@ fn mirror_reads_are_balanced_like_md_read_balance() {
         offset: block * 4096,
         len: 4096,
         tenant: 0,
+        fs: Default::default(),
     };
     let disk_of = |p: &IoPlan| p.disk_ops().map(|o| o.disk).collect::<Vec<_>>();
     let mut ex = TimedExecutor::new(st.devices().unwrap(), exec.clone()).unwrap();
@@ -973,6 +979,7 @@ mod rebuild {
             offset: block * 4096,
             len: 4096,
             tenant: 0,
+            fs: Default::default(),
         }
     }
 

@@ -146,6 +146,7 @@ impl HpSrtRecords {
                 offset: sector * 512,
                 len: bytes,
                 tenant: disk,
+                fs: Default::default(),
             }));
         }
     }

@@ -277,6 +277,7 @@ pub fn request(
         offset,
         len,
         tenant,
+        fs: Default::default(),
     })
 }
 

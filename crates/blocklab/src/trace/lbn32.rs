@@ -24,6 +24,7 @@ impl BinaryFormat for Lbn32 {
             offset: lbn * ORACLE_BLOCK,
             len: ORACLE_BLOCK,
             tenant: 0,
+            fs: Default::default(),
         }))
     }
 }

@@ -374,6 +374,7 @@ mod tests {
             offset,
             len: 512,
             tenant,
+            fs: Default::default(),
         }
     }
 

@@ -35,6 +35,7 @@ pub mod vscsi;
 mod tests;
 
 use crate::error::{Error, Location, Result};
+use crate::fsmodel::kind::{Tag, KINDS};
 use std::path::Path;
 
 /// Read or write.
@@ -68,6 +69,55 @@ pub struct Request {
     pub len: u64,
     /// Tenant / stream / volume / ASU / device number.
     pub tenant: u32,
+    /// What the file system says the blocks are, when the trace says it
+    /// (native CSV's `owner,kind,parent` columns); [`FsTag::NONE`] otherwise.
+    #[serde(default, skip_serializing_if = "FsTag::is_none")]
+    pub fs: FsTag,
+}
+
+/// A request's file-system annotation — the owner's inode, the block kind,
+/// the owner's directory ([`Tag`]) — packed in one word so that a
+/// [`Request`] stays small (40 bytes): the kind in bits 0..4 (0: none),
+/// the owner in bits 4..34, the parent in bits 34..64. Inode numbers up to
+/// [`FsTag::MAX_INODE`]. The D-GRAID array places blocks by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct FsTag(u64);
+
+impl FsTag {
+    /// No annotation (every trace format but annotated native CSV).
+    pub const NONE: FsTag = FsTag(0);
+    /// The largest owner or parent inode number a tag holds (2^30 − 1).
+    pub const MAX_INODE: u64 = (1 << 30) - 1;
+
+    /// The packed form of `t`; an owner or parent beyond
+    /// [`MAX_INODE`](Self::MAX_INODE) is an error naming the field.
+    pub fn new(t: &Tag) -> std::result::Result<FsTag, (&'static str, String)> {
+        for (field, v) in [("owner", t.owner), ("parent", t.parent)] {
+            if v > Self::MAX_INODE {
+                return Err((
+                    field,
+                    format!("inode {v} is beyond the largest an annotation holds (2^30 - 1)"),
+                ));
+            }
+        }
+        let k = KINDS
+            .iter()
+            .position(|(k, _)| *k == t.kind)
+            .expect("every kind is listed") as u64
+            + 1;
+        Ok(FsTag(k | t.owner << 4 | t.parent << 34))
+    }
+
+    /// The annotation, if any.
+    pub fn get(self) -> Option<Tag> {
+        let k = (self.0 & 0xf) as usize;
+        (k > 0).then(|| Tag::of(self.0 >> 4 & Self::MAX_INODE, KINDS[k - 1].0, self.0 >> 34))
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.0 & 0xf == 0
+    }
 }
 
 impl Request {

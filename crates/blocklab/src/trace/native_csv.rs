@@ -14,7 +14,7 @@
 //! the same [`Request`].
 
 use super::input::{field, missing, open_decompressed, request, size_field, time_field};
-use super::{Op, ParseCtx, Request, TextFormat};
+use super::{FsTag, Op, ParseCtx, Request, TextFormat};
 use crate::error::{Error, Location, Result};
 use crate::fsmodel::kind::{BlockKind, Tag};
 use std::io::{BufRead, BufReader, Write};
@@ -53,7 +53,7 @@ pub fn parse_annotated(line: &str, lineno: u64, ctx: &ParseCtx) -> Result<Option
         Some(t) if !t.trim().is_empty() => field(Some(t), "tenant", lineno, ctx)?,
         _ => 0,
     };
-    let req = request(time, op, offset, len, tenant, Location::Line(lineno), ctx)?;
+    let mut req = request(time, op, offset, len, tenant, Location::Line(lineno), ctx)?;
     let tag = match (nonempty(cols.next()), nonempty(cols.next())) {
         (None, None) => None,
         (Some(o), Some(k)) => {
@@ -68,6 +68,9 @@ pub fn parse_annotated(line: &str, lineno: u64, ctx: &ParseCtx) -> Result<Option
         (Some(_), None) => return Err(ctx.err(Location::Line(lineno), "kind", "missing (an owner needs a kind)")),
         (None, Some(_)) => return Err(ctx.err(Location::Line(lineno), "owner", "missing (a kind needs an owner)")),
     };
+    if let Some(t) = &tag {
+        req.fs = FsTag::new(t).map_err(|(field, msg)| ctx.err(Location::Line(lineno), field, msg))?;
+    }
     Ok(Some((req, tag)))
 }
 
@@ -152,7 +155,10 @@ pub fn write_header(w: &mut impl Write) -> std::io::Result<()> {
 /// Write one request as a native CSV line.
 #[inline]
 pub fn write_record(w: &mut impl Write, r: &Request) -> std::io::Result<()> {
-    writeln!(w, "{},{},{},{},{}", r.time, r.op.letter(), r.offset, r.len, r.tenant)
+    match r.fs.get() {
+        Some(t) => write_annotated(w, r, Some(&t)),
+        None => writeln!(w, "{},{},{},{},{}", r.time, r.op.letter(), r.offset, r.len, r.tenant),
+    }
 }
 
 #[cfg(test)]
@@ -182,13 +188,41 @@ mod tests {
         );
         assert_eq!(
             parse_annotated(lines.next().unwrap(), 3, &ctx()).unwrap().unwrap(),
-            (r, None)
+            (Request { fs: FsTag::NONE, ..r }, None)
         );
-        // The plain reader accepts annotated lines.
+        // The plain reader accepts annotated lines (and keeps the annotation).
         assert_eq!(
             NativeCsv.parse_line("1,W,8192,4096,0,12,data", 2, &ctx()).unwrap(),
-            Some(r)
+            Some(Request {
+                fs: FsTag::new(&Tag::of(12, BlockKind::Data, 0)).unwrap(),
+                ..r
+            })
         );
+    }
+
+    #[test]
+    fn the_reader_keeps_the_annotation_in_the_request() {
+        let (r, t) = parse_annotated("1,W,8192,4096,0,12,indirect,2", 2, &ctx())
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.fs.get(), t);
+        let plain = NativeCsv.parse_line("1,W,8192,4096,0", 2, &ctx()).unwrap().unwrap();
+        assert!(plain.fs.is_none() && plain.fs.get().is_none());
+        // Every kind and the largest inodes survive packing; write_record keeps them.
+        for &(kind, _) in crate::fsmodel::kind::KINDS {
+            let t = Tag::of(FsTag::MAX_INODE, kind, FsTag::MAX_INODE - 1);
+            assert_eq!(FsTag::new(&t).unwrap().get(), Some(t));
+        }
+        let mut buf = Vec::new();
+        write_record(&mut buf, &r).unwrap();
+        write_record(&mut buf, &plain).unwrap();
+        let text = String::from_utf8(buf).unwrap();
+        assert_eq!(text, "1,W,8192,4096,0,12,indirect,2\n1,W,8192,4096,0\n");
+        let e = NativeCsv
+            .parse_line("1,W,0,4096,0,1073741824,data", 3, &ctx())
+            .unwrap_err();
+        assert!(matches!(e, Error::Parse { ref field, .. } if field == "owner"), "{e}");
+        assert!(std::mem::size_of::<Request>() <= 40, "a request stays small");
     }
 
     #[test]

@@ -38,6 +38,7 @@ pub fn request_of(time: u32, obj_id: u64) -> Request {
         offset: block * ORACLE_BLOCK,
         len: ORACLE_BLOCK,
         tenant: (obj_id >> BLOCK_BITS) as u32,
+        fs: Default::default(),
     }
 }
 

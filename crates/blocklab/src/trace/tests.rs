@@ -40,6 +40,7 @@ fn req(time: f64, op: Op, offset: u64, len: u64, tenant: u32) -> Request {
         offset,
         len,
         tenant,
+        fs: Default::default(),
     }
 }
 

@@ -59,6 +59,7 @@ fn rq(t: f64, op: Op, tenant: u32, block: u64) -> Request {
         offset: block * 4096,
         len: 4096,
         tenant,
+        fs: Default::default(),
     }
 }
 

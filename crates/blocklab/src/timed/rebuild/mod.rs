@@ -238,8 +238,9 @@ pub struct Rebuilder {
     low: bool,
     sectors_per_block: u64,
     started: bool,
-    /// Steps in flight: tag → KiB of member they stand for.
-    in_flight: BTreeMap<u64, u64>,
+    /// Steps in flight: tag → KiB of member they stand for, and the KiB
+    /// they rebuild when the order counts its own (`live`).
+    in_flight: BTreeMap<u64, (u64, Option<u64>)>,
     in_flight_kib: u64,
     paused: bool,
     end: Option<Ns>,
@@ -461,6 +462,7 @@ impl Rebuilder {
         if token == START {
             array.set_rebuilt_unit(self.cfg.map_unit_rows);
             array.start_recovery(&self.rep.disks)?;
+            self.strategy.start(array, ex.now());
             self.started = true;
             self.pacing.start(ex.now());
             if self.strategy.is_finished() {
@@ -475,10 +477,10 @@ impl Rebuilder {
 
     /// Background step `tag` completed.
     pub fn on_done(&mut self, tag: u64, array: &mut Array, ex: &mut TimedExecutor) -> Result<()> {
-        let kib = self.in_flight.remove(&tag).unwrap_or(0);
+        let (kib, own) = self.in_flight.remove(&tag).unwrap_or((0, None));
         self.in_flight_kib -= kib;
         let rows = self.strategy.complete(tag, array, ex.now());
-        self.pacing.rebuilt(rows * self.row_kib);
+        self.pacing.rebuilt(own.unwrap_or(rows * self.row_kib));
         if self.strategy.is_finished() {
             self.finish(array, ex.now());
             return Ok(());
@@ -532,9 +534,9 @@ impl Rebuilder {
                     }
                 }
             }
-            self.pacing.issued(step.rows * self.row_kib);
-            let kib = step.rows.max(1) * self.row_kib;
-            self.in_flight.insert(step.tag, kib);
+            self.pacing.issued(step.kib.unwrap_or(step.rows * self.row_kib));
+            let kib = step.kib.unwrap_or(step.rows.max(1) * self.row_kib);
+            self.in_flight.insert(step.tag, (kib, step.kib));
             self.in_flight_kib += kib;
             if self.low {
                 let id = ex.reserve_id();
@@ -616,6 +618,8 @@ pub fn lost_unit_reads(array: &Array, blocks: Range<u64>) -> (u64, u64) {
     (lost, spare)
 }
 
+#[cfg(test)]
+mod live_tests;
 #[cfg(test)]
 mod orders_tests;
 

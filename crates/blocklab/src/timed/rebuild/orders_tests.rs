@@ -73,6 +73,7 @@ fn reads(iops: f64, secs: f64, blocks: u64, hot_at: std::ops::Range<u64>, hot: f
                 offset: b * 4096,
                 len: 4096,
                 tenant: 0,
+                fs: Default::default(),
             }
         })
         .collect()
