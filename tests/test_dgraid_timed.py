@@ -1,19 +1,34 @@
-"""`blocklab repro dgraid --timed` at a cut-down size: the shapes the paper reports, in simulated time."""
+"""`blocklab repro dgraid --timed` at a cut-down size: the shapes the paper reports, in simulated time;
+its stack runs are the cells of a sweep (results.parquet, report.html) and the figures derive from them."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pytest
 
+import blocklab
 from blocklab.repro import dgraid_timed as dt
+from blocklab.sweeps.results import Journal, load_meta
+from blocklab.sweeps.spec import toml_value
+
+# Cells at --quick: Fig 8 (2 caps x (MD + 4 layouts x 3 shares)), Fig 9 (healthy, MD, live, D-GRAID-1 pair,
+# RAID-10 pair with and without allow_loss), Table 2 (2 replays x 5 configs), Fig 7 (2 sizes x 2 replays x
+# 4 configs x the trace and its prefix).
+QUICK_CELLS = 2 * (1 + 4 * 3) + 6 + 2 * 5 + 2 * 2 * 4 * 2
 
 
 @pytest.fixture(scope="module")
-def res(tmp_path_factory):
-    work = tmp_path_factory.mktemp("dgraid-timed")
-    return {"fig8": dt.fig8(work, quick=True), "fig9": dt.fig9(work, quick=True),
-            "table2": dt.table2(work, quick=True), "fig7": dt.fig7(work, quick=True), "out": work}
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dgraid-timed")
+    return out, dt.run_all(out, quick=True, bar=False)
+
+
+@pytest.fixture(scope="module")
+def res(run):
+    return run[1]
 
 
 def _f8(rows, cap, layout, unit, frac):
@@ -96,14 +111,66 @@ def test_outputs_report_and_determinism(res, tmp_path, monkeypatch):
     lines = dt.verdict(res)
     md = dt.markdown(res, lines)
     assert "Fig 8" in md and "Fig 9" in md and "Table 2" in md and "Fig 7" in md
-    # Again, in a work folder named relative to the current directory (the stack files must still
-    # find the live map).
+    # Fig 9 again, as a sweep of its own, in folders named relative to the current directory (the
+    # cells must still find the traces and the live map).
+    from blocklab.sweeps import run_sweep
+
     monkeypatch.chdir(tmp_path)
     (tmp_path / "again").mkdir()
-    again = dt.fig9(Path("again"), quick=True)
+    plans = {"fig9": dt.fig9_plan(Path("again"), quick=True)}
+    df = run_sweep(dt.sweep_spec(plans), "again-out", progress=False)
+    again = dt.fig9(plans["fig9"], dt.results_by_case(Path("again-out"), df))
     strip = lambda d: {k: v for k, v in d.items() if k != "series"}  # noqa: E731
     assert {k: strip(v) if isinstance(v, dict) else v for k, v in again.items()} == \
         {k: strip(v) if isinstance(v, dict) else v for k, v in res["fig9"].items()}
+
+
+PROVENANCE = ("blocklab_version", "git_commit", "stack_sha256", "trace_sha256", "trace_format", "started_at", "wall_s",
+              "host", "cell")
+
+
+def test_the_stack_runs_are_a_sweep(run):
+    """The output folder loads as a sweep: one row per cell, every cell with its provenance, all of
+    them ok but the one whose refusal is Fig 9's answer for MD (a mirror pair lost without allow_loss)."""
+    out, _ = run
+    df = blocklab.load(out)
+    assert len(df) == QUICK_CELLS == df["cell"].nunique() == df["case"].nunique()
+    assert (out / "report.html").stat().st_size > 0
+    for col in PROVENANCE:
+        assert df[col].notna().all(), col
+    assert (df["trace_format"] == "csv").all() and (df["executor"] == "timed").all()
+    assert df["stack_sha256"].nunique() == 1
+    bad = df[df["status"] != "ok"]
+    assert list(bad["case"]) == ["fig9 raid10 pair md"]
+    assert "allow_loss" in bad["error"].iloc[0]
+    # Every figure's rows come from its cells: Table 2's run times are the cells' simulated times.
+    ok = df.set_index("case")
+    for r in run[1]["table2"]:
+        assert r["run_time_s"] == ok.loc[f"table2 {r['replay']} {r['config']}", "timing.sim_time_ms"] / 1e3
+
+
+def test_a_cell_is_its_stack_run_alone(run):
+    """A cell's result is what `blocklab run` of the recipe's stack gives with that cell's --set
+    overrides (Fig 9's live rebuild: the live map named by the cell)."""
+    from typer.testing import CliRunner
+
+    from blocklab.cli import app
+
+    out, _ = run
+    meta = load_meta(out)
+    case = next(c for c in meta["sweep"]["cases"] if c["name"] == "fig9 live")
+    df = blocklab.load(out)
+    row = df[df["case"] == "fig9 live"].iloc[0]
+    args = ["run", meta["sweep"]["stack"], "--trace", row["trace"], "--format", "csv", "--executor", "timed", "--json"]
+    for k, v in case.items():
+        if k not in ("name", "trace"):
+            args += ["--set", f"{k}={toml_value(v)}"]
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    alone = json.loads(r.output)
+    assert alone == Journal(out).records()[row["cell"]]["result"]
+    assert alone["rebuild"]["order_stats"]["copied_blocks"] > 0  # the live order ran, with the map
+    assert not math.isnan(row["rebuild.rebuild_ms"]) and row["rebuild.rebuild_ms"] == alone["rebuild"]["rebuild_ms"]
 
 
 def test_cli_timed_writes_the_report(res, tmp_path, monkeypatch, capsys):
@@ -115,15 +182,18 @@ def test_cli_timed_writes_the_report(res, tmp_path, monkeypatch, capsys):
 
     seen = {}
 
-    def fake_run_all(out, quick=False, progress=None):
-        seen["quick"] = quick
+    def fake_run_all(out, quick=False, progress=None, *, jobs=None, ray=None, bar=True, command=None):
+        seen.update(quick=quick, jobs=jobs, ray=ray, command=command)
         return {k: v for k, v in res.items() if k != "out"}
 
     monkeypatch.setattr(dt, "run_all", fake_run_all)
-    r = CliRunner().invoke(app, ["repro", "dgraid", "--timed", "--quick", "-o", str(tmp_path / "o")])
+    r = CliRunner().invoke(app, ["repro", "dgraid", "--timed", "--quick", "--jobs", "2", "-o", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output
-    assert seen["quick"] is True
+    assert seen["quick"] is True and seen["jobs"] == 2 and seen["ray"] is None
     assert "Our numbers (in simulated time):" in r.output and "Fig 9: with the reader running" in r.output
+    # --jobs / --ray are the sweep's: the counted analyses are not stack runs.
+    bad = CliRunner().invoke(app, ["repro", "dgraid", "--jobs", "2", "-o", str(tmp_path / "c")])
+    assert bad.exit_code == 2 and "only with --timed" in bad.output
     report = (tmp_path / "o" / "dgraid-timed-report.md").read_text()
     assert "### Fig 9 in time" in report
     for f in ("fig8", "fig9", "fig9-profile", "table2", "fig7"):

@@ -16,11 +16,19 @@ the Hsu-Smith model of the Ultrastar 73LZX; the paper used "four 10K-RPM IBM dis
   metadata copies: run times.
 * Fig 7 — sequential whole-file reads of growing files on RAID-0, D-GRAID and D-GRAID with
   the file diffused: throughput.
+
+Every stack run is a cell of one sweep (`run_all`): the shipped stack `stacks/dgraid-timed.toml`,
+timed, one named case per run (`fig8 ...`, `fig9 ...`, `table2 ...`, `fig7 ...`), each on its own
+trace. The model runs that make the traces and Fig 9's live map (`dgraid_workload`,
+`dgraid_live`) come first, in `--out`/timed-work; the figures' rows are derived from the cells'
+results (the journal's JSON of each run), and so are the Parquet tables `save` writes.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from blocklab.repro.shared import repo_root
@@ -56,22 +64,48 @@ def _api():
     return api
 
 
-def _stack(path: Path, raid: str, *, disks: int = 4, array: str = "", dgraid: str | None = None,
-           rebuild: str | None = None, replay: str = "mode = \"closed\"\noutstanding = 1",
-           scheduler: str = "fcfs") -> Path:
-    """Write a stack file (the model by absolute path) and return its path."""
-    parts = ["tenant_map = \"ignore\"", "[replay]", replay, "[array]", f"raid = \"{raid}\"", f"disks = {disks}", array]
-    if rebuild is not None:
-        parts += ["[array.rebuild]", rebuild]
-    if dgraid is not None:
-        parts += ["[array.dgraid]", dgraid]
-    parts += ["[device]", f"model = \"{MODEL}\"", f"scheduler = \"{scheduler}\""]
-    path.write_text("\n".join(p for p in parts if p) + "\n")
-    return path
+# The stack every cell starts from (RAID-10 of four Ultrastar 73LZX, closed loop, FCFS); each
+# cell sets what its figure varies.
+STACK = Path(__file__).resolve().parent / "stacks" / "dgraid-timed.toml"
 
 
-def _run(stack: Path, trace: Path, sets=()) -> dict:
-    return _api().run_stack(stack, [trace], format="csv", executor="timed", sets=list(sets))
+class RecipeError(ValueError):
+    """A cell the figures need failed, or its result contradicts the recipe's own check."""
+
+
+@dataclass
+class Plan:
+    """One figure as sweep cells: the traces it generated (before the sweep: the model's
+    workloads are not stack runs), its named cases (each for one trace: `--set` keys), and what
+    its rows are derived with (`ctx`)."""
+
+    cases: list[dict] = field(default_factory=list)
+    traces: dict[str, Path] = field(default_factory=dict)
+    ctx: dict = field(default_factory=dict)
+
+    def case(self, name: str, trace: Path, keys: dict) -> None:
+        self.traces.setdefault(trace.name, trace)
+        self.cases.append({"name": name, "trace": trace.name, **keys})
+
+
+def _closed(outstanding: int, scheduler: str) -> dict:
+    return {"replay.mode": "closed", "replay.outstanding": outstanding, "device.scheduler": scheduler}
+
+
+def _dgraid(raid: str, fs: int, meta_copies: int, **extra) -> dict:
+    keys = {"array.raid": raid, "array.dgraid.fs_size": fs, "array.dgraid.meta_copies": meta_copies}
+    keys.update({f"array.dgraid.{k}": v for k, v in extra.items()})
+    return keys
+
+
+def _result(results: dict, name: str) -> dict:
+    """The stack's JSON result of the cell of case `name` (a failed cell stops the recipe)."""
+    rec = results.get(name)
+    if rec is None:
+        raise RecipeError(f"cell `{name}` did not run")
+    if rec["status"] != "ok":
+        raise RecipeError(f"cell `{name}` failed: {rec['error']}")
+    return rec["result"]
 
 
 def _workload(kind: str, params: dict, out: Path, max_request: int = 0) -> dict:
@@ -107,25 +141,44 @@ def _suffix(trace: Path, skip: int, out: Path) -> Path:
 FIG8_LAYOUTS = (("compact", None), ("spread", 1 << 20), ("spread", 32 << 10), ("spread", 4096))
 
 
-def fig8(workdir: Path, quick: bool = False, progress=None) -> list[dict]:
-    """Rebuild time of one member of a RAID-10 of 4 against its live share, on an idle array."""
-    say = progress or (lambda m: None)
+def _fig8_name(cap: int, layout: str | None = None, unit: int | None = None, frac: float | None = None) -> str:
+    return f"fig8 {cap} md" if layout is None else f"fig8 {cap} live {layout} {unit or 4096} {frac}"
+
+
+def fig8_plan(workdir: Path, quick: bool = False) -> Plan:
+    """Rebuild of one member of a RAID-10 of 4 against its live share, on an idle array (an empty
+    trace): the cells are `disk run --rebuild` as a stack (open replay, the member's size)."""
     member = (32 << 20) if quick else MEMBER
     fracs = (0.25, 0.5, 1.0) if quick else tuple(round(0.1 * i, 1) for i in range(1, 11))
     empty = workdir / "empty.csv"
     empty.write_text("timestamp,op,offset,size,tenant\n")
+    plan = Plan(ctx={"member": member, "fracs": fracs})
+    for cap in (MD_MAX_KBPS, CAP_KBPS):
+        base = {"replay.mode": "open", "array.raid": "raid10", "array.chunk": "64KiB", "array.failed": [0],
+                "array.disk_size": member, "array.block_size": 4096, "array.rebuild.at": 0,
+                "array.rebuild.max": cap}
+        plan.case(_fig8_name(cap), empty, {**base, "array.rebuild.order": "md"})
+        for layout, unit in FIG8_LAYOUTS:
+            for f in fracs:
+                keys = {**base, "array.rebuild.order": "live", "array.rebuild.live_frac": f,
+                        "array.rebuild.live_layout": layout}
+                if unit is not None:
+                    keys["array.rebuild.live_unit"] = unit
+                plan.case(_fig8_name(cap, layout, unit, f), empty, keys)
+    return plan
+
+
+def fig8(plan: Plan, results: dict) -> list[dict]:
+    member = plan.ctx["member"]
     rows = []
     for cap in (MD_MAX_KBPS, CAP_KBPS):
-        say(f"fig 8: rebuilds at max {cap} KB/s")
-        base = dict(raid="raid10", disks=4, failed=[0], disk_size=member, rebuild=True, rebuild_max_kbps=cap,
-                    format="csv")
-        full = _api().disk_run(str(MODEL), [empty], **base)["rebuild"]
+        full = _result(results, _fig8_name(cap))["rebuild"]
         rows.append({"cap_kbps": cap, "order": "md", "layout": "full", "unit_bytes": 0, "live_frac": 1.0,
                      "rebuild_s": full["rebuild_ms"] / 1e3, "full_s": full["rebuild_ms"] / 1e3, "extents": full["rebuild_reads"],
                      "copied_bytes": full["rebuild_write_blocks"] * 4096, "member_bytes": member})
         for layout, unit in FIG8_LAYOUTS:
-            for f in fracs:
-                rb = _api().disk_run(str(MODEL), [empty], live_frac=f, live_layout=layout, live_unit=unit, **base)["rebuild"]
+            for f in plan.ctx["fracs"]:
+                rb = _result(results, _fig8_name(cap, layout, unit, f))["rebuild"]
                 st = rb["order_stats"]
                 rows.append({"cap_kbps": cap, "order": "live", "layout": layout, "unit_bytes": unit or 4096,
                              "live_frac": f, "rebuild_s": rb["rebuild_ms"] / 1e3, "full_s": full["rebuild_ms"] / 1e3,
@@ -136,9 +189,14 @@ def fig8(workdir: Path, quick: bool = False, progress=None) -> list[dict]:
 # ---------------------------------------------------------------- Fig 9
 
 
-def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
-    """Rebuild in time with a reader running (MD vs live blocks), then a mirror pair lost."""
-    workdir = workdir.resolve()  # the stack files name the live map by absolute path
+FIG9_INTERVAL_MS = 1000
+
+
+def fig9_plan(workdir: Path, quick: bool = False, progress=None) -> Plan:
+    """The reader's traces and the D-GRAID-1 member's live map (model runs, before the sweep); the
+    cells: the reader on a healthy RAID-10, the rebuild in time with the reader running (MD vs live
+    blocks), then a mirror pair lost on D-GRAID-1 and on RAID-10."""
+    workdir = workdir.resolve()  # the cells name the live map by absolute path
     from blocklab.repro.dgraid import fig9_listing
 
     say = progress or (lambda m: None)
@@ -151,36 +209,28 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
     fig9_listing(listing, nfiles)
     tree = {"listing": str(listing)}
     say("fig 9: the model's live map of a D-GRAID-1 member, the readers' trace")
-    live = json.loads(_core().dgraid_live(json.dumps({"tree": tree, "level": "dgraid1", "disks": 4, "meta_copies": 4,
-                                                       "size": volume, "block_size": 4096,
-                                                       "disk_blocks": member // 4096})))
-    live_map = workdir / "fig9-live.json"
-    live_map.write_text(json.dumps(live))
+    live = json.dumps(json.loads(_core().dgraid_live(json.dumps({
+        "tree": tree, "level": "dgraid1", "disks": 4, "meta_copies": 4, "size": volume, "block_size": 4096,
+        "disk_blocks": member // 4096}))))
+    # Named by its content: the cell key hashes the path, not the file, so new contents get new cells.
+    live_map = workdir / f"fig9-live-{hashlib.sha256(live.encode()).hexdigest()[:16]}.json"
+    live_map.write_text(live)
     trace = workdir / "fig9-readers.csv"
     summary = _workload("readers", {"tree": tree, "size": volume, "reads": reads, "seed": 1}, trace)
     populate = summary["phases"][0][1]
     reads_csv = _suffix(trace, populate, workdir / "fig9-reads.csv")
     n_reads = summary["requests"] - populate
     fail_after = 200 if quick else 1000  # read requests before the (first) failure
-    # The rebuild with the readers running: disk 0 fails, a spare arrives at once, rebuilt at 10 MB/s.
     out = {"volume_bytes": volume, "member_bytes": member, "files": nfiles, "file_reads": reads,
            "read_requests": n_reads, "fail_after_requests": fail_after, "scale": scale}
-    say("fig 9: the reader on a healthy RAID-10")
-    healthy = _run(_stack(workdir / "fig9-healthy.toml", "raid10", array=f"disk_size = {member}"), reads_csv)
-    out["healthy_ms"] = healthy["response"]["avg_ms"]
-    array = f"disk_size = {member}\nfailed = [0]\nfail_at = \"{fail_after}req\""
-    for name, extra in (("md", ""), ("live", f"order = \"live\"\nlive_map = \"{live_map}\"")):
-        say(f"fig 9: rebuild in time, order {name}")
-        st = _stack(workdir / f"fig9-{name}.toml", "raid10", array=array,
-                    rebuild=f"at = 0\nmin = {CAP_KBPS}\nmax = {CAP_KBPS}\ninterval = 2000\n{extra}")
-        r = _run(st, reads_csv)
-        rb = r["rebuild"]
-        out[name] = {"rebuild_s": rb["rebuild_ms"] / 1e3, "start_s": rb["start_ms"] / 1e3, "finished": rb["finished"],
-                     "copied_bytes": rb["rebuild_write_blocks"] * 4096,
-                     "during_ms": rb["user_during"]["avg_response_ms"], "during_requests": rb["user_during"]["requests"],
-                     "after_ms": rb["user_after"]["avg_response_ms"], "after_requests": rb["user_after"]["requests"],
-                     "series": rb["series"], "sim_time_s": r["timing"]["sim_time_ms"] / 1e3,
-                     "order_stats": rb["order_stats"]}
+    plan = Plan()
+    plan.case("fig9 healthy", reads_csv, {"array.disk_size": member})
+    # The rebuild with the reader running: disk 0 fails, a spare arrives at once, rebuilt at 10 MB/s.
+    failed = {"array.disk_size": member, "array.failed": [0], "array.fail_at": f"{fail_after}req",
+              "array.rebuild.at": 0, "array.rebuild.min": CAP_KBPS, "array.rebuild.max": CAP_KBPS,
+              "array.rebuild.interval": 2000}
+    plan.case("fig9 md", reads_csv, {**failed, "array.rebuild.order": "md"})
+    plan.case("fig9 live", reads_csv, {**failed, "array.rebuild.order": "live", "array.rebuild.live_map": str(live_map)})
     # A whole mirror pair lost while the process reads: D-GRAID-1 (the whole trace: the tree is
     # placed by the array as it is written) and RAID-10 (block semantics: what survives is read).
     # Every inode-table block has 4 copies (2 survive), so on D-GRAID-1 a file read fails exactly when
@@ -192,36 +242,53 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
                          workdir / "fig9-pair-trace.csv")
     groups = _file_reads(pair_reads, fail_after)
     assert all(len(g) == 2 for g in groups)
-    say("fig 9: a mirror pair lost, D-GRAID-1")
     # A time series of requests issued and served (an unreadable request is not served).
-    replay = f"mode = \"closed\"\noutstanding = 1\ninterval = {FIG9_INTERVAL_MS}"
-    st = _stack(workdir / "fig9-dgraid1-pair.toml", "dgraid1", replay=replay,
-                array=f"disk_size = {member}\nfailed = [0, 1]\nfail_at = \"{populate + fail_after}req\"",
-                dgraid=f"fs_size = {volume}\nmeta_copies = 4")
-    dg = _run(st, pair_trace)
+    pair = {"replay.interval": FIG9_INTERVAL_MS, "array.disk_size": member, "array.failed": [0, 1]}
+    plan.case("fig9 dgraid1 pair", pair_trace, {**pair, **_dgraid("dgraid1", volume, 4),
+                                                "array.fail_at": f"{populate + fail_after}req"})
+    plan.case("fig9 raid10 pair", pair_reads, {**pair, "array.fail_at": f"{fail_after}req", "array.allow_loss": True})
+    # Under MD's semantics the array is lost with a mirror pair: the stack refuses to run it
+    # without allow_loss (this cell's expected outcome is that refusal), and then no read succeeds.
+    plan.case("fig9 raid10 pair md", pair_reads, {**pair, "array.fail_at": f"{fail_after}req", "array.allow_loss": False})
+    plan.ctx = {"out": out, "populate": populate, "groups": groups, "dropped": dropped}
+    return plan
+
+
+def _md_refused(results: dict, name: str) -> bool:
+    """Whether the stack refused cell `name` for losing data without allow_loss (else its result is used)."""
+    rec = results.get(name)
+    if rec is not None and rec["status"] != "ok" and "allow_loss" in (rec["error"] or ""):
+        return True
+    _result(results, name)
+    return False
+
+
+def fig9(plan: Plan, results: dict) -> dict:
+    out = dict(plan.ctx["out"])
+    populate, groups, dropped = plan.ctx["populate"], plan.ctx["groups"], plan.ctx["dropped"]
+    out["healthy_ms"] = _result(results, "fig9 healthy")["response"]["avg_ms"]
+    for name in ("md", "live"):
+        r = _result(results, f"fig9 {name}")
+        rb = r["rebuild"]
+        out[name] = {"rebuild_s": rb["rebuild_ms"] / 1e3, "start_s": rb["start_ms"] / 1e3, "finished": rb["finished"],
+                     "copied_bytes": rb["rebuild_write_blocks"] * 4096,
+                     "during_ms": rb["user_during"]["avg_response_ms"], "during_requests": rb["user_during"]["requests"],
+                     "after_ms": rb["user_after"]["avg_response_ms"], "after_requests": rb["user_after"]["requests"],
+                     "series": rb["series"], "sim_time_s": r["timing"]["sim_time_ms"] / 1e3,
+                     "order_stats": rb["order_stats"]}
+    dg = _result(results, "fig9 dgraid1 pair")
     bad = dg["timing"]["unreadable"]
     out["dgraid1_pair"] = {"unreadable_requests": bad, "file_reads_after": len(groups), "file_reads_dropped": dropped,
                            "file_reads_ok": 1.0 - bad / max(1, len(groups)),
                            "unmapped_reads": dg["dgraid"]["unmapped_reads"], "spills": dg["dgraid"]["counts"]["spills"]}
-    say("fig 9: a mirror pair lost, RAID-10")
-    st = _stack(workdir / "fig9-raid10-pair.toml", "raid10", replay=replay,
-                array=f"disk_size = {member}\nfailed = [0, 1]\nfail_at = \"{fail_after}req\"\nallow_loss = true")
-    r10 = _run(st, pair_reads)
+    r10 = _result(results, "fig9 raid10 pair")
     # Which requests fail on RAID-10 is where MD maps them (array_map); their number must be the
     # timed run's, then a file read is OK when its inode-table block and its data both are.
     lost = _lost_requests(groups, "raid10", {0, 1})
     if sum(lost) != r10["timing"]["unreadable"]:
-        raise ValueError(f"fig 9: RAID-10 lost {r10['timing']['unreadable']} requests in time, {sum(lost)} by the map")
+        raise RecipeError(f"fig 9: RAID-10 lost {r10['timing']['unreadable']} requests in time, {sum(lost)} by the map")
     ok = sum(1 for g, l in zip(groups, _chunks(lost, groups)) if not any(l))
-    # Under MD's semantics the array is lost with a mirror pair: the stack refuses to run it
-    # without allow_loss, and then no read succeeds.
-    from blocklab import BlocklabError
-
-    try:
-        _run(st, pair_reads, sets=["array.allow_loss=false"])
-        md_ok = ok / max(1, len(groups))
-    except BlocklabError:
-        md_ok = 0.0
+    md_ok = 0.0 if _md_refused(results, "fig9 raid10 pair md") else ok / max(1, len(groups))
     out["raid10_pair"] = {"unreadable_requests": r10["timing"]["unreadable"], "file_reads_after": len(groups),
                           "file_reads_dropped": dropped, "file_reads_ok": ok / max(1, len(groups)),
                           "md_file_reads_ok": md_ok, "requests": r10["requests"]}
@@ -233,9 +300,6 @@ def fig9(workdir: Path, quick: bool = False, progress=None) -> dict:
                                 "served_share": p["completed"] / p["issued"] if p["issued"] else None}
                                for p in r["timing"]["timeseries"] if p["t_ms"] >= t0]
     return out
-
-
-FIG9_INTERVAL_MS = 1000
 
 
 def _reads_start_ms(run: dict, populate: int) -> float:
@@ -310,27 +374,35 @@ def _chunks(flat: list, groups: list) -> list:
     return out
 
 
+
 # ---------------------------------------------------------------- Table 2
 
 
-def table2(workdir: Path, quick: bool = False, progress=None) -> list[dict]:
-    """Run times of the Postmark-like trace on RAID-0 and D-GRAID with 1..4 metadata copies."""
-    say = progress or (lambda m: None)
+T2_REPLAYS = (("closed-1", 1, "fcfs"), ("closed-8", 8, "clook"))
+T2_CONFIGS = ("raid0", "dgraid1", "dgraid2", "dgraid3", "dgraid4")
+
+
+def table2_plan(workdir: Path, quick: bool = False) -> Plan:
+    """The Postmark-like trace (a model run, before the sweep) on RAID-0 and D-GRAID with 1..4
+    metadata copies, one and eight requests in flight."""
     params = {"files": 300, "transactions": 2000, "size": 128 << 20, "flush_every": 400} if quick else {}
     trace = workdir / "postmark.csv"
-    s = _workload("postmark", params, trace, 128 << 10)
-    fs = s["fs_bytes"]
-    rows = []
-    for label, replay, sched in (("closed-1", "mode = \"closed\"\noutstanding = 1", "fcfs"),
-                                 ("closed-8", "mode = \"closed\"\noutstanding = 8", "clook")):
-        say(f"table 2: Postmark trace, {label}")
-        configs = [("raid0", _stack(workdir / "t2-raid0.toml", "raid0", array="chunk = \"64KiB\"", replay=replay,
-                                    scheduler=sched))]
+    fs = _workload("postmark", params, trace, 128 << 10)["fs_bytes"]
+    plan = Plan()
+    for label, outstanding, sched in T2_REPLAYS:
+        plan.case(f"table2 {label} raid0", trace, {**_closed(outstanding, sched), "array.raid": "raid0",
+                                                    "array.chunk": "64KiB"})
         for k in (1, 2, 3, 4):
-            configs.append((f"dgraid{k}", _stack(workdir / f"t2-dgraid{k}.toml", "dgraid0", replay=replay, scheduler=sched,
-                                                 dgraid=f"fs_size = {fs}\nmeta_copies = {k}")))
-        for config, st in configs:
-            r = _run(st, trace)
+            plan.case(f"table2 {label} dgraid{k}", trace, {**_closed(outstanding, sched), **_dgraid("dgraid0", fs, k)})
+    return plan
+
+
+def table2(plan: Plan, results: dict) -> list[dict]:
+    """Run times of the Postmark-like trace on RAID-0 and D-GRAID with 1..4 metadata copies."""
+    rows = []
+    for label, _, _ in T2_REPLAYS:
+        for config in T2_CONFIGS:
+            r = _result(results, f"table2 {label} {config}")
             u = r["array"]["ops_by_cause"]["user"]
             rows.append({"replay": label, "config": config, "run_time_s": r["timing"]["sim_time_ms"] / 1e3,
                          "requests": r["requests"], "blocks_written": u["write_blocks"], "blocks_read": u["read_blocks"],
@@ -345,51 +417,136 @@ FIG7_SIZES = (4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
 # One request at a time (a reader with no readahead), and four in flight with C-LOOK (the kernel's
 # readahead keeping the drives busy, as under the paper's Linux host).
 FIG7_REPLAYS = (("closed-1", 1, "fcfs"), ("closed-4", 4, "clook"))
+FIG7_CONFIGS = ("raid0", "dgraid", "dgraid_diffused", "dgraid_diffused_4m")
 
 
-def fig7(workdir: Path, quick: bool = False, sizes=FIG7_SIZES, progress=None) -> list[dict]:
-    """Throughput of a sequential whole-file read (drives' caches flushed first), 4 disks."""
-    say = progress or (lambda m: None)
+def _fig7_keys(config: str, fs: int) -> dict:
+    if config == "raid0":
+        return {"array.raid": "raid0", "array.chunk": "64KiB"}
+    if config == "dgraid":
+        return _dgraid("dgraid0", fs, 4)
+    # Diffused in 1 MiB segments; in 4 MiB ones: fewer, longer segments, fewer runs to seek
+    # between, but files under about 8 MiB are hardly diffused (only whole segments read are).
+    segment = "4MiB" if config == "dgraid_diffused_4m" else "1MiB"
+    return _dgraid("dgraid0", fs, 4, diffuse_segment=segment, diffuse_threshold=2)
+
+
+def fig7_plan(workdir: Path, quick: bool = False, sizes=FIG7_SIZES) -> Plan:
+    """Per file size, the sequential-read trace and the same without its measured read (model
+    runs, before the sweep); every configuration and replay runs both."""
     sizes = (64 << 10, 4 << 20) if quick else sizes
-    rows = []
+    plan = Plan(ctx={"sizes": sizes})
     for size in sizes:
-        say(f"fig 7: {size >> 10} KiB file")
         trace = workdir / f"seq-{size}.csv"
         s = _workload("seqread", {"file_bytes": size, "passes": 2, "flush_files": 4,
                                   "flush_bytes": (8 if quick else 16) << 20}, trace)
         prefix = _prefix(trace, s["requests"] - s["phases"][-1][1], workdir / f"seq-{size}-prefix.csv")
-        fs = s["fs_bytes"]
         for label, outstanding, sched in FIG7_REPLAYS:
-            replay = f"mode = \"closed\"\noutstanding = {outstanding}"
-            configs = (
-                ("raid0", _stack(workdir / "f7-raid0.toml", "raid0", array="chunk = \"64KiB\"", replay=replay,
-                                 scheduler=sched)),
-                ("dgraid", _stack(workdir / "f7-dgraid.toml", "dgraid0", dgraid=f"fs_size = {fs}\nmeta_copies = 4",
-                                  replay=replay, scheduler=sched)),
-                ("dgraid_diffused", _stack(workdir / "f7-diffused.toml", "dgraid0", replay=replay, scheduler=sched,
-                                           dgraid=f"fs_size = {fs}\nmeta_copies = 4\ndiffuse_segment = \"1MiB\"\n"
-                                                  "diffuse_threshold = 2")),
-                # Fewer, longer segments: fewer runs to seek between, but files under about
-                # 8 MiB are hardly diffused (only whole segments read are).
-                ("dgraid_diffused_4m", _stack(workdir / "f7-diffused-4m.toml", "dgraid0", replay=replay,
-                                              scheduler=sched, dgraid=f"fs_size = {fs}\nmeta_copies = 4\n"
-                                                                      "diffuse_segment = \"4MiB\"\ndiffuse_threshold = 2")),
-            )
+            for config in FIG7_CONFIGS:
+                keys = {**_closed(outstanding, sched), **_fig7_keys(config, s["fs_bytes"])}
+                plan.case(f"fig7 {size} {label} {config}", trace, keys)
+                plan.case(f"fig7 {size} {label} {config} prefix", prefix, keys)
+    return plan
+
+
+def fig7(plan: Plan, results: dict) -> list[dict]:
+    """Throughput of a sequential whole-file read (drives' caches flushed first), 4 disks: the
+    read's time is the run's simulated time minus that of the run without it."""
+    rows = []
+    for size in plan.ctx["sizes"]:
+        for label, _, _ in FIG7_REPLAYS:
             row = {"replay": label, "file_bytes": size}
-            for name, st in configs:
-                t = _run(st, trace)["timing"]["sim_time_ms"] - _run(st, prefix)["timing"]["sim_time_ms"]
+            for name in FIG7_CONFIGS:
+                t = (_result(results, f"fig7 {size} {label} {name}")["timing"]["sim_time_ms"]
+                     - _result(results, f"fig7 {size} {label} {name} prefix")["timing"]["sim_time_ms"])
                 row[f"{name}_ms"] = t
                 row[f"{name}_mb_s"] = size / 1e6 / (t / 1e3) if t > 0 else float("inf")
             rows.append(row)
     return rows
 
 
-def run_all(out: Path, quick: bool = False, progress=None) -> dict:
-    # Absolute: stack files name the live map relative to themselves.
-    work = (out / "timed-work").resolve()
+# ---------------------------------------------------------------- the sweep
+
+
+FIGURES = ("fig8", "fig9", "table2", "fig7")
+
+
+def plan_all(work: Path, quick: bool = False, progress=None) -> dict[str, Plan]:
+    """Every figure's inputs and cells (the model runs that make the traces and the live map run here)."""
+    say = progress or (lambda m: None)
+    say("fig 8: an empty trace (the rebuild on an idle array)")
+    plans = {"fig8": fig8_plan(work, quick)}
+    plans["fig9"] = fig9_plan(work, quick, say)
+    say("table 2: the Postmark-like trace")
+    plans["table2"] = table2_plan(work, quick)
+    say("fig 7: the sequential-read traces")
+    plans["fig7"] = fig7_plan(work, quick)
+    return plans
+
+
+def sweep_spec(plans: dict[str, Plan]):
+    """The recipe as one sweep: the shipped stack, timed, every figure's named cases on their traces."""
+    from blocklab.sweeps import Sweep, TraceRef
+
+    traces: dict[str, Path] = {}
+    for p in plans.values():
+        traces.update(p.traces)
+    return Sweep(stack=str(STACK), executor="timed", name="repro-dgraid-timed",
+                 traces=[TraceRef(str(path), "csv", label) for label, path in traces.items()],
+                 cases=[c for p in plans.values() for c in p.cases],
+                 report={"metrics": ["timing.sim_time_ms", "rebuild.rebuild_ms", "response.avg_ms"]})
+
+
+def results_by_case(out: Path, df) -> dict[str, dict]:
+    """The journal's record (status, the stack's JSON result or the error) of each cell of `df`, by case."""
+    from blocklab.sweeps.results import Journal
+
+    records = Journal(Path(out)).records()
+    return {case: records[cell] for cell, case in zip(df["cell"], df["case"]) if cell in records}
+
+
+def derive(plans: dict[str, Plan], results: dict[str, dict]) -> dict:
+    """The figures' rows from the cells' results."""
+    return {"fig8": fig8(plans["fig8"], results), "fig9": fig9(plans["fig9"], results),
+            "table2": table2(plans["table2"], results), "fig7": fig7(plans["fig7"], results)}
+
+
+def _sections(res: dict | None, error: str | None):
+    import html
+
+    from blocklab.sweeps import Section
+
+    if res is None:
+        return [Section("D-GRAID in time", f"<p>tables not drawn: {html.escape(error or '')}</p>")]
+    md = markdown(res, verdict(res))
+    return [Section("Figs 8, 9, Table 2 and Fig 7 in time, beside the paper", f"<pre>{html.escape(md)}</pre>")]
+
+
+def run_all(out: Path, quick: bool = False, progress=None, *, jobs: int | None = None, ray: str | None = None,
+            bar: bool = True, command: str | None = None) -> dict:
+    """The traces and live map made in `out/timed-work`, every cell run as a sweep into `out`
+    (results.parquet with provenance, cells.jsonl, report.html; finished cells are kept on a
+    re-run), the figures' rows derived from the cells' results."""
+    from blocklab.sweeps import run_recipe
+
+    # Absolute: the cells name the traces and the live map by path.
+    work = (Path(out) / "timed-work").resolve()
     work.mkdir(parents=True, exist_ok=True)
-    return {"fig8": fig8(work, quick, progress), "fig9": fig9(work, quick, progress),
-            "table2": table2(work, quick, progress), "fig7": fig7(work, quick, progress=progress)}
+    plans = plan_all(work, quick, progress)
+    derived: dict = {}
+
+    def sections(df):
+        try:
+            derived["res"] = derive(plans, results_by_case(out, df))
+        except RecipeError as e:
+            derived["error"] = str(e)
+        return _sections(derived.get("res"), derived.get("error"))
+
+    run_recipe(sweep_spec(plans), out, jobs=jobs, ray=ray, progress=bar, command=command, sections=sections,
+               title="D-GRAID (Sivathanu et al., FAST'04) in time")
+    if "res" not in derived:
+        raise RecipeError(f"{derived['error']} (see {out}/results.parquet)")
+    return derived["res"]
 
 
 # ---------------------------------------------------------------- output
