@@ -35,3 +35,40 @@ def test_repro_pieces_report_and_files(tmp_path):
     md = rd.markdown(res, lines)
     assert "Table 1" in md and "Fig 9" in md and "| dgraid4 |" in md
     assert len(lines) >= 6
+
+
+def test_counted_calls_are_sweep_cells(tmp_path):
+    """`repro dgraid`'s engine calls run as the cells of a sweep: the folder loads with
+    `blocklab.load`, one row per call, provenance filled, and each cell's output is the call's
+    own (run here, outside the sweep); the tables derived from them equal the direct ones."""
+    import json
+
+    import blocklab
+    from blocklab.sweeps import run_sweep
+    from blocklab.sweeps.results import Journal
+
+    listing = tmp_path / "sys.lst"
+    listing.write_text("f 90000 /usr/bin/ls\nf 40000 /usr/sbin/init\nf 2000 /etc/passwd\n")
+    tree = rd.tree_spec(str(listing), {"dirs": 10, "files": 60, "seed": 3, "max_file": 1 << 20})
+    fig2 = rd.fig2_calls(tree, disks=4, ks="0..2", trials=10, copies=(1, 4))
+    calls = rd.table1_calls(tree) + fig2 + rd.table2_calls(quick=True)
+    out = tmp_path / "sweep"
+    df = run_sweep(rd.sweep_spec(calls), out, progress=False)
+    back = blocklab.load(out)
+    assert len(back) == len(calls) == back["cell"].nunique()
+    assert list(back["case"]) == [name for name, _, _ in calls]
+    assert (back["status"] == "ok").all()
+    for col in ("blocklab_version", "git_commit", "started_at", "wall_s", "host", "cell", "analysis", "params"):
+        assert back[col].notna().all(), col
+    records = Journal(out).records()
+    outs = {case: records[cell]["result"]["output"] for cell, case in zip(df["cell"], df["case"])}
+    # A cell is its engine call alone.
+    name, analysis, params = fig2[1]
+    assert outs[name] == json.loads(getattr(rd._core(), f"dgraid_{analysis}")(json.dumps(params)))
+    assert rd.table1_rows(outs) == rd.table1(tree)
+    assert rd._rows_of(fig2, outs) == rd.fig2(tree, disks=4, ks="0..2", trials=10, copies=(1, 4))
+    assert rd.table2_rows(outs) == rd.table2(quick=True)
+    # The listing is an input: editing it makes new cells (the key hashes its content).
+    listing.write_text("f 90000 /usr/bin/ls\nf 2000 /etc/passwd\n")
+    again = run_sweep(rd.sweep_spec(rd.table1_calls(tree)), out, progress=False)
+    assert again["cell"].iloc[0] != df["cell"].iloc[0]

@@ -191,9 +191,6 @@ def test_cli_timed_writes_the_report(res, tmp_path, monkeypatch, capsys):
     assert r.exit_code == 0, r.output
     assert seen["quick"] is True and seen["jobs"] == 2 and seen["ray"] is None
     assert "Our numbers (in simulated time):" in r.output and "Fig 9: with the reader running" in r.output
-    # --jobs / --ray are the sweep's: the counted analyses are not stack runs.
-    bad = CliRunner().invoke(app, ["repro", "dgraid", "--jobs", "2", "-o", str(tmp_path / "c")])
-    assert bad.exit_code == 2 and "only with --timed" in bad.output
     report = (tmp_path / "o" / "dgraid-timed-report.md").read_text()
     assert "### Fig 9 in time" in report
     for f in ("fig8", "fig9", "fig9-profile", "table2", "fig7"):

@@ -261,12 +261,12 @@ def disks(
 
 @repro_app.command("dgraid")
 def dgraid(
-    out: str = typer.Option("repro-dgraid", "--out", "-o", help="Output directory (Parquet, PNG, Markdown report)."),
+    out: str = typer.Option("repro-dgraid", "--out", "-o", help="Output directory: results.parquet (every cell, resumable), report.html, the shaped Parquet tables, PNG, Markdown report."),
     tree: Optional[str] = typer.Option(None, "--tree", help="System listing to use (default: data/debian-tree.lst); a seeded user tree is grafted under /home."),
     quick: bool = typer.Option(False, "--quick", help="Small trees, 8 disks, few trials (a smoke run, not the reproduction); with --timed: a 32 MiB member, 5 % of Fig 9's volume, a small Postmark, two file sizes."),
     timed: bool = typer.Option(False, "--timed", help="In simulated time on four Ultrastar 73LZX models: Fig 8 (live-block vs full rebuild), Fig 9 (rebuild with a reader, then a mirror pair lost), Table 2's run times, Fig 7's throughput. Its stack runs are a sweep: results.parquet (every run, resumable) and report.html in --out."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="--timed: runs at once (see `blocklab sweep`)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="--timed: run the cells as Ray tasks: `local` or a cluster address."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
 
@@ -281,14 +281,21 @@ def dgraid(
     if timed:
         _dgraid_timed(outdir, quick, console, jobs, ray)
         return
-    if jobs is not None or ray is not None:
-        from blocklab.cli.common import fail
 
-        fail("--jobs / --ray: only with --timed (the counted analyses are not stack runs)")
-
+    from blocklab.cli.common import fail
     from blocklab.repro import dgraid as rd
+    from blocklab.sweeps import SweepError
 
-    res = rd.run_all(outdir, listing=tree, quick=quick, progress=lambda m: console.log(m))
+    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    try:
+        res = rd.run_all(outdir, listing=tree, quick=quick, progress=lambda m: console.log(m), jobs=jobs, ray=ray,
+                         command=command)
+    except (SweepError, rd.RecipeError) as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
     written = rd.save(res, outdir) + rd.plot(res, outdir)
     lines = rd.verdict(res)
     (outdir / "dgraid-report.md").write_text(rd.markdown(res, lines))
@@ -299,7 +306,7 @@ def dgraid(
     print("Our numbers:")
     for line in lines:
         print(f"  - {line}")
-    print(f"wrote {outdir}/" + ", ".join(written + ["dgraid-report.md"]))
+    print(f"wrote {outdir}/" + ", ".join(["results.parquet", "report.html"] + written + ["dgraid-report.md"]))
     sys.stdout.flush()
 
 

@@ -84,68 +84,116 @@ def _core():
     return _core
 
 
-def table1(tree: dict) -> list[dict]:
-    rows = json.loads(_core().dgraid_space(json.dumps({"tree": tree, "block_sizes": [1024, 4096],
-                                                         "copies": [1, 4, 16], "fill": 0.5})))
+# Each experiment is a list of engine calls (name, analysis, params): `analysis` names the
+# `_core.dgraid_<analysis>` function (space, avail, diffusion, postmark, live), `params` its JSON
+# parameters. `run_all` runs them as the cells of a sweep; the table functions below run them here.
+
+
+def _engine(analysis: str, params: dict):
+    return json.loads(getattr(_core(), f"dgraid_{analysis}")(json.dumps(params)))
+
+
+def _here(calls: list) -> dict:
+    """The outputs of `calls`, by name, computed in this process."""
+    return {name: _engine(analysis, params) for name, analysis, params in calls}
+
+
+def table1_calls(tree: dict) -> list:
+    return [("table1", "space", {"tree": tree, "block_sizes": [1024, 4096], "copies": [1, 4, 16], "fill": 0.5})]
+
+
+def table1_rows(outs: dict) -> list[dict]:
+    rows = [dict(r) for r in outs["table1"]]
     for r in rows:
         i = {1: 0, 4: 1, 16: 2}[r["meta_copies"]]
         r["paper_pct"] = PAPER["table1"][("ext2", r["block_size"])][i]
     return rows
 
 
-def _avail(params: dict) -> list[dict]:
-    rep = json.loads(_core().dgraid_avail(json.dumps(params)))
-    for r in rep["rows"]:
+def table1(tree: dict) -> list[dict]:
+    return table1_rows(_here(table1_calls(tree)))
+
+
+def _avail_rows(rep: dict) -> list[dict]:
+    rows = [dict(r) for r in rep["rows"]]
+    for r in rows:
         r["spills"] = rep["spills"]
         r["fs_bytes"] = rep["fs_bytes"]
-    return rep["rows"]
+    return rows
 
 
-def fig2(tree: dict, disks: int = 32, ks: str = "0..16", trials: int = 200, copies=(1, 4, 8, 32), progress=None) -> list[dict]:
-    rows = []
+def _avail(params: dict) -> list[dict]:
+    return _avail_rows(_engine("avail", params))
+
+
+def _rows_of(calls: list, outs: dict) -> list[dict]:
+    return [r for name, _, _ in calls for r in _avail_rows(outs[name])]
+
+
+def fig2_calls(tree: dict, disks: int = 32, ks: str = "0..16", trials: int = 200, copies=(1, 4, 8, 32)) -> list:
+    calls = []
     base = {"tree": tree, "disks": disks, "failed_counts": ks, "trials": trials, "seed": 1, "processes": 0}
     for grouping in ("file", "dir"):
         for r in copies:
-            if progress:
-                progress(f"fig 2: dgraid0, {grouping} grouping, {r} copies")
-            rows += _avail({**base, "level": "dgraid0", "grouping": grouping, "meta_copies": r})
+            calls.append((f"fig2 dgraid0 {grouping} {r}", "avail",
+                          {**base, "level": "dgraid0", "grouping": grouping, "meta_copies": r}))
     for level, sem in (("raid0", "md"), ("raid10", "md"), ("raid10", "block")):
+        calls.append((f"fig2 {level} {sem}", "avail", {**base, "level": level, "semantics": sem}))
+    return calls
+
+
+def fig2(tree: dict, disks: int = 32, ks: str = "0..16", trials: int = 200, copies=(1, 4, 8, 32), progress=None) -> list[dict]:
+    calls = fig2_calls(tree, disks, ks, trials, copies)
+    outs = {}
+    for name, analysis, params in calls:
         if progress:
-            progress(f"fig 2: {level}, {sem} semantics")
-        rows += _avail({**base, "level": level, "semantics": sem})
-    return rows
+            progress(name)
+        outs[name] = _engine(analysis, params)
+    return _rows_of(calls, outs)
+
+
+def fig3_calls(tree: dict, disks: int = 32, ks: str = "0..16", trials: int = 200, processes: int = 1000) -> list:
+    return [(f"fig3 popular x{pop}", "avail",
+             {"tree": tree, "disks": disks, "failed_counts": ks, "trials": trials, "seed": 1, "level": "dgraid0",
+              "grouping": "file", "meta_copies": disks, "popular_copies": pop, "processes": processes})
+            for pop in (1, disks)]
 
 
 def fig3(tree: dict, disks: int = 32, ks: str = "0..16", trials: int = 200, processes: int = 1000, progress=None) -> list[dict]:
-    rows = []
-    for pop in (1, disks):
-        if progress:
-            progress(f"fig 3: popular directories x{pop}")
-        rows += _avail({"tree": tree, "disks": disks, "failed_counts": ks, "trials": trials, "seed": 1,
-                        "level": "dgraid0", "grouping": "file", "meta_copies": disks, "popular_copies": pop,
-                        "processes": processes})
-    return rows
+    calls = fig3_calls(tree, disks, ks, trials, processes)
+    return _rows_of(calls, _here(calls))
 
 
 FIG7_SIZES = (4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20)
 
 
+def fig7_calls(disks: int = 4, sizes=FIG7_SIZES) -> list:
+    return [("fig7", "diffusion", {"disks": disks, "sizes": list(sizes)})]
+
+
 def fig7(disks: int = 4, sizes=FIG7_SIZES) -> list[dict]:
-    sizes = list(sizes)
-    return json.loads(_core().dgraid_diffusion(json.dumps({"disks": disks, "sizes": sizes})))
+    return _here(fig7_calls(disks, sizes))["fig7"]
 
 
-def table2(quick: bool = False) -> list[dict]:
+def table2_calls(quick: bool = False) -> list:
     params = {"disks": 4, "copies": [1, 2, 3, 4]}
     if quick:
         params.update({"files": 300, "transactions": 2000, "size": 128 << 20, "flush_every": 400})
-    rows = json.loads(_core().dgraid_postmark(json.dumps(params)))
+    return [("table2", "postmark", params)]
+
+
+def table2_rows(outs: dict) -> list[dict]:
+    rows = [dict(r) for r in outs["table2"]]
     paper = {p[0]: p for p in PAPER["table2"]}
     for r in rows:
         p = paper.get(r["config"])
         if p:
             r["paper_run_time_s"], r["paper_blocks_written"], r["paper_metadata_writes"], r["paper_unique"] = p[1:]
     return rows
+
+
+def table2(quick: bool = False) -> list[dict]:
+    return table2_rows(_here(table2_calls(quick)))
 
 
 def fig9_listing(path: Path, files: int, per_dir: int = 100, size: int = 32 << 10) -> None:
@@ -157,23 +205,35 @@ def fig9_listing(path: Path, files: int, per_dir: int = 100, size: int = 32 << 1
                 f.write(f"f {size} /w/d{d:04}/f{i:03}\n")
 
 
-def fig9(workdir: Path, quick: bool = False) -> dict:
-    """Counted part of Fig 9: live share, rebuild time at the cap, availability after a mirror pair is lost."""
+def _fig9_scale(quick: bool) -> tuple[float, int, int]:
     scale = 0.05 if quick else 1.0
-    volume = int(3e9 * scale) // (1 << 20) << 20
-    nfiles = int(1.3e9 * scale) // (32 << 10)
+    return scale, int(3e9 * scale) // (1 << 20) << 20, int(1.3e9 * scale) // (32 << 10)
+
+
+def fig9_calls(workdir: Path, quick: bool = False) -> list:
+    """Fig 9's tree listing written to `workdir` (before the calls: they read it), and its calls."""
+    _, volume, nfiles = _fig9_scale(quick)
     listing = workdir / "fig9-tree.lst"
     fig9_listing(listing, nfiles)
     tree = {"listing": str(listing)}
-    live = json.loads(_core().dgraid_live(json.dumps({"tree": tree, "level": "dgraid1", "disks": 4, "meta_copies": 4,
-                                                       "size": volume, "block_size": 4096})))
+    base = {"tree": tree, "disks": 4, "size": volume, "failed_disks": "0,1", "processes": 0}
+    return [("fig9 live", "live", {"tree": tree, "level": "dgraid1", "disks": 4, "meta_copies": 4, "size": volume,
+                                   "block_size": 4096}),
+            ("fig9 dgraid1", "avail", {**base, "level": "dgraid1", "meta_copies": 4}),
+            ("fig9 raid10 block", "avail", {**base, "level": "raid10", "semantics": "block"}),
+            ("fig9 raid10 md", "avail", {**base, "level": "raid10", "semantics": "md"})]
+
+
+def fig9_result(outs: dict, quick: bool = False) -> dict:
+    """Counted part of Fig 9: live share, rebuild time at the cap, availability after a mirror pair is lost."""
+    scale, volume, nfiles = _fig9_scale(quick)
+    live = outs["fig9 live"]
     cap = PAPER["fig9"]["cap_mb_s"] * 1e6
     dg_live_bytes = max(m["live_blocks"] for m in live) * 4096
     raid10_member = volume // 2
-    base = {"tree": tree, "disks": 4, "size": volume, "failed_disks": "0,1", "processes": 0}
-    dg = _avail({**base, "level": "dgraid1", "meta_copies": 4})[0]
-    r10_block = _avail({**base, "level": "raid10", "semantics": "block"})[0]
-    r10_md = _avail({**base, "level": "raid10", "semantics": "md"})[0]
+    dg = _avail_rows(outs["fig9 dgraid1"])[0]
+    r10_block = _avail_rows(outs["fig9 raid10 block"])[0]
+    r10_md = _avail_rows(outs["fig9 raid10 md"])[0]
     return {
         "volume_bytes": volume, "files": nfiles, "file_bytes": nfiles * (32 << 10),
         "dgraid_live_member_bytes": dg_live_bytes, "dgraid_live_fraction": max(m["live_fraction"] for m in live),
@@ -184,6 +244,10 @@ def fig9(workdir: Path, quick: bool = False) -> dict:
         "raid10_md_files_after_pair_loss": r10_md["files_available"],
         "scale": scale,
     }
+
+
+def fig9(workdir: Path, quick: bool = False) -> dict:
+    return fig9_result(_here(fig9_calls(workdir, quick)), quick)
 
 
 POPULAR = ("bin", "sbin", "usr/bin", "usr/sbin", "lib", "lib64", "usr/lib", "usr/lib64")
@@ -202,24 +266,92 @@ def popular_share(tree: dict) -> dict:
     return {"popular_bytes": pop, "file_bytes": stats["file_bytes"], "share": pop / max(1, stats["file_bytes"])}
 
 
-def run_all(out: Path, listing: str | None = None, quick: bool = False, progress=None) -> dict:
-    """Every experiment; returns the tables (lists of dicts)."""
+# ---------------------------------------------------------------- the sweep
+
+
+def _analysis_cell(cell) -> dict:
+    """One engine call (the cell's `analysis` and its JSON `params`); its output under `output`."""
+    p = cell.param_dict
+    return {"output": _engine(p["analysis"], json.loads(p["params"]))}
+
+
+def _analysis_inputs(cell) -> list[str]:
+    # The tree listing the call reads (the generated part is seeded, in the params).
+    listing = json.loads(cell.param_dict["params"]).get("tree", {}).get("listing")
+    return [listing] if listing and Path(listing).is_file() else []
+
+
+def __getattr__(name):
+    # The sweep task (`blocklab.repro.dgraid:ANALYSIS`), made on first use so that importing this
+    # module does not import the sweep machinery.
+    if name == "ANALYSIS":
+        from blocklab.sweeps import Task
+
+        return Task(run=_analysis_cell, inputs=_analysis_inputs)
+    raise AttributeError(name)
+
+
+def sweep_spec(calls: list):
+    """Every engine call a cell: a named case with its `analysis` and `params` (JSON text)."""
+    from blocklab.sweeps import Sweep
+
+    return Sweep(stack=None, executor="counted", task="blocklab.repro.dgraid:ANALYSIS", name="repro-dgraid", traces=[],
+                 cases=[{"name": name, "analysis": analysis, "params": json.dumps(params)}
+                        for name, analysis, params in calls])
+
+
+class RecipeError(ValueError):
+    """A cell the tables need failed."""
+
+
+def run_all(out: Path, listing: str | None = None, quick: bool = False, progress=None, *, jobs: int | None = None,
+            ray: str | None = None, bar: bool = True, command: str | None = None) -> dict:
+    """Every experiment, its engine calls run as a sweep into `out` (results.parquet, cells.jsonl,
+    report.html; finished calls are kept on a re-run); returns the tables (lists of dicts)."""
+    from blocklab.sweeps import Section, run_recipe
+    from blocklab.sweeps.results import Journal
+
     gen = QUICK_TREE if quick else TREE_DEFAULT
     tree = tree_spec(listing, gen)
     disks, ks, trials = (8, "0..4", 40) if quick else (32, "0..16", 200)
     say = progress or (lambda m: None)
-    say("table 1: namespace space overhead")
-    t1 = table1(tree)
-    f2 = fig2(tree, disks=disks, ks=ks, trials=trials, copies=(1, 4, disks) if quick else (1, 4, 8, 32), progress=say)
-    f3 = fig3(tree, disks=disks, ks=ks, trials=trials, processes=200 if quick else 1000, progress=say)
-    say("fig 7: diffusion (counted)")
-    f7 = fig7()
-    say("table 2: Postmark-like workload (counted)")
-    t2 = table2(quick)
-    say("fig 9: live share and availability after a pair is lost")
-    f9 = fig9(out, quick)
-    return {"table1": t1, "fig2": f2, "fig3": f3, "fig7": f7, "table2": t2, "fig9": f9, "disks": disks,
-            "popular": popular_share(tree)}
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    say("fig 9: the tree of 32 KB files")
+    parts = {"table1": table1_calls(tree),
+             "fig2": fig2_calls(tree, disks=disks, ks=ks, trials=trials, copies=(1, 4, disks) if quick else (1, 4, 8, 32)),
+             "fig3": fig3_calls(tree, disks=disks, ks=ks, trials=trials, processes=200 if quick else 1000),
+             "fig7": fig7_calls(), "table2": table2_calls(quick), "fig9": fig9_calls(out, quick)}
+    done: dict = {}
+
+    def sections(df):
+        import html
+
+        records = Journal(out).records()
+        outs, failed = {}, []
+        for cell, case in zip(df["cell"], df["case"]):
+            rec = records.get(cell)
+            if rec is not None and rec["status"] == "ok":
+                outs[case] = rec["result"]["output"]
+            else:
+                failed.append(f"cell `{case}` failed: {rec['error'] if rec else 'did not run'}")
+        if failed:
+            done["error"] = failed[0]
+            return [Section("D-GRAID", f"<p>tables not drawn: {html.escape(failed[0])}</p>")]
+        say("popular directories' share of the tree")
+        res = {"table1": table1_rows(outs), "fig2": _rows_of(parts["fig2"], outs), "fig3": _rows_of(parts["fig3"], outs),
+               "fig7": outs["fig7"], "table2": table2_rows(outs), "fig9": fig9_result(outs, quick), "disks": disks,
+               "popular": popular_share(tree)}
+        done["res"] = res
+        md = markdown(res, verdict(res))
+        return [Section("Table 1, Figs 2, 3, 7, Table 2 and Fig 9 (counted) beside the paper", f"<pre>{html.escape(md)}</pre>")]
+
+    calls = [c for cs in parts.values() for c in cs]
+    run_recipe(sweep_spec(calls), out, jobs=jobs, ray=ray, progress=bar, command=command, sections=sections,
+               title="D-GRAID (Sivathanu et al., FAST'04), counted")
+    if "res" not in done:
+        raise RecipeError(f"{done['error']} (see {out}/results.parquet)")
+    return done["res"]
 
 
 def save(res: dict, out: Path) -> list[str]:
