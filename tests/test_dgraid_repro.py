@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from blocklab.repro import dgraid as rd
 
 
-def test_repro_pieces_report_and_files(tmp_path):
+@pytest.fixture(scope="module")
+def pieces(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("dgraid-repro")
     listing = tmp_path / "sys.lst"
     listing.write_text("l 7 /bin\nf 90000 /usr/bin/ls\nf 150000 /usr/bin/ps\nf 40000 /usr/sbin/init\n"
                        "f 900000 /usr/lib/x86_64-linux-gnu/libc.so.6\nf 300000 /usr/lib/x86_64-linux-gnu/libm.so.6\n"
@@ -21,6 +25,11 @@ def test_repro_pieces_report_and_files(tmp_path):
         "disks": 4,
         "popular": rd.popular_share(tree),
     }
+    return res
+
+
+def test_repro_pieces_report_and_files(pieces, tmp_path):
+    res = pieces
     # Table 1 is linear in the copies; Table 2's unique metadata too.
     one = {r["block_size"]: r["overhead_pct"] for r in res["table1"] if r["meta_copies"] == 1}
     assert all(abs(r["overhead_pct"] - r["meta_copies"] * one[r["block_size"]]) < 1e-9 for r in res["table1"])
@@ -72,3 +81,24 @@ def test_counted_calls_are_sweep_cells(tmp_path):
     listing.write_text("f 90000 /usr/bin/ls\nf 2000 /etc/passwd\n")
     again = run_sweep(rd.sweep_spec(rd.table1_calls(tree)), out, progress=False)
     assert again["cell"].iloc[0] != df["cell"].iloc[0]
+
+
+def test_cli_counted_passes_the_sweep_flags(pieces, tmp_path, monkeypatch):
+    """`blocklab repro dgraid`: --jobs / --ray reach the sweep, the tables are saved and reported
+    (the run itself replaced by the tiny one above)."""
+    from typer.testing import CliRunner
+
+    from blocklab.cli import app
+
+    seen = {}
+
+    def fake_run_all(out, listing=None, quick=False, progress=None, *, jobs=None, ray=None, bar=True, command=None):
+        seen.update(quick=quick, jobs=jobs, ray=ray, command=command)
+        return pieces
+
+    monkeypatch.setattr(rd, "run_all", fake_run_all)
+    r = CliRunner().invoke(app, ["repro", "dgraid", "--quick", "-j", "2", "-o", str(tmp_path / "o")])
+    assert r.exit_code == 0, r.output
+    assert seen["quick"] is True and seen["jobs"] == 2 and seen["ray"] is None
+    assert "Our numbers:" in r.output and "results.parquet, report.html" in r.output
+    assert (tmp_path / "o" / "dgraid-table2.parquet").stat().st_size > 0

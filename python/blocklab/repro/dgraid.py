@@ -18,8 +18,12 @@ What runs here, each beside the paper's numbers:
   that share implies at the paper's 10 MB/s cap (arithmetic, not a simulation),
   and what stays readable after the mirror partner fails too.
 
-Fig 8 and the timed halves of Fig 9 and Table 2 (run times) need the timed
-rebuild through the composed stack; see docs/dgraid.md for what is left.
+Fig 8 and the timed halves of Fig 9 and Table 2 (run times) are `repro dgraid --timed`
+(dgraid_timed.py).
+
+Every engine call is a cell of a sweep (`run_all`; task `blocklab.repro.dgraid:ANALYSIS`):
+results.parquet with provenance, resumable, `--jobs` / `--ray`; the tables are derived from
+the cells' outputs. The `table1`, `fig2`, ... functions run the same calls in this process.
 
 The namespace is the shipped listing of a real Debian system (data/debian-tree.lst:
 /usr/bin, /usr/sbin, /usr/lib/x86_64-linux-gnu, /etc) with a seeded user tree
