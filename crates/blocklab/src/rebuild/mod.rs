@@ -13,9 +13,14 @@
 //! steps), `dor` ([`dor::Dor`], disk-oriented reconstruction: a read stream
 //! per surviving disk) and `pro-dor` (DOR's streams in PRO's order). The
 //! out-of-order ones mark completed rows in the array's map of rebuilt units.
+//!
+//! MD's speed rule ([`pacing`]) is here too, written once over a clock
+//! ([`pacing::PaceClock`]): the timed executor runs it in simulated time,
+//! the real executor (`exec/real/rebuild.rs`) on the wall clock.
 
 pub mod dor;
 pub mod md;
+pub mod pacing;
 pub mod pro;
 pub mod rows;
 mod strategy;
