@@ -12,8 +12,8 @@ pub mod plan;
 pub mod plans;
 pub mod rebuild;
 pub mod rebuilt;
-pub mod shared;
 pub mod scrub;
+pub mod shared;
 
 use serde::{Deserialize, Serialize};
 
@@ -527,6 +527,13 @@ impl Array {
     /// The map of rebuilt units.
     pub fn rebuilt_map(&self) -> &RebuiltMap {
         &self.rebuilt
+    }
+
+    /// Resume a recovery (after [`start_recovery`](Self::start_recovery)):
+    /// rows below `prefix` and in `runs` (as [`RebuiltMap::runs`] gives
+    /// them) are rebuilt on the spares.
+    pub fn restore_rebuilt(&mut self, prefix: u64, runs: &[(u64, u64)]) {
+        self.rebuilt.restore(prefix, runs);
     }
 
     /// One bit of the map of rebuilt units per `rows` member chunk rows (at

@@ -123,6 +123,11 @@ impl Reads {
     pub fn bytes(&self) -> u64 {
         self.runs.iter().map(|r| r.buf.len() as u64).sum()
     }
+
+    /// Add the units `other` read (reads kept from earlier steps).
+    pub fn append(&mut self, other: Reads) {
+        self.runs.extend(other.runs);
+    }
 }
 
 /// Whether (disk, block) is on the bad-block list.
@@ -163,6 +168,11 @@ const PARALLEL_BYTES: usize = 256 * 1024;
 /// Perform every read of `plan`.
 pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
     let ops: Vec<&DiskOp> = plan.disk_ops().filter(|o| o.kind == DiskOpKind::Read).collect();
+    read_ops(env, &ops)
+}
+
+/// Perform the reads `ops`.
+pub fn read_ops(env: &Env, ops: &[&DiskOp]) -> Reads {
     let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
     let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
         std::thread::scope(|s| {
