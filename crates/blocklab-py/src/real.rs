@@ -109,15 +109,26 @@ fn real_check(py: Python<'_>, dir: PathBuf, repair: bool) -> PyResult<String> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (dir, min_kbps=1000, max_kbps=200000))]
-fn real_rebuild(py: Python<'_>, dir: PathBuf, min_kbps: u64, max_kbps: u64) -> PyResult<String> {
+#[pyo3(signature = (dir, min_kbps=1000, max_kbps=200000, order="md", idle="simple", window=4))]
+fn real_rebuild(
+    py: Python<'_>,
+    dir: PathBuf,
+    min_kbps: u64,
+    max_kbps: u64,
+    order: &str,
+    idle: &str,
+    window: usize,
+) -> PyResult<String> {
     let opts = RebuildOptions {
+        order: order.into(),
+        idle: idle.into(),
+        window,
         min_kbps,
         max_kbps,
         ..Default::default()
     };
     let d = dir.clone();
-    Ok(json(&interruptible(py, move |stop| control::rebuild(&d, opts, stop))?))
+    Ok(json(&interruptible(py, move |stop| control::rebuild(&d, &opts, stop))?))
 }
 
 #[pyfunction]

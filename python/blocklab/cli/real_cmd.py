@@ -138,19 +138,25 @@ def replace(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -
 @app.command("rebuild")
 def rebuild(
     dir: Path = DirArg,
-    speed_min: int = typer.Option(1000, "--speed-min", help="MD sync_speed_min (KiB/s): the pace kept while users are active."),
-    speed_max: int = typer.Option(200000, "--speed-max", help="MD sync_speed_max (KiB/s): the cap."),
+    rebuild_order: str = typer.Option("md", "--rebuild-order", help="The order, as in `disk run`: md (sequential, MD), pro (popular zones first), dor (disk-oriented, low priority), pro-dor."),
+    rebuild_idle: str = typer.Option("simple", "--rebuild-idle", help="MD's idle test and speed rule, as in `disk run`: simple (default), md2611, md6."),
+    rebuild_window: int = typer.Option(4, "--rebuild-window", help="Rebuild steps (chunk rows) in flight at most (DOR bounds its own)."),
+    speed_min: int = typer.Option(1000, "--speed-min", "--rebuild-min", help="MD sync_speed_min (KiB/s): the pace kept while users are active."),
+    speed_max: int = typer.Option(200000, "--speed-max", "--rebuild-max", help="MD sync_speed_max (KiB/s): the cap."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Rebuild the spares in MD order with MD's speed limits; resumes where a crash left it."""
+    """Rebuild the spares in any order of the timed executor, paced by MD's speed rule; resumes where a crash left it."""
     if speed_min < 0 or speed_max < 1:
         fail("--speed-min must be >= 0 and --speed-max >= 1 (KiB/s)")
-    r = json.loads(_core.real_rebuild(_array_dir(dir), min_kbps=speed_min, max_kbps=speed_max))
+    if rebuild_window < 1:
+        fail("--rebuild-window must be at least 1")
+    r = json.loads(_core.real_rebuild(_array_dir(dir), min_kbps=speed_min, max_kbps=speed_max,
+                                      order=rebuild_order.lower(), idle=rebuild_idle.lower(), window=rebuild_window))
     if json_out:
         print_json(r)
         return
     state = "finished" if r["finished"] else "stopped"
-    print(f"rebuild of disk(s) {', '.join(map(str, r['disks']))} {state}: {r['rows_done']} rows "
+    print(f"rebuild ({r['order']}) of disk(s) {', '.join(map(str, r['disks']))} {state}: {r['rows_done']} rows "
           f"(from row {r['resumed_from']} of {r['rows_total']}) in {r['seconds']:.2f} s, {r['avg_kbps']:.0f} KiB/s")
     if r["unrecoverable_blocks"]:
         print(f"  {r['unrecoverable_blocks']} block(s) could not be rebuilt (now on the bad-block list: reads of them fail)")

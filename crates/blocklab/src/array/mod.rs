@@ -529,6 +529,13 @@ impl Array {
         &self.rebuilt
     }
 
+    /// Resume a recovery (after [`start_recovery`](Self::start_recovery)):
+    /// rows below `prefix` and in `runs` (as [`RebuiltMap::runs`] gives
+    /// them) are rebuilt on the spares.
+    pub fn restore_rebuilt(&mut self, prefix: u64, runs: &[(u64, u64)]) {
+        self.rebuilt.restore(prefix, runs);
+    }
+
     /// One bit of the map of rebuilt units per `rows` member chunk rows (at
     /// least 1; default 1). Set before the recovery starts.
     pub fn set_rebuilt_unit(&mut self, rows: u64) {

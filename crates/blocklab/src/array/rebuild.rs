@@ -35,12 +35,13 @@ fn op(disk: u32, kind: DiskOpKind, block: u64, nblocks: u64) -> Action {
 
 impl Array {
     /// The plan rebuilding member chunk row `row` of every recovering disk
-    /// (see [`Array::start_recovery`]); empty when nothing is recovering or
-    /// the row holds no data.
+    /// (see [`Array::start_recovery`]); empty when nothing is recovering,
+    /// the row holds no data, or it is rebuilt already (a resumed recovery:
+    /// the orders hand out every row, the rows done before are no work).
     pub fn plan_rebuild_row(&self, row: u64) -> IoPlan {
         let mut plan = IoPlan::default();
         let targets = self.recovering();
-        if targets.is_empty() {
+        if targets.is_empty() || self.is_rebuilt(row) {
             return plan;
         }
         let cb = self.chunk_blocks;

@@ -119,6 +119,60 @@ impl RebuiltMap {
     pub fn units_set(&self) -> u64 {
         self.bits.iter().map(|w| w.count_ones() as u64).sum()
     }
+
+    /// The rows rebuilt above the prefix, as ascending half-open runs
+    /// `[start, end)` (units partly rebuilt are left out): with the prefix,
+    /// what a recovery must record to resume (the real executor's state
+    /// file). One run per stretch of consecutive rebuilt rows, so MD's order
+    /// needs at most as many as rows were in flight, PRO's about one per hot
+    /// zone it served.
+    pub fn runs(&self) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for (w, &word) in self.bits.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let unit = w as u64 * 64 + bits.trailing_zeros() as u64;
+                bits &= bits - 1;
+                let start = (unit * self.unit_rows).max(self.prefix);
+                let end = ((unit + 1) * self.unit_rows).min(self.rows);
+                if start >= end {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some(last) if last.1 == start => last.1 = end,
+                    _ => out.push((start, end)),
+                }
+            }
+        }
+        out
+    }
+
+    /// Forget everything, then take `prefix` and the rebuilt `runs` (as
+    /// [`runs`](Self::runs) gives them) back: a recovery resumed.
+    pub fn restore(&mut self, prefix: u64, runs: &[(u64, u64)]) {
+        self.clear();
+        self.prefix = prefix;
+        for &(start, end) in runs {
+            let mut row = start;
+            while row < end {
+                let unit = row / self.unit_rows;
+                let first = unit * self.unit_rows;
+                let last = ((unit + 1) * self.unit_rows).min(self.rows);
+                // Rows of the unit before `row` are all below the prefix (a
+                // run starts at the prefix in the middle of a unit).
+                let before_covered = row <= first.max(prefix.min(last));
+                if before_covered && last <= end {
+                    // A whole unit: its bit, without counting rows.
+                    self.partial.remove(&unit);
+                    self.set_bit(unit);
+                    row = last;
+                } else {
+                    self.mark(row);
+                    row += 1;
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -152,5 +206,45 @@ mod tests {
         let mut big = RebuiltMap::new(1, u64::MAX);
         big.mark(1_000_000);
         assert!(big.is_rebuilt(1_000_000) && !big.is_rebuilt(999_999));
+    }
+
+    #[test]
+    fn runs_round_trip_through_restore() {
+        // Rows 0..3 by the prefix; 5, 6, 7 and 70 marked, 2 marked below it.
+        let mut m = RebuiltMap::new(1, 100);
+        m.set_prefix(3);
+        for r in [2, 6, 5, 7, 70] {
+            m.mark(r);
+        }
+        assert_eq!(m.runs(), vec![(5, 8), (70, 71)]);
+        let mut back = RebuiltMap::new(1, 100);
+        back.mark(40);
+        back.restore(m.prefix(), &m.runs());
+        assert_eq!(back.runs(), m.runs());
+        assert!((0..100).all(|r| back.is_rebuilt(r) == (r < 3 || (5..8).contains(&r) || r == 70)));
+        // Coarse units: only whole units are runs; a run that covers part
+        // of a unit is counted towards it.
+        let mut c = RebuiltMap::new(4, 10);
+        for r in [4, 5, 6, 7, 8] {
+            c.mark(r);
+        }
+        assert_eq!(c.runs(), vec![(4, 8)]);
+        let mut c2 = RebuiltMap::new(4, 10);
+        c2.restore(0, &[(4, 8), (8, 9)]);
+        assert!(c2.is_rebuilt(5) && !c2.is_rebuilt(8));
+        assert!(c2.mark(9), "row 8 was counted: row 9 completes the last unit");
+        // A brute-force check over many random maps.
+        let mut x = 7u64;
+        for _ in 0..200 {
+            let mut m = RebuiltMap::new(1 + x % 3, 150);
+            m.set_prefix(x % 40);
+            for _ in 0..60 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                m.mark((x >> 33) % 150);
+            }
+            let mut r = RebuiltMap::new(m.unit_rows(), 150);
+            r.restore(m.prefix(), &m.runs());
+            assert!((0..150).all(|row| r.is_rebuilt(row) == m.is_rebuilt(row)));
+        }
     }
 }

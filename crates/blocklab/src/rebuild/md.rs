@@ -67,7 +67,9 @@ impl Strategy for Md {
         while self.ahead.remove(&self.offset) {
             self.offset += 1;
         }
-        array.set_recovered_rows(self.offset);
+        // A resumed recovery: the array's offset may be ahead of a fresh
+        // order's, which then passes the rows below it as no work.
+        array.set_recovered_rows(self.offset.max(array.recovered_rows()));
         1
     }
 

@@ -15,10 +15,15 @@
 //! out-of-order ones mark completed rows in the array's map of rebuilt units.
 //! `live` ([`live::Live`], D-GRAID's live-block recovery, mirrors only)
 //! copies only the live blocks of the lost members.
+//!
+//! MD's speed rule ([`pacing`]) is here too, written once over a clock
+//! ([`pacing::PaceClock`]): the timed executor runs it in simulated time,
+//! the real executor (`exec/real/rebuild.rs`) on the wall clock.
 
 pub mod dor;
 pub mod live;
 pub mod md;
+pub mod pacing;
 pub mod pro;
 pub mod rows;
 mod strategy;

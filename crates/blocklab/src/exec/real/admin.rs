@@ -1,6 +1,8 @@
 //! Managing an open array: status, failing and replacing members, check
 //! and repair, clean close.
 
+use std::sync::atomic::Ordering;
+
 use super::members::Member;
 use super::runner::plan_rows;
 use super::scrub::{scrub_row, Mode, ScrubReport};
@@ -44,6 +46,11 @@ impl RealArray {
             failed,
             recovering,
             recovered_rows: a.recovered_rows(),
+            rebuilt_rows: if a.recovering().is_empty() {
+                0
+            } else {
+                rebuilt_count(a, self.member_rows)
+            },
             member_rows: self.member_rows,
             tolerated_failures: a.tolerated_failures(),
             health: health.into(),
@@ -71,20 +78,27 @@ impl RealArray {
             self.checkpoint_journal(&live).map_err(|e| Error::io(&shown, e))?;
             let was_recovering = live.recovering[disk as usize];
             live.array.fail(disk)?;
+            self.membership.fetch_add(1, Ordering::SeqCst);
             if was_recovering {
-                // A failing spare stops being recovered; the others go on.
+                // A failing spare stops being recovered; the others go on
+                // from where they are (every step rebuilds all spares).
                 let others: Vec<u32> = live.array.recovering().into_iter().filter(|&d| d != disk).collect();
-                let rows = live.array.recovered_rows();
+                let map = live.array.rebuilt_map();
+                let (prefix, runs) = (map.prefix(), map.runs());
                 let mut a = Array::new(self.cfg)?;
                 for &d in live.array.failed() {
                     a.fail(d)?;
                 }
                 if !others.is_empty() {
                     a.start_recovery(&others)?;
-                    a.set_recovered_rows(rows);
+                    a.restore_rebuilt(prefix, &runs);
                 }
                 live.array = a;
                 live.recovering[disk as usize] = false;
+                if others.is_empty() {
+                    self.monitor.on.store(false, Ordering::SeqCst);
+                    self.monitor.events.lock().unwrap().clear();
+                }
             }
             live.members[disk as usize] = None;
             let bm = self.bitmap.lock().unwrap();
@@ -124,7 +138,9 @@ impl RealArray {
             let m = Member::open(&self.dir, disk, self.checksums, self.direct).map_err(|e| Error::io(&shown, e))?;
             live.members[disk as usize] = Some(m);
             live.array = probe;
-            live.durable_rows = 0;
+            self.membership.fetch_add(1, Ordering::SeqCst);
+            self.durable.lock().unwrap().clear();
+            self.monitor.on.store(true, Ordering::SeqCst);
             for &d in &targets {
                 live.recovering[d as usize] = true;
             }
@@ -163,4 +179,12 @@ impl RealArray {
         }
         Ok(total)
     }
+}
+
+/// Rows of a recovering array rebuilt on its spares: below the offset and
+/// in the map beyond it.
+pub(super) fn rebuilt_count(a: &Array, member_rows: u64) -> u64 {
+    let m = a.rebuilt_map();
+    let beyond: u64 = m.runs().iter().map(|&(s, e)| e - s).sum();
+    (m.prefix() + beyond).min(member_rows)
 }

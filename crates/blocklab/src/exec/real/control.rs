@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::rebuild::{MdOrder, RebuildOptions, RebuildReport};
+use super::rebuild::{RebuildOptions, RebuildReport};
 use super::scrub::ScrubReport;
 use super::{is_open_elsewhere, OpenConfig, RealArray, ReqError, Status};
 use crate::error::{Error, Result};
@@ -296,12 +296,9 @@ fn run_op(array: &RealArray, req: &Value, stop: &AtomicBool, rebuilding: &Mutex<
             let _busy = rebuilding
                 .try_lock()
                 .map_err(|_| Error::config("a rebuild is already running on this server"))?;
-            let opts = RebuildOptions {
-                min_kbps: arg_u64(req, "min_kbps")?,
-                max_kbps: arg_u64(req, "max_kbps")?,
-                ..Default::default()
-            };
-            Ok(to(&array.rebuild(&mut MdOrder, opts, stop)?))
+            let opts: RebuildOptions = serde_json::from_value(req["opts"].clone())
+                .map_err(|e| Error::config(format!("control request: field `opts`: {e}")))?;
+            Ok(to(&array.rebuild(&opts, stop)?))
         }
         other => Err(Error::config(format!("unknown control operation `{other}`"))),
     }
@@ -405,12 +402,8 @@ pub fn check(dir: &Path, repair: bool) -> Result<ScrubReport> {
 }
 
 /// Rebuild; `stop` (local runs) ends it early, resumable.
-pub fn rebuild(dir: &Path, opts: RebuildOptions, stop: &AtomicBool) -> Result<RebuildReport> {
-    dispatch(
-        dir,
-        json!({"op": "rebuild", "min_kbps": opts.min_kbps, "max_kbps": opts.max_kbps}),
-        |a| a.rebuild(&mut MdOrder, opts, stop),
-    )
+pub fn rebuild(dir: &Path, opts: &RebuildOptions, stop: &AtomicBool) -> Result<RebuildReport> {
+    dispatch(dir, json!({"op": "rebuild", "opts": opts}), |a| a.rebuild(opts, stop))
 }
 
 /// Run `f` on another thread, calling `poll` every 100 ms; when `poll`

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 
 use super::control::{self, ServeOptions};
 use super::members::{member_path, Faults};
-use super::rebuild::{MdOrder, RebuildOptions};
+use super::rebuild::RebuildOptions;
 use super::{OpenConfig, RealArray};
 use crate::array::{ArrayConfig, Level};
 use crate::error::{Error, Result};
@@ -304,14 +304,20 @@ fn scribble(io: &mut Io, image: &mut [u8], rng: &mut Rng, count: usize, t: &mut 
     Ok(())
 }
 
-fn rebuild_all(a: &RealArray) -> Result<()> {
+/// The rebuild of round `i`: the orders in turn (PRO's zones of two rows,
+/// so that the rows the round wrote while recovering come first), without
+/// the speed rule.
+fn rebuild_options(i: u64, chunk_bytes: u64) -> RebuildOptions {
+    RebuildOptions {
+        order: crate::rebuild::ORDERS[(i % crate::rebuild::ORDERS.len() as u64) as usize].into(),
+        pro_zone_bytes: 2 * chunk_bytes,
+        ..RebuildOptions::unthrottled()
+    }
+}
+
+fn rebuild_all(a: &RealArray, opts: &RebuildOptions) -> Result<()> {
     let stop = AtomicBool::new(false);
-    let unthrottled = RebuildOptions {
-        min_kbps: u64::MAX / 4,
-        max_kbps: u64::MAX / 2,
-        ..Default::default()
-    };
-    a.rebuild(&mut MdOrder, unthrottled, &stop)?;
+    a.rebuild(opts, &stop)?;
     Ok(())
 }
 
@@ -327,6 +333,7 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
     let _ = fs::remove_dir_all(&dir);
     RealArray::create(&dir, cfg, checksums)?;
     let level = cfg.level;
+    let rebuild = rebuild_options(i, cfg.chunk_bytes);
     let tol = match level {
         Level::Raid0 => 0,
         Level::Raid1 => cfg.disks - 1,
@@ -457,17 +464,9 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
             match &io {
                 Io::Nbd(..) => {
                     let stop = AtomicBool::new(false);
-                    control::rebuild(
-                        &dir,
-                        RebuildOptions {
-                            min_kbps: u64::MAX / 4,
-                            max_kbps: u64::MAX / 2,
-                            ..Default::default()
-                        },
-                        &stop,
-                    )?;
+                    control::rebuild(&dir, &rebuild, &stop)?;
                 }
-                Io::Api(a) => rebuild_all(a)?,
+                Io::Api(a) => rebuild_all(a, &rebuild)?,
             }
         }
         Kind::Truncate => {
@@ -506,7 +505,7 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
             t.verified += v;
             t.lost += l;
             a.replace(victim)?;
-            rebuild_all(&a)?;
+            rebuild_all(&a, &rebuild)?;
             io = Io::Api(a);
         }
         Kind::CrashWrite | Kind::CrashRebuild => {
@@ -541,11 +540,10 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
             } else {
                 let stop = AtomicBool::new(false);
                 let opts = RebuildOptions {
-                    min_kbps: u64::MAX / 4,
-                    max_kbps: u64::MAX / 2,
-                    checkpoint: Duration::ZERO,
+                    checkpoint_ms: 0,
+                    ..rebuild.clone()
                 };
-                let crashed = io.array().rebuild(&mut MdOrder, opts, &stop).is_err();
+                let crashed = io.array().rebuild(&opts, &stop).is_err();
                 if !crashed {
                     // The rebuild finished before the crash point: crash now.
                     faults.crash_after(1, 0);
@@ -554,7 +552,7 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
             drop(io); // kill -9
             let a = RealArray::open(&dir, OpenConfig::default())?;
             if !a.status().recovering.is_empty() {
-                rebuild_all(&a)?;
+                rebuild_all(&a, &rebuild)?;
             }
             io = Io::Api(Arc::new(a));
         }

@@ -12,6 +12,14 @@ use super::state::BadRange;
 use super::{io_err, rebuild, Live, RealArray, ReqError};
 use crate::array::{DiskOp, IoPlan};
 
+/// Why a write attempt did not complete.
+enum Written {
+    /// Planned before a rebuild step's spare write to these rows was
+    /// published: plan again once it is.
+    Stale(Vec<u64>),
+    Failed(ReqError),
+}
+
 impl RealArray {
     pub(super) fn now_ns(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
@@ -26,10 +34,21 @@ impl RealArray {
         self.inflight.fetch_sub(1, Ordering::SeqCst);
     }
 
-    /// Whether users are quiet: nothing in flight, nothing started for 500 ms.
-    pub fn idle(&self) -> bool {
-        let last = self.last_user_ns.load(Ordering::SeqCst);
-        self.inflight.load(Ordering::SeqCst) == 0 && (last == 0 || self.now_ns() >= last + 500_000_000)
+    /// Show a user request to the rebuild's access monitor (PRO's
+    /// popularity, MD's per-member activity) while spares are recovering.
+    pub(super) fn observe(&self, first: u64, n: u64, plan: &IoPlan) {
+        if !self.monitor.on.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut ev = self.monitor.events.lock().unwrap();
+        if ev.len() >= super::MONITOR_MAX {
+            ev.pop_front();
+        }
+        ev.push_back(super::UserEvent {
+            blocks: first..first + n,
+            plan: plan.clone(),
+            at_ns: self.now_ns(),
+        });
     }
 
     pub(super) fn check_range(&self, offset: u64, len: u64) -> std::result::Result<(u64, u64), ReqError> {
@@ -235,6 +254,7 @@ impl RealArray {
         };
         let live = self.live.read().unwrap();
         let plan = live.array.plan_read(first, n);
+        self.observe(first, n, &plan);
         let rows = plan_rows(&plan, live.array.chunk_blocks());
         let out: &mut [u8] = if aligned { buf } else { &mut tmp };
         let res = {
@@ -293,13 +313,22 @@ impl RealArray {
             return Ok(());
         }
         self.user_start();
-        let r = self.write_blocks(offset, len, first, n, data, fua);
+        let r = loop {
+            match self.write_blocks(offset, len, first, n, data, fua) {
+                Err(Written::Stale(rows)) => self.pending.wait(&rows),
+                Err(Written::Failed(e)) => break Err(e),
+                Ok(()) => break Ok(()),
+            }
+        };
         self.user_end();
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         r
     }
 
-    pub(super) fn write_blocks(
+    /// One attempt at a write: `Stale` when the plan was made before a
+    /// rebuild step's spare write to its rows was published (the caller
+    /// waits, then plans again).
+    fn write_blocks(
         &self,
         offset: u64,
         len: u64,
@@ -307,11 +336,12 @@ impl RealArray {
         n: u64,
         data: Option<&[u8]>,
         fua: bool,
-    ) -> std::result::Result<(), ReqError> {
+    ) -> std::result::Result<(), Written> {
         let bs = self.bs as u64;
         let live = self.live.read().unwrap();
         let cb = live.array.chunk_blocks();
         let plan = live.array.plan_write(first, n);
+        self.observe(first, n, &plan);
         let head_partial = !offset.is_multiple_of(bs) || (len < bs && !(offset + len).is_multiple_of(bs));
         let tail_partial = !(offset + len).is_multiple_of(bs);
         // Partial first/last blocks are read, merged and written whole.
@@ -332,6 +362,9 @@ impl RealArray {
         let mut guards = self.rows.lock(&rows, true);
         let mut healed = false;
         loop {
+            if self.pending.any(&rows) {
+                return Err(Written::Stale(rows));
+            }
             let attempt = (|| -> std::result::Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
                 let un = unreadable(&plan);
                 if !un.is_empty() {
@@ -364,16 +397,16 @@ impl RealArray {
                 Ok(bufs) => {
                     let r = self.commit_writes(&live, &bufs, fua);
                     drop(guards);
-                    return r;
+                    return r.map_err(Written::Failed);
                 }
                 Err(Fault::Heal(heal)) if !healed => {
                     healed = true;
                     drop(guards);
                     let all: Vec<u64> = rows.iter().copied().chain(self.heal_lock_rows(&live, &heal)).collect();
                     guards = self.rows.lock(&all, true);
-                    self.heal(&live, &heal)?;
+                    self.heal(&live, &heal).map_err(Written::Failed)?;
                 }
-                Err(f) => return Err(f.into()),
+                Err(f) => return Err(Written::Failed(f.into())),
             }
         }
     }
@@ -430,7 +463,7 @@ impl RealArray {
         fua: bool,
     ) -> std::result::Result<(), ReqError> {
         let parity = live.array.level().has_parity();
-        let journaled = parity && wrows.iter().any(|&r| self.durably_degraded(live, r));
+        let journaled = parity && self.durably_degraded(live, wrows);
         if !journaled && self.journal.covers_any(wrows) {
             self.checkpoint_journal(live)?;
         }

@@ -39,11 +39,13 @@ pub mod state;
 #[cfg(test)]
 mod tests;
 
+use std::collections::{BTreeSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -53,7 +55,7 @@ use self::members::{Faults, Member};
 use self::runner::{Env, Fault};
 use self::scrub::{scrub_row, Mode, ScrubReport};
 use self::state::{hex_to_bits, BadRange, State};
-use crate::array::{Array, ArrayConfig};
+use crate::array::{Array, ArrayConfig, IoPlan, RebuiltMap};
 use crate::error::{Error, Result};
 
 /// Why a request failed (mapped to NBD errors by the server).
@@ -122,7 +124,12 @@ pub struct Status {
     pub checksums: bool,
     pub failed: Vec<u32>,
     pub recovering: Vec<u32>,
+    /// The recovery offset (rows below it are rebuilt on the spares).
     pub recovered_rows: u64,
+    /// Rows rebuilt on the spares, below the offset and beyond it (out of
+    /// order: PRO, DOR, steps completed out of order).
+    #[serde(default)]
+    pub rebuilt_rows: u64,
     pub member_rows: u64,
     pub tolerated_failures: u32,
     /// `healthy`, `degraded`, `recovering` or `failed` (beyond redundancy).
@@ -141,16 +148,29 @@ pub struct Stats {
     pub heals: AtomicU64,
 }
 
-/// Member rows locked by a request.
+/// Member rows locked by a request. Each lock counts the exclusive holds
+/// it has seen end (its epoch): bytes read under a shared hold are still
+/// current later if the epoch has not moved (DOR's reads, kept until the
+/// row's spare write).
 struct RowLocks {
     locks: Vec<RwLock<()>>,
+    epochs: Vec<AtomicU64>,
 }
 
 enum RowGuard<'a> {
     #[allow(dead_code)]
     R(RwLockReadGuard<'a, ()>),
     #[allow(dead_code)]
-    W(RwLockWriteGuard<'a, ()>),
+    W(RwLockWriteGuard<'a, ()>, &'a AtomicU64),
+}
+
+impl Drop for RowGuard<'_> {
+    fn drop(&mut self) {
+        // Still held here: the epoch moves before anyone else can lock.
+        if let RowGuard::W(_, epoch) = self {
+            epoch.fetch_add(1, Ordering::SeqCst);
+        }
+    }
 }
 
 const ROW_LOCKS: usize = 1024;
@@ -159,7 +179,13 @@ impl RowLocks {
     fn new() -> Self {
         RowLocks {
             locks: (0..ROW_LOCKS).map(|_| RwLock::new(())).collect(),
+            epochs: (0..ROW_LOCKS).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// The epoch of `row`'s lock (read it while holding the row).
+    fn epoch(&self, row: u64) -> u64 {
+        self.epochs[(row % ROW_LOCKS as u64) as usize].load(Ordering::SeqCst)
     }
 
     /// Lock `rows` (in one global order, so that two requests never wait for each other in a cycle).
@@ -171,7 +197,7 @@ impl RowLocks {
             .map(|i| {
                 let l = &self.locks[i];
                 if write {
-                    RowGuard::W(l.write().unwrap_or_else(|e| e.into_inner()))
+                    RowGuard::W(l.write().unwrap_or_else(|e| e.into_inner()), &self.epochs[i])
                 } else {
                     RowGuard::R(l.read().unwrap_or_else(|e| e.into_inner()))
                 }
@@ -184,10 +210,82 @@ impl RowLocks {
 struct Live {
     array: Array,
     members: Vec<Option<Member>>,
-    /// Recovery offset recorded in the state file (≤ the array's own).
-    durable_rows: u64,
     recovering: Vec<bool>,
 }
+
+/// Rows whose spares a rebuild step has written but the array does not yet
+/// count as rebuilt (the rebuild publishes them in a moment). A user write
+/// planned before that moment would leave the spare out: it waits, then
+/// plans again.
+#[derive(Default)]
+struct Pending {
+    rows: Mutex<BTreeSet<u64>>,
+    count: AtomicUsize,
+    published: Condvar,
+}
+
+impl Pending {
+    fn add(&self, rows: &[u64]) {
+        let mut set = self.rows.lock().unwrap();
+        set.extend(rows.iter().copied());
+        self.count.store(set.len(), Ordering::SeqCst);
+    }
+
+    fn remove(&self, rows: &[u64]) {
+        let mut set = self.rows.lock().unwrap();
+        for r in rows {
+            set.remove(r);
+        }
+        self.count.store(set.len(), Ordering::SeqCst);
+        self.published.notify_all();
+    }
+
+    fn clear(&self) {
+        self.rows.lock().unwrap().clear();
+        self.count.store(0, Ordering::SeqCst);
+        self.published.notify_all();
+    }
+
+    /// Whether any of `rows` is pending (the common case, none, lock-free).
+    fn any(&self, rows: &[u64]) -> bool {
+        self.count.load(Ordering::SeqCst) > 0 && {
+            let set = self.rows.lock().unwrap();
+            rows.iter().any(|r| set.contains(r))
+        }
+    }
+
+    /// Wait until none of `rows` is pending.
+    fn wait(&self, rows: &[u64]) {
+        let mut set = self.rows.lock().unwrap();
+        while rows.iter().any(|r| set.contains(r)) {
+            set = self
+                .published
+                .wait_timeout(set, Duration::from_millis(20))
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// One user request, as the rebuild's access monitor sees it (PRO's
+/// popularity, MD's per-member activity).
+struct UserEvent {
+    blocks: Range<u64>,
+    plan: IoPlan,
+    at_ns: u64,
+}
+
+/// User requests seen while spares are recovering (from `replace` on, as
+/// the timed executor shows an order every request from the failure on),
+/// until the rebuild takes them.
+#[derive(Default)]
+struct Monitor {
+    on: AtomicBool,
+    events: Mutex<VecDeque<UserEvent>>,
+}
+
+/// Events kept at most until the rebuild takes them (the oldest go first).
+const MONITOR_MAX: usize = 1 << 16;
 
 /// An open array.
 pub struct RealArray {
@@ -200,6 +298,15 @@ pub struct RealArray {
     member_rows: u64,
     direct: bool,
     live: RwLock<Live>,
+    /// The rebuilt rows recorded in the state file (a subset of the
+    /// array's own map): writes to rows with a failed member outside it are
+    /// journaled.
+    durable: Mutex<RebuiltMap>,
+    /// Bumped when the failed or recovering members change (a rebuild in
+    /// progress starts over from the map).
+    membership: AtomicU64,
+    pending: Pending,
+    monitor: Monitor,
     rows: RowLocks,
     bitmap: Mutex<Bitmap>,
     bad: Mutex<Vec<BadRange>>,
@@ -233,7 +340,7 @@ fn array_of(st: &State) -> Result<Array> {
     }
     if !st.recovering.is_empty() {
         a.start_recovery(&st.recovering)?;
-        a.set_recovered_rows(st.recovered_rows);
+        a.restore_rebuilt(st.recovered_rows, &st.rebuilt_runs);
     }
     Ok(a)
 }
@@ -299,6 +406,7 @@ impl RealArray {
             failed: vec![],
             recovering: vec![],
             recovered_rows: 0,
+            rebuilt_runs: vec![],
             bitmap_rows: bm_rows,
             bitmap: String::new(),
             bad_blocks: vec![],
@@ -332,8 +440,10 @@ impl RealArray {
         st.recovering.retain(|d| !recovery.missing_members.contains(d));
         if !recovery.missing_members.is_empty() && st.recovering.is_empty() {
             st.recovered_rows = 0;
+            st.rebuilt_runs.clear();
         }
         let array = array_of(&st)?;
+        let durable = array.rebuilt_map().clone();
         let mut direct = false;
         let mut mem: Vec<Option<Member>> = Vec::new();
         let mut recovering = vec![false; cfg.disks as usize];
@@ -366,9 +476,15 @@ impl RealArray {
             live: RwLock::new(Live {
                 array,
                 members: mem,
-                durable_rows: st.recovered_rows,
                 recovering,
             }),
+            durable: Mutex::new(durable),
+            membership: AtomicU64::new(0),
+            pending: Pending::default(),
+            monitor: Monitor {
+                on: AtomicBool::new(!st.recovering.is_empty()),
+                ..Default::default()
+            },
             rows: RowLocks::new(),
             bitmap: Mutex::new(bitmap),
             bad: Mutex::new(st.bad_blocks.clone()),
@@ -474,17 +590,20 @@ impl RealArray {
     /// The state file's contents for the current state.
     fn state_of(&self, live: &Live, bm: &Bitmap) -> State {
         let a = &live.array;
+        let (recovered_rows, rebuilt_runs) = if a.recovering().is_empty() {
+            (0, vec![])
+        } else {
+            let d = self.durable.lock().unwrap();
+            (d.prefix(), d.runs())
+        };
         State {
             format: state::FORMAT,
             config: self.cfg,
             checksums: self.checksums,
             failed: a.failed().to_vec(),
             recovering: a.recovering(),
-            recovered_rows: if a.recovering().is_empty() {
-                0
-            } else {
-                live.durable_rows
-            },
+            recovered_rows,
+            rebuilt_runs,
             bitmap_rows: bm.rows,
             bitmap: state::bits_to_hex(&bm.on_disk),
             bad_blocks: self.bad.lock().unwrap().clone(),
@@ -518,12 +637,18 @@ impl RealArray {
         self.journal.reset(&self.faults).map_err(io_err)
     }
 
-    /// Whether writes to member row `row` must be journaled: a member is
-    /// failed there according to the state on disk.
-    fn durably_degraded(&self, live: &Live, row: u64) -> bool {
+    /// Whether writes to any of member rows `rows` must be journaled: a
+    /// member is failed there according to the state on disk.
+    fn durably_degraded(&self, live: &Live, rows: &[u64]) -> bool {
         let a = &live.array;
-        a.failed()
-            .iter()
-            .any(|&d| !(live.recovering[d as usize] && row < live.durable_rows))
+        if a.failed().is_empty() {
+            return false;
+        }
+        let durable = self.durable.lock().unwrap();
+        rows.iter().any(|&row| {
+            a.failed()
+                .iter()
+                .any(|&d| !(live.recovering[d as usize] && durable.is_rebuilt(row)))
+        })
     }
 }

@@ -1,92 +1,142 @@
-//! Rebuild of spares with real bytes: the array's rebuild plans
-//! (`Array::plan_rebuild_row`) run row by row, paced by MD's speed limits on
-//! the wall clock, resumable after a crash.
+//! Rebuild of spares with real bytes: any rebuild order of the timed
+//! executor (`crate::rebuild`: `md`, `pro`, `dor`, `pro-dor`) on the array's
+//! map of rebuilt units, several steps in flight, paced by MD's speed rule
+//! (`crate::rebuild::pacing`, the timed executor's own code) on the wall
+//! clock, resumable after a crash from the map recorded in the state file.
 //!
-//! Order: a [`RebuildOrder`] says which member row comes next. Today the
-//! only one is [`MdOrder`] (MD's `md_do_sync`: from the recovery offset up);
-//! the timed executor's rebuild strategies will plug in here. The array keeps
-//! a single recovery offset (rows below it are in sync on the spare), so an
-//! order must hand out the row at the offset; an out-of-order strategy needs
-//! per-row recovery state in `Array` first, and is refused until then.
+//! One coordinating thread owns the strategy and the pacing; a pool of
+//! workers runs the steps' plans on the member files. The coordinator
+//! issues steps while fewer than `window` are in flight (DOR bounds its own)
+//! and the speed rule lets it, and publishes completions to the array (the
+//! strategy's `complete`: the recovery offset, the map of rebuilt units)
+//! under the state lock held exclusively, so a request sees a row rebuilt
+//! only once its spares hold it. In between, a user write planned before a
+//! step wrote a spare would leave that spare out: the step lists its rows
+//! as pending before it unlocks them, and such a write plans again once
+//! they are published (`Pending` in `mod.rs`).
 //!
-//! Pacing (MD's rule, as the timed executor applies it in simulated time,
-//! see `timed/rebuild.rs`): before each row the speed since the oldest mark
-//! (a mark every 3 s, the last 10 kept) is compared with `sync_speed_min` and
-//! `sync_speed_max` (KiB/s); above min, the rebuild waits while it is above
-//! max or users are active (a request in flight or started in the last
-//! 500 ms): until the speed falls to max, or (busy) to min but at most 500 ms
-//! before checking again.
+//! Steps: one with writes (MD's and PRO's rows, DOR's spare writes) locks
+//! its rows, reads what its rows' rebuild plans read — or takes the bytes
+//! an earlier read-only step of the same rows read (DOR's streams), as long
+//! as no write locked those rows since (the row locks' epochs) — computes
+//! and writes the spares. One that only reads (DOR's stream reads) keeps
+//! its bytes for the row's write. A row that cannot be produced (a survivor
+//! is bad and no redundancy is left) is written as zeroes and put on the
+//! bad-block list, so it reads as an error, never as data. Steps of rows
+//! rebuilt already (a resumed recovery) have empty plans and complete at
+//! once.
 //!
-//! Resuming: the recovery offset is written to the state file about once a
-//! second, after syncing the spares, and at the end; a crash loses at most
-//! the rows since the last checkpoint, which the next `rebuild` redoes. A
-//! row that cannot be produced (a survivor is bad and the level has no
-//! redundancy left) is written as zeroes and put on the bad-block list, so
-//! it reads as an error, never as data.
+//! The users: every request is shown to the strategy (`observe_user`:
+//! PRO's access monitor) and to the speed rule (per-member sectors for the
+//! `md2611` and `md6` idle tests); the `simple` rule's idle test sees the
+//! requests in flight and the time of the last one. An order that prefers
+//! low priority (DOR) issues its steps only while no user request is in
+//! flight (the nearest a file can come to the idle class of a device
+//! queue), or when it has waited 100 ms (so that a steady load does not
+//! starve it).
+//!
+//! Resuming: about once a second (`checkpoint`) the spares are synced and
+//! the map (the offset and the runs of rows rebuilt beyond it) written to
+//! the state file; at the end the spares become members. A crash loses at
+//! most the rows since the last checkpoint, which the next `rebuild` redoes:
+//! a new strategy hands out every row again and the rows recorded as
+//! rebuilt are no work. A change of the failed or recovering members
+//! during the rebuild starts the order over the same way.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::runner::{do_reads, plan_rows, write_buffers, Fault, Filler, UserData};
+use super::admin::rebuilt_count;
+use super::runner::{plan_rows, read_ops, write_buffers, Fault, Filler, Reads, UserData};
 use super::state::BadRange;
-use super::{io_err, RealArray, ReqError};
-use crate::array::DiskOpKind;
+use super::{io_err, Live, RealArray, ReqError};
+use crate::array::{DiskOp, DiskOpKind, IoPlan, Level};
 use crate::error::{Error, Result};
-use crate::timed::rebuild::{MD_SPEED_MAX, MD_SPEED_MIN};
+use crate::rebuild::pacing::{Gate, IdleRule, MdPacing, PaceClock};
+use crate::rebuild::{OrderParams, ProParams, RebuildStep, Strategy};
+use crate::timed::engine::Ns;
+use crate::timed::rebuild::{DEFAULT_WINDOW, MD_SPEED_MAX, MD_SPEED_MIN};
 
-/// Which member row to rebuild next.
-pub trait RebuildOrder: Send {
-    fn name(&self) -> &'static str;
-    /// The next row given the recovery offset (rows below it are done) and
-    /// the member's rows; None when finished.
-    fn next_row(&mut self, offset: u64, rows: u64) -> Option<u64>;
-}
-
-/// MD's order: sequentially from the recovery offset.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct MdOrder;
-
-impl RebuildOrder for MdOrder {
-    fn name(&self) -> &'static str {
-        "md"
-    }
-    fn next_row(&mut self, offset: u64, rows: u64) -> Option<u64> {
-        (offset < rows).then_some(offset)
-    }
-}
-
-/// Rebuild settings (CLI `--speed-min`, `--speed-max`).
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// Rebuild settings (`real rebuild` flags; sent as JSON to a server).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RebuildOptions {
+    /// The order: `md`, `pro`, `dor`, `pro-dor`.
+    pub order: String,
+    /// Steps in flight at most (MD's window of sync requests), unless the
+    /// order bounds its own (DOR).
+    pub window: usize,
     /// MD's sync_speed_min (KiB/s).
     pub min_kbps: u64,
     /// MD's sync_speed_max (KiB/s).
     pub max_kbps: u64,
-    /// How often the recovery offset is recorded.
-    pub checkpoint: Duration,
+    /// MD's idle test and speed rule: `simple`, `md2611`, `md6`.
+    pub idle: String,
+    /// Whether the speed rule paces the rebuild (None: the order's
+    /// preference: yes for `md` and `pro`, no for the DOR orders).
+    pub throttle: Option<bool>,
+    /// Whether steps wait until no user request is in flight (None: the
+    /// order's preference: DOR's).
+    pub low_priority: Option<bool>,
+    /// PRO: hot-zone length in member bytes, and time slice (ms).
+    pub pro_zone_bytes: u64,
+    pub pro_slice_ms: f64,
+    /// How often the map of rebuilt rows is recorded (ms).
+    pub checkpoint_ms: u64,
 }
 
 impl Default for RebuildOptions {
     fn default() -> Self {
+        let pro = ProParams::default();
         RebuildOptions {
+            order: "md".into(),
+            window: DEFAULT_WINDOW,
             min_kbps: MD_SPEED_MIN,
             max_kbps: MD_SPEED_MAX,
-            checkpoint: Duration::from_secs(1),
+            idle: IdleRule::Simple.name().into(),
+            throttle: None,
+            low_priority: None,
+            pro_zone_bytes: pro.zone_bytes,
+            pro_slice_ms: pro.slice_ns as f64 / 1e6,
+            checkpoint_ms: 1000,
         }
     }
 }
 
+impl RebuildOptions {
+    /// As fast as the files go: no speed rule (the integrity suite, tests).
+    pub fn unthrottled() -> Self {
+        RebuildOptions {
+            throttle: Some(false),
+            ..Default::default()
+        }
+    }
+
+    fn order_params(&self) -> Result<OrderParams> {
+        if !(self.pro_slice_ms.is_finite() && self.pro_slice_ms > 0.0) {
+            return Err(Error::config("the PRO time slice must be a positive number of ms"));
+        }
+        let mut p = OrderParams::default();
+        p.pro.zone_bytes = self.pro_zone_bytes;
+        p.pro.slice_ns = (self.pro_slice_ms * 1e6).round() as u64;
+        Ok(p)
+    }
+}
+
 /// What a rebuild run did.
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RebuildReport {
     pub order: String,
     pub disks: Vec<u32>,
     pub rows_total: u64,
-    /// The recovery offset this run started from (> 0: resumed).
+    /// Rows rebuilt already when this run started (> 0: resumed).
     pub resumed_from: u64,
+    /// Rows this run rebuilt.
     pub rows_done: u64,
     pub finished: bool,
     pub seconds: f64,
@@ -95,211 +145,328 @@ pub struct RebuildReport {
     pub row_kib: u64,
     pub min_kbps: u64,
     pub max_kbps: u64,
-    /// Times the speed rule made the rebuild wait.
+    /// How the speed rule ran: the idle test, whether it paced the rebuild,
+    /// the priority of the steps (`same` / `low`).
+    pub idle: String,
+    pub throttled: bool,
+    pub priority: String,
+    pub window: usize,
+    /// Times the speed rule made the rebuild wait, and `md6`'s waits for the
+    /// steps in flight to drain.
     pub pauses: u64,
+    pub drains: u64,
+    /// Steps run (plans with member I/O), and the most in flight at once.
+    pub steps: u64,
+    pub max_in_flight: u64,
+    /// User requests shown to the order's access monitor.
+    pub user_requests_seen: u64,
+    /// Times the order started over because the members changed.
+    pub restarts: u64,
+    /// Checkpoints of the map, and the runs of rows beyond the offset the
+    /// last one recorded.
+    pub checkpoints: u64,
+    pub recorded_runs: u64,
+    /// The order's own figures (PRO's zones and slices, DOR's streams).
+    pub order_stats: BTreeMap<String, u64>,
     /// Blocks that could not be produced (now on the bad-block list).
     pub unrecoverable_blocks: u64,
 }
 
-const MARK_STEP: Duration = Duration::from_secs(3);
-const MARKS: usize = 10;
-const RECHECK: Duration = Duration::from_millis(500);
-
-/// MD's speed rule on the wall clock.
-struct Pacer {
-    marks: VecDeque<(Instant, u64)>,
-    done_kib: u64,
-    min: f64,
-    max: f64,
-    pauses: u64,
+/// The wall clock since the array was opened, and its user requests.
+impl PaceClock for RealArray {
+    fn now(&self) -> Ns {
+        self.now_ns()
+    }
+    fn users_in_flight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst) as usize
+    }
+    fn last_user_issue(&self) -> Option<Ns> {
+        let t = self.last_user_ns.load(Ordering::SeqCst);
+        (t != 0).then_some(t)
+    }
 }
 
-impl Pacer {
-    fn new(o: &RebuildOptions) -> Pacer {
-        Pacer {
-            marks: VecDeque::from([(Instant::now(), 0)]),
-            done_kib: 0,
-            min: o.min_kbps as f64,
-            max: o.max_kbps as f64,
-            pauses: 0,
-        }
-    }
+/// Longest a low-priority order's steps wait behind user requests since
+/// the last step was issued: a file has no idle class whose queue would
+/// serve them when the users pause, so under a steady load they would
+/// never run (a guard against starvation).
+const LOW_WAIT_MAX_NS: Ns = 100_000_000;
 
-    /// Wait as long as the rule says before the next row.
-    fn pace(&mut self, idle: &dyn Fn() -> bool, stop: &AtomicBool) {
-        loop {
-            if stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let now = Instant::now();
-            if let Some(&(t, _)) = self.marks.back() {
-                if now >= t + MARK_STEP {
-                    self.marks.push_back((now, self.done_kib));
-                    if self.marks.len() > MARKS {
-                        self.marks.pop_front();
-                    }
-                }
-            }
-            let (mt, mk) = *self.marks.front().expect("a mark is taken at the start");
-            let kib = (self.done_kib - mk) as f64;
-            let secs = now.duration_since(mt).as_secs_f64();
-            let speed = if secs == 0.0 {
-                if kib == 0.0 {
-                    0.0
-                } else {
-                    f64::INFINITY
-                }
-            } else {
-                kib / secs
-            };
-            if !(speed > self.min && (speed > self.max || !idle())) {
-                return;
-            }
-            let at = |limit: f64| mt + Duration::from_secs_f64(kib / limit);
-            let until = if speed > self.max {
-                at(self.max)
-            } else {
-                at(self.min).min(now + RECHECK)
-            };
-            self.pauses += 1;
-            // Sleep in short steps so that a stop request is seen quickly.
-            let until = until.max(now + Duration::from_millis(1));
-            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
-                std::thread::sleep((until - Instant::now()).min(Duration::from_millis(50)));
-            }
-        }
-    }
+/// A step handed to a worker.
+struct Job {
+    tag: u64,
+    plan: IoPlan,
+    membership: u64,
+}
+
+/// What a worker did with a step.
+enum Outcome {
+    /// The spares of `rows` are written (and pending); `lost` blocks could
+    /// not be produced.
+    Wrote { rows: Vec<u64>, lost: u64 },
+    /// A read-only step: its bytes are kept.
+    Read,
+    /// The members changed before the step ran: nothing done.
+    Stale,
+}
+
+/// (row, epoch) pairs a stream read was made under, and its bytes.
+type KeptRead = (Vec<(u64, u64)>, Reads);
+
+/// Bytes read by read-only steps, by (disk, block) of the read, with the
+/// epochs of the rows they were read under.
+#[derive(Default)]
+struct Kept {
+    reads: HashMap<(u32, u64), KeptRead>,
+}
+
+/// Rows touched by the writes of `plan`, ascending, once each.
+fn written_rows(plan: &IoPlan, cb: u64) -> Vec<u64> {
+    let mut rows: Vec<u64> = plan
+        .disk_ops()
+        .filter(|o| o.kind == DiskOpKind::Write)
+        .flat_map(|o| o.block / cb..=(o.block + o.nblocks as u64 - 1) / cb)
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+fn reads_of(plan: &IoPlan) -> Vec<DiskOp> {
+    plan.disk_ops()
+        .filter(|o| o.kind == DiskOpKind::Read)
+        .copied()
+        .collect()
 }
 
 impl RealArray {
-    /// Rebuild the spares being recovered, in `order`, until done or `stop`.
-    pub fn rebuild(
-        &self,
-        order: &mut dyn RebuildOrder,
-        opts: RebuildOptions,
-        stop: &AtomicBool,
-    ) -> Result<RebuildReport> {
+    /// Rebuild the spares being recovered with `opts`, until done or `stop`.
+    pub fn rebuild(&self, opts: &RebuildOptions, stop: &AtomicBool) -> Result<RebuildReport> {
         let shown = self.dir.display().to_string();
         if opts.max_kbps == 0 {
             return Err(Error::config("the maximum rebuild speed must be at least 1 KiB/s"));
         }
-        let (disks, start) = {
+        if opts.window == 0 {
+            return Err(Error::config("the rebuild window must be at least 1 step"));
+        }
+        let idle = IdleRule::parse(&opts.idle)?;
+        if opts.order.eq_ignore_ascii_case("live") {
+            // D-GRAID's live-block recovery copies what a file system says is
+            // live; an array of member files has no file system to ask, and
+            // a spare left with stale dead blocks would fail every check.
+            return Err(Error::config(
+                "rebuild order `live` needs a file system's live map: arrays on files rebuild with md, pro, dor or pro-dor",
+            ));
+        }
+        let params = opts.order_params()?;
+        let (disks, probe, resumed_from) = {
             let live = self.live.read().unwrap();
-            (live.array.recovering(), live.array.recovered_rows())
+            let a = &live.array;
+            (
+                a.recovering(),
+                crate::rebuild::build_with(&opts.order, a, &params)?,
+                rebuilt_count(a, self.member_rows),
+            )
         };
         if disks.is_empty() {
             return Err(Error::config(
                 "nothing to rebuild: no spare is being recovered (put one in with `blocklab real replace`)",
             ));
         }
-        let rows = self.member_rows;
-        let row_kib = self.cfg.chunk_bytes / 1024;
-        let t0 = Instant::now();
-        let mut pacer = Pacer::new(&opts);
+        let throttled = opts.throttle.unwrap_or(probe.prefers_speed_rule());
+        let low = opts.low_priority.unwrap_or(probe.prefers_low_priority());
+        let self_limited = probe.self_limited();
+        drop(probe);
+        let row_kib = (self.cfg.chunk_bytes / 1024).max(1);
         let mut report = RebuildReport {
-            order: order.name().into(),
-            disks: disks.clone(),
-            rows_total: rows,
-            resumed_from: start,
+            order: opts.order.to_ascii_lowercase(),
+            disks,
+            rows_total: self.member_rows,
+            resumed_from,
             row_kib,
             min_kbps: opts.min_kbps,
             max_kbps: opts.max_kbps,
+            idle: idle.name().into(),
+            throttled,
+            priority: if low { "low" } else { "same" }.into(),
+            window: opts.window,
             ..Default::default()
         };
-        let mut last_ckpt = Instant::now();
-        let idle = || self.idle();
-        loop {
-            let offset = self.live.read().unwrap().array.recovered_rows();
-            let Some(row) = order.next_row(offset, rows) else { break };
-            if row != offset {
-                return Err(Error::config(format!(
-                    "rebuild order `{}` asked for row {row} at recovery offset {offset}: the array records one \
-                     recovery offset, so rows must come in order",
-                    order.name()
-                )));
-            }
-            pacer.pace(&idle, stop);
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            report.unrecoverable_blocks += self.rebuild_row(row).map_err(|e| Error::io(&shown, e))?;
-            self.live.write().unwrap().array.set_recovered_rows(row + 1);
-            pacer.done_kib += row_kib;
-            report.rows_done += 1;
-            if last_ckpt.elapsed() >= opts.checkpoint {
-                self.checkpoint_rebuild().map_err(|e| Error::io(&shown, e))?;
-                last_ckpt = Instant::now();
-            }
-        }
-        let done = self.live.read().unwrap().array.recovered_rows() >= rows;
-        if done {
-            self.finish_rebuild().map_err(|e| Error::io(&shown, e))?;
+        let t0 = Instant::now();
+        let workers = if self_limited {
+            self.cfg.disks as usize + 2
         } else {
-            self.checkpoint_rebuild().map_err(|e| Error::io(&shown, e))?;
+            opts.window
         }
-        report.finished = done;
+        .clamp(1, 64);
+        let run = Run {
+            a: self,
+            opts,
+            params,
+            idle,
+            throttled,
+            low,
+            self_limited,
+            row_kib,
+            stop,
+        };
+        let kept = Mutex::new(Kept::default());
+        let (job_tx, job_rx) = mpsc::channel::<Job>();
+        let job_rx = Mutex::new(job_rx);
+        let (done_tx, done_rx) = mpsc::channel::<(u64, u64, std::result::Result<Outcome, ReqError>)>();
+        let result = std::thread::scope(|s| {
+            for _ in 0..workers {
+                let (job_rx, done_tx, kept) = (&job_rx, done_tx.clone(), &kept);
+                s.spawn(move || loop {
+                    let job = job_rx.lock().unwrap().recv();
+                    let Ok(job) = job else { break };
+                    let out = self.run_step(&job, kept);
+                    if done_tx.send((job.tag, job.membership, out)).is_err() {
+                        break;
+                    }
+                });
+            }
+            drop(done_tx);
+            let r = run.coordinate(&job_tx, &done_rx, &kept, &mut report);
+            drop(job_tx);
+            r
+        });
+        self.pending.clear();
+        let finished = result.map_err(|e| match e {
+            RunError::Req(e) => Error::io(&shown, e),
+            RunError::Other(e) => e,
+        })?;
+        report.finished = finished;
+        let end = if finished {
+            self.member_rows
+        } else {
+            let live = self.live.read().unwrap();
+            rebuilt_count(&live.array, self.member_rows)
+        };
+        report.rows_done = end.saturating_sub(resumed_from);
         report.seconds = t0.elapsed().as_secs_f64();
         report.avg_kbps = if report.seconds > 0.0 {
             (report.rows_done * row_kib) as f64 / report.seconds
         } else {
             0.0
         };
-        report.pauses = pacer.pauses;
         Ok(report)
     }
 
-    /// Record the recovery offset once the spares hold it durably.
-    fn checkpoint_rebuild(&self) -> std::result::Result<(), ReqError> {
-        let mut live = self.live.write().unwrap();
-        self.sync_members(&live)?;
-        live.durable_rows = live.array.recovered_rows();
-        let bm = self.bitmap.lock().unwrap();
-        self.persist(&live, &bm)
-    }
-
-    /// Every row rebuilt: the spares become members.
-    fn finish_rebuild(&self) -> std::result::Result<(), ReqError> {
-        let mut live = self.live.write().unwrap();
-        self.sync_members(&live)?;
-        self.checkpoint_journal(&live)?;
-        live.array.finish_recovery();
-        live.durable_rows = 0;
-        live.recovering.iter_mut().for_each(|r| *r = false);
-        let bm = self.bitmap.lock().unwrap();
-        self.persist(&live, &bm)
-    }
-
-    /// Rebuild one member row; returns the blocks that could not be produced.
-    fn rebuild_row(&self, row: u64) -> std::result::Result<u64, ReqError> {
+    /// Record the map of rebuilt rows once the spares hold it durably.
+    /// Returns the runs beyond the offset it recorded.
+    fn checkpoint_rebuild(&self) -> std::result::Result<u64, ReqError> {
         let live = self.live.read().unwrap();
-        let plan = live.array.plan_rebuild_row(row);
-        if plan.nodes.is_empty() {
-            return Ok(0);
+        // Rows in the map were written before they were published: syncing
+        // after the snapshot makes at least those durable.
+        let map = live.array.rebuilt_map().clone();
+        self.sync_members(&live)?;
+        let runs = map.runs().len() as u64;
+        *self.durable.lock().unwrap() = map;
+        let bm = self.bitmap.lock().unwrap();
+        self.persist(&live, &bm)?;
+        Ok(runs)
+    }
+
+    /// Every row rebuilt: the spares become members (`live` held exclusively).
+    fn finish_rebuild(&self, live: &mut Live) -> std::result::Result<(), ReqError> {
+        self.sync_members(live)?;
+        self.checkpoint_journal(live)?;
+        live.array.finish_recovery();
+        self.durable.lock().unwrap().clear();
+        live.recovering.iter_mut().for_each(|r| *r = false);
+        self.membership.fetch_add(1, Ordering::SeqCst);
+        self.monitor.on.store(false, Ordering::SeqCst);
+        self.monitor.events.lock().unwrap().clear();
+        let bm = self.bitmap.lock().unwrap();
+        self.persist(live, &bm)
+    }
+
+    /// Run one step on the member files (a worker).
+    fn run_step(&self, job: &Job, kept: &Mutex<Kept>) -> std::result::Result<Outcome, ReqError> {
+        let live = self.live.read().unwrap();
+        if self.membership.load(Ordering::SeqCst) != job.membership {
+            return Ok(Outcome::Stale);
         }
         let cb = live.array.chunk_blocks();
-        let rows = plan_rows(&plan, cb);
+        if !job.plan.disk_ops().any(|o| o.kind == DiskOpKind::Write) {
+            // A stream read: keep the bytes, with the epochs of their rows.
+            let rows = plan_rows(&job.plan, cb);
+            let _g = self.rows.lock(&rows, false);
+            let epochs: Vec<(u64, u64)> = rows.iter().map(|&r| (r, self.rows.epoch(r))).collect();
+            let bad = self.bad.lock().unwrap().clone();
+            let env = self.env(&live, &bad);
+            let got: Vec<(DiskOp, Reads)> = reads_of(&job.plan)
+                .into_iter()
+                .map(|op| (op, read_ops(&env, &[&op])))
+                .collect();
+            let mut kept = kept.lock().unwrap();
+            for (op, reads) in got {
+                kept.reads.insert((op.disk, op.block), (epochs.clone(), reads));
+            }
+            return Ok(Outcome::Read);
+        }
+        self.write_step(&live, &job.plan, kept)
+    }
+
+    /// A step that writes spares: its own reads, or those its rows'
+    /// rebuild plans need, kept from stream reads when still current.
+    fn write_step(&self, live: &Live, plan: &IoPlan, kept: &Mutex<Kept>) -> std::result::Result<Outcome, ReqError> {
+        let cb = live.array.chunk_blocks();
+        let wrote = written_rows(plan, cb);
+        let own = reads_of(plan);
+        // The reads the row plans make, when the step itself makes none.
+        let needed: Vec<DiskOp> = if own.is_empty() {
+            wrote
+                .iter()
+                .flat_map(|&r| reads_of(&live.array.plan_rebuild_row(r)))
+                .collect()
+        } else {
+            own.clone()
+        };
+        let mut rows = plan_rows(plan, cb);
+        for op in &needed {
+            rows.extend(op.block / cb..=(op.block + op.nblocks as u64 - 1) / cb);
+        }
+        rows.sort_unstable();
+        rows.dedup();
         let mut guards = self.rows.lock(&rows, true);
         let mut healed = false;
         loop {
             let bad = self.bad.lock().unwrap().clone();
-            let env = self.env(&live, &bad);
-            let reads = do_reads(&env, &plan);
+            let env = self.env(live, &bad);
+            let mut reads = Reads::default();
+            let mut fresh: Vec<&DiskOp> = Vec::new();
+            {
+                let mut kept = kept.lock().unwrap();
+                for op in &needed {
+                    match kept.reads.remove(&(op.disk, op.block)) {
+                        Some((epochs, r)) if !healed && epochs.iter().all(|&(row, e)| self.rows.epoch(row) == e) => {
+                            reads.append(r)
+                        }
+                        _ => fresh.push(op),
+                    }
+                }
+            }
+            reads.append(read_ops(&env, &fresh));
             let user = UserData::none(self.bs);
-            match write_buffers(&env, &plan, &reads, &user) {
+            match write_buffers(&env, plan, &reads, &user) {
                 Ok(bufs) => {
                     for (op, buf) in &bufs {
                         let m = live.members[op.disk as usize].as_ref().expect("spares are open");
                         m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
                             .map_err(io_err)?;
                     }
-                    return Ok(0);
+                    self.pending.add(&wrote);
+                    drop(guards);
+                    return Ok(Outcome::Wrote { rows: wrote, lost: 0 });
                 }
                 Err(Fault::Heal(heal)) if !healed => {
                     healed = true;
                     drop(guards);
-                    let all: Vec<u64> = rows.iter().copied().chain(self.heal_lock_rows(&live, &heal)).collect();
+                    let all: Vec<u64> = rows.iter().copied().chain(self.heal_lock_rows(live, &heal)).collect();
                     guards = self.rows.lock(&all, true);
-                    self.heal(&live, &heal)?;
+                    self.heal(live, &heal)?;
                 }
                 Err(Fault::Io(m)) => return Err(ReqError::Io(m)),
                 Err(_) => {
@@ -330,12 +497,298 @@ impl RealArray {
                         merge_ranges(&mut bad);
                         drop(bad);
                         let bm = self.bitmap.lock().unwrap();
-                        self.persist(&live, &bm)?;
+                        self.persist(live, &bm)?;
                     }
+                    self.pending.add(&wrote);
                     drop(guards);
-                    return Ok(n);
+                    return Ok(Outcome::Wrote { rows: wrote, lost: n });
                 }
             }
+        }
+    }
+}
+
+/// Why the coordinator stopped with an error.
+enum RunError {
+    Req(ReqError),
+    Other(Error),
+}
+
+impl From<ReqError> for RunError {
+    fn from(e: ReqError) -> Self {
+        RunError::Req(e)
+    }
+}
+
+/// One rebuild run: settings and what it works on.
+struct Run<'a> {
+    a: &'a RealArray,
+    opts: &'a RebuildOptions,
+    params: OrderParams,
+    idle: IdleRule,
+    throttled: bool,
+    low: bool,
+    self_limited: bool,
+    row_kib: u64,
+    stop: &'a AtomicBool,
+}
+
+/// The order and its pacing, for one membership of the array.
+struct Session {
+    strategy: Box<dyn Strategy>,
+    pacing: MdPacing,
+    membership: u64,
+}
+
+type Done = (u64, u64, std::result::Result<Outcome, ReqError>);
+
+impl Run<'_> {
+    /// A fresh order over the array as it is; the rows rebuilt already are
+    /// handed out too and complete at once. Rows at the head of the order
+    /// are passed here, under the same exclusive hold, so that MD's offset
+    /// never shows less than the state recorded.
+    fn session(
+        &self,
+        live: &mut Live,
+        report: &mut RebuildReport,
+    ) -> std::result::Result<(Session, Option<RebuildStep>), RunError> {
+        let a = self.a;
+        let membership = a.membership.load(Ordering::SeqCst);
+        let strategy =
+            crate::rebuild::build_with(&self.opts.order, &live.array, &self.params).map_err(RunError::Other)?;
+        let parity = matches!(live.array.level(), Level::Raid4 | Level::Raid5 | Level::Raid6);
+        let mut pacing = MdPacing::with_rule(
+            self.idle,
+            self.throttled,
+            self.opts.min_kbps,
+            self.opts.max_kbps,
+            a.cfg.disks as usize,
+            parity,
+        );
+        pacing.start(a.now_ns());
+        let mut s = Session {
+            strategy,
+            pacing,
+            membership,
+        };
+        // What users did since the spares went in ranks the first steps.
+        self.show_users(&mut s, live, report);
+        let strategy = &mut s.strategy;
+        let mut first = None;
+        while strategy.has_step() {
+            let Some(step) = strategy.next_step(&live.array, a.now_ns()) else {
+                break;
+            };
+            if step.plan.nodes.is_empty() {
+                strategy.complete(step.tag, &mut live.array, a.now_ns());
+            } else {
+                first = Some(step);
+                break;
+            }
+        }
+        Ok((s, first))
+    }
+
+    /// Show the users' requests seen since the last look to the order's
+    /// access monitor and to the speed rule's idle test.
+    fn show_users(&self, s: &mut Session, live: &Live, report: &mut RebuildReport) {
+        let a = self.a;
+        let events = std::mem::take(&mut *a.monitor.events.lock().unwrap());
+        let spb = (a.cfg.block_size / 512).max(1);
+        for ev in &events {
+            for op in ev.plan.disk_ops() {
+                s.pacing.user_io(op.disk as usize, op.nblocks as u64 * spb);
+            }
+            s.strategy
+                .observe_user(&live.array, ev.blocks.clone(), &ev.plan, ev.at_ns);
+        }
+        report.user_requests_seen += events.len() as u64;
+    }
+
+    /// Issue, publish and pace until the order is finished (true), stopped
+    /// (false), or an error.
+    fn coordinate(
+        &self,
+        jobs: &mpsc::Sender<Job>,
+        done: &mpsc::Receiver<Done>,
+        kept: &Mutex<Kept>,
+        report: &mut RebuildReport,
+    ) -> std::result::Result<bool, RunError> {
+        let a = self.a;
+        let checkpoint_every = Duration::from_millis(self.opts.checkpoint_ms);
+        let mut last_ckpt = Instant::now();
+        // Steps in flight: tag → KiB of member they rebuild.
+        let mut in_flight: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut in_flight_kib = 0u64;
+        let mut arrived: Vec<Done> = Vec::new();
+        let mut session: Option<Session> = None;
+        let mut held: Option<RebuildStep> = None;
+        let mut paused_until: Option<Ns> = None;
+        let mut failure: Option<RunError> = None;
+        let mut finished = false;
+        let mut last_issue_ns = a.now_ns();
+        loop {
+            let stopping = failure.is_some() || self.stop.load(Ordering::SeqCst);
+            {
+                let mut live = a.live.write().unwrap();
+                let changed = session
+                    .as_ref()
+                    .is_some_and(|s| s.membership != a.membership.load(Ordering::SeqCst));
+                // Publish what completed.
+                for (tag, membership, out) in arrived.drain(..) {
+                    let kib = in_flight.remove(&tag).unwrap_or(0);
+                    in_flight_kib -= kib;
+                    let current = session.as_mut().filter(|s| s.membership == membership && !changed);
+                    match (out, current) {
+                        (Err(e), _) => {
+                            failure.get_or_insert(RunError::Req(e));
+                        }
+                        (Ok(Outcome::Wrote { rows, lost }), Some(s)) => {
+                            let n = s.strategy.complete(tag, &mut live.array, a.now_ns());
+                            s.pacing.rebuilt(n * self.row_kib);
+                            report.unrecoverable_blocks += lost;
+                            a.pending.remove(&rows);
+                        }
+                        (Ok(Outcome::Read), Some(s)) => {
+                            s.strategy.complete(tag, &mut live.array, a.now_ns());
+                        }
+                        // Planned for other members: redone by the next order.
+                        (Ok(Outcome::Wrote { rows, .. }), None) => a.pending.remove(&rows),
+                        (Ok(_), _) => {}
+                    }
+                }
+                if changed && in_flight.is_empty() {
+                    session = None;
+                    held = None;
+                    kept.lock().unwrap().reads.clear();
+                    report.restarts += 1;
+                }
+                if session.is_none() && !stopping && in_flight.is_empty() {
+                    if live.array.recovering().is_empty() {
+                        // Every spare failed: nothing left to rebuild.
+                        return Err(RunError::Other(Error::config(
+                            "the rebuild stopped: no spare is being recovered any more",
+                        )));
+                    }
+                    let (s, first) = self.session(&mut live, report)?;
+                    session = Some(s);
+                    held = first;
+                }
+                let Some(s) = session.as_mut() else {
+                    if stopping && in_flight.is_empty() {
+                        break;
+                    }
+                    drop(live);
+                    self.wait(done, &mut arrived, None);
+                    continue;
+                };
+                self.show_users(s, &live, report);
+                if s.strategy.is_finished() && in_flight.is_empty() {
+                    a.finish_rebuild(&mut live)?;
+                    report.order_stats = s.strategy.stats();
+                    report.drains = s.pacing.drains;
+                    finished = true;
+                    break;
+                }
+                if paused_until.is_some_and(|t| a.now_ns() >= t) {
+                    paused_until = None;
+                }
+                // Issue while the window, the priority and the speed rule allow.
+                while !stopping && !changed && paused_until.is_none() {
+                    if !self.self_limited && in_flight.len() >= self.opts.window {
+                        break;
+                    }
+                    if held.is_none() && !s.strategy.has_step() {
+                        break;
+                    }
+                    if self.low && a.users_in_flight() > 0 && a.now_ns() < last_issue_ns + LOW_WAIT_MAX_NS {
+                        paused_until = Some(a.now_ns() + 1_000_000);
+                        break;
+                    }
+                    match s.pacing.gate(a, in_flight_kib) {
+                        Gate::Go => {}
+                        Gate::Until(t) => {
+                            report.pauses += 1;
+                            paused_until = Some(t);
+                            break;
+                        }
+                        Gate::Drain => break,
+                    }
+                    let step = match held.take() {
+                        Some(step) => step,
+                        None => match s.strategy.next_step(&live.array, a.now_ns()) {
+                            Some(step) => step,
+                            None => break,
+                        },
+                    };
+                    if step.plan.nodes.is_empty() {
+                        // A row rebuilt already, or one without data.
+                        s.strategy.complete(step.tag, &mut live.array, a.now_ns());
+                        continue;
+                    }
+                    s.pacing.issued(step.rows * self.row_kib);
+                    let kib = step.rows.max(1) * self.row_kib;
+                    in_flight.insert(step.tag, kib);
+                    in_flight_kib += kib;
+                    report.steps += 1;
+                    last_issue_ns = a.now_ns();
+                    report.max_in_flight = report.max_in_flight.max(in_flight.len() as u64);
+                    let job = Job {
+                        tag: step.tag,
+                        plan: step.plan,
+                        membership: s.membership,
+                    };
+                    if jobs.send(job).is_err() {
+                        return Err(RunError::Other(Error::config("the rebuild workers stopped")));
+                    }
+                }
+                report.order_stats = s.strategy.stats();
+                report.drains = s.pacing.drains;
+                if stopping && in_flight.is_empty() {
+                    break;
+                }
+                if s.strategy.is_finished() && in_flight.is_empty() {
+                    // Finished by steps that were no work: finish on the next turn.
+                    continue;
+                }
+                if in_flight.is_empty() && held.is_none() && !s.strategy.has_step() && paused_until.is_none() {
+                    return Err(RunError::Other(Error::config(format!(
+                        "rebuild order `{}` stopped before every row was rebuilt",
+                        s.strategy.name()
+                    ))));
+                }
+            }
+            if last_ckpt.elapsed() >= checkpoint_every && failure.is_none() {
+                report.recorded_runs = a.checkpoint_rebuild()?;
+                report.checkpoints += 1;
+                last_ckpt = Instant::now();
+            }
+            self.wait(done, &mut arrived, paused_until);
+        }
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if !finished {
+            report.recorded_runs = a.checkpoint_rebuild()?;
+            report.checkpoints += 1;
+        }
+        Ok(finished)
+    }
+
+    /// Wait for a completion (then take every one that has arrived), the
+    /// end of a pause, or 50 ms (a stop request, users' requests to show).
+    fn wait(&self, done: &mpsc::Receiver<Done>, arrived: &mut Vec<Done>, until: Option<Ns>) {
+        let mut timeout = Duration::from_millis(50);
+        if let Some(t) = until {
+            let now = self.a.now_ns();
+            timeout = timeout.min(Duration::from_nanos(t.saturating_sub(now).max(1)));
+        }
+        match done.recv_timeout(timeout) {
+            Ok(d) => arrived.push(d),
+            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => return,
+        }
+        while let Ok(d) = done.try_recv() {
+            arrived.push(d);
         }
     }
 }

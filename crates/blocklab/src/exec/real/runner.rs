@@ -123,6 +123,11 @@ impl Reads {
     pub fn bytes(&self) -> u64 {
         self.runs.iter().map(|r| r.buf.len() as u64).sum()
     }
+
+    /// Add the units `other` read (reads kept from earlier steps).
+    pub fn append(&mut self, other: Reads) {
+        self.runs.extend(other.runs);
+    }
 }
 
 /// Whether (disk, block) is on the bad-block list.
@@ -163,6 +168,11 @@ const PARALLEL_BYTES: usize = 256 * 1024;
 /// Perform every read of `plan`.
 pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
     let ops: Vec<&DiskOp> = plan.disk_ops().filter(|o| o.kind == DiskOpKind::Read).collect();
+    read_ops(env, &ops)
+}
+
+/// Perform the reads `ops`.
+pub fn read_ops(env: &Env, ops: &[&DiskOp]) -> Reads {
     let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
     let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
         std::thread::scope(|s| {
@@ -461,6 +471,40 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         self.parity.entry(block).or_insert(result)
     }
 
+    /// RAID-4/5 reconstruct-write straight into `dst`: P of block row
+    /// `block` as the XOR of its new data units (written now or read), when
+    /// every one is at hand. False (nothing done) otherwise, or with a Q to
+    /// compute too: [`new_parity`](Self::new_parity) then decides. The same
+    /// bytes as `new_parity`'s reconstruct-write, without its buffer and map
+    /// (P is written once per block row): the path of full-stripe writes.
+    fn p_direct(&self, block: u64, dst: &mut [u8]) -> bool {
+        let sm = self.sm(block);
+        if sm.q.is_some() {
+            return false;
+        }
+        let bs = self.env.bs;
+        let cb = self.env.array.chunk_blocks();
+        let (stripe, off) = (block / cb, block % cb);
+        let k = sm.k as u64;
+        let unit = |d: u32| {
+            self.user
+                .get((stripe * k + d as u64) * cb + off)
+                .or_else(|| self.reads.unit(sm.data_disk(d), block, bs))
+        };
+        if !(0..sm.k).all(|d| unit(d).is_some()) {
+            return false;
+        }
+        for d in 0..sm.k {
+            let u = unit(d).expect("checked above");
+            if d == 0 {
+                dst.copy_from_slice(u);
+            } else {
+                gf256::xor_into(dst, u);
+            }
+        }
+        true
+    }
+
     /// Read-modify-write: needs the old value of every written data unit
     /// and of the parity units to update.
     fn rmw(&self, sm: &StripeMap, block: u64, logical: &dyn Fn(u32) -> u64) -> Option<NewParity> {
@@ -494,6 +538,7 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         let a = self.env.array;
         let missing = || Fault::Heal(vec![block / a.chunk_blocks()]);
         match role(a, disk, block) {
+            Role::P if self.p_direct(block, dst) => {}
             r @ (Role::P | Role::Q) => {
                 let (p, q) = self.new_parity(block);
                 let v = if r == Role::P { p } else { q };

@@ -1,7 +1,8 @@
 //! The state file `array.json`: what the array is (configuration, checksums
 //! on or off), which members are failed or being recovered and how far
-//! (MD's `recovery_offset`), the write-intent bitmap, and the blocks a
-//! rebuild could not produce (MD's bad-block log).
+//! (MD's `recovery_offset` and the runs of rows rebuilt beyond it), the
+//! write-intent bitmap, and the blocks a rebuild could not produce (MD's
+//! bad-block log).
 //!
 //! Written atomically: a temporary file is written and synced, renamed over
 //! the old one, and the directory synced; a reader sees the old or the new
@@ -38,8 +39,14 @@ pub struct State {
     pub failed: Vec<u32>,
     /// Failed members being rebuilt onto fresh spares.
     pub recovering: Vec<u32>,
-    /// Member chunk rows of the spares known rebuilt and durable.
+    /// Member chunk rows of the spares known rebuilt and durable: all rows
+    /// below this one (MD's `recovery_offset`)...
     pub recovered_rows: u64,
+    /// ... and these runs `[start, end)` above it (rows rebuilt out of
+    /// order: PRO's zones, steps completed out of order). One pair per
+    /// stretch of consecutive rebuilt rows; see `docs/real.md` for the cost.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rebuilt_runs: Vec<(u64, u64)>,
     /// Member chunk rows per bit of the write-intent bitmap.
     pub bitmap_rows: u64,
     /// Dirty bits, as lowercase hex (bit i = region i; 4 bits per digit).
@@ -154,6 +161,7 @@ mod tests {
             failed: vec![2],
             recovering: vec![2],
             recovered_rows: 3,
+            rebuilt_runs: vec![(5, 9), (40, 41)],
             bitmap_rows: 1,
             bitmap: bits_to_hex(&[true, false, false, true, true]),
             bad_blocks: vec![BadRange {

@@ -7,7 +7,8 @@
 //! the recovery offset, by default; `pro`, `dor`, `pro-dor`) issues the
 //! steps. The [`Rebuilder`] paces them in time: at most `window` steps in
 //! flight (unless the order bounds its own, as DOR does), and before each
-//! step MD's speed rule ([`pacing`]: `min_kbps` / `max_kbps`, marks, one of
+//! step MD's speed rule ([`pacing`], shared with the real executor:
+//! `min_kbps` / `max_kbps`, marks, one of
 //! three idle tests) may hold the rebuild back. Its I/O goes to the device
 //! queues at the users' priority (MD) or in their idle class (DOR). When
 //! the strategy has rebuilt every unit the spares become ordinary members.
@@ -17,7 +18,9 @@
 //! units* (data of a recovering disk): how many were served by the spare
 //! (rebuilt already) rather than reconstructed, in total and per interval.
 
-pub mod pacing;
+/// MD's speed rule lives with the rebuild orders (`crate::rebuild::pacing`),
+/// shared with the real executor; this path is kept for existing users.
+pub use crate::rebuild::pacing;
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -25,7 +28,7 @@ use std::ops::Range;
 use serde::Serialize;
 
 pub use self::pacing::IdleRule;
-use self::pacing::{Gate, MdPacing};
+use self::pacing::{Gate, MdPacing, PaceClock};
 use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::executor::TimedExecutor;
 use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan, Level};
@@ -250,6 +253,19 @@ pub struct Rebuilder {
     after: Acc,
     bin: Bin,
     bin_end: Ns,
+}
+
+/// MD's speed rule runs on simulated time and sees the executor's user plans.
+impl PaceClock for TimedExecutor {
+    fn now(&self) -> Ns {
+        TimedExecutor::now(self)
+    }
+    fn users_in_flight(&self) -> usize {
+        self.in_flight()
+    }
+    fn last_user_issue(&self) -> Option<Ns> {
+        TimedExecutor::last_user_issue(self)
+    }
 }
 
 /// Token of the start wake-up; pause wake-ups use 1.
@@ -507,7 +523,7 @@ impl Rebuilder {
         }
         while self.in_flight.len() < self.window && self.strategy.has_step() {
             let now = ex.now();
-            match self.pacing.gate(now, ex, self.in_flight_kib) {
+            match self.pacing.gate(&*ex, self.in_flight_kib) {
                 Gate::Go => {}
                 Gate::Until(until) => {
                     self.paused = true;

@@ -30,12 +30,28 @@
 //!
 //! Sectors of user I/O are counted when the request is planned (the kernel
 //! counts them at completion in its disk statistics).
+//!
+//! The rule is written once for every executor: it reads the time and the
+//! users' activity through [`PaceClock`] — simulated ns from the timed
+//! executor ([`crate::timed::rebuild::Rebuilder`]), the wall clock since the
+//! array was opened from the real one (`exec/real/rebuild.rs`) — and says
+//! [`Gate::Go`], [`Gate::Until`] a time on that clock, or [`Gate::Drain`];
+//! the driver waits in its own way (a wake-up event, a sleep).
 
 use std::collections::VecDeque;
 
-use super::super::engine::Ns;
-use super::super::executor::TimedExecutor;
 use crate::error::{Error, Result};
+use crate::timed::engine::Ns;
+
+/// The clock the rule runs on and what it sees of the users.
+pub trait PaceClock {
+    /// Now, in ns (simulated time, or the wall clock from some epoch).
+    fn now(&self) -> Ns;
+    /// User requests in flight (the rebuild's own I/O excluded).
+    fn users_in_flight(&self) -> usize;
+    /// When the last user request was issued, on the same clock (None: none yet).
+    fn last_user_issue(&self) -> Option<Ns>;
+}
 
 const MARK_STEP: Ns = 3_000_000_000;
 const MARKS: usize = 10;
@@ -182,23 +198,24 @@ impl MdPacing {
         self.array_sectors += sectors;
     }
 
-    /// Before a step at `now` (`in_flight_kib`: recovery I/O in flight).
-    pub fn gate(&mut self, now: Ns, ex: &TimedExecutor, in_flight_kib: u64) -> Gate {
+    /// Before a step, at `clock.now()` (`in_flight_kib`: recovery I/O in flight).
+    pub fn gate(&mut self, clock: &impl PaceClock, in_flight_kib: u64) -> Gate {
         if !self.on {
             return Gate::Go;
         }
+        let now = clock.now();
         match self.rule {
-            IdleRule::Simple => self.check(now, ex).map_or(Gate::Go, Gate::Until),
+            IdleRule::Simple => self.check(now, clock).map_or(Gate::Go, Gate::Until),
             IdleRule::Md2611 => self.md2611(now),
-            IdleRule::Md6 => self.md6(now, ex, in_flight_kib),
+            IdleRule::Md6 => self.md6(now, clock, in_flight_kib),
         }
     }
 
     /// `simple`: None to go ahead, or the time (after `now`) until which the
     /// rebuild pauses before checking again.
-    pub fn check(&mut self, now: Ns, ex: &TimedExecutor) -> Option<Ns> {
+    pub fn check(&mut self, now: Ns, clock: &impl PaceClock) -> Option<Ns> {
         let (speed, mt, kib) = self.speed(now);
-        let idle = ex.in_flight() == 0 && ex.last_user_issue().is_none_or(|t| now >= t + IDLE_NS);
+        let idle = clock.users_in_flight() == 0 && clock.last_user_issue().is_none_or(|t| now >= t + IDLE_NS);
         let min = self.min_kbps as f64;
         let max = self.max_kbps as f64;
         if !(speed > min && (speed > max || !idle)) {
@@ -294,7 +311,7 @@ impl MdPacing {
         idle
     }
 
-    fn md6(&mut self, now: Ns, ex: &TimedExecutor, in_flight_kib: u64) -> Gate {
+    fn md6(&mut self, now: Ns, clock: &impl PaceClock, in_flight_kib: u64) -> Gate {
         if self.draining {
             if in_flight_kib > 0 {
                 return Gate::Drain;
@@ -313,7 +330,7 @@ impl MdPacing {
                 self.recheck = true;
                 return Gate::Until(now + 500_000_000);
             }
-            if in_flight_kib >= self.io_limit_kib && !self.array_idle(ex) {
+            if in_flight_kib >= self.io_limit_kib && !self.array_idle(clock) {
                 self.draining = true;
                 self.drains += 1;
                 return Gate::Drain;
@@ -323,10 +340,10 @@ impl MdPacing {
     }
 
     /// Today's `is_mddev_idle`: no user I/O since the last check, none in flight.
-    fn array_idle(&mut self, ex: &TimedExecutor) -> bool {
+    fn array_idle(&mut self, clock: &impl PaceClock) -> bool {
         let quiet = self.array_sectors == self.array_last;
         self.array_last = self.array_sectors;
-        quiet && ex.in_flight() == 0
+        quiet && clock.users_in_flight() == 0
     }
 }
 
