@@ -94,8 +94,11 @@ impl PlanBuilder {
 
     pub fn finish(mut self) -> IoPlan {
         self.unreadable.sort_unstable();
-        let mut plan = IoPlan::default();
         let reads = Self::merge(self.reads);
+        let writes = Self::merge(self.writes);
+        let mut plan = IoPlan {
+            nodes: Vec::with_capacity(reads.len() + self.computes.len() + writes.len() + self.unreadable.len()),
+        };
         let mut group_reads: Vec<Vec<u16>> = vec![vec![]; self.computes.len()];
         for (raw, groups) in &reads {
             let idx = push_op(&mut plan, raw, DiskOpKind::Read, &[]);
@@ -111,7 +114,7 @@ impl PlanBuilder {
             deps.dedup();
             group_node.push(plan.push(action, &deps));
         }
-        for (raw, groups) in Self::merge(self.writes) {
+        for (raw, groups) in writes {
             let mut deps: Vec<u16> = groups.iter().map(|&g| group_node[g as usize]).collect();
             deps.sort_unstable();
             deps.dedup();
@@ -253,6 +256,23 @@ impl Array {
                 return plan;
             }
         }
+        // A one-block read of a parity level whose disk is lost (the counted
+        // cache miss on a degraded array): the row path's plan without its buffers.
+        if op == Op::Read && nblocks == 1 && !mirrored && self.level() != Level::Raid0 {
+            return self.plan_lost_block(block);
+        }
+        self.plan_rows(op, block, nblocks, pick)
+    }
+
+    /// The general planner: chunk pieces (copies) or rows (parity) gathered
+    /// by a [`PlanBuilder`].
+    fn plan_rows(
+        &self,
+        op: Op,
+        block: u64,
+        nblocks: u64,
+        pick: Option<&mut dyn FnMut(&[(u32, u64)]) -> usize>,
+    ) -> IoPlan {
         let mut b = PlanBuilder::default();
         if nblocks > 0 {
             match self.level() {
@@ -261,6 +281,76 @@ impl Array {
             }
         }
         b.finish()
+    }
+
+    /// The plan [`plan_rows`](Self::plan_rows) makes for a read of the one
+    /// block `block` of a parity level (RAID-4/5/6) that is not readable in
+    /// place, without its buffers: what `read_row` asks of the row, the reads
+    /// in the builder's order (by disk; one block each, so none merge), the
+    /// compute step waiting for all of them; or the block unreadable when
+    /// more disks are lost than the parity rebuilds. (Tests compare it with
+    /// the general planner.)
+    fn plan_lost_block(&self, block: u64) -> IoPlan {
+        let cb = self.chunk_blocks;
+        let k = self.data_disks_per_stripe() as u64;
+        let stripe_blocks = cb * k;
+        let stripe = block / stripe_blocks;
+        let base = stripe * stripe_blocks;
+        let (index, off) = ((block - base) / cb, block % cb);
+        let sm = self.stripe_map(stripe);
+        let failed = |d: u32| self.is_failed_at(d, stripe);
+        let disk_block = stripe * cb + off;
+        let op = |disk: u32, cause: Cause| {
+            Action::Disk(DiskOp {
+                disk,
+                kind: DiskOpKind::Read,
+                block: disk_block,
+                nblocks: 1,
+                cause,
+            })
+        };
+        let disk = sm.data_disk(index as u32);
+        if !failed(disk) {
+            let mut plan = IoPlan {
+                nodes: Vec::with_capacity(1),
+            };
+            plan.push(op(disk, Cause::User), &[]);
+            return plan;
+        }
+        // `read_row` of the one wanted unit, whose disk is lost.
+        let (n, m) = (sm.n, sm.n - sm.k);
+        let lost = (0..n).filter(|&d| failed(d)).count() as u32;
+        if lost > m {
+            let mut plan = IoPlan {
+                nodes: Vec::with_capacity(1),
+            };
+            plan.push(Action::Unreadable { block }, &[]);
+            return plan;
+        }
+        // Reconstruct: read every surviving unit of the row (none is the
+        // wanted one), then one compute step waiting for them all.
+        let mut plan = IoPlan {
+            nodes: Vec::with_capacity((n - lost) as usize + 1),
+        };
+        for d in (0..n).filter(|&d| !failed(d)) {
+            plan.push(op(d, Cause::ReconstructRead), &[]);
+        }
+        let lost_data = lost - failed(sm.p) as u32 - sm.q.map_or(0, |q| failed(q) as u32);
+        let action = if lost_data == 1 && !failed(sm.p) {
+            Action::Xor { units: sm.k }
+        } else {
+            Action::PQ { units: n - lost }
+        };
+        let deps: Vec<u16> = (0..plan.nodes.len() as u16).collect();
+        plan.nodes.push(super::plan::Node { action, deps });
+        plan
+    }
+
+    /// The general planner's read of `nblocks` from `block` (tests compare
+    /// the fast paths of [`Array::plan_read`] with it).
+    #[cfg(test)]
+    pub(super) fn plan_read_by_rows(&self, block: u64, nblocks: u64) -> IoPlan {
+        self.plan_rows(Op::Read, block, nblocks, None)
     }
 
     /// The surviving disk and disk block a read of `block` can use directly

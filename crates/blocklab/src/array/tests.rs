@@ -1881,3 +1881,75 @@ fn scrub_plans_read_every_copy_of_every_chunk_exactly_once() {
     assert!(a.plan_scrub_row(0).disk_ops().all(|o| o.disk != 2));
     assert_eq!(a.plan_scrub_row(0).disk_ops().count(), 3);
 }
+
+/// The one-block read fast paths of `plan_read` (in place, or the lost
+/// block's row) make exactly the general planner's plan: every parity level
+/// and layout, 3 to 7 disks, chunks of 1, 2 and 4 blocks, every set of up to
+/// three failed disks (more than the level survives: unreadable blocks),
+/// degraded and half-recovered.
+#[test]
+fn one_block_reads_equal_the_row_planner() {
+    let (mut checked, mut lost, mut unreadable) = (0, 0, 0);
+    for level in [Level::Raid4, Level::Raid5, Level::Raid6] {
+        let layouts: &[Layout] = if level == Level::Raid4 {
+            &[Layout::LeftSymmetric]
+        } else {
+            Layout::all()
+        };
+        for &layout in layouts {
+            let min = if level == Level::Raid6 { 4 } else { 3 };
+            for disks in min..=7u32 {
+                for cb in [1u64, 2, 4] {
+                    let mut sets: Vec<Vec<u32>> = vec![vec![]];
+                    for a in 0..disks {
+                        sets.push(vec![a]);
+                        for b in a + 1..disks {
+                            sets.push(vec![a, b]);
+                            if b + 1 < disks {
+                                sets.push(vec![a, b, b + 1]);
+                            }
+                        }
+                    }
+                    for failed in sets {
+                        for recovering in [false, true] {
+                            let mut cfg = ArrayConfig::new(level, disks);
+                            cfg.layout = layout;
+                            cfg.chunk_bytes = cb * cfg.block_size;
+                            let Ok(mut arr) = Array::new(cfg) else {
+                                continue; // a layout of another level
+                            };
+                            if !failed.iter().all(|&d| arr.fail(d).is_ok()) {
+                                continue;
+                            }
+                            if recovering && (failed.is_empty() || arr.start_recovery(&failed).is_err()) {
+                                continue;
+                            }
+                            if recovering {
+                                arr.set_recovered_rows(2);
+                            }
+                            let stripe = cb * arr.data_disks_per_stripe() as u64;
+                            for block in 0..4 * stripe {
+                                let plan = arr.plan_read(block, 1);
+                                let rebuilt = |a: &Action| matches!(a, Action::Xor { .. } | Action::PQ { .. });
+                                lost += plan.nodes.iter().any(|n| rebuilt(&n.action)) as u32;
+                                unreadable +=
+                                    plan.nodes.iter().any(|n| matches!(n.action, Action::Unreadable { .. })) as u32;
+                                assert_eq!(
+                                    plan,
+                                    arr.plan_read_by_rows(block, 1),
+                                    "{level:?} {layout:?} {disks} disks chunk {cb} failed {failed:?} \
+                                     recovering {recovering} block {block}"
+                                );
+                                checked += 1;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 10_000 && lost > 1_000 && unreadable > 1_000,
+        "{checked} {lost} {unreadable}"
+    );
+}
