@@ -198,7 +198,7 @@ impl CacheLayer {
         for chunk in ios.chunks(1024) {
             let at = cx.deferred.len();
             below.background(chunk, cx, self.tag, Class::Normal)?;
-            if cx.exec.timed() {
+            if cx.timed {
                 written.push((cx.deferred[at].id, chunk));
             }
         }
@@ -298,7 +298,7 @@ impl CacheLayer {
 
     /// A read with prefetch configured (see the module comment).
     fn handle_read_prefetching(&mut self, io: &Io, cx: &mut Cx, below: &mut Below) -> Result<()> {
-        let timed = cx.exec.timed();
+        let timed = cx.timed;
         self.misses.clear();
         self.destage.clear();
         self.waits.clear();
@@ -463,7 +463,7 @@ impl CacheLayer {
             self.inflight.remove(&b);
         }
         self.drop_buffered(io);
-        if cx.exec.timed() {
+        if cx.timed {
             self.note_written(io.first, io.nblocks, cx.id);
         }
         self.stats.written_below_blocks += io.nblocks;
@@ -528,7 +528,7 @@ impl Layer for CacheLayer {
         self.misses.clear();
         self.destage.clear();
         self.waits.clear();
-        let timed = cx.exec.timed();
+        let timed = cx.timed;
         let around = write && self.write == WritePolicy::Around;
         let mut any_hit = false;
         for b in io.first..io.first + io.nblocks {
@@ -608,7 +608,7 @@ impl Layer for CacheLayer {
         }
         if write && self.write != WritePolicy::Back {
             self.stats.written_below_blocks += n;
-            if cx.exec.timed() {
+            if cx.timed {
                 self.note_written(io.first, io.nblocks, cx.id);
             }
             below.handle(io, cx)?;

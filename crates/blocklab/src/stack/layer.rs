@@ -167,6 +167,9 @@ pub struct Cx<'a> {
     pub plan: IoPlan,
     /// The id the plan will be submitted under.
     pub id: PlanId,
+    /// Whether plans take time (`exec.timed()`, asked once: layers ask it
+    /// for every block).
+    pub timed: bool,
     /// The user request being served (None for background work).
     pub origin: Option<Origin>,
     /// Background work made while serving the request: submitted after the
@@ -185,10 +188,12 @@ pub struct Deferred {
 impl<'a> Cx<'a> {
     pub fn new(exec: &'a mut dyn Exec) -> Self {
         let id = exec.reserve();
+        let timed = exec.timed();
         Cx {
             exec,
             plan: IoPlan::default(),
             id,
+            timed,
             origin: None,
             deferred: Vec::new(),
         }
@@ -213,21 +218,21 @@ impl<'a> Cx<'a> {
 
     /// The request also waits for `plan`.
     pub fn add(&mut self, plan: IoPlan) {
-        if self.exec.timed() {
+        if self.timed {
             self.plan.append(plan);
         }
     }
 
     /// The request takes at least `ns` (a cache hit).
     pub fn delay(&mut self, ns: Ns) {
-        if self.exec.timed() && ns > 0 {
+        if self.timed && ns > 0 {
             self.plan.push(Action::Delay { ns }, &[]);
         }
     }
 
     /// The request waits for another plan (a fetch in flight).
     pub fn await_plan(&mut self, id: PlanId) {
-        if self.exec.timed() {
+        if self.timed {
             self.plan.push(Action::Await { plan: id }, &[]);
         }
     }

@@ -51,6 +51,8 @@ pub struct Composed {
     /// Trace time of the request before which the disks failed.
     failed_at: Option<f64>,
     rebuilt: bool,
+    /// The target has a rebuild configured (asked once, not per request).
+    rebuilds: bool,
     pub seed: u64,
     /// What the devices read opportunistically for the layers (timed runs).
     pub opportunism: Option<Opportunism>,
@@ -71,6 +73,7 @@ impl Composed {
         fail_at: Option<FailAt>,
     ) -> Result<Self> {
         let layers = make_layers(target.faults())?;
+        let rebuilds = target.rebuild_start().is_some();
         Ok(Composed {
             layers,
             target,
@@ -86,6 +89,7 @@ impl Composed {
             t0: None,
             failed_at: None,
             rebuilt: false,
+            rebuilds,
             seed: 0,
             opportunism: None,
             warmup_ns: 0,
@@ -203,9 +207,15 @@ impl Composed {
     /// Send one request down the stack; returns its plan and id, and the
     /// background work to submit after it.
     fn serve(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<(crate::array::IoPlan, u64, Vec<Deferred>)> {
+        let mut cx = Cx::new(exec);
+        self.route(req, &mut cx)?;
+        Ok((std::mem::take(&mut cx.plan), cx.id, std::mem::take(&mut cx.deferred)))
+    }
+
+    /// Send one request down the stack, building its plan in `cx`.
+    fn route(&mut self, req: &Request, cx: &mut Cx) -> Result<()> {
         let (io, volume_first) = self.addr.locate(req)?;
         self.block_accesses += io.nblocks;
-        let mut cx = Cx::new(exec);
         cx.origin = Some(Origin {
             time: req.time,
             tenant: req.tenant,
@@ -216,8 +226,7 @@ impl Composed {
             layers: &mut self.layers,
             target: &mut *self.target,
         }
-        .handle(&io, &mut cx)?;
-        Ok((std::mem::take(&mut cx.plan), cx.id, std::mem::take(&mut cx.deferred)))
+        .handle(&io, cx)
     }
 
     /// Every layer writes back what only it holds, top first (a layer's
@@ -247,7 +256,7 @@ impl Composed {
             self.end_warmup();
         }
         self.before(req, None)?;
-        if let Some(at) = (!self.rebuilt).then(|| self.rebuild_due()).flatten() {
+        if let Some(at) = (self.rebuilds && !self.rebuilt).then(|| self.rebuild_due()).flatten() {
             if now() >= at {
                 self.target.rebuild_at_once(at)?;
                 self.rebuilt = true;
@@ -255,9 +264,10 @@ impl Composed {
         }
         let mut exec = std::mem::take(&mut self.at_once);
         (exec.t0, exec.time) = (t0, req.time);
-        let r = self.serve(req, &mut exec);
+        // Counted: the plans were tallied as they were made; nothing is kept.
+        let r = self.route(req, &mut Cx::new(&mut exec));
         self.at_once = exec;
-        r.map(|_| ())
+        r
     }
 
     /// Counted executor: the trace is over (a rebuild not yet started runs now).

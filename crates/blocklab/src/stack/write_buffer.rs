@@ -216,7 +216,7 @@ impl WriteBuffer {
             self.cfg.tag | payload,
             class,
         )?;
-        if !cx.exec.timed() {
+        if !cx.timed {
             return Ok(None);
         }
         if !earlier.is_empty() {
@@ -292,7 +292,7 @@ impl WriteBuffer {
 
     /// Set the age timer for the oldest dirty block (timed runs).
     fn arm_timer(&mut self, cx: &mut Cx) {
-        if self.cfg.max_age_ns == 0 || !cx.exec.timed() {
+        if self.cfg.max_age_ns == 0 || !cx.timed {
             return;
         }
         let Some(&(since, _)) = self.ages.iter().find(|&&(_, b)| !self.destaging.contains_key(&b)) else {
@@ -314,7 +314,7 @@ impl WriteBuffer {
             return Ok(());
         }
         self.stats.full_waits += 1;
-        let (now, timed) = (cx.exec.now(), cx.exec.timed());
+        let (now, timed) = (cx.exec.now(), cx.timed);
         while !self.dirty.is_empty() {
             let excess = self.frames().saturating_sub(self.cfg.blocks);
             // In time, frames being destaged are freed when their destage ends.
@@ -346,7 +346,7 @@ impl WriteBuffer {
 
 impl Layer for WriteBuffer {
     fn handle(&mut self, io: &Io, cx: &mut Cx, below: &mut Below) -> Result<()> {
-        let timed = cx.exec.timed();
+        let timed = cx.timed;
         if !timed && self.aged(cx.exec.now()).is_some() {
             // No timer without time: the age limit is checked as requests come.
             self.pump(cx, below)?;

@@ -536,7 +536,7 @@ impl TierLayer {
         }
         let mut d = std::mem::take(&mut self.destage);
         d.sort_unstable();
-        let timed = cx.exec.timed();
+        let timed = cx.timed;
         let blocks: Vec<u64> = d.iter().map(|x| x.0).collect();
         let all: Vec<(u64, u64)> = runs(&blocks).collect();
         let mut at = 0;
@@ -631,7 +631,7 @@ impl Layer for TierLayer {
             return Ok(());
         }
         let write = io.op == Op::Write;
-        let timed = cx.exec.timed();
+        let timed = cx.timed;
         let bypass = match &mut self.cutoff {
             Some(c) => c.bypass(io.op, io.first, io.nblocks, self.cfg.block_size),
             None => false,
