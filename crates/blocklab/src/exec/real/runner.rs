@@ -554,22 +554,75 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
     }
 }
 
-/// The writes of `plan` with their bytes, in plan order.
+/// How a plan's member writes are handed to the members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Submit {
+    /// One write per disk op of the plan, in plan order.
+    PerOp,
+    /// The ops of one member that follow each other on it (a multi-stripe
+    /// write puts one chunk per stripe on every member, back to back) as one
+    /// write: a system call (and a device doorbell) per run instead of per
+    /// chunk. The same bytes land in the same places; only the number of
+    /// writes changes. Member writes of one request are unordered anyway
+    /// (issued in parallel; the bitmap and journal cover them as a set).
+    Coalesced,
+}
+
+/// The write ops of `plan`, as `how` submits them.
+pub fn write_ops(plan: &IoPlan, how: Submit) -> Vec<DiskOp> {
+    let mut ops: Vec<DiskOp> = plan
+        .disk_ops()
+        .filter(|o| o.kind == DiskOpKind::Write)
+        .copied()
+        .collect();
+    if how == Submit::PerOp || ops.len() < 2 {
+        return ops;
+    }
+    ops.sort_by_key(|o| (o.disk, o.block));
+    let mut out: Vec<DiskOp> = Vec::with_capacity(ops.len());
+    for op in ops {
+        match out.last_mut() {
+            Some(last)
+                if last.disk == op.disk
+                    && last.block + last.nblocks as u64 == op.block
+                    && last.nblocks.checked_add(op.nblocks).is_some() =>
+            {
+                last.nblocks += op.nblocks;
+            }
+            _ => out.push(op),
+        }
+    }
+    out
+}
+
+/// The writes of `plan` with their bytes, runs of adjacent ops on a member
+/// merged ([`Submit::Coalesced`]).
 pub fn write_buffers(
     env: &Env,
     plan: &IoPlan,
     reads: &Reads,
     user: &UserData,
 ) -> Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
+    write_buffers_as(env, plan, reads, user, Submit::Coalesced)
+}
+
+/// The writes of `plan` with their bytes, submitted as `how` says.
+pub fn write_buffers_as(
+    env: &Env,
+    plan: &IoPlan,
+    reads: &Reads,
+    user: &UserData,
+    how: Submit,
+) -> Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
     let bs = env.bs;
     let mut f = Filler::new(env, reads, user);
     let mut out = Vec::new();
-    for op in plan.disk_ops().filter(|o| o.kind == DiskOpKind::Write) {
+    for op in write_ops(plan, how) {
         let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
         for i in 0..op.nblocks as usize {
             f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
         }
-        out.push((*op, buf));
+        out.push((op, buf));
     }
     Ok(out)
 }
