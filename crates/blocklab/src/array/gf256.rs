@@ -138,6 +138,33 @@ pub fn syndrome(data: &[&[u8]], slots: &[u32], p: &mut [u8], q: &mut [u8]) {
     }
 }
 
+/// Q alone of `data` (slot `slots[i]` for `data[i]`) into `q`: the same
+/// bytes as [`syndrome`]'s Q, without a P buffer (RAID-6 parity written
+/// straight into a member write buffer).
+pub fn q_into(data: &[&[u8]], slots: &[u32], q: &mut [u8]) {
+    let mut order: Vec<usize> = (0..data.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(slots[i]));
+    let mut prev: Option<u32> = None;
+    for &i in &order {
+        match prev {
+            None => q.copy_from_slice(data[i]),
+            Some(ps) => {
+                for _ in 0..ps - slots[i] {
+                    mul2_in_place(q);
+                }
+                xor_into(q, data[i]);
+            }
+        }
+        prev = Some(slots[i]);
+    }
+    if prev.is_none() {
+        q.fill(0);
+    }
+    for _ in 0..prev.unwrap_or(0) {
+        mul2_in_place(q);
+    }
+}
+
 /// A unit of a P+Q stripe row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
@@ -326,6 +353,31 @@ mod tests {
         assert_eq!(gpow(255), 1);
         assert_eq!((1..255).filter(|&i| gpow(i) == 1).count(), 0);
         assert_eq!(mul(0x80, 2), 0x1d);
+    }
+
+    #[test]
+    fn q_into_is_the_syndromes_q_for_any_slots() {
+        // Reference: Q = Σ g^slot · D, byte by byte, with gpow and mul.
+        let mut seed = 11;
+        for slots in [vec![0u32, 1, 2], vec![2, 0, 3, 1], vec![4, 1], vec![3], vec![]] {
+            let data: Vec<Vec<u8>> = slots
+                .iter()
+                .map(|_| (0..64).map(|_| rng(&mut seed) as u8).collect())
+                .collect();
+            let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
+            let (mut p, mut q) = (vec![0; 64], vec![0; 64]);
+            syndrome(&views, &slots, &mut p, &mut q);
+            let mut direct = vec![0xa5; 64];
+            q_into(&views, &slots, &mut direct);
+            assert_eq!(direct, q, "slots {slots:?}");
+            for i in 0..64 {
+                let want = views
+                    .iter()
+                    .zip(&slots)
+                    .fold(0u8, |acc, (d, &s)| acc ^ mul(d[i], gpow(s)));
+                assert_eq!(direct[i], want, "slots {slots:?} byte {i}");
+            }
+        }
     }
 
     #[test]

@@ -471,15 +471,16 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         self.parity.entry(block).or_insert(result)
     }
 
-    /// RAID-4/5 reconstruct-write straight into `dst`: P of block row
-    /// `block` as the XOR of its new data units (written now or read), when
-    /// every one is at hand. False (nothing done) otherwise, or with a Q to
-    /// compute too: [`new_parity`](Self::new_parity) then decides. The same
-    /// bytes as `new_parity`'s reconstruct-write, without its buffer and map
-    /// (P is written once per block row): the path of full-stripe writes.
-    fn p_direct(&self, block: u64, dst: &mut [u8]) -> bool {
+    /// Reconstruct-write straight into `dst`: P (`q` false: the XOR of the
+    /// new data units) or Q (`q` true) of block row `block`, when every new
+    /// data unit (written now or read) is at hand. False (nothing done)
+    /// otherwise: [`new_parity`](Self::new_parity) then decides. The same
+    /// bytes as `new_parity`'s reconstruct-write, without its buffers, map
+    /// and copies (P and Q are written once per block row): the path of
+    /// full-stripe writes.
+    fn parity_direct(&self, block: u64, q: bool, dst: &mut [u8]) -> bool {
         let sm = self.sm(block);
-        if sm.q.is_some() {
+        if q && sm.q.is_none() {
             return false;
         }
         let bs = self.env.bs;
@@ -491,6 +492,13 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
                 .get((stripe * k + d as u64) * cb + off)
                 .or_else(|| self.reads.unit(sm.data_disk(d), block, bs))
         };
+        if q {
+            let Some(units) = (0..sm.k).map(unit).collect::<Option<Vec<&[u8]>>>() else {
+                return false;
+            };
+            gf256::q_into(&units, &sm.q_slots(), dst);
+            return true;
+        }
         if !(0..sm.k).all(|d| unit(d).is_some()) {
             return false;
         }
@@ -538,7 +546,8 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         let a = self.env.array;
         let missing = || Fault::Heal(vec![block / a.chunk_blocks()]);
         match role(a, disk, block) {
-            Role::P if self.p_direct(block, dst) => {}
+            Role::P if self.parity_direct(block, false, dst) => {}
+            Role::Q if self.parity_direct(block, true, dst) => {}
             r @ (Role::P | Role::Q) => {
                 let (p, q) = self.new_parity(block);
                 let v = if r == Role::P { p } else { q };
