@@ -176,14 +176,60 @@ impl CacheLayer {
     /// The policy evicted a block for the one just inserted.
     fn evicted(&mut self) {
         if let Some(v) = self.policy.evicted() {
-            // (Both maps are empty in counted, reads-only runs: skip the hashing.)
-            if !self.inflight.is_empty() {
-                self.inflight.remove(&v);
-            }
+            self.forget_fetch(v);
+            // (Empty in counted, reads-only runs: skip the hashing.)
             if !self.dirty.is_empty() && self.dirty.remove(&v) {
                 self.stats.dirty_evictions += 1;
                 self.destage.push(v);
             }
+        }
+    }
+
+    /// Block `b` is no longer on its way in (evicted, overwritten, dropped).
+    /// Nothing is ever in flight in counted runs: skip the hashing there.
+    #[inline]
+    fn forget_fetch(&mut self, b: u64) {
+        if !self.inflight.is_empty() {
+            self.inflight.remove(&b);
+        }
+    }
+
+    /// A read hit on `b`: the request waits for `b`'s fetch if it is still
+    /// in flight.
+    #[inline]
+    fn wait_for_fetch(&mut self, b: u64, cx: &Cx) {
+        if let Some(&id) = self.inflight.get(&b) {
+            if cx.exec.is_done(id) {
+                self.inflight.remove(&b);
+            } else {
+                self.waits.push(id);
+            }
+        }
+    }
+
+    /// Block `b` is fetched by the request being served (`cx`'s plan).
+    #[inline]
+    fn fetch(&mut self, b: u64, cx: &Cx) {
+        self.misses.push(b);
+        if cx.timed {
+            self.inflight.insert(b, cx.id);
+        }
+    }
+
+    /// A miss on `b`, written to the layer's miss trace when it keeps one.
+    fn trace_miss(&mut self, b: u64, op: Op, cx: &Cx) -> Result<()> {
+        if let (Some(w), Some(o)) = (&mut self.miss_trace, &cx.origin) {
+            w.push(o.time, op, o.tenant, b - o.stack_first + o.volume_first)?;
+        }
+        Ok(())
+    }
+
+    /// The request waits for every fetch in flight it hit (once each).
+    fn await_fetches(&mut self, cx: &mut Cx) {
+        self.waits.sort_unstable();
+        self.waits.dedup();
+        for &id in &self.waits {
+            cx.await_plan(id);
         }
     }
 
@@ -284,7 +330,7 @@ impl CacheLayer {
                 write: false,
             });
             if let Some(v) = buf.evicted() {
-                self.inflight.remove(&v);
+                self.forget_fetch(v);
             }
             return;
         }
@@ -328,10 +374,7 @@ impl CacheLayer {
                 if !self.policy.contains(b) && !self.buffered(b) {
                     self.keep_prefetched(b, false);
                     self.stats.prefetched_blocks += 1;
-                    self.misses.push(b);
-                    if timed {
-                        self.inflight.insert(b, cx.id);
-                    }
+                    self.fetch(b, cx);
                 }
                 continue;
             }
@@ -356,32 +399,17 @@ impl CacheLayer {
                     self.stats.prefetch_buffer_hits += 1;
                 }
                 any_hit = true;
-                if let Some(&id) = self.inflight.get(&b) {
-                    if cx.exec.is_done(id) {
-                        self.inflight.remove(&b);
-                    } else {
-                        self.waits.push(id);
-                    }
-                }
+                self.wait_for_fetch(b, cx);
             } else {
-                if let (Some(w), Some(o)) = (&mut self.miss_trace, &cx.origin) {
-                    w.push(o.time, io.op, o.tenant, b - o.stack_first + o.volume_first)?;
-                }
-                self.misses.push(b);
-                if timed {
-                    self.inflight.insert(b, cx.id);
-                }
+                self.trace_miss(b, io.op, cx)?;
+                self.fetch(b, cx);
             }
         }
         self.stats.misses = self.stats.accesses - self.stats.hits;
         if any_hit {
             cx.delay(self.hit_ns);
         }
-        self.waits.sort_unstable();
-        self.waits.dedup();
-        for &id in &self.waits {
-            cx.await_plan(id);
-        }
+        self.await_fetches(cx);
         if !self.misses.is_empty() {
             self.count_read_miss();
             let misses = std::mem::take(&mut self.misses);
@@ -460,7 +488,7 @@ impl CacheLayer {
             if self.policy.remove(b) {
                 self.dirty.remove(&b);
             }
-            self.inflight.remove(&b);
+            self.forget_fetch(b);
         }
         self.drop_buffered(io);
         if cx.timed {
@@ -528,7 +556,6 @@ impl Layer for CacheLayer {
         self.misses.clear();
         self.destage.clear();
         self.waits.clear();
-        let timed = cx.timed;
         let around = write && self.write == WritePolicy::Around;
         let mut any_hit = false;
         for b in io.first..io.first + io.nblocks {
@@ -555,28 +582,17 @@ impl Layer for CacheLayer {
                 any_hit = true;
                 if !write {
                     self.stats.read_hits += 1;
-                    if let Some(&id) = self.inflight.get(&b) {
-                        if cx.exec.is_done(id) {
-                            self.inflight.remove(&b);
-                        } else {
-                            self.waits.push(id);
-                        }
-                    }
+                    self.wait_for_fetch(b, cx);
                 }
             } else {
-                if let (Some(w), Some(o)) = (&mut self.miss_trace, &cx.origin) {
-                    w.push(o.time, io.op, o.tenant, b - o.stack_first + o.volume_first)?;
-                }
+                self.trace_miss(b, io.op, cx)?;
                 if !write {
-                    self.misses.push(b);
-                    if timed {
-                        self.inflight.insert(b, cx.id);
-                    }
+                    self.fetch(b, cx);
                 }
             }
             if write {
                 // The cached copy (if any) now holds the new data.
-                self.inflight.remove(&b);
+                self.forget_fetch(b);
                 if self.write == WritePolicy::Back {
                     self.dirty.insert(b);
                 }
@@ -592,11 +608,7 @@ impl Layer for CacheLayer {
         if in_cache {
             cx.delay(self.hit_ns);
         }
-        self.waits.sort_unstable();
-        self.waits.dedup();
-        for &id in &self.waits {
-            cx.await_plan(id);
-        }
+        self.await_fetches(cx);
         if !self.misses.is_empty() {
             self.count_read_miss();
             let misses = std::mem::take(&mut self.misses);
