@@ -11,6 +11,46 @@ import typer
 repro_app = typer.Typer(help="Reproduce the papers' results on the traces at hand.", no_args_is_help=True)
 
 
+def _command_line() -> str:
+    """This command as typed, for the results' provenance and the report's re-run lines."""
+    return "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+
+
+def _run_recipe(outdir, run, errors: tuple = (), failed_runs: Optional[str] = None):
+    """`run(command)` (the recipe's sweep into `outdir`) and what it returns. A sweep error (or
+    one of `errors`) -> one-line error, exit 2; Ctrl-C -> leave as `blocklab sweep` does (the
+    finished cells stay). With `failed_runs` ("case", or "trace" to name the trace too), a run
+    that failed -> exit 2 naming the first one."""
+    from blocklab.cli.common import fail
+    from blocklab.sweeps import SweepError, load
+
+    try:
+        result = run(_command_line())
+    except (SweepError, *errors) as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        from blocklab.cli.sweep_cmd import interrupted
+
+        interrupted(outdir)
+    if failed_runs is not None:
+        res = load(outdir)
+        failed = res[res["status"] != "ok"]
+        if len(failed):
+            first = failed.iloc[0]
+            where = f" on {first['trace_label']}" if failed_runs == "trace" else ""
+            fail(f"{len(failed)} of {len(res)} runs failed, e.g. {first['case']}{where}: {first['error']} "
+                 f"(see {outdir}/results.parquet)")
+    return result
+
+
+def _wrote(outdir, files: list[str], md: Optional[str] = None) -> None:
+    """Print the recipe's Markdown report (when given), then the files it wrote in `outdir`."""
+    if md is not None:
+        print(md, end="")
+    print(f"wrote {outdir}/" + ", ".join(files))
+    sys.stdout.flush()
+
+
 @repro_app.command("vdf")
 def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
@@ -56,19 +96,9 @@ def vdf(
     for t in specs:
         if not Path(t.path).is_file():
             fail(f"--traces: {t.path}: no such file")
-    from blocklab.sweeps import SweepError
-
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     outdir = Path(out)
-    try:
-        df, red = rv.run(specs, outdir, disks=ndisks, sizes=size_list, jobs=jobs, ray=ray, ship=ship_traces,
-                         command=command)
-    except SweepError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
+    df, red = _run_recipe(outdir, lambda command: rv.run(specs, outdir, disks=ndisks, sizes=size_list, jobs=jobs,
+                                                         ray=ray, ship=ship_traces, command=command))
     if red.empty:
         fail(f"no cell finished: see the `error` column of {outdir}/results.parquet")
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
@@ -110,7 +140,6 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
     from blocklab.repro import vdf_timed as vt
-    from blocklab.sweeps import SweepError, load
 
     if traces:
         t = rv.parse_trace_arg(traces[0])
@@ -133,29 +162,16 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
         fail(f"--jobs must be at least 1, not {jobs}")
     size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
     outdir = Path(out)
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        df = vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads, speedup=speedup,
-                    workers=jobs or 2, ray=ray, command=command)
-    except SweepError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
-    res = load(outdir)
-    failed = res[res["status"] != "ok"]
-    if len(failed):
-        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
-             f"(see {outdir}/results.parquet)")
+    df = _run_recipe(outdir, lambda command: vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads,
+                                                    speedup=speedup, workers=jobs or 2, ray=ray, command=command),
+                     failed_runs="case")
     s = vt.summary(df)
     s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
     vt.plot(s, outdir / "vdf-timed.png")
     md = vt.markdown(trace, s, vt.verdict(s))
     (outdir / "vdf-timed-report.md").write_text(md)
-    print(md, end="")
-    print(f"wrote {outdir}/results.parquet, report.html, vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md")
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html", "vdf-timed-summary.csv", "vdf-timed.png", "vdf-timed-report.md"],
+           md)
 
 
 @repro_app.command("pro")
@@ -172,7 +188,6 @@ def pro(
 
     from blocklab.cli.common import fail
     from blocklab.repro import pro as rp
-    from blocklab.sweeps import SweepError, load
 
     if idle not in ("md2611", "md6", "simple"):
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
@@ -188,30 +203,17 @@ def pro(
         if not specs:
             fail("--only: none of these traces is available (fin needs ../shared/traces)")
     outdir = Path(out)
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        df = rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray, command=command)
-    except SweepError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
-    res = load(outdir)
-    failed = res[res["status"] != "ok"]
-    if len(failed):
-        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
-             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
+    df = _run_recipe(outdir, lambda command: rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray,
+                                                    command=command),
+                     failed_runs="trace")
     t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
     t3.to_csv(outdir / "pro-tables.csv", index=False)
     sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
     rp.plot(df, outdir)
     md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
     (outdir / "pro-report.md").write_text(md)
-    print(md, end="")
-    print(f"wrote {outdir}/results.parquet, report.html, pro-tables.csv, pro-sensitivity.csv, pro-fig1.png, "
-          "pro-sensitivity.png, pro-report.md")
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-sensitivity.csv", "pro-fig1.png",
+                    "pro-sensitivity.png", "pro-report.md"], md)
 
 
 @repro_app.command("disks")
@@ -241,22 +243,13 @@ def disks(
             fail(f"--drives: unknown drive `{bad[0]}`; valid: {', '.join(known)}")
         chosen = tuple(known[n] for n in names)
     outdir = Path(out)
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        table, samples = rd.run(base, chosen, outdir, jobs=jobs, ray=ray, command=command)
-    except FileNotFoundError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
+    table, samples = _run_recipe(outdir, lambda command: rd.run(base, chosen, outdir, jobs=jobs, ray=ray,
+                                                                command=command), errors=(FileNotFoundError,))
     table.to_csv(outdir / "disks-validation.csv", index=False)
     md = rd.markdown(table)
     (outdir / "disks-validation.md").write_text(md)
     rd.plot(table, samples, outdir / "disks-cdf.png")
-    print(md, end="")
-    print(f"wrote {outdir}/results.parquet, report.html, disks-validation.csv, disks-validation.md, disks-cdf.png")
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html", "disks-validation.csv", "disks-validation.md", "disks-cdf.png"], md)
 
 
 @repro_app.command("dgraid")
@@ -282,20 +275,11 @@ def dgraid(
         _dgraid_timed(outdir, quick, console, jobs, ray)
         return
 
-    from blocklab.cli.common import fail
     from blocklab.repro import dgraid as rd
-    from blocklab.sweeps import SweepError
 
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        res = rd.run_all(outdir, listing=tree, quick=quick, progress=lambda m: console.log(m), jobs=jobs, ray=ray,
-                         command=command)
-    except (SweepError, rd.RecipeError) as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
+    res = _run_recipe(outdir, lambda command: rd.run_all(outdir, listing=tree, quick=quick,
+                                                         progress=lambda m: console.log(m), jobs=jobs, ray=ray,
+                                                         command=command), errors=(rd.RecipeError,))
     written = rd.save(res, outdir) + rd.plot(res, outdir)
     lines = rd.verdict(res)
     (outdir / "dgraid-report.md").write_text(rd.markdown(res, lines))
@@ -306,24 +290,15 @@ def dgraid(
     print("Our numbers:")
     for line in lines:
         print(f"  - {line}")
-    print(f"wrote {outdir}/" + ", ".join(["results.parquet", "report.html"] + written + ["dgraid-report.md"]))
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-report.md"])
 
 
 def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray: Optional[str] = None) -> None:
-    from blocklab.cli.common import fail
     from blocklab.repro import dgraid_timed as dt
-    from blocklab.sweeps import SweepError
 
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        res = dt.run_all(outdir, quick=quick, progress=lambda m: console.log(m), jobs=jobs, ray=ray, command=command)
-    except (SweepError, dt.RecipeError) as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
+    res = _run_recipe(outdir, lambda command: dt.run_all(outdir, quick=quick, progress=lambda m: console.log(m),
+                                                         jobs=jobs, ray=ray, command=command),
+                      errors=(dt.RecipeError,))
     written = dt.save(res, outdir) + dt.plot(res, outdir)
     lines = dt.verdict(res)
     (outdir / "dgraid-timed-report.md").write_text(dt.markdown(res, lines))
@@ -336,8 +311,7 @@ def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray:
     print("Our numbers (in simulated time):")
     for line in lines:
         print(f"  - {line}")
-    print(f"wrote {outdir}/" + ", ".join(["results.parquet", "report.html"] + written + ["dgraid-timed-report.md"]))
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-timed-report.md"])
 
 
 @repro_app.command("eci")
@@ -403,24 +377,10 @@ def eci(
     console.log("reuse analysis (TRD / URD per tenant)")
     reuse_df = re.reuse(mix, labels)
     ts = [s for s in re.TIMED_SCHEMES if s in scheme_list] if timed else []
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    from blocklab.sweeps import SweepError, load
-
-    try:
-        runs = re.run(stack, mix, labels, outdir, sizes=size_list, schemes=scheme_list, timed_size=timed_size,
-                      timed_schemes=ts, jobs=jobs, ray=ray, command=command,
-                      sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed))
-    except SweepError as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
-    res = load(outdir)
-    failed = res[res["status"] != "ok"]
-    if len(failed):
-        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']}: {failed.iloc[0]['error']} "
-             f"(see {outdir}/results.parquet)")
+    runs = _run_recipe(outdir, lambda command: re.run(
+        stack, mix, labels, outdir, sizes=size_list, schemes=scheme_list, timed_size=timed_size, timed_schemes=ts,
+        jobs=jobs, ray=ray, command=command,
+        sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed)), failed_runs="case")
     totals, tenants, timeline = runs["count"]
     timed_df = None
     if timed:
@@ -438,12 +398,10 @@ def eci(
     re.plot_summary(totals, outdir / "eci-summary.png")
     re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
     (outdir / "eci-report.md").write_text(md)
-    print(md, end="")
-    print(f"wrote {outdir}/results.parquet, report.html, eci-mix.csv.zst, eci-stack.toml, eci-reuse.parquet, eci-runs.parquet, "
-          "eci-run-tenants.parquet, "
-          "eci-timeline.parquet" + (", eci-timed.parquet" if timed else "") + ", eci-comparison.csv, eci-allocation.png, "
-          "eci-summary.png, eci-tenants.png, eci-report.md")
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html", "eci-mix.csv.zst", "eci-stack.toml", "eci-reuse.parquet",
+                    "eci-runs.parquet", "eci-run-tenants.parquet", "eci-timeline.parquet"]
+           + (["eci-timed.parquet"] if timed else [])
+           + ["eci-comparison.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
 
 
 @repro_app.command("hsu-smith")
@@ -486,23 +444,10 @@ def hsu_smith(
             fail(f"--traces: {t.path}: no such file")
     console = Console(stderr=True)
     outdir = Path(out)
-    command = "blocklab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    from blocklab.sweeps import SweepError, load
-
-    try:
-        df = hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list, jobs=jobs, ray=ray,
-                    progress=lambda m: console.log(m), command=command)
-    except (SweepError, ValueError) as e:
-        fail(str(e))
-    except KeyboardInterrupt:
-        from blocklab.cli.sweep_cmd import interrupted
-
-        interrupted(outdir)
-    res = load(outdir)
-    failed = res[res["status"] != "ok"]
-    if len(failed):
-        fail(f"{len(failed)} of {len(res)} runs failed, e.g. {failed.iloc[0]['case']} on "
-             f"{failed.iloc[0]['trace_label']}: {failed.iloc[0]['error']} (see {outdir}/results.parquet)")
+    df = _run_recipe(outdir, lambda command: hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list,
+                                                    jobs=jobs, ray=ray, progress=lambda m: console.log(m),
+                                                    command=command),
+                     errors=(ValueError,), failed_runs="trace")
     if df.empty:
         fail("no trace could be run")
     tabs = hs.tables(df)
@@ -514,10 +459,8 @@ def hsu_smith(
     info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
-    print(md, end="")
-    print(f"wrote {outdir}/results.parquet, report.html, hsu-smith.parquet, hsu-smith-*.csv, hsu-smith.png, "
-          "hsu-smith-report.md")
-    sys.stdout.flush()
+    _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", "hsu-smith.png",
+                    "hsu-smith-report.md"], md)
 
 
 def register(app: typer.Typer) -> None:
