@@ -7,7 +7,7 @@
 //! the recovery offset, by default; `pro`, `dor`, `pro-dor`) issues the
 //! steps. The [`Rebuilder`] paces them in time: at most `window` steps in
 //! flight (unless the order bounds its own, as DOR does), and before each
-//! step MD's speed rule ([`pacing`], shared with the real executor:
+//! step MD's speed rule ([`crate::rebuild::pacing`], shared with the real executor:
 //! `min_kbps` / `max_kbps`, marks, one of
 //! three idle tests) may hold the rebuild back. Its I/O goes to the device
 //! queues at the users' priority (MD) or in their idle class (DOR). When
@@ -18,17 +18,13 @@
 //! units* (data of a recovering disk): how many were served by the spare
 //! (rebuilt already) rather than reconstructed, in total and per interval.
 
-/// MD's speed rule lives with the rebuild orders (`crate::rebuild::pacing`),
-/// shared with the real executor; this path is kept for existing users.
-pub use crate::rebuild::pacing;
-
 use std::collections::BTreeMap;
 use std::ops::Range;
 
 use serde::Serialize;
 
-pub use self::pacing::IdleRule;
-use self::pacing::{Gate, MdPacing, PaceClock};
+pub use crate::rebuild::pacing::IdleRule;
+use crate::rebuild::pacing::{Gate, MdPacing, PaceClock};
 use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::executor::TimedExecutor;
 use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan, Level};
