@@ -15,15 +15,14 @@ use rustc_hash::FxHashMap;
 use super::address::{AddressMap, Survey};
 use super::build::{build, layer_factory, Executor};
 use super::layer::{Exec, Io, Target};
+use super::recording::Recording;
 use super::result::StackResult;
 use super::runtime::Composed;
 use super::spec::{Origin, StackSpec, TenantMap};
-use super::target::SingleDisk;
-use crate::array::plan::{Cause, DiskOpKind, IoPlan};
+use crate::array::plan::{Cause, DiskOpKind};
 use crate::device::toy::ToyDisk;
 use crate::device::{DevRequest, DeviceModel, Dispatch, FreeRun, Opportunism, TimeSplit};
 use crate::error::Result;
-use crate::exec::count::CountExecutor;
 use crate::timed::executor::ExecConfig;
 use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
 use crate::trace::{Op, Request};
@@ -502,37 +501,6 @@ impl DeviceModel for Logged {
     }
 }
 
-/// Every Io reaching the bottom, in order, with when it was planned (ms).
-struct Recording {
-    inner: SingleDisk<Box<dyn Fn() -> Result<Box<dyn DeviceModel>> + Send>>,
-    ios: Arc<Mutex<Vec<(Io, f64)>>>,
-}
-
-impl Target for Recording {
-    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        self.inner.devices()
-    }
-    fn sectors_per_block(&self) -> u64 {
-        1
-    }
-    fn plan(&mut self, io: &Io, exec: &dyn Exec) -> Result<IoPlan> {
-        self.ios.lock().unwrap().push((*io, exec.now() as f64 / 1e6));
-        self.inner.plan(io, exec)
-    }
-    fn ledger(&self) -> &CountExecutor {
-        self.inner.ledger()
-    }
-    fn capacity_blocks(&self) -> Option<u64> {
-        self.inner.capacity_blocks()
-    }
-    fn blocks_of(&self, disk: usize, sector: u64, sectors: u64) -> Option<(u64, u64)> {
-        self.inner.blocks_of(disk, sector, sectors)
-    }
-    fn report(&self, out: &mut StackResult) {
-        self.inner.report(out)
-    }
-}
-
 type Logs = (Arc<Mutex<Vec<(Io, f64)>>>, Arc<Mutex<Vec<Served>>>);
 
 /// The stack of `s` over a logged toy device `toy`, recording what reaches it.
@@ -547,10 +515,11 @@ fn logged_stack(s: &StackSpec, toy: &str, timed: bool) -> (Composed, Logs) {
             log: log.clone(),
         }) as Box<dyn DeviceModel>)
     });
-    let target = Recording {
-        inner: SingleDisk::new(make, false).unwrap(),
-        ios: ios.clone(),
-    };
+    // Every Io reaching the bottom, in order, with when it was planned (ms).
+    let seen = ios.clone();
+    let target = Recording::new(make, false, true, move |io: &Io, exec: &dyn Exec| {
+        seen.lock().unwrap().push((*io, exec.now() as f64 / 1e6))
+    });
     let factory = layer_factory(s, None, target.capacity_blocks()).unwrap();
     let addr = AddressMap::new(TenantMap::Ignore, 4096, None).unwrap();
     let mut st = Composed::new(Box::new(target), factory, addr, None).unwrap();

@@ -8,16 +8,12 @@ use proptest::prelude::*;
 
 use super::address::AddressMap;
 use super::build::{build, Executor};
-use super::layer::{Exec, Io, Target};
+use super::layer::{Exec, Io};
+use super::recording::{const_disk, Recording};
 use super::result::StackResult;
 use super::runtime::{Composed, LayerFactory};
 use super::spec::{Origin, StackSpec, TenantMap};
-use super::target::SingleDisk;
-use crate::array::plan::{Cause, IoPlan};
-use crate::device::toy::ToyDisk;
-use crate::device::DeviceModel;
-use crate::error::Result;
-use crate::exec::count::CountExecutor;
+use crate::array::plan::Cause;
 use crate::timed::executor::ExecConfig;
 use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
 use crate::trace::{Op, Request};
@@ -171,45 +167,13 @@ fn without_layers_a_stack_is_its_target() {
     assert_eq!(r.block_accesses, 4);
 }
 
-/// Records every Io that reaches the bottom of a stack.
-struct Recording {
-    inner: SingleDisk<fn() -> Result<Box<dyn DeviceModel>>>,
-    ios: std::sync::Arc<std::sync::Mutex<Vec<Io>>>,
-}
-
-fn const_disk() -> Result<Box<dyn DeviceModel>> {
-    Ok(Box::new(ToyDisk::constant(1.0)))
-}
-
-impl Target for Recording {
-    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        self.inner.devices()
-    }
-    fn sectors_per_block(&self) -> u64 {
-        1
-    }
-    fn plan(&mut self, io: &Io, exec: &dyn Exec) -> Result<IoPlan> {
-        self.ios.lock().unwrap().push(*io);
-        self.inner.plan(io, exec)
-    }
-    fn ledger(&self) -> &CountExecutor {
-        self.inner.ledger()
-    }
-    fn capacity_blocks(&self) -> Option<u64> {
-        None
-    }
-    fn report(&self, out: &mut StackResult) {
-        self.inner.report(out)
-    }
-}
-
 /// A stack of one cache layer (from `s`) over a recording target.
 fn recorded(s: &StackSpec) -> (Composed, std::sync::Arc<std::sync::Mutex<Vec<Io>>>) {
     let ios = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let target = Recording {
-        inner: SingleDisk::new(const_disk as fn() -> Result<Box<dyn DeviceModel>>, true).unwrap(),
-        ios: ios.clone(),
-    };
+    let seen = ios.clone();
+    let target = Recording::new(const_disk, true, false, move |io: &Io, _: &dyn Exec| {
+        seen.lock().unwrap().push(*io)
+    });
     // The layers exactly as `build` makes them, over this target.
     let factory: LayerFactory = super::build::layer_factory(s, None, None).unwrap();
     let addr = AddressMap::new(TenantMap::Ignore, 4096, None).unwrap();

@@ -9,18 +9,14 @@ use proptest::prelude::*;
 
 use crate::analysis::reuse::{History, ReuseTracker};
 use crate::analysis::stats::AccessClass;
-use crate::array::plan::{Cause, IoPlan};
-use crate::device::toy::ToyDisk;
-use crate::device::DeviceModel;
-use crate::error::Result;
-use crate::exec::count::CountExecutor;
+use crate::array::plan::Cause;
 use crate::stack::address::{survey, AddressMap, Survey, SurveyNeeds};
 use crate::stack::build::{build, layer_factory, Executor};
-use crate::stack::layer::{Exec, Io, Target};
+use crate::stack::layer::{Exec, Io};
+use crate::stack::recording::{const_disk, Recording};
 use crate::stack::result::StackResult;
 use crate::stack::runtime::Composed;
 use crate::stack::spec::{Origin, StackSpec, TenantMap};
-use crate::stack::target::SingleDisk;
 use crate::stack::tier::report::TierReport;
 use crate::timed::executor::ExecConfig;
 use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
@@ -231,53 +227,19 @@ proptest! {
     }
 }
 
-/// Records every Io that reaches the bottom, with the index of the request
-/// being served (the final flush: `usize::MAX`).
-type Make = fn() -> Result<Box<dyn DeviceModel>>;
-
-struct Recording {
-    inner: SingleDisk<Make>,
-    ios: Arc<Mutex<Vec<(usize, Io)>>>,
-    at: Arc<Mutex<usize>>,
-}
-
-fn const_disk() -> Result<Box<dyn DeviceModel>> {
-    Ok(Box::new(ToyDisk::constant(1.0)))
-}
-
-impl Target for Recording {
-    fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
-        self.inner.devices()
-    }
-    fn sectors_per_block(&self) -> u64 {
-        1
-    }
-    fn plan(&mut self, io: &Io, exec: &dyn Exec) -> Result<IoPlan> {
-        let at = *self.at.lock().unwrap();
-        self.ios.lock().unwrap().push((at, *io));
-        self.inner.plan(io, exec)
-    }
-    fn ledger(&self) -> &CountExecutor {
-        self.inner.ledger()
-    }
-    fn capacity_blocks(&self) -> Option<u64> {
-        None
-    }
-    fn report(&self, out: &mut StackResult) {
-        self.inner.report(out)
-    }
-}
-
+/// The stack of `s` over a target recording every Io that reaches the
+/// bottom, with the index of the request being served (the final flush:
+/// `usize::MAX`).
 type Recorded = (Composed, Arc<Mutex<Vec<(usize, Io)>>>, Arc<Mutex<usize>>);
 
 fn recorded(s: &StackSpec, sv: &Survey) -> Recorded {
     let ios = Arc::new(Mutex::new(Vec::new()));
     let at = Arc::new(Mutex::new(0));
-    let target = Recording {
-        inner: SingleDisk::new(const_disk as Make, true).unwrap(),
-        ios: ios.clone(),
-        at: at.clone(),
-    };
+    let (seen, now) = (ios.clone(), at.clone());
+    let target = Recording::new(const_disk, true, false, move |io: &Io, _: &dyn Exec| {
+        let at = *now.lock().unwrap();
+        seen.lock().unwrap().push((at, *io));
+    });
     let factory = layer_factory(s, Some(sv), None).unwrap();
     let addr = AddressMap::new(s.tenant_map, s.block_size(), Some(sv)).unwrap();
     (Composed::new(Box::new(target), factory, addr, None).unwrap(), ios, at)

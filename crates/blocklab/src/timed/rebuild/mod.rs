@@ -23,12 +23,12 @@ use std::ops::Range;
 
 use serde::Serialize;
 
-pub use crate::rebuild::pacing::IdleRule;
-use crate::rebuild::pacing::{Gate, MdPacing, PaceClock};
 use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::executor::TimedExecutor;
 use crate::array::{Array, Cause, DiskOp, DiskOpKind, IoPlan, Level};
 use crate::error::{Error, Result};
+pub use crate::rebuild::pacing::IdleRule;
+use crate::rebuild::pacing::{Gate, MdPacing, PaceClock};
 use crate::rebuild::{OrderParams, Strategy};
 
 /// MD's default `sync_speed_min` (KiB/s).
