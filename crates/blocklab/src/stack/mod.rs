@@ -41,6 +41,8 @@ mod live_rebuild_tests;
 #[cfg(test)]
 mod rebuild_tests;
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod tests;
 
 pub use build::Executor;
