@@ -327,10 +327,6 @@ impl Dgraid {
         self.disk_blocks
     }
 
-    pub fn volume_blocks(&self) -> u64 {
-        self.volume_blocks
-    }
-
     pub fn counts(&self) -> DgraidCounts {
         let mut c = self.counts.clone();
         c.unique_metadata_blocks = self.meta_written.iter().map(|b| b.count_ones()).sum();
@@ -759,16 +755,6 @@ impl Dgraid {
     /// Whether the conservative map holds `block` live.
     pub fn is_live(&self, block: u64) -> bool {
         self.live.get(block)
-    }
-
-    /// Logical blocks the conservative map holds live.
-    pub fn live_blocks(&self) -> impl Iterator<Item = u64> + '_ {
-        self.live.ones()
-    }
-
-    /// Whether the copies of `block` are replicated metadata.
-    pub fn is_replicated_block(&self, block: u64) -> bool {
-        self.replicated.get(block)
     }
 
     /// The live member blocks of `disk` (copies of live logical blocks;

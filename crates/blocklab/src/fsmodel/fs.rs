@@ -449,6 +449,23 @@ impl FileSystem {
         Tag::of(ino, kind, self.parent_of(ino))
     }
 
+    /// The pointer block `existing`, or a new one allocated near `goal()` and
+    /// recorded as a new block of indirection `level` in `new_ind`.
+    fn pointer_block(
+        &mut self,
+        existing: Option<u64>,
+        level: usize,
+        new_ind: &mut Vec<(usize, u64)>,
+        goal: impl FnOnce() -> u64,
+    ) -> Result<u64> {
+        if let Some(b) = existing {
+            return Ok(b);
+        }
+        let b = self.alloc_block(goal())?;
+        new_ind.push((level, b));
+        Ok(b)
+    }
+
     /// Map logical block `n` (= the current length, files only grow at the
     /// end) of `ino`, allocating pointer blocks on the way with libext2fs's
     /// goals. Returns the data block.
@@ -464,35 +481,22 @@ impl FileSystem {
         if n < NDIR {
             data_goal = if n > 0 { prev(n) } else { first_goal };
         } else if n < NDIR + apb {
-            let ind = match map.ind.first() {
-                Some(&b) => b,
-                None => {
-                    let b = self.alloc_block(map.data[(NDIR - 1) as usize])?;
-                    new_ind.push((1, b));
-                    b
-                }
-            };
+            let ind = self.pointer_block(map.ind.first().copied(), 1, &mut new_ind, || {
+                map.data[(NDIR - 1) as usize]
+            })?;
             data_goal = if n > NDIR { prev(n) } else { ind };
         } else if n < NDIR + apb + apb * apb {
             let k = n - NDIR - apb;
             let (i, j) = (k / apb, k % apb);
-            let dind = match map.dind.first() {
-                Some(&b) => b,
-                None => {
-                    let b = self.alloc_block(map.ind[0])?;
-                    new_ind.push((2, b));
-                    b
-                }
-            };
+            let dind = self.pointer_block(map.dind.first().copied(), 2, &mut new_ind, || map.ind[0])?;
             let slot = (1 + i) as usize;
-            let child = if slot < map.ind.len() {
-                map.ind[slot]
-            } else {
-                let goal = if i > 0 { map.ind[slot - 1] } else { dind };
-                let b = self.alloc_block(goal)?;
-                new_ind.push((1, b));
-                b
-            };
+            let child = self.pointer_block(map.ind.get(slot).copied(), 1, &mut new_ind, || {
+                if i > 0 {
+                    map.ind[slot - 1]
+                } else {
+                    dind
+                }
+            })?;
             data_goal = if j > 0 { prev(n) } else { child };
         } else {
             let k = n - NDIR - apb - apb * apb;
@@ -501,31 +505,23 @@ impl FileSystem {
             if a >= apb {
                 return Err(Error::config("file larger than ext2's triple-indirect limit"));
             }
-            let tind = if map.tind != 0 {
-                map.tind
-            } else {
-                let b = self.alloc_block(map.dind[0])?;
-                new_ind.push((3, b));
-                b
-            };
+            let tind = self.pointer_block((map.tind != 0).then_some(map.tind), 3, &mut new_ind, || map.dind[0])?;
             let dslot = (1 + a) as usize;
-            let dchild = if dslot < map.dind.len() {
-                map.dind[dslot]
-            } else {
-                let goal = if a > 0 { map.dind[dslot - 1] } else { tind };
-                let b = self.alloc_block(goal)?;
-                new_ind.push((2, b));
-                b
-            };
+            let dchild = self.pointer_block(map.dind.get(dslot).copied(), 2, &mut new_ind, || {
+                if a > 0 {
+                    map.dind[dslot - 1]
+                } else {
+                    tind
+                }
+            })?;
             let islot = (1 + apb + a * apb + b2) as usize;
-            let ichild = if islot < map.ind.len() {
-                map.ind[islot]
-            } else {
-                let goal = if b2 > 0 { map.ind[islot - 1] } else { dchild };
-                let b = self.alloc_block(goal)?;
-                new_ind.push((1, b));
-                b
-            };
+            let ichild = self.pointer_block(map.ind.get(islot).copied(), 1, &mut new_ind, || {
+                if b2 > 0 {
+                    map.ind[islot - 1]
+                } else {
+                    dchild
+                }
+            })?;
             data_goal = if j > 0 { prev(n) } else { ichild };
         }
         let blk = self.alloc_block(data_goal)?;

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 use super::build::{build, Executor};
 use super::result::StackResult;
 use super::run::{run, TraceInput};
-use super::spec::{Origin, StackSpec};
+use super::spec::StackSpec;
+use super::test_util::{self, parse_spec};
 use crate::dgraid::run::{place_trace, write_trace, PlaceParams, TraceParams, TreeSpec};
 use crate::dgraid::{Dgraid, DgraidConfig, DgraidLevel};
 use crate::fsmodel::geometry::{Geometry, MkfsParams};
 use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::namespace::GenParams;
-use crate::timed::executor::ExecConfig;
-use crate::timed::replay::{run as replay, vec_source, Discipline, ReplayConfig};
+use crate::timed::replay::Discipline;
 use crate::trace::{FsTag, Op, Request};
 
 const FS: u64 = 64 << 20;
@@ -30,15 +30,7 @@ fn stack(level: &str, disks: u32, extra: &str) -> String {
 }
 
 fn parse(text: &str, sets: &[&str]) -> crate::error::Result<StackSpec> {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    StackSpec::from_str_with(
-        text,
-        &sets,
-        Origin {
-            file: "d.toml".into(),
-            dir: PathBuf::new(),
-        },
-    )
+    parse_spec(text, sets, "d.toml", PathBuf::new())
 }
 
 fn req(time: f64, op: Op, block: u64, n: u64, owner: u64, kind: BlockKind) -> Request {
@@ -53,30 +45,16 @@ fn req(time: f64, op: Op, block: u64, n: u64, owner: u64, kind: BlockKind) -> Re
 }
 
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Count, None).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    test_util::counted(s, reqs, None)
 }
 
+/// One request at a time, no think time.
 fn timed(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Timed, None).unwrap();
-    let cfg = ReplayConfig {
-        discipline: Discipline::Closed {
-            outstanding: 1,
-            think_ms: 0.0,
-        },
-        exec: ExecConfig::default(),
+    let closed = Discipline::Closed {
+        outstanding: 1,
+        think_ms: 0.0,
     };
-    let rep = replay(&mut st, &mut [vec_source(reqs.to_vec())], &cfg).unwrap();
-    let mut out = st.result("timed");
-    out.add_timed(&rep);
-    out.finish();
-    out
+    test_util::timed(s, reqs, None, closed)
 }
 
 #[test]

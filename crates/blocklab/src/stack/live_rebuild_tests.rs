@@ -5,11 +5,11 @@ use std::path::PathBuf;
 
 use super::build::{build, Executor};
 use super::result::StackResult;
-use super::spec::{Origin, StackSpec};
+use super::spec::StackSpec;
+use super::test_util::{self, parse_spec};
 use crate::dgraid::run::{live, LiveParams};
 use crate::timed::disk_run::{stack_spec, RunOptions};
-use crate::timed::executor::ExecConfig;
-use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
+use crate::timed::replay::Discipline;
 use crate::trace::{Op, Request};
 
 /// RAID-10 near-2 of 4 seeking toy disks, 64 rows of 64 KiB per member
@@ -19,15 +19,7 @@ const BASE: &str = "tenant_map = \"ignore\"\n[array]\nraid = 10\ndisks = 4\nfail
                     [device]\nmodel = \"toy:base=1,cyl=0.01\"\n";
 
 fn parse_in(text: &str, sets: &[&str], dir: PathBuf) -> crate::error::Result<StackSpec> {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    StackSpec::from_str_with(
-        text,
-        &sets,
-        Origin {
-            file: "l.toml".into(),
-            dir,
-        },
-    )
+    parse_spec(text, sets, "l.toml", dir)
 }
 
 fn parse(sets: &[&str]) -> crate::error::Result<StackSpec> {
@@ -52,27 +44,11 @@ fn reads(n: u64, every_ms: f64) -> Vec<Request> {
 }
 
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Count, None).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    test_util::counted(s, reqs, None)
 }
 
 fn timed(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Timed, None).unwrap();
-    let cfg = ReplayConfig {
-        discipline: Discipline::Open { speedup: 1.0 },
-        exec: ExecConfig::default(),
-    };
-    let rep = run(&mut st, &mut [vec_source(reqs.to_vec())], &cfg).unwrap();
-    let mut out = st.result("timed");
-    out.add_timed(&rep);
-    out.finish();
-    out
+    test_util::timed(s, reqs, None, Discipline::Open { speedup: 1.0 })
 }
 
 #[test]

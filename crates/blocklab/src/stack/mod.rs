@@ -43,6 +43,8 @@ mod rebuild_tests;
 #[cfg(test)]
 mod recording;
 #[cfg(test)]
+mod test_util;
+#[cfg(test)]
 mod tests;
 
 pub use build::Executor;

@@ -6,23 +6,16 @@ use std::path::PathBuf;
 use super::address::Survey;
 use super::build::{build, Executor};
 use super::result::StackResult;
-use super::spec::{Fit, Origin, StackSpec};
+use super::spec::{Fit, StackSpec};
 use super::target::scale_block;
+use super::test_util::{self, counted, parse_spec};
 use crate::timed::disk_run::{stack_spec, RunOptions};
 use crate::timed::executor::ExecConfig;
 use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
 use crate::trace::{Op, Request};
 
 fn parse(text: &str, sets: &[&str]) -> crate::error::Result<StackSpec> {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    StackSpec::from_str_with(
-        text,
-        &sets,
-        Origin {
-            file: "r.toml".into(),
-            dir: PathBuf::new(),
-        },
-    )
+    parse_spec(text, sets, "r.toml", PathBuf::new())
 }
 
 /// RAID-5 of 4 constant 2 ms disks, 32 rows of 64 KiB per member, disk 1 lost.
@@ -104,28 +97,8 @@ fn reads(n: u64, every_ms: f64, blocks: u64) -> Vec<Request> {
         .collect()
 }
 
-fn counted(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) -> StackResult {
-    let mut st = build(s, Executor::Count, survey).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
-}
-
 fn timed(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) -> StackResult {
-    let mut st = build(s, Executor::Timed, survey).unwrap();
-    let cfg = ReplayConfig {
-        discipline: Discipline::Open { speedup: 1.0 },
-        exec: ExecConfig::default(),
-    };
-    let rep = run(&mut st, &mut [vec_source(reqs.to_vec())], &cfg).unwrap();
-    let mut out = st.result("timed");
-    out.add_timed(&rep);
-    out.finish();
-    out
+    test_util::timed(s, reqs, survey, Discipline::Open { speedup: 1.0 })
 }
 
 #[test]
