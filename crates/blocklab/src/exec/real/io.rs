@@ -425,7 +425,7 @@ impl RealArray {
         let cb = live.array.chunk_blocks();
         let mut wrows: Vec<u64> = Vec::new();
         for (op, _) in bufs {
-            wrows.extend(op.block / cb..=(op.block + op.nblocks as u64 - 1) / cb);
+            wrows.extend(runner::op_rows(op, cb));
         }
         wrows.sort_unstable();
         wrows.dedup();

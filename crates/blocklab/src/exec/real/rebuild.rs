@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::admin::rebuilt_count;
-use super::runner::{plan_rows, read_ops, write_buffers, Fault, Filler, Reads, UserData};
+use super::runner::{op_rows, plan_rows, read_ops, write_buffers, Fault, Filler, Reads, UserData};
 use super::state::BadRange;
 use super::{io_err, Live, RealArray, ReqError};
 use crate::array::{DiskOp, DiskOpKind, IoPlan, Level};
@@ -225,7 +225,7 @@ fn written_rows(plan: &IoPlan, cb: u64) -> Vec<u64> {
     let mut rows: Vec<u64> = plan
         .disk_ops()
         .filter(|o| o.kind == DiskOpKind::Write)
-        .flat_map(|o| o.block / cb..=(o.block + o.nblocks as u64 - 1) / cb)
+        .flat_map(|o| op_rows(o, cb))
         .collect();
     rows.sort_unstable();
     rows.dedup();
@@ -426,7 +426,7 @@ impl RealArray {
         };
         let mut rows = plan_rows(plan, cb);
         for op in &needed {
-            rows.extend(op.block / cb..=(op.block + op.nblocks as u64 - 1) / cb);
+            rows.extend(op_rows(op, cb));
         }
         rows.sort_unstable();
         rows.dedup();

@@ -553,7 +553,8 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
                 let v = if r == Role::P { p } else { q };
                 dst.copy_from_slice(v.as_deref().ok_or_else(missing)?);
             }
-            Role::Data(l) => match self.user.get(l) {
+            // An old unit that was read is copied as is (no owned copy via `old`).
+            Role::Data(l) => match self.user.get(l).or_else(|| self.reads.unit(disk, block, self.env.bs)) {
                 Some(u) => dst.copy_from_slice(u),
                 None => dst.copy_from_slice(&self.old(disk, block).ok_or_else(missing)?),
             },
@@ -745,14 +746,14 @@ pub fn read_out(env: &Env, reads: &Reads, first: u64, n: u64, out: &mut [u8]) ->
     }
 }
 
+/// Member rows (chunk rows of `cb` blocks) one disk operation touches.
+pub fn op_rows(op: &DiskOp, cb: u64) -> std::ops::RangeInclusive<u64> {
+    op.block / cb..=(op.block + op.nblocks as u64 - 1) / cb
+}
+
 /// Member rows (chunk rows) touched by the disk operations of `plan`.
 pub fn plan_rows(plan: &IoPlan, cb: u64) -> Vec<u64> {
-    let mut rows: Vec<u64> = Vec::new();
-    for op in plan.disk_ops() {
-        let first = op.block / cb;
-        let last = (op.block + op.nblocks as u64 - 1) / cb;
-        rows.extend(first..=last);
-    }
+    let mut rows: Vec<u64> = plan.disk_ops().flat_map(|op| op_rows(op, cb)).collect();
     rows.sort_unstable();
     rows.dedup();
     rows

@@ -35,6 +35,41 @@ fn make(dir: &Path, c: ArrayConfig, checksums: bool) -> RealArray {
     RealArray::open(dir, OpenConfig::default()).unwrap()
 }
 
+/// A new array after `count` random writes, and the image they left.
+fn scribbled(dir: &Path, c: ArrayConfig, checksums: bool, seed: &mut u64, count: usize) -> (RealArray, Vec<u8>) {
+    let a = make(dir, c, checksums);
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    scribble(&a, &mut image, seed, count);
+    (a, image)
+}
+
+/// Reopen with buffered I/O and the fault hook (the crash tests).
+fn open_with_faults(dir: &Path, faults: &Arc<Faults>) -> RealArray {
+    RealArray::open(
+        dir,
+        OpenConfig {
+            direct: false,
+            faults: Some(faults.clone()),
+        },
+    )
+    .unwrap()
+}
+
+/// Fail every member of `disks`, then put a fresh spare in each.
+fn fail_and_replace(a: &RealArray, disks: &[u32]) {
+    for &d in disks {
+        a.fail(d).unwrap();
+    }
+    for &d in disks {
+        a.replace(d).unwrap();
+    }
+}
+
+/// One rebuild run to its end (or its error), never stopped.
+fn run_rebuild(a: &RealArray, opts: &RebuildOptions) -> Result<rebuild::RebuildReport> {
+    a.rebuild(opts, &AtomicBool::new(false))
+}
+
 /// The whole array, read into an aligned buffer (as the NBD server does, so
 /// that healthy reads take the direct path) and into a plain one.
 fn read_all(a: &RealArray) -> std::result::Result<Vec<u8>, ReqError> {
@@ -87,10 +122,8 @@ fn every_level_reads_back_what_it_wrote_healthy_degraded_and_rebuilt() {
     ];
     for &(level, disks, layout) in cases {
         let dir = tempfile::tempdir().unwrap();
-        let a = make(dir.path(), cfg(level, disks, layout), false);
-        let mut image = vec![0u8; a.size_bytes() as usize];
         let mut seed = disks as u64 * 77 + level.len() as u64;
-        scribble(&a, &mut image, &mut seed, 60);
+        let (a, mut image) = scribbled(dir.path(), cfg(level, disks, layout), false, &mut seed, 60);
         assert_eq!(read_all(&a).unwrap(), image, "{level} {layout:?} healthy");
         let rep = a.check(false).unwrap();
         assert_eq!(rep.mismatches, 0, "{level}: {rep:?}");
@@ -108,8 +141,7 @@ fn every_level_reads_back_what_it_wrote_healthy_degraded_and_rebuilt() {
         // A fresh spare, rebuilt, then another member lost: still all there.
         a.replace(1).unwrap();
         assert_eq!(read_all(&a).unwrap(), image, "{level} recovering");
-        let stop = AtomicBool::new(false);
-        let rep = a.rebuild(&RebuildOptions::default(), &stop).unwrap();
+        let rep = run_rebuild(&a, &RebuildOptions::default()).unwrap();
         assert!(rep.finished && rep.rows_done == a.member_rows(), "{rep:?}");
         assert_eq!(a.status().health, "healthy");
         assert_eq!(a.check(false).unwrap().mismatches, 0, "{level} after rebuild");
@@ -122,10 +154,8 @@ fn every_level_reads_back_what_it_wrote_healthy_degraded_and_rebuilt() {
 #[test]
 fn beyond_redundancy_is_an_error_never_data() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid5", 4, None), false);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 5;
-    scribble(&a, &mut image, &mut seed, 20);
+    let (a, image) = scribbled(dir.path(), cfg("raid5", 4, None), false, &mut seed, 20);
     a.fail(0).unwrap();
     a.fail(2).unwrap();
     assert_eq!(a.status().health, "failed");
@@ -154,10 +184,8 @@ fn beyond_redundancy_is_an_error_never_data() {
 #[test]
 fn checksums_find_and_repair_silent_corruption_on_read_even_on_raid5() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid5", 4, None), true);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 11;
-    scribble(&a, &mut image, &mut seed, 40);
+    let (a, image) = scribbled(dir.path(), cfg("raid5", 4, None), true, &mut seed, 40);
     a.flush().unwrap();
     // Flip bytes in two members, different stripes; zero a whole block.
     corrupt(dir.path(), 0, 4096 * 3 + 17, 9);
@@ -190,10 +218,8 @@ fn checksums_find_and_repair_silent_corruption_on_read_even_on_raid5() {
 #[test]
 fn raid6_check_locates_and_repairs_a_wrong_unit_without_checksums() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid6", 5, None), false);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 3;
-    scribble(&a, &mut image, &mut seed, 40);
+    let (a, image) = scribbled(dir.path(), cfg("raid6", 5, None), false, &mut seed, 40);
     // Row 0: damage a data unit; row 1: P or Q, wherever disk 4 sits.
     corrupt(dir.path(), 1, 4096 * 2 + 100, 50);
     corrupt(dir.path(), 4, 8192 + 4096, 4096);
@@ -208,10 +234,8 @@ fn raid6_check_locates_and_repairs_a_wrong_unit_without_checksums() {
 #[test]
 fn raid5_repair_without_checksums_rewrites_parity_as_md() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid5", 4, None), false);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 8;
-    scribble(&a, &mut image, &mut seed, 30);
+    let (a, image) = scribbled(dir.path(), cfg("raid5", 4, None), false, &mut seed, 30);
     // Stripe 0 of left-symmetric 4 disks: parity on disk 3.
     corrupt(dir.path(), 3, 100, 10);
     let rep = a.check(true).unwrap();
@@ -224,10 +248,8 @@ fn raid5_repair_without_checksums_rewrites_parity_as_md() {
 #[test]
 fn a_truncated_member_is_healed_by_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid6", 4, None), false);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 21;
-    scribble(&a, &mut image, &mut seed, 40);
+    let (a, image) = scribbled(dir.path(), cfg("raid6", 4, None), false, &mut seed, 40);
     let f = OpenOptions::new().write(true).open(member_path(dir.path(), 2)).unwrap();
     f.set_len(20_000).unwrap();
     assert_eq!(read_all(&a).unwrap(), image);
@@ -247,22 +269,14 @@ fn crash_round(level: &str, disks: u32, checksums: bool, degraded: Option<u32>, 
     let mut seed = seed0;
     let faults = Arc::new(Faults::none());
     {
-        let a = make(dir.path(), cfg(level, disks, None), checksums);
-        image = vec![0u8; a.size_bytes() as usize];
-        scribble(&a, &mut image, &mut seed, 20);
+        let (a, written) = scribbled(dir.path(), cfg(level, disks, None), checksums, &mut seed, 20);
+        image = written;
         if let Some(d) = degraded {
             a.fail(d).unwrap();
         }
         a.close().unwrap();
     }
-    let a = RealArray::open(
-        dir.path(),
-        OpenConfig {
-            direct: false,
-            faults: Some(faults.clone()),
-        },
-    )
-    .unwrap();
+    let a = open_with_faults(dir.path(), &faults);
     faults.crash_after(1 + rng(&mut seed) % 60, rng(&mut seed));
     let size = image.len() as u64;
     // Allowed values: old or new per 4 KiB block of the request in flight.
@@ -326,27 +340,16 @@ fn a_crash_while_degraded_loses_nothing_thanks_to_the_journal() {
 fn a_crash_mid_rebuild_resumes_from_the_recorded_offset() {
     let dir = tempfile::tempdir().unwrap();
     let faults = Arc::new(Faults::none());
-    let mut image;
+    let image;
     {
-        let a = make(dir.path(), cfg("raid6", 5, None), true);
-        image = vec![0u8; a.size_bytes() as usize];
         let mut seed = 99;
-        scribble(&a, &mut image, &mut seed, 30);
-        a.fail(2).unwrap();
-        a.fail(4).unwrap();
-        a.replace(2).unwrap();
-        a.replace(4).unwrap();
+        let (a, written) = scribbled(dir.path(), cfg("raid6", 5, None), true, &mut seed, 30);
+        image = written;
+        fail_and_replace(&a, &[2, 4]);
         a.close().unwrap();
     }
     {
-        let a = RealArray::open(
-            dir.path(),
-            OpenConfig {
-                direct: false,
-                faults: Some(faults.clone()),
-            },
-        )
-        .unwrap();
+        let a = open_with_faults(dir.path(), &faults);
         // Checkpoint every row, crash a few rows in.
         let opts = RebuildOptions {
             checkpoint_ms: 0,
@@ -356,16 +359,14 @@ fn a_crash_mid_rebuild_resumes_from_the_recorded_offset() {
         // (the orders' crash tests below run several in flight).
         let opts = RebuildOptions { window: 1, ..opts };
         faults.crash_after(11, 1);
-        let stop = AtomicBool::new(false);
-        assert!(a.rebuild(&opts, &stop).is_err());
+        assert!(run_rebuild(&a, &opts).is_err());
     }
     let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
     let st = a.status();
     assert_eq!(st.recovering, vec![2, 4]);
     assert!(st.recovered_rows > 0 && st.recovered_rows < st.member_rows, "{st:?}");
     assert_eq!(read_all(&a).unwrap(), image);
-    let stop = AtomicBool::new(false);
-    let rep = a.rebuild(&RebuildOptions::default(), &stop).unwrap();
+    let rep = run_rebuild(&a, &RebuildOptions::default()).unwrap();
     assert_eq!(rep.resumed_from, st.rebuilt_rows);
     assert!(rep.finished);
     a.fail(0).unwrap();
@@ -388,16 +389,12 @@ fn a_crash_mid_rebuild_resumes_from_the_recorded_map_for_every_order() {
         let dir = tempfile::tempdir().unwrap();
         let faults = Arc::new(Faults::none());
         let rows = 64;
-        let mut image;
+        let image;
         {
-            let a = make(dir.path(), cfg_rows("raid6", 5, rows), i % 2 == 0);
-            image = vec![0u8; a.size_bytes() as usize];
             let mut seed = 7 + i as u64;
-            scribble(&a, &mut image, &mut seed, 40);
-            a.fail(1).unwrap();
-            a.fail(3).unwrap();
-            a.replace(1).unwrap();
-            a.replace(3).unwrap();
+            let (a, written) = scribbled(dir.path(), cfg_rows("raid6", 5, rows), i % 2 == 0, &mut seed, 40);
+            image = written;
+            fail_and_replace(&a, &[1, 3]);
             a.close().unwrap();
         }
         let opts = RebuildOptions {
@@ -408,14 +405,7 @@ fn a_crash_mid_rebuild_resumes_from_the_recorded_map_for_every_order() {
             ..RebuildOptions::unthrottled()
         };
         {
-            let a = RealArray::open(
-                dir.path(),
-                OpenConfig {
-                    direct: false,
-                    faults: Some(faults.clone()),
-                },
-            )
-            .unwrap();
+            let a = open_with_faults(dir.path(), &faults);
             // Users read the last zone (rows 60..64: logical blocks of
             // stripes 60..63) while the spares recover: PRO's hot zone.
             let mut buf = vec![0u8; 8192];
@@ -423,8 +413,7 @@ fn a_crash_mid_rebuild_resumes_from_the_recorded_map_for_every_order() {
                 a.read(60 * 3 * 8192, &mut buf).unwrap();
             }
             faults.crash_after(70, 3);
-            let stop = AtomicBool::new(false);
-            assert!(a.rebuild(&opts, &stop).is_err(), "{order}: the crash stops the rebuild");
+            assert!(run_rebuild(&a, &opts).is_err(), "{order}: the crash stops the rebuild");
         }
         let st = State::load(dir.path()).unwrap();
         let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
@@ -448,8 +437,7 @@ fn a_crash_mid_rebuild_resumes_from_the_recorded_map_for_every_order() {
             assert!(st.recovered_rows > 0, "{st:?}");
         }
         assert_eq!(read_all(&a).unwrap(), image, "{order}: reads while recovering");
-        let stop = AtomicBool::new(false);
-        let rep = a.rebuild(&opts, &stop).unwrap();
+        let rep = run_rebuild(&a, &opts).unwrap();
         assert_eq!(rep.resumed_from, status.rebuilt_rows, "{order}: {rep:?}");
         assert_eq!(rep.rows_done, rows - status.rebuilt_rows, "{order}: {rep:?}");
         // Rows recorded as rebuilt are no work: MD and PRO make one step per
@@ -522,10 +510,8 @@ fn every_order_rebuilds_the_lost_members_byte_for_byte() {
             let checksums = (ci + oi) % 2 == 0;
             let dir = tempfile::tempdir().unwrap();
             let c = ArrayConfig::from_names_sized(level, disks, 8192, layout, 4096, rows * 8192).unwrap();
-            let a = make(dir.path(), c, checksums);
-            let mut image = vec![0u8; a.size_bytes() as usize];
             let mut seed = 1000 + ci as u64 * 10 + oi as u64;
-            scribble(&a, &mut image, &mut seed, 80);
+            let (a, image) = scribbled(dir.path(), c, checksums, &mut seed, 80);
             a.flush().unwrap();
             let files = |d: u32| {
                 let mut f = vec![std::fs::read(member_path(dir.path(), d)).unwrap()];
@@ -553,8 +539,7 @@ fn every_order_rebuilds_the_lost_members_byte_for_byte() {
                     a.replace(d).unwrap();
                     assert!(files(d)[0].iter().all(|&b| b == 0), "a fresh spare is empty");
                 }
-                let stop = AtomicBool::new(false);
-                let rep = a.rebuild(&opts, &stop).unwrap();
+                let rep = run_rebuild(&a, &opts).unwrap();
                 assert!(rep.finished && rep.rows_done == rows, "{level} {order}: {rep:?}");
                 assert_eq!((rep.restarts, rep.unrecoverable_blocks), (0, 0), "{rep:?}");
                 a.flush().unwrap();
@@ -587,12 +572,10 @@ fn rebuilds_with_users_writing_lose_nothing() {
     for (i, order) in crate::rebuild::ORDERS.iter().enumerate() {
         let dir = tempfile::tempdir().unwrap();
         let rows = 192;
-        let a = Arc::new(make(dir.path(), cfg_rows("raid5", 4, rows), i % 2 == 1));
-        let mut image = vec![0u8; a.size_bytes() as usize];
         let mut seed = 40 + i as u64;
-        scribble(&a, &mut image, &mut seed, 30);
-        a.fail(2).unwrap();
-        a.replace(2).unwrap();
+        let (a, image) = scribbled(dir.path(), cfg_rows("raid5", 4, rows), i % 2 == 1, &mut seed, 30);
+        let a = Arc::new(a);
+        fail_and_replace(&a, &[2]);
         let done = Arc::new(AtomicBool::new(false));
         let writer = {
             let (a, done) = (a.clone(), done.clone());
@@ -627,8 +610,7 @@ fn rebuilds_with_users_writing_lose_nothing() {
             pro_zone_bytes: 8 * 8192,
             ..RebuildOptions::unthrottled()
         };
-        let stop = AtomicBool::new(false);
-        let rep = a.rebuild(&opts, &stop).unwrap();
+        let rep = run_rebuild(&a, &opts).unwrap();
         done.store(true, Ordering::SeqCst);
         let (image, writes) = writer.join().unwrap();
         reader.join().unwrap();
@@ -648,16 +630,12 @@ fn rebuilds_with_users_writing_lose_nothing() {
 #[test]
 fn a_rebuild_past_redundancy_lists_bad_blocks_and_reads_fail() {
     let dir = tempfile::tempdir().unwrap();
-    let a = make(dir.path(), cfg("raid5", 4, None), true);
-    let mut image = vec![0u8; a.size_bytes() as usize];
     let mut seed = 4;
-    scribble(&a, &mut image, &mut seed, 30);
-    a.fail(1).unwrap();
-    a.replace(1).unwrap();
+    let (a, mut image) = scribbled(dir.path(), cfg("raid5", 4, None), true, &mut seed, 30);
+    fail_and_replace(&a, &[1]);
     // A survivor silently damaged in row 0: row 0 of disk 1 cannot be rebuilt.
     corrupt(dir.path(), 0, 0, 4096);
-    let stop = AtomicBool::new(false);
-    let rep = a.rebuild(&RebuildOptions::default(), &stop).unwrap();
+    let rep = run_rebuild(&a, &RebuildOptions::default()).unwrap();
     assert_eq!(rep.unrecoverable_blocks, 1, "{rep:?}");
     assert_eq!(a.status().bad_blocks, 1);
     let got = read_all(&a);
