@@ -13,6 +13,7 @@ use super::recording::{const_disk, Recording};
 use super::result::StackResult;
 use super::runtime::{Composed, LayerFactory};
 use super::spec::{Origin, StackSpec, TenantMap};
+use super::test_util;
 use crate::array::plan::Cause;
 use crate::timed::executor::ExecConfig;
 use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
@@ -50,24 +51,12 @@ fn open() -> ReplayConfig {
 
 /// Counted run of a spec over requests.
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Count, None).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    test_util::counted(s, reqs, None)
 }
 
 /// Timed (open) run of a spec over requests.
 fn timed(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Timed, None).unwrap();
-    let rep = run(&mut st, &mut [vec_source(reqs.to_vec())], &open()).unwrap();
-    let mut out = st.result("timed");
-    out.add_timed(&rep);
-    out.finish();
-    out
+    test_util::timed(s, reqs, None, Discipline::Open { speedup: 1.0 })
 }
 
 const ONE_DISK: &str = "tenant_map = \"ignore\"\n[device]\nmodel = \"const:10\"\n";
