@@ -3,7 +3,9 @@
 //! on the way.
 
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
+use super::gather::Gather;
 use super::journal::Place;
 use super::members::AlignedBuf;
 use super::runner::{self, do_reads, plan_rows, read_out, unreadable, write_buffers, Fault, UserData};
@@ -11,6 +13,16 @@ use super::scrub::{scrub_row, Fixes, Mode};
 use super::state::BadRange;
 use super::{io_err, rebuild, Live, RealArray, ReqError};
 use crate::array::{DiskOp, IoPlan};
+
+/// Whether a write goes through the gatherer: whole blocks, across a stripe
+/// boundary, not made of whole stripes only.
+fn gatherable(stripe_blocks: u64, bs: u64, offset: u64, len: u64) -> bool {
+    let (first, end) = (offset / bs, (offset + len) / bs);
+    offset % bs == 0
+        && len % bs == 0
+        && first / stripe_blocks != (end - 1) / stripe_blocks
+        && (first % stripe_blocks != 0 || end % stripe_blocks != 0)
+}
 
 /// Why a write attempt did not complete.
 enum Written {
@@ -313,15 +325,80 @@ impl RealArray {
             return Ok(());
         }
         self.user_start();
-        let r = loop {
-            match self.write_blocks(offset, len, first, n, data, fua) {
-                Err(Written::Stale(rows)) => self.pending.wait(&rows),
-                Err(Written::Failed(e)) => break Err(e),
-                Ok(()) => break Ok(()),
+        let r = match (data, &self.gather) {
+            (Some(d), Some(g)) if gatherable(g.stripe_blocks, self.bs as u64, offset, len) => {
+                self.write_gathered(g, first, n, d, fua)
             }
+            _ => self.write_range(offset, len, first, n, data, fua),
         };
         self.user_end();
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
+        r
+    }
+
+    /// Write bytes `offset..offset+len` (blocks `first..first+n`), planning
+    /// again while a rebuild step's spare write to its rows is unpublished.
+    fn write_range(
+        &self,
+        offset: u64,
+        len: u64,
+        first: u64,
+        n: u64,
+        data: Option<&[u8]>,
+        fua: bool,
+    ) -> std::result::Result<(), ReqError> {
+        loop {
+            match self.write_blocks(offset, len, first, n, data, fua) {
+                Err(Written::Stale(rows)) => self.pending.wait(&rows),
+                Err(Written::Failed(e)) => return Err(e),
+                Ok(()) => return Ok(()),
+            }
+        }
+    }
+
+    /// A write across stripe boundaries: its whole stripes now, its partial
+    /// head and tail stripes through the gatherer, which writes them whole
+    /// if the neighbouring requests of a sequential stream fill them.
+    fn write_gathered(
+        &self,
+        g: &Gather,
+        first: u64,
+        n: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> std::result::Result<(), ReqError> {
+        let (s, bs) = (g.stripe_blocks, self.bs as u64);
+        let end = first + n;
+        let (head_end, tail_start) = (first.next_multiple_of(s), end / s * s);
+        let stream = g.in_stream(first, end);
+        let flush = |f: u64, bytes: &[u8], fua: bool| {
+            let len = bytes.len() as u64;
+            self.write_range(f * bs, len, f, len / bs, Some(bytes), fua)
+        };
+        let part = |a: u64, b: u64| &data[((a - first) * bs) as usize..((b - first) * bs) as usize];
+        let mut tickets = Vec::with_capacity(2);
+        if first != head_end {
+            tickets.push(g.deposit(first, part(first, head_end), fua, &flush));
+        }
+        if end != tail_start {
+            tickets.push(g.deposit(tail_start, part(tail_start, end), fua, &flush));
+        }
+        let mut r = if head_end < tail_start {
+            flush(head_end, part(head_end, tail_start), fua)
+        } else {
+            Ok(())
+        };
+        // Wait only in a stream with company: the neighbour is then most
+        // likely on another worker already. Every part is waited for, so
+        // none is left behind to be written later with stale bytes.
+        let company = r.is_ok() && stream && self.inflight.load(Ordering::SeqCst) > 1;
+        let deadline = company.then(|| Instant::now() + self.gather_wait);
+        for t in tickets {
+            let w = g.wait(t, deadline, &flush);
+            if r.is_ok() {
+                r = w;
+            }
+        }
         r
     }
 

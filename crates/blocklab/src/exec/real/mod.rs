@@ -26,6 +26,7 @@
 mod admin;
 pub mod bitmap;
 pub mod control;
+mod gather;
 pub mod integrity;
 mod io;
 pub mod journal;
@@ -50,6 +51,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use self::bitmap::Bitmap;
+use self::gather::Gather;
 use self::journal::Journal;
 use self::members::{Faults, Member};
 use self::runner::{Env, Fault};
@@ -287,6 +289,11 @@ struct Monitor {
 /// Events kept at most until the rebuild takes them (the oldest go first).
 const MONITOR_MAX: usize = 1 << 16;
 
+/// How long a stripe part of a sequential write waits for the neighbouring
+/// request to complete its stripe (MD keeps such stripes until its queue is
+/// unplugged): long enough for a request already in flight on another worker.
+const GATHER_WAIT: Duration = Duration::from_millis(2);
+
 /// An open array.
 pub struct RealArray {
     dir: PathBuf,
@@ -318,6 +325,11 @@ pub struct RealArray {
     generation: AtomicU64,
     pub faults: Arc<Faults>,
     pub stats: Stats,
+    /// Partial-stripe parts of large writes waiting for their neighbours
+    /// (RAID-4/5/6 only; `gather.rs`).
+    gather: Option<Gather>,
+    /// How long a sequential writer's stripe part waits to be completed.
+    gather_wait: Duration,
     /// User requests in flight and when the last one started (ns since
     /// open): the rebuild's idle test.
     inflight: AtomicU64,
@@ -464,6 +476,8 @@ impl RealArray {
         let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
         let journal = Journal::open(dir, bs).map_err(|e| Error::io(&shown, e))?;
+        let gather = (array.level().has_parity() && array.data_disks_per_stripe() > 1)
+            .then(|| Gather::new(array.chunk_blocks() * array.data_disks_per_stripe() as u64, bs));
         let mut ra = RealArray {
             dir: dir.to_path_buf(),
             cfg,
@@ -494,6 +508,8 @@ impl RealArray {
             generation: AtomicU64::new(st.generation),
             faults,
             stats: Stats::default(),
+            gather,
+            gather_wait: GATHER_WAIT,
             inflight: AtomicU64::new(0),
             last_user_ns: AtomicU64::new(0),
             epoch: Instant::now(),
