@@ -106,7 +106,7 @@ impl Gather {
         let stripe = first / sb;
         let at = (first % sb) as usize;
         let nb = data.len() / self.bs;
-        debug_assert!(at + nb <= sb as usize && data.len() % self.bs == 0);
+        debug_assert!(at + nb <= sb as usize && data.len().is_multiple_of(self.bs));
         let mut open = self.open.lock().unwrap();
         let slot = open
             .entry(stripe)

@@ -17,7 +17,10 @@
 //!   or degraded (the fault hook stops every later write; a torn write lands
 //!   a prefix of its blocks), then a restart: each block of the write in
 //!   flight must read back old or new, all others unchanged, and a check
-//!   must find no stale parity;
+//!   must find no stale parity. Half of the API rounds write a sequential
+//!   stream of unaligned requests from four workers instead
+//!   (`crash-amid-stream`: partial stripes gathered across requests):
+//!   every acknowledged request must read back;
 //! * `crash-rebuild` — the same during a rebuild, which then resumes.
 //!
 //! Faults beyond redundancy (one member more than the level survives, or
@@ -304,6 +307,43 @@ fn scribble(io: &mut Io, image: &mut [u8], rng: &mut Rng, count: usize, t: &mut 
     Ok(())
 }
 
+/// Four workers write one sequential stream of unaligned requests of 7 to 19
+/// blocks (partial stripes gathered across requests) until the crash point:
+/// acknowledged requests must read back, the others old or new per block.
+fn crash_amid_stream(a: &RealArray, image: &mut [u8], alt: &mut BTreeMap<u64, Vec<u8>>, rng: &mut Rng, t: &mut Tally) {
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+    let size = image.len() as u64;
+    let mut reqs = Vec::new();
+    let mut b = rng.below(8).min(size / 4096 - 1);
+    while b < size / 4096 {
+        let n = (7 + rng.below(13)).min(size / 4096 - b);
+        reqs.push((b, rng.bytes((n * 4096) as usize)));
+        b += n;
+    }
+    let acked: Vec<AtomicBool> = reqs.iter().map(|_| AtomicBool::new(false)).collect();
+    let queue = Mutex::new(reqs.iter().zip(&acked));
+    std::thread::scope(|sc| {
+        for _ in 0..4 {
+            sc.spawn(|| loop {
+                let next = queue.lock().unwrap().next();
+                let Some(((b, data), ok)) = next else { break };
+                ok.store(a.write(b * 4096, data, false).is_ok(), Ordering::SeqCst);
+            });
+        }
+    });
+    for ((b, data), ok) in reqs.iter().zip(&acked) {
+        if ok.load(Ordering::SeqCst) {
+            image[(b * 4096) as usize..][..data.len()].copy_from_slice(data);
+            t.written += data.len() as u64;
+        } else {
+            for (k, block) in data.chunks(4096).enumerate() {
+                alt.insert(b + k as u64, block.to_vec());
+            }
+        }
+    }
+}
+
 /// The rebuild of round `i`: the orders in turn (PRO's zones of two rows,
 /// so that the rows the round wrote while recovering come first), without
 /// the speed rule.
@@ -522,7 +562,13 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
                 scribble(&mut io, &mut image, &mut rng, 4, &mut t)?;
             }
             faults.crash_after(1 + rng.below(40), rng.next());
-            if kind == Kind::CrashWrite {
+            let stream = kind == Kind::CrashWrite && matches!(io, Io::Api(_)) && rng.chance(0.5);
+            if stream {
+                t.faults.push("crash-amid-stream");
+                if let Io::Api(a) = &io {
+                    crash_amid_stream(a, &mut image, &mut alt, &mut rng, &mut t);
+                }
+            } else if kind == Kind::CrashWrite {
                 loop {
                     let b = rng.below(size / 4096);
                     let n = 1 + rng.below((size / 4096 - b).min(24));

@@ -63,6 +63,12 @@ impl Faults {
         self.budget.store(n as i64, Ordering::SeqCst);
     }
 
+    /// Whether a crash is planned or has happened (writes must then go one
+    /// by one through [`Faults::admit`]).
+    pub fn armed(&self) -> bool {
+        self.budget.load(Ordering::SeqCst) >= 0 || self.has_crashed()
+    }
+
     pub fn has_crashed(&self) -> bool {
         self.crashed.load(Ordering::SeqCst)
     }
@@ -215,6 +221,17 @@ impl Member {
             }
         }
         states
+    }
+
+    /// The image's descriptor (I/O submitted through io_uring).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.file.as_raw_fd()
+    }
+
+    /// Whether the member keeps a checksum file.
+    pub fn has_sums(&self) -> bool {
+        self.sums.is_some()
     }
 
     /// Read member blocks from `block` straight into the memory ranges

@@ -36,6 +36,7 @@ pub mod replay;
 pub mod runner;
 pub mod scrub;
 pub mod state;
+mod uring;
 
 #[cfg(test)]
 mod tests;

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 
 use super::members::{AlignedBuf, BlockState, Member};
 use super::state::BadRange;
+use super::uring;
 use crate::array::gf256::{self, Unit};
 use crate::array::layout::{Level, StripeMap};
 use crate::array::{Action, Array, DiskOp, DiskOpKind, IoPlan};
@@ -697,6 +698,34 @@ pub fn read_direct(env: &Env, plan: &IoPlan, first: u64, n: u64, out: &mut [u8])
     // SAFETY: the ranges lie in `out` (exclusively borrowed here) and no
     // block is covered twice, so the ranges are disjoint.
     let read = |(m, block, parts): &Job| unsafe { m.read_into(*block, parts, bs) };
+    if jobs.len() > 1 {
+        let uj: Vec<uring::Job> = jobs
+            .iter()
+            .map(|(m, block, parts)| uring::Job {
+                fd: m.raw_fd(),
+                offset: block * bs as u64,
+                iov: parts
+                    .iter()
+                    .map(|&(p, l)| libc::iovec {
+                        iov_base: p as *mut libc::c_void,
+                        iov_len: l,
+                    })
+                    .collect(),
+                write: false,
+            })
+            .collect();
+        // SAFETY: as for `read` above; io_uring waits for every job.
+        if let Some(done) = unsafe { uring::submit(&uj) } {
+            // A job short or failed is read again the plain way, which
+            // tells a truncated member from an error.
+            let ok = jobs
+                .iter()
+                .zip(&uj)
+                .zip(done)
+                .all(|((j, u), r)| matches!(r, Ok(n) if n == u.len()) || matches!(read(j), Ok(true)));
+            return ok.then_some(());
+        }
+    }
     let ok = if env.parallel && jobs.len() > 1 && out.len() >= PARALLEL_BYTES {
         std::thread::scope(|s| {
             let hs: Vec<_> = jobs.iter().map(|j| s.spawn(move || read(j))).collect();
