@@ -212,15 +212,21 @@ impl Member {
                 buf[i * bs..(i + 1) * bs].fill(0);
             }
         }
+        self.check_sums(block, buf, bs, zero, &mut states);
+        states
+    }
+
+    /// With checksums kept, mark the blocks read whole into `buf` (from
+    /// member block `block`) whose checksum does not match.
+    pub fn check_sums(&self, block: u64, buf: &[u8], bs: usize, zero: u32, states: &mut [BlockState]) {
         if let Some(sums) = &self.sums {
-            let stored = read_sums(sums, block, n);
-            for i in 0..n {
-                if states[i] == BlockState::Ok && block_sum(&buf[i * bs..(i + 1) * bs], zero) != stored[i] {
-                    states[i] = BlockState::BadSum;
+            let stored = read_sums(sums, block, states.len());
+            for (i, st) in states.iter_mut().enumerate() {
+                if *st == BlockState::Ok && block_sum(&buf[i * bs..(i + 1) * bs], zero) != stored[i] {
+                    *st = BlockState::BadSum;
                 }
             }
         }
-        states
     }
 
     /// The image's descriptor (I/O submitted through io_uring).

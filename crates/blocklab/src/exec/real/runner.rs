@@ -143,13 +143,7 @@ fn read_op(env: &Env, op: &DiskOp) -> Run {
     let states = match env.members.get(op.disk as usize).and_then(|m| m.as_ref()) {
         Some(m) => {
             let mut st = m.read_blocks(op.block, &mut buf, env.bs, env.zero_crc);
-            if !env.bad.is_empty() {
-                for (i, s) in st.iter_mut().enumerate() {
-                    if listed(env.bad, op.disk, op.block + i as u64) {
-                        *s = BlockState::Listed;
-                    }
-                }
-            }
+            mark_listed(env, op, &mut st);
             st
         }
         None => vec![BlockState::IoError; n as usize],
@@ -163,6 +157,71 @@ fn read_op(env: &Env, op: &DiskOp) -> Run {
     }
 }
 
+/// Blocks on the bad-block list are not to be used, whatever they hold.
+fn mark_listed(env: &Env, op: &DiskOp, states: &mut [BlockState]) {
+    if !env.bad.is_empty() {
+        for (i, s) in states.iter_mut().enumerate() {
+            if listed(env.bad, op.disk, op.block + i as u64) {
+                *s = BlockState::Listed;
+            }
+        }
+    }
+}
+
+/// The reads `ops` in flight together through io_uring (see `uring.rs`);
+/// an op that came back short or failed is read again the plain way, which
+/// finds out block by block what is wrong. None: no io_uring here.
+fn read_ops_together(env: &Env, ops: &[&DiskOp]) -> Option<Vec<Run>> {
+    let mut bufs: Vec<AlignedBuf> = ops
+        .iter()
+        .map(|o| AlignedBuf::scratch(o.nblocks as usize * env.bs))
+        .collect();
+    let mut jobs = Vec::with_capacity(ops.len());
+    let mut of_job = Vec::with_capacity(ops.len());
+    for (i, (op, buf)) in ops.iter().zip(bufs.iter_mut()).enumerate() {
+        if let Some(Some(m)) = env.members.get(op.disk as usize) {
+            jobs.push(uring::Job {
+                fd: m.raw_fd(),
+                offset: op.block * env.bs as u64,
+                iov: vec![libc::iovec {
+                    iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+                    iov_len: buf.len(),
+                }],
+                write: false,
+            });
+            of_job.push(i);
+        }
+    }
+    // SAFETY: each iovec names a buffer of its own, untouched until `submit`
+    // returns (it waits for every job).
+    let done = unsafe { uring::submit(&jobs) }?;
+    let mut whole = vec![false; ops.len()];
+    for ((&i, job), r) in of_job.iter().zip(&jobs).zip(done) {
+        whole[i] = matches!(r, Ok(n) if n == job.len());
+    }
+    let runs = ops
+        .iter()
+        .zip(bufs)
+        .zip(whole)
+        .map(|((op, buf), whole)| {
+            let Some(Some(m)) = env.members.get(op.disk as usize).filter(|_| whole) else {
+                return read_op(env, op);
+            };
+            let mut states = vec![BlockState::Ok; op.nblocks as usize];
+            m.check_sums(op.block, &buf, env.bs, env.zero_crc, &mut states);
+            mark_listed(env, op, &mut states);
+            Run {
+                disk: op.disk,
+                block: op.block,
+                n: op.nblocks as u64,
+                buf,
+                states,
+            }
+        })
+        .collect();
+    Some(runs)
+}
+
 /// Requests at least this large read their members in parallel.
 const PARALLEL_BYTES: usize = 256 * 1024;
 
@@ -174,6 +233,11 @@ pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
 
 /// Perform the reads `ops`.
 pub fn read_ops(env: &Env, ops: &[&DiskOp]) -> Reads {
+    if ops.len() > 1 {
+        if let Some(runs) = read_ops_together(env, ops) {
+            return Reads { runs };
+        }
+    }
     let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
     let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
         std::thread::scope(|s| {
