@@ -15,7 +15,7 @@
 //! requests that continue a recent request (a sequential stream) while other
 //! requests are in flight; a lone or random writer never waits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -35,7 +35,7 @@ pub(super) struct Gather {
     /// Stripes with parts waiting, not yet being written.
     open: Mutex<HashMap<u64, Arc<Slot>>>,
     /// (first, end) blocks of the latest large writes: the stream test.
-    recent: Mutex<Vec<(u64, u64)>>,
+    recent: Mutex<VecDeque<(u64, u64)>>,
     /// Stripes written whole from the parts of several requests.
     pub gathered: AtomicU64,
     /// Stripe parts written alone (read-modify-write).
@@ -74,7 +74,7 @@ impl Gather {
             stripe_blocks,
             bs,
             open: Mutex::new(HashMap::new()),
-            recent: Mutex::new(Vec::with_capacity(RECENT)),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT)),
             gathered: AtomicU64::new(0),
             alone: AtomicU64::new(0),
         }
@@ -86,9 +86,9 @@ impl Gather {
         let mut recent = self.recent.lock().unwrap();
         let hit = recent.iter().any(|&(f, e)| e == first || f == end);
         if recent.len() == RECENT {
-            recent.remove(0);
+            recent.pop_front();
         }
-        recent.push((first, end));
+        recent.push_back((first, end));
         hit
     }
 
@@ -139,13 +139,10 @@ impl Gather {
         }
         // Complete: nobody else may add to it now; write it whole.
         open.remove(&stripe);
-        st.phase = Phase::Writing;
-        let buf = std::mem::take(&mut st.buf);
-        let fua = st.fua;
+        let parts = st.take();
         drop(guard);
         drop(open);
-        let r = flush(stripe * sb, &buf, fua);
-        self.gathered.fetch_add(1, Ordering::Relaxed);
+        let r = self.write_out(stripe, parts, flush);
         finish(&slot, r);
         ticket
     }
@@ -180,12 +177,9 @@ impl Gather {
                         open.remove(&t.stripe);
                     }
                     drop(open);
-                    st.phase = Phase::Writing;
-                    let buf = std::mem::take(&mut st.buf);
-                    let have = std::mem::take(&mut st.have);
-                    let fua = st.fua;
+                    let parts = st.take();
                     drop(st);
-                    let r = self.write_runs(t.stripe, &buf, &have, fua, flush);
+                    let r = self.write_out(t.stripe, parts, flush);
                     finish(&slot, r.clone());
                     return r;
                 }
@@ -193,9 +187,15 @@ impl Gather {
         }
     }
 
-    /// Write each run of present blocks of a stripe on its own.
-    fn write_runs(&self, stripe: u64, buf: &[u8], have: &[bool], fua: bool, flush: FlushFn) -> Result<(), ReqError> {
+    /// Write a stripe's parts: whole when complete (gathered), else each
+    /// run of present blocks on its own (read-modify-write).
+    fn write_out(&self, stripe: u64, parts: Parts, flush: FlushFn) -> Result<(), ReqError> {
         let base = stripe * self.stripe_blocks;
+        let Parts { buf, have, fua } = parts;
+        if have.iter().all(|h| *h) {
+            self.gathered.fetch_add(1, Ordering::Relaxed);
+            return flush(base, &buf, fua);
+        }
         let mut i = 0;
         while i < have.len() {
             if !have[i] {
@@ -208,6 +208,25 @@ impl Gather {
             i = j;
         }
         Ok(())
+    }
+}
+
+/// What a stripe holds when it goes to be written.
+struct Parts {
+    buf: Vec<u8>,
+    have: Vec<bool>,
+    fua: bool,
+}
+
+impl SlotState {
+    /// Its parts, taken to be written: no part can join any more.
+    fn take(&mut self) -> Parts {
+        self.phase = Phase::Writing;
+        Parts {
+            buf: std::mem::take(&mut self.buf),
+            have: std::mem::take(&mut self.have),
+            fua: self.fua,
+        }
     }
 }
 

@@ -311,37 +311,45 @@ fn scribble(io: &mut Io, image: &mut [u8], rng: &mut Rng, count: usize, t: &mut 
 /// blocks (partial stripes gathered across requests) until the crash point:
 /// acknowledged requests must read back, the others old or new per block.
 fn crash_amid_stream(a: &RealArray, image: &mut [u8], alt: &mut BTreeMap<u64, Vec<u8>>, rng: &mut Rng, t: &mut Tally) {
-    use std::sync::atomic::Ordering;
-    use std::sync::Mutex;
     let size = image.len() as u64;
     let mut reqs = Vec::new();
     let mut b = rng.below(8).min(size / 4096 - 1);
     while b < size / 4096 {
         let n = (7 + rng.below(13)).min(size / 4096 - b);
-        reqs.push((b, rng.bytes((n * 4096) as usize)));
+        reqs.push((b * 4096, rng.bytes((n * 4096) as usize)));
         b += n;
     }
-    let acked: Vec<AtomicBool> = reqs.iter().map(|_| AtomicBool::new(false)).collect();
-    let queue = Mutex::new(reqs.iter().zip(&acked));
-    std::thread::scope(|sc| {
-        for _ in 0..4 {
-            sc.spawn(|| loop {
-                let next = queue.lock().unwrap().next();
-                let Some(((b, data), ok)) = next else { break };
-                ok.store(a.write(b * 4096, data, false).is_ok(), Ordering::SeqCst);
-            });
-        }
-    });
-    for ((b, data), ok) in reqs.iter().zip(&acked) {
-        if ok.load(Ordering::SeqCst) {
-            image[(b * 4096) as usize..][..data.len()].copy_from_slice(data);
+    let acked = write_from_workers(a, &reqs, 4);
+    for ((off, data), ok) in reqs.iter().zip(acked) {
+        if ok {
+            image[*off as usize..][..data.len()].copy_from_slice(data);
             t.written += data.len() as u64;
         } else {
             for (k, block) in data.chunks(4096).enumerate() {
-                alt.insert(b + k as u64, block.to_vec());
+                alt.insert(off / 4096 + k as u64, block.to_vec());
             }
         }
     }
+}
+
+/// Write `reqs` (byte offset, bytes) from `workers` threads that take them
+/// in order, as a client with that many requests in flight; whether each
+/// was acknowledged.
+pub(super) fn write_from_workers(a: &RealArray, reqs: &[(u64, Vec<u8>)], workers: usize) -> Vec<bool> {
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+    let acked: Vec<AtomicBool> = reqs.iter().map(|_| AtomicBool::new(false)).collect();
+    let queue = Mutex::new(reqs.iter().zip(&acked));
+    std::thread::scope(|sc| {
+        for _ in 0..workers {
+            sc.spawn(|| loop {
+                let next = queue.lock().unwrap().next();
+                let Some(((off, data), ok)) = next else { break };
+                ok.store(a.write(*off, data, false).is_ok(), Ordering::SeqCst);
+            });
+        }
+    });
+    acked.into_iter().map(AtomicBool::into_inner).collect()
 }
 
 /// The rebuild of round `i`: the orders in turn (PRO's zones of two rows,

@@ -562,31 +562,7 @@ impl RealArray {
                 .append(&places, &units, wrows, &self.faults)
                 .map_err(io_err)?;
         }
-        let write_one = |op: &DiskOp, buf: &AlignedBuf| -> std::result::Result<(), ReqError> {
-            let m = live.members[op.disk as usize]
-                .as_ref()
-                .ok_or_else(|| ReqError::Io(format!("member {} is not open", op.disk)))?;
-            m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
-                .map_err(io_err)
-        };
-        let bytes: usize = bufs.iter().map(|(_, b)| b.len()).sum();
-        if bufs.len() > 1 && self.write_together(live, bufs) {
-            // Every member write went through io_uring at once.
-        } else if bufs.len() > 1 && bytes >= 256 * 1024 && self.inflight.load(Ordering::Relaxed) <= 1 {
-            std::thread::scope(|s| {
-                let hs: Vec<_> = bufs
-                    .iter()
-                    .map(|(op, buf)| s.spawn(move || write_one(op, buf)))
-                    .collect();
-                hs.into_iter()
-                    .map(|h| h.join().expect("a member write does not panic"))
-                    .collect::<std::result::Result<Vec<()>, ReqError>>()
-            })?;
-        } else {
-            for (op, buf) in bufs {
-                write_one(op, buf)?;
-            }
-        }
+        self.write_members(live, bufs)?;
         if fua {
             let mut disks: Vec<u32> = bufs.iter().map(|(op, _)| op.disk).collect();
             disks.sort_unstable();
@@ -600,46 +576,60 @@ impl RealArray {
         Ok(())
     }
 
-    /// The member writes of a request submitted together through io_uring
-    /// (members without checksums, no crash injection planned). A write
-    /// that came back short or failed is done again the plain way, which
-    /// reports its error. False: io_uring is not available, or this request
-    /// must go the plain way; nothing was written.
-    fn write_together(&self, live: &Live, bufs: &[(DiskOp, AlignedBuf)]) -> bool {
+    /// One member write (and its checksums).
+    fn write_member(&self, live: &Live, op: &DiskOp, buf: &AlignedBuf) -> std::result::Result<(), ReqError> {
+        let m = live.members[op.disk as usize]
+            .as_ref()
+            .ok_or_else(|| ReqError::Io(format!("member {} is not open", op.disk)))?;
+        m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
+            .map_err(io_err)
+    }
+
+    /// The member writes of a request: together through io_uring where it
+    /// can, else in parallel threads when the request is large and alone in
+    /// flight, else one after the other.
+    fn write_members(&self, live: &Live, bufs: &[(DiskOp, AlignedBuf)]) -> std::result::Result<(), ReqError> {
+        if bufs.len() > 1 {
+            if let Some(r) = self.write_together(live, bufs) {
+                return r;
+            }
+        }
+        let bytes: usize = bufs.iter().map(|(_, b)| b.len()).sum();
+        if bufs.len() > 1 && bytes >= runner::PARALLEL_BYTES && self.inflight.load(Ordering::Relaxed) <= 1 {
+            runner::each_in_a_thread(bufs, |(op, buf)| self.write_member(live, op, buf))
+                .into_iter()
+                .collect()
+        } else {
+            bufs.iter().try_for_each(|(op, buf)| self.write_member(live, op, buf))
+        }
+    }
+
+    /// The member writes submitted together through io_uring (members
+    /// without checksums, no crash injection planned); a write that came
+    /// back short or failed is done again the plain way, which reports its
+    /// error. None: io_uring is not available or not for this request;
+    /// nothing was written.
+    fn write_together(&self, live: &Live, bufs: &[(DiskOp, AlignedBuf)]) -> Option<std::result::Result<(), ReqError>> {
         if self.faults.armed() {
-            return false;
+            return None;
         }
-        let mut jobs = Vec::with_capacity(bufs.len());
-        for (op, buf) in bufs {
-            match &live.members[op.disk as usize] {
-                Some(m) if !m.has_sums() => jobs.push(uring::Job {
-                    fd: m.raw_fd(),
-                    offset: op.block * self.bs as u64,
-                    iov: vec![libc::iovec {
-                        iov_base: buf.as_ptr() as *mut libc::c_void,
-                        iov_len: buf.len(),
-                    }],
-                    write: true,
-                }),
-                _ => return false,
-            }
-        }
+        let bs = self.bs as u64;
+        let jobs: Vec<uring::Job> = bufs
+            .iter()
+            .map(|(op, buf)| {
+                let m = live.members[op.disk as usize].as_ref().filter(|m| !m.has_sums())?;
+                Some(uring::Job::write(m.raw_fd(), op.block * bs, buf))
+            })
+            .collect::<Option<_>>()?;
         // SAFETY: the buffers are borrowed, unchanged, until `submit` returns.
-        let Some(done) = (unsafe { uring::submit(&jobs) }) else {
-            return false;
-        };
-        for ((op, buf), r) in bufs.iter().zip(done) {
-            let _ = self.faults.admit(op.nblocks as usize); // the write count
-            if !matches!(r, Ok(n) if n == buf.len()) {
-                let m = live.members[op.disk as usize].as_ref().expect("checked above");
-                if m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
-                    .is_err()
-                {
-                    return false;
-                }
+        let done = unsafe { uring::submit(&jobs) }?;
+        Some(bufs.iter().zip(done).try_for_each(|((op, buf), r)| {
+            if matches!(r, Ok(n) if n == buf.len()) {
+                Ok(())
+            } else {
+                self.write_member(live, op, buf)
             }
-        }
-        true
+        }))
     }
 
     /// Make every completed write durable; clear idle bitmap regions.

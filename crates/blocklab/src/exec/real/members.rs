@@ -40,7 +40,6 @@ pub struct Faults {
     crashed: AtomicBool,
     /// Seed of the prefix length of the torn write.
     tear: AtomicU64,
-    pub writes: AtomicU64,
 }
 
 /// The error of a write refused after the simulated crash.
@@ -80,7 +79,6 @@ impl Faults {
         if self.crashed.load(Ordering::SeqCst) {
             return Err(crashed_error());
         }
-        self.writes.fetch_add(1, Ordering::Relaxed);
         if self.budget.load(Ordering::SeqCst) < 0 {
             return Ok(None);
         }
@@ -249,13 +247,7 @@ impl Member {
     /// read or write it during the call.
     pub unsafe fn read_into(&self, block: u64, parts: &[(usize, usize)], bs: usize) -> io::Result<bool> {
         use std::os::fd::AsRawFd;
-        let mut iov: Vec<libc::iovec> = parts
-            .iter()
-            .map(|&(p, l)| libc::iovec {
-                iov_base: p as *mut libc::c_void,
-                iov_len: l,
-            })
-            .collect();
+        let mut iov = super::uring::iovecs(parts);
         let total: usize = parts.iter().map(|p| p.1).sum();
         let mut done = 0usize;
         let mut first = 0usize;

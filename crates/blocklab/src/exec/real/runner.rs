@@ -180,15 +180,7 @@ fn read_ops_together(env: &Env, ops: &[&DiskOp]) -> Option<Vec<Run>> {
     let mut of_job = Vec::with_capacity(ops.len());
     for (i, (op, buf)) in ops.iter().zip(bufs.iter_mut()).enumerate() {
         if let Some(Some(m)) = env.members.get(op.disk as usize) {
-            jobs.push(uring::Job {
-                fd: m.raw_fd(),
-                offset: op.block * env.bs as u64,
-                iov: vec![libc::iovec {
-                    iov_base: buf.as_mut_ptr() as *mut libc::c_void,
-                    iov_len: buf.len(),
-                }],
-                write: false,
-            });
+            jobs.push(uring::Job::read_into(m.raw_fd(), op.block * env.bs as u64, buf));
             of_job.push(i);
         }
     }
@@ -222,8 +214,20 @@ fn read_ops_together(env: &Env, ops: &[&DiskOp]) -> Option<Vec<Run>> {
     Some(runs)
 }
 
-/// Requests at least this large read their members in parallel.
-const PARALLEL_BYTES: usize = 256 * 1024;
+/// Without io_uring, requests at least this large and alone in flight do
+/// their member I/O in parallel threads.
+pub const PARALLEL_BYTES: usize = 256 * 1024;
+
+/// `f` of every item, each in a thread of its own (member I/O in parallel
+/// where io_uring is not available).
+pub fn each_in_a_thread<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = items.iter().map(|i| s.spawn(|| f(i))).collect();
+        hs.into_iter()
+            .map(|h| h.join().expect("member I/O does not panic"))
+            .collect()
+    })
+}
 
 /// Perform every read of `plan`.
 pub fn do_reads(env: &Env, plan: &IoPlan) -> Reads {
@@ -240,12 +244,7 @@ pub fn read_ops(env: &Env, ops: &[&DiskOp]) -> Reads {
     }
     let bytes: usize = ops.iter().map(|o| o.nblocks as usize * env.bs).sum();
     let runs = if env.parallel && ops.len() > 1 && bytes >= PARALLEL_BYTES {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = ops.iter().map(|op| s.spawn(|| read_op(env, op))).collect();
-            hs.into_iter()
-                .map(|h| h.join().expect("a member read does not panic"))
-                .collect()
-        })
+        each_in_a_thread(ops, |op| read_op(env, op))
     } else {
         ops.iter().map(|op| read_op(env, op)).collect()
     };
@@ -765,18 +764,7 @@ pub fn read_direct(env: &Env, plan: &IoPlan, first: u64, n: u64, out: &mut [u8])
     if jobs.len() > 1 {
         let uj: Vec<uring::Job> = jobs
             .iter()
-            .map(|(m, block, parts)| uring::Job {
-                fd: m.raw_fd(),
-                offset: block * bs as u64,
-                iov: parts
-                    .iter()
-                    .map(|&(p, l)| libc::iovec {
-                        iov_base: p as *mut libc::c_void,
-                        iov_len: l,
-                    })
-                    .collect(),
-                write: false,
-            })
+            .map(|(m, block, parts)| uring::Job::read(m.raw_fd(), block * bs as u64, parts))
             .collect();
         // SAFETY: as for `read` above; io_uring waits for every job.
         if let Some(done) = unsafe { uring::submit(&uj) } {
@@ -791,12 +779,7 @@ pub fn read_direct(env: &Env, plan: &IoPlan, first: u64, n: u64, out: &mut [u8])
         }
     }
     let ok = if env.parallel && jobs.len() > 1 && out.len() >= PARALLEL_BYTES {
-        std::thread::scope(|s| {
-            let hs: Vec<_> = jobs.iter().map(|j| s.spawn(move || read(j))).collect();
-            hs.into_iter()
-                .map(|h| h.join().expect("a member read does not panic"))
-                .all(|r| matches!(r, Ok(true)))
-        })
+        each_in_a_thread(&jobs, read).into_iter().all(|r| matches!(r, Ok(true)))
     } else {
         jobs.iter().all(|j| matches!(read(j), Ok(true)))
     };

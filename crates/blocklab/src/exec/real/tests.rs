@@ -324,7 +324,6 @@ fn crash_round(level: &str, disks: u32, checksums: bool, degraded: Option<u32>, 
 /// reads back, the others left old or new bytes per block, and parity is
 /// consistent after the restart.
 fn crash_round_concurrent(level: &str, disks: u32, seed0: u64) {
-    use std::sync::Mutex;
     let dir = tempfile::tempdir().unwrap();
     let mut seed = seed0;
     let c = ArrayConfig::from_names_sized(level, disks, 8192, None, 4096, 1 << 20).unwrap();
@@ -334,32 +333,21 @@ fn crash_round_concurrent(level: &str, disks: u32, seed0: u64) {
     let old = read_all(&a).unwrap();
     faults.crash_after(20 + rng(&mut seed) % 200, rng(&mut seed));
     let mut reqs = Vec::new();
-    let mut at = (rng(&mut seed) % 5) as usize * 4096;
-    while at < old.len() {
-        let len = ((7 + rng(&mut seed) % 13) as usize * 4096).min(old.len() - at);
-        reqs.push((at, bytes(&mut seed, len)));
+    let mut at = (rng(&mut seed) % 5) * 4096;
+    while at < old.len() as u64 {
+        let len = ((7 + rng(&mut seed) % 13) * 4096).min(old.len() as u64 - at);
+        reqs.push((at, bytes(&mut seed, len as usize)));
         at += len;
     }
-    let acked: Vec<AtomicBool> = reqs.iter().map(|_| AtomicBool::new(false)).collect();
-    let queue = Mutex::new(reqs.iter().zip(&acked));
-    std::thread::scope(|sc| {
-        for _ in 0..4 {
-            sc.spawn(|| loop {
-                let next = queue.lock().unwrap().next();
-                let Some(((off, d), ok)) = next else { break };
-                if a.write(*off as u64, d, false).is_ok() {
-                    ok.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-            });
-        }
-    });
+    let acked = super::integrity::write_from_workers(&a, &reqs, 4);
     assert!(faults.has_crashed());
     drop(a); // kill -9
     let a = RealArray::open(dir.path(), OpenConfig::default()).unwrap();
     let got = read_all(&a).unwrap();
-    for ((off, d), ok) in reqs.iter().zip(&acked) {
-        let now = &got[*off..off + d.len()];
-        if ok.load(std::sync::atomic::Ordering::SeqCst) {
+    for ((off, d), ok) in reqs.iter().zip(acked) {
+        let off = *off as usize;
+        let now = &got[off..off + d.len()];
+        if ok {
             assert!(now == &d[..], "{level}: an acknowledged write at {off} was lost");
         } else {
             for (i, blk) in now.chunks(4096).enumerate() {
@@ -1066,7 +1054,6 @@ fn the_next_request_of_a_stream_completes_the_tail_stripe_of_the_last() {
 /// and each stripe part was written either in a gathered stripe or alone.
 #[test]
 fn concurrent_sequential_writers_lose_nothing_through_the_gatherer() {
-    use std::sync::Mutex;
     for (i, (level, disks, degraded, sums)) in [
         ("raid4", 4, None, false),
         ("raid5", 4, None, true),
@@ -1100,16 +1087,8 @@ fn concurrent_sequential_writers_lose_nothing_through_the_gatherer() {
                 reqs.push((at as u64, d));
                 at += len;
             }
-            let queue = Mutex::new(reqs.into_iter());
-            std::thread::scope(|sc| {
-                for _ in 0..4 {
-                    sc.spawn(|| loop {
-                        let next = queue.lock().unwrap().next();
-                        let Some((off, d)) = next else { break };
-                        a.write(off, &d, false).unwrap();
-                    });
-                }
-            });
+            let acked = super::integrity::write_from_workers(&a, &reqs, 4);
+            assert!(acked.iter().all(|ok| *ok), "{level}: every write acknowledged");
         }
         let g = a.gather.as_ref().unwrap();
         assert_eq!(g.open_stripes(), 0, "{level}: nothing left waiting");

@@ -21,7 +21,41 @@ pub struct Job {
     pub write: bool,
 }
 
+/// iovecs for the memory ranges `parts` (address, length).
+pub fn iovecs(parts: &[(usize, usize)]) -> Vec<libc::iovec> {
+    parts
+        .iter()
+        .map(|&(p, l)| libc::iovec {
+            iov_base: p as *mut libc::c_void,
+            iov_len: l,
+        })
+        .collect()
+}
+
 impl Job {
+    /// Read from `offset` into the memory ranges `parts` (address, length), in order.
+    pub fn read(fd: RawFd, offset: u64, parts: &[(usize, usize)]) -> Job {
+        Job {
+            fd,
+            offset,
+            iov: iovecs(parts),
+            write: false,
+        }
+    }
+
+    /// Read from `offset` into `buf`.
+    pub fn read_into(fd: RawFd, offset: u64, buf: &mut [u8]) -> Job {
+        Job::read(fd, offset, &[(buf.as_mut_ptr() as usize, buf.len())])
+    }
+
+    /// Write `buf` at `offset`.
+    pub fn write(fd: RawFd, offset: u64, buf: &[u8]) -> Job {
+        Job {
+            write: true,
+            ..Job::read(fd, offset, &[(buf.as_ptr() as usize, buf.len())])
+        }
+    }
+
     /// The bytes the job moves when it completes whole.
     pub fn len(&self) -> usize {
         self.iov.iter().map(|v| v.iov_len).sum()
@@ -157,17 +191,15 @@ mod tests {
         // Write 100 bytes at 10 in each file from two buffers, then read back
         // 8192 bytes of each, the last one past its end (short).
         let (a, b) = ([0xaau8; 60], [0xbbu8; 40]);
-        let iov = |p: *const u8, l: usize| libc::iovec {
-            iov_base: p as *mut libc::c_void,
-            iov_len: l,
-        };
         let writes: Vec<Job> = files
             .iter()
             .map(|f| Job {
-                fd: f.as_raw_fd(),
-                offset: 10,
-                iov: vec![iov(a.as_ptr(), 60), iov(b.as_ptr(), 40)],
                 write: true,
+                ..Job::read(
+                    f.as_raw_fd(),
+                    10,
+                    &[(a.as_ptr() as usize, 60), (b.as_ptr() as usize, 40)],
+                )
             })
             .collect();
         let Some(done) = (unsafe { submit(&writes) }) else {
@@ -180,12 +212,7 @@ mod tests {
             .iter()
             .zip(bufs.iter_mut())
             .enumerate()
-            .map(|(i, (f, buf))| Job {
-                fd: f.as_raw_fd(),
-                offset: if i == 2 { 4096 } else { 0 },
-                iov: vec![iov(buf.as_mut_ptr(), 8192)],
-                write: false,
-            })
+            .map(|(i, (f, buf))| Job::read_into(f.as_raw_fd(), if i == 2 { 4096 } else { 0 }, buf))
             .collect();
         let got = unsafe { submit(&reads) }.unwrap();
         let n: Vec<usize> = got.into_iter().map(|r| r.unwrap()).collect();
@@ -197,12 +224,7 @@ mod tests {
             assert_eq!(buf[110..], [i as u8; 8082]);
         }
         // An error comes back per job.
-        let bad = [Job {
-            fd: -1,
-            offset: 0,
-            iov: vec![iov(a.as_ptr(), 60)],
-            write: true,
-        }];
+        let bad = [Job::write(-1, 0, &a)];
         let r = unsafe { submit(&bad) }.unwrap();
         assert_eq!(r[0].as_ref().unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
