@@ -22,14 +22,7 @@ fn run_stack(
 ) -> PyResult<String> {
     let exec = Executor::parse(executor).map_err(to_py)?;
     let spec = StackSpec::load(Path::new(&stack), &sets).map_err(to_py)?;
-    let inputs: Vec<TraceInput> = traces
-        .into_iter()
-        .map(|path| TraceInput {
-            path,
-            format: format.to_string(),
-            skip_bad,
-        })
-        .collect();
+    let inputs = trace_inputs(traces, format, skip_bad);
     let result = py.allow_threads(|| run(&spec, &inputs, exec)).map_err(to_py)?;
     Ok(result.to_json())
 }
@@ -54,14 +47,7 @@ fn run_stacks_count(
     format: &str,
     skip_bad: bool,
 ) -> Vec<(Option<String>, Option<String>)> {
-    let inputs: Vec<TraceInput> = traces
-        .into_iter()
-        .map(|path| TraceInput {
-            path,
-            format: format.to_string(),
-            skip_bad,
-        })
-        .collect();
+    let inputs = trace_inputs(traces, format, skip_bad);
     let loaded: Vec<blocklab::Result<StackSpec>> = cells
         .iter()
         .map(|(stack, sets)| StackSpec::load(Path::new(stack), sets))
@@ -84,4 +70,16 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check_stack, m)?)?;
     m.add_function(wrap_pyfunction!(run_stacks_count, m)?)?;
     Ok(())
+}
+
+/// The traces of a run, each read with `format` (`skip_bad`: malformed lines skipped).
+fn trace_inputs(traces: Vec<String>, format: &str, skip_bad: bool) -> Vec<TraceInput> {
+    traces
+        .into_iter()
+        .map(|path| TraceInput {
+            path,
+            format: format.to_string(),
+            skip_bad,
+        })
+        .collect()
 }

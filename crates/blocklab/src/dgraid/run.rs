@@ -382,6 +382,26 @@ impl Default for PostmarkParams {
     }
 }
 
+impl PostmarkParams {
+    /// The Postmark-like run these parameters describe (the disks and copy
+    /// counts are the array's business).
+    pub fn workload(&self) -> Postmark {
+        Postmark {
+            files: self.files,
+            transactions: self.transactions,
+            min_size: self.min_size,
+            max_size: self.max_size,
+            subdirs: self.subdirs,
+            read_bias: self.read_bias,
+            create_bias: self.create_bias,
+            seed: self.seed,
+            flush_every: self.flush_every,
+            block_size: self.block_size,
+            size_bytes: self.size,
+        }
+    }
+}
+
 /// `blocklab dgraid postmark` (Table 2, counted).
 pub fn postmark(p: &PostmarkParams) -> Result<Vec<WriteRow>> {
     if let Some(&c) = p.copies.iter().find(|&&c| c == 0 || c > p.disks) {
@@ -390,19 +410,7 @@ pub fn postmark(p: &PostmarkParams) -> Result<Vec<WriteRow>> {
             p.disks
         )));
     }
-    let pm = Postmark {
-        files: p.files,
-        transactions: p.transactions,
-        min_size: p.min_size,
-        max_size: p.max_size,
-        subdirs: p.subdirs,
-        read_bias: p.read_bias,
-        create_bias: p.create_bias,
-        seed: p.seed,
-        flush_every: p.flush_every,
-        block_size: p.block_size,
-        size_bytes: p.size,
-    };
+    let pm = p.workload();
     pm.write_costs(p.disks, &p.copies)
 }
 

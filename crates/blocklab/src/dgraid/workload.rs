@@ -22,7 +22,6 @@ use serde::{Deserialize, Serialize};
 
 use super::model::fitting_size;
 use super::run::{PostmarkParams, TreeSpec};
-use super::space::Postmark;
 use crate::error::{Error, Result};
 use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
@@ -149,19 +148,7 @@ impl TraceOut {
 /// postmark` (its parameters; the copy counts and disks are the array's
 /// business, not the trace's), one phase.
 pub fn postmark_trace(p: &PostmarkParams, out: &Path, max_request: u64) -> Result<WorkloadSummary> {
-    let pm = Postmark {
-        files: p.files,
-        transactions: p.transactions,
-        min_size: p.min_size,
-        max_size: p.max_size,
-        subdirs: p.subdirs,
-        read_bias: p.read_bias,
-        create_bias: p.create_bias,
-        seed: p.seed,
-        flush_every: p.flush_every,
-        block_size: p.block_size,
-        size_bytes: p.size,
-    };
+    let pm = p.workload();
     let mut t = TraceOut::create(out, p.block_size, max_request)?;
     let fs = pm.run(&mut |fs| t.push(fs.drain_io()))?;
     t.phase("postmark")?;

@@ -23,8 +23,8 @@
 use serde::Serialize;
 
 use super::layer::{Exec, Io, Target};
-use super::result::{ArrayReport, CauseTally, DeviceFigures, StackResult};
-use super::target::cause_name;
+use super::result::{ArrayReport, DeviceFigures, StackResult};
+use super::target::ops_by_cause;
 use crate::array::plan::{Action, DiskOp, DiskOpKind, IoPlan};
 use crate::device::DeviceModel;
 use crate::dgraid::layer::DgraidCounts;
@@ -242,19 +242,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for DgraidArray<F> {
 
     fn report(&self, out: &mut StackResult) {
         let summary = self.ledger.summary();
-        let mut by_cause = std::collections::BTreeMap::new();
-        for (cause, rw) in &summary.by_cause {
-            by_cause.insert(
-                cause_name(*cause).to_string(),
-                CauseTally {
-                    reads: rw.read.ops,
-                    writes: rw.write.ops,
-                    read_blocks: rw.read.blocks,
-                    write_blocks: rw.write.blocks,
-                    blocks: rw.read.blocks + rw.write.blocks,
-                },
-            );
-        }
+        let by_cause = ops_by_cause(&summary);
         let level = match self.cfg.level {
             DgraidLevel::L0 => "dgraid0",
             DgraidLevel::L1 => "dgraid1",

@@ -58,6 +58,18 @@ pub struct CauseTally {
     pub blocks: u64,
 }
 
+impl CauseTally {
+    pub fn new(reads: u64, writes: u64, read_blocks: u64, write_blocks: u64) -> CauseTally {
+        CauseTally {
+            reads,
+            writes,
+            read_blocks,
+            write_blocks,
+            blocks: read_blocks + write_blocks,
+        }
+    }
+}
+
 /// The array.
 #[derive(Debug, Clone, Default, Serialize, PartialEq)]
 pub struct ArrayReport {

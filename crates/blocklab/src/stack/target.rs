@@ -530,31 +530,18 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
     fn report(&self, out: &mut StackResult) {
         let a = self.array.get();
         let summary = self.ledger.summary();
-        let mut by_cause = std::collections::BTreeMap::new();
-        for (cause, rw) in &summary.by_cause {
-            by_cause.insert(
-                cause_name(*cause).to_string(),
-                CauseTally {
-                    reads: rw.read.ops,
-                    writes: rw.write.ops,
-                    read_blocks: rw.read.blocks,
-                    write_blocks: rw.write.blocks,
-                    blocks: rw.read.blocks + rw.write.blocks,
-                },
-            );
-        }
+        let mut by_cause = ops_by_cause(&summary);
         // The rebuild's own operations are counted by the rebuild (the
         // ledger sees the plans of requests and destages).
         if let Some(r) = self.rebuild_report() {
             by_cause.insert(
                 "rebuild".to_string(),
-                CauseTally {
-                    reads: r.rebuild_reads,
-                    writes: r.rebuild_writes,
-                    read_blocks: r.rebuild_read_blocks,
-                    write_blocks: r.rebuild_write_blocks,
-                    blocks: r.rebuild_read_blocks + r.rebuild_write_blocks,
-                },
+                CauseTally::new(
+                    r.rebuild_reads,
+                    r.rebuild_writes,
+                    r.rebuild_read_blocks,
+                    r.rebuild_write_blocks,
+                ),
             );
         }
         out.array = Some(ArrayReport {
@@ -619,6 +606,18 @@ fn rebuild_at_once(array: &mut Array, cfg: &RebuildConfig) -> Result<RebuildRepo
 }
 
 /// The name of a cause in reports.
+/// A ledger's operations by cause, as the result reports them.
+pub fn ops_by_cause(summary: &crate::exec::count::CountSummary) -> std::collections::BTreeMap<String, CauseTally> {
+    summary
+        .by_cause
+        .iter()
+        .map(|(cause, rw)| {
+            let t = CauseTally::new(rw.read.ops, rw.write.ops, rw.read.blocks, rw.write.blocks);
+            (cause_name(*cause).to_string(), t)
+        })
+        .collect()
+}
+
 pub fn cause_name(c: Cause) -> &'static str {
     match c {
         Cause::User => "user",
