@@ -52,7 +52,12 @@ impl Bitmap {
         let m = 1u64 << (i % 64);
         let was_set = *w & m != 0;
         *w &= !m;
-        self.ones -= was_set as u64;
+        // Not `self.ones -= was_set as u64`: rustc 1.95.0 at opt-level 3
+        // drops that subtraction (the count stayed put in release builds
+        // while every bit cleared; debug builds were right).
+        if was_set {
+            self.ones -= 1;
+        }
         was_set
     }
 
@@ -133,6 +138,11 @@ mod tests {
             let ones: Vec<u64> = b.ones().collect();
             let want: Vec<u64> = (0..n).filter(|&i| bits[i as usize]).collect();
             prop_assert_eq!(ones, want);
+            // Clearing every bit again counts down to zero.
+            for i in 0..n {
+                prop_assert_eq!(b.clear(i), bits[i as usize]);
+            }
+            prop_assert_eq!(b.count_ones(), 0);
         }
     }
 }

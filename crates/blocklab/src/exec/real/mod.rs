@@ -368,13 +368,22 @@ fn take_lock(dir: &Path) -> Result<File> {
         .truncate(false)
         .open(&path)
         .map_err(|e| Error::io(path.display().to_string(), e))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(_) => Err(Error::config(format!(
-            "{}: the array is open in another process (a server? see {})",
-            dir.display(),
-            dir.join(control::SERVE_FILE).display()
-        ))),
+    // A child this process forks keeps our lock (the open file it shares)
+    // until it execs: a lock released a moment ago may still be held for
+    // a few milliseconds. Another process's lock stays: after a second, say so.
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Ok(f),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            Err(_) => {
+                return Err(Error::config(format!(
+                    "{}: the array is open in another process (a server? see {})",
+                    dir.display(),
+                    dir.join(control::SERVE_FILE).display()
+                )))
+            }
+        }
     }
 }
 
