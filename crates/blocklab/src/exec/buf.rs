@@ -58,6 +58,14 @@ impl AlignedBuf {
     }
 }
 
+impl Clone for AlignedBuf {
+    fn clone(&self) -> Self {
+        let mut b = AlignedBuf::scratch(self.len());
+        b.copy_from_slice(self);
+        b
+    }
+}
+
 impl Drop for AlignedBuf {
     fn drop(&mut self) {
         if self.cap == 0 {

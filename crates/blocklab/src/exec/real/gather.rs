@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
 
+use super::members::AlignedBuf;
 use super::ReqError;
 
 /// Writes `bytes` at array block `first` (`fua`: durable before returning).
@@ -49,7 +50,8 @@ struct Slot {
 
 struct SlotState {
     /// The stripe's bytes; only the blocks in `have` are meaningful.
-    buf: Vec<u8>,
+    /// Aligned: the member writes name its data units as they are.
+    buf: AlignedBuf,
     have: Vec<bool>,
     covered: u64,
     fua: bool,
@@ -113,7 +115,7 @@ impl Gather {
             .or_insert_with(|| {
                 Arc::new(Slot {
                     st: Mutex::new(SlotState {
-                        buf: vec![0u8; sb as usize * self.bs],
+                        buf: AlignedBuf::scratch(sb as usize * self.bs),
                         have: vec![false; sb as usize],
                         covered: 0,
                         fua: false,
@@ -213,7 +215,7 @@ impl Gather {
 
 /// What a stripe holds when it goes to be written.
 struct Parts {
-    buf: Vec<u8>,
+    buf: AlignedBuf,
     have: Vec<bool>,
     fua: bool,
 }
@@ -223,7 +225,7 @@ impl SlotState {
     fn take(&mut self) -> Parts {
         self.phase = Phase::Writing;
         Parts {
-            buf: std::mem::take(&mut self.buf),
+            buf: std::mem::replace(&mut self.buf, AlignedBuf::scratch(0)),
             have: std::mem::take(&mut self.have),
             fua: self.fua,
         }

@@ -8,12 +8,13 @@ use std::time::Instant;
 use super::gather::Gather;
 use super::journal::Place;
 use super::members::AlignedBuf;
+use super::payload::MemberWrite;
 use super::runner::{self, do_reads, plan_rows, read_out, unreadable, write_buffers, Fault, UserData};
 use super::scrub::{scrub_row, Fixes, Mode};
 use super::state::BadRange;
 use super::uring;
 use super::{io_err, rebuild, Live, RealArray, ReqError};
-use crate::array::{DiskOp, IoPlan};
+use crate::array::IoPlan;
 
 /// Whether a write goes through the gatherer: whole blocks, across a stripe
 /// boundary, not made of whole stripes only.
@@ -436,20 +437,20 @@ impl RealArray {
         }
         rows.sort_unstable();
         rows.dedup();
-        let mut merged: Option<Vec<u8>> = None;
+        let mut merged: Option<AlignedBuf> = None;
         let mut guards = self.rows.lock(&rows, true);
         let mut healed = false;
         loop {
             if self.pending.any(&rows) {
                 return Err(Written::Stale(rows));
             }
-            let attempt = (|| -> std::result::Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
+            let ready = (|| -> std::result::Result<(), Fault> {
                 let un = unreadable(&plan);
                 if !un.is_empty() {
                     return Err(Fault::Unreadable(un));
                 }
                 if !edge_plans.is_empty() && merged.is_none() {
-                    let mut full = vec![0u8; (n * bs) as usize];
+                    let mut full = AlignedBuf::zeroed((n * bs) as usize);
                     for (b, p) in &edge_plans {
                         let i = ((b - first) * bs) as usize;
                         self.run_read(&live, p, *b, 1, &mut full[i..i + bs as usize])?;
@@ -461,16 +462,19 @@ impl RealArray {
                     }
                     merged = Some(full);
                 }
+                Ok(())
+            })();
+            let attempt = ready.and_then(|()| {
                 let bad = self.bad.lock().unwrap().clone();
                 let env = self.env(&live, &bad);
                 let reads = do_reads(&env, &plan);
                 let src = match &merged {
-                    Some(m) => Some(m.as_slice()),
+                    Some(m) => Some(&m[..]),
                     None => data,
                 };
                 let user = UserData::new(first, n, src, self.bs);
                 write_buffers(&env, &plan, &reads, &user)
-            })();
+            });
             match attempt {
                 Ok(bufs) => {
                     let r = self.commit_writes(&live, &bufs, fua);
@@ -494,7 +498,7 @@ impl RealArray {
     pub(super) fn commit_writes(
         &self,
         live: &Live,
-        bufs: &[(DiskOp, AlignedBuf)],
+        bufs: &[MemberWrite],
         fua: bool,
     ) -> std::result::Result<(), ReqError> {
         if bufs.is_empty() {
@@ -502,8 +506,8 @@ impl RealArray {
         }
         let cb = live.array.chunk_blocks();
         let mut wrows: Vec<u64> = Vec::new();
-        for (op, _) in bufs {
-            wrows.extend(runner::op_rows(op, cb));
+        for w in bufs {
+            wrows.extend(runner::op_rows(&w.op, cb));
         }
         wrows.sort_unstable();
         wrows.dedup();
@@ -527,7 +531,7 @@ impl RealArray {
             self.unlist(
                 live,
                 bufs.iter()
-                    .flat_map(|(op, _)| (0..op.nblocks as u64).map(move |i| (op.disk, op.block + i))),
+                    .flat_map(|w| (0..w.op.nblocks as u64).map(move |i| (w.op.disk, w.op.block + i))),
             )?;
         }
         Ok(())
@@ -536,7 +540,7 @@ impl RealArray {
     pub(super) fn journal_and_write(
         &self,
         live: &Live,
-        bufs: &[(DiskOp, AlignedBuf)],
+        bufs: &[MemberWrite],
         wrows: &[u64],
         fua: bool,
     ) -> std::result::Result<(), ReqError> {
@@ -549,13 +553,13 @@ impl RealArray {
         if journaled {
             let mut places = Vec::new();
             let mut units: Vec<&[u8]> = Vec::new();
-            for (op, buf) in bufs {
-                for i in 0..op.nblocks as usize {
+            for w in bufs {
+                for i in 0..w.op.nblocks as usize {
                     places.push(Place {
-                        disk: op.disk,
-                        block: op.block + i as u64,
+                        disk: w.op.disk,
+                        block: w.op.block + i as u64,
                     });
-                    units.push(&buf[i * self.bs..(i + 1) * self.bs]);
+                    units.push(w.block(i, self.bs));
                 }
             }
             self.journal
@@ -564,7 +568,7 @@ impl RealArray {
         }
         self.write_members(live, bufs)?;
         if fua {
-            let mut disks: Vec<u32> = bufs.iter().map(|(op, _)| op.disk).collect();
+            let mut disks: Vec<u32> = bufs.iter().map(|w| w.op.disk).collect();
             disks.sort_unstable();
             disks.dedup();
             for d in disks {
@@ -576,58 +580,58 @@ impl RealArray {
         Ok(())
     }
 
-    /// One member write (and its checksums).
-    fn write_member(&self, live: &Live, op: &DiskOp, buf: &AlignedBuf) -> std::result::Result<(), ReqError> {
-        let m = live.members[op.disk as usize]
+    /// One member write (and its checksums), from one aligned buffer.
+    fn write_member(&self, live: &Live, w: &MemberWrite) -> std::result::Result<(), ReqError> {
+        let m = live.members[w.op.disk as usize]
             .as_ref()
-            .ok_or_else(|| ReqError::Io(format!("member {} is not open", op.disk)))?;
-        m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
+            .ok_or_else(|| ReqError::Io(format!("member {} is not open", w.op.disk)))?;
+        m.write_blocks(w.op.block, &w.contiguous(), self.bs, self.zero_crc, &self.faults)
             .map_err(io_err)
     }
 
     /// The member writes of a request: together through io_uring where it
     /// can, else in parallel threads when the request is large and alone in
     /// flight, else one after the other.
-    fn write_members(&self, live: &Live, bufs: &[(DiskOp, AlignedBuf)]) -> std::result::Result<(), ReqError> {
-        if bufs.len() > 1 {
+    fn write_members(&self, live: &Live, bufs: &[MemberWrite]) -> std::result::Result<(), ReqError> {
+        if bufs.len() > 1 || bufs.iter().any(MemberWrite::borrows) {
             if let Some(r) = self.write_together(live, bufs) {
                 return r;
             }
         }
-        let bytes: usize = bufs.iter().map(|(_, b)| b.len()).sum();
+        let bytes: usize = bufs.iter().map(|w| w.len()).sum();
         if bufs.len() > 1 && bytes >= runner::PARALLEL_BYTES && self.inflight.load(Ordering::Relaxed) <= 1 {
-            runner::each_in_a_thread(bufs, |(op, buf)| self.write_member(live, op, buf))
+            runner::each_in_a_thread(bufs, |w| self.write_member(live, w))
                 .into_iter()
                 .collect()
         } else {
-            bufs.iter().try_for_each(|(op, buf)| self.write_member(live, op, buf))
+            bufs.iter().try_for_each(|w| self.write_member(live, w))
         }
     }
 
     /// The member writes submitted together through io_uring (members
-    /// without checksums, no crash injection planned); a write that came
-    /// back short or failed is done again the plain way, which reports its
-    /// error. None: io_uring is not available or not for this request;
-    /// nothing was written.
-    fn write_together(&self, live: &Live, bufs: &[(DiskOp, AlignedBuf)]) -> Option<std::result::Result<(), ReqError>> {
+    /// without checksums, no crash injection planned), the request's own
+    /// bytes written in place; a write that came back short or failed is
+    /// done again the plain way, which reports its error. None: io_uring is
+    /// not available or not for this request; nothing was written.
+    fn write_together(&self, live: &Live, bufs: &[MemberWrite]) -> Option<std::result::Result<(), ReqError>> {
         if self.faults.armed() {
             return None;
         }
         let bs = self.bs as u64;
         let jobs: Vec<uring::Job> = bufs
             .iter()
-            .map(|(op, buf)| {
-                let m = live.members[op.disk as usize].as_ref().filter(|m| !m.has_sums())?;
-                Some(uring::Job::write(m.raw_fd(), op.block * bs, buf))
+            .map(|w| {
+                let m = live.members[w.op.disk as usize].as_ref().filter(|m| !m.has_sums())?;
+                Some(uring::Job::write(m.raw_fd(), w.op.block * bs, &w.parts()))
             })
             .collect::<Option<_>>()?;
-        // SAFETY: the buffers are borrowed, unchanged, until `submit` returns.
+        // SAFETY: the bytes are borrowed, unchanged, until `submit` returns.
         let done = unsafe { uring::submit(&jobs) }?;
-        Some(bufs.iter().zip(done).try_for_each(|((op, buf), r)| {
-            if matches!(r, Ok(n) if n == buf.len()) {
+        Some(bufs.iter().zip(done).try_for_each(|(w, r)| {
+            if matches!(r, Ok(n) if n == w.len()) {
                 Ok(())
             } else {
-                self.write_member(live, op, buf)
+                self.write_member(live, w)
             }
         }))
     }

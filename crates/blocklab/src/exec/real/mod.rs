@@ -31,6 +31,7 @@ pub mod integrity;
 mod io;
 pub mod journal;
 pub mod members;
+pub mod payload;
 pub mod rebuild;
 pub mod replay;
 pub mod runner;

@@ -452,9 +452,9 @@ impl RealArray {
             let user = UserData::none(self.bs);
             match write_buffers(&env, plan, &reads, &user) {
                 Ok(bufs) => {
-                    for (op, buf) in &bufs {
-                        let m = live.members[op.disk as usize].as_ref().expect("spares are open");
-                        m.write_blocks(op.block, buf, self.bs, self.zero_crc, &self.faults)
+                    for w in &bufs {
+                        let m = live.members[w.op.disk as usize].as_ref().expect("spares are open");
+                        m.write_blocks(w.op.block, &w.contiguous(), self.bs, self.zero_crc, &self.faults)
                             .map_err(io_err)?;
                     }
                     self.pending.add(&wrote);

@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 
 use super::members::{AlignedBuf, BlockState, Member};
+use super::payload::{self, MemberWrite, Piece, Source};
 use super::state::BadRange;
 use super::uring;
 use crate::array::gf256::{self, Unit};
@@ -280,6 +281,12 @@ impl<'a> UserData<'a> {
             zeros: vec![],
             bs,
         }
+    }
+
+    /// Where logical block `l`'s new bytes start in the request's data.
+    #[inline]
+    pub fn offset(&self, l: u64) -> Option<usize> {
+        (self.data.is_some() && l >= self.first && l < self.first + self.n).then(|| (l - self.first) as usize * self.bs)
     }
 
     #[inline]
@@ -671,32 +678,55 @@ pub fn write_ops(plan: &IoPlan, how: Submit) -> Vec<DiskOp> {
 
 /// The writes of `plan` with their bytes, runs of adjacent ops on a member
 /// merged ([`Submit::Coalesced`]).
-pub fn write_buffers(
+pub fn write_buffers<'u>(
     env: &Env,
     plan: &IoPlan,
     reads: &Reads,
-    user: &UserData,
-) -> Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
+    user: &UserData<'u>,
+) -> Result<Vec<MemberWrite<'u>>, Fault> {
     write_buffers_as(env, plan, reads, user, Submit::Coalesced)
 }
 
-/// The writes of `plan` with their bytes, submitted as `how` says.
-pub fn write_buffers_as(
+/// The writes of `plan` with their bytes, submitted as `how` says. The
+/// request's new data units are named where they are ([`Piece::User`]);
+/// everything else is built.
+pub fn write_buffers_as<'u>(
     env: &Env,
     plan: &IoPlan,
     reads: &Reads,
-    user: &UserData,
+    user: &UserData<'u>,
     how: Submit,
-) -> Result<Vec<(DiskOp, AlignedBuf)>, Fault> {
+) -> Result<Vec<MemberWrite<'u>>, Fault> {
     let bs = env.bs;
     let mut f = Filler::new(env, reads, user);
     let mut out = Vec::new();
     for op in write_ops(plan, how) {
-        let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
-        for i in 0..op.nblocks as usize {
-            f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
+        let Some(data) = user.data else {
+            let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
+            for i in 0..op.nblocks as usize {
+                f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
+            }
+            out.push(MemberWrite::built(op, buf));
+            continue;
+        };
+        let own = |i: u64| match role(env.array, op.disk, op.block + i) {
+            Role::Data(l) => user.offset(l),
+            _ => None,
+        };
+        let mut pieces = Vec::new();
+        for src in payload::split(data, op.nblocks as u64, bs, own) {
+            pieces.push(match src {
+                Source::User(s, e) => Piece::User(&data[s..e]),
+                Source::Built(at, count) => {
+                    let mut buf = AlignedBuf::scratch(count as usize * bs);
+                    for i in 0..count as usize {
+                        f.fill(op.disk, op.block + at + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
+                    }
+                    Piece::Built(buf)
+                }
+            });
         }
-        out.push((op, buf));
+        out.push(MemberWrite { op, pieces });
     }
     Ok(out)
 }

@@ -48,11 +48,11 @@ impl Job {
         Job::read(fd, offset, &[(buf.as_mut_ptr() as usize, buf.len())])
     }
 
-    /// Write `buf` at `offset`.
-    pub fn write(fd: RawFd, offset: u64, buf: &[u8]) -> Job {
+    /// Write the memory ranges `parts` (address, length), in order, at `offset`.
+    pub fn write(fd: RawFd, offset: u64, parts: &[(usize, usize)]) -> Job {
         Job {
             write: true,
-            ..Job::read(fd, offset, &[(buf.as_ptr() as usize, buf.len())])
+            ..Job::read(fd, offset, parts)
         }
     }
 
@@ -224,7 +224,7 @@ mod tests {
             assert_eq!(buf[110..], [i as u8; 8082]);
         }
         // An error comes back per job.
-        let bad = [Job::write(-1, 0, &a)];
+        let bad = [Job::write(-1, 0, &[(a.as_ptr() as usize, a.len())])];
         let r = unsafe { submit(&bad) }.unwrap();
         assert_eq!(r[0].as_ref().unwrap_err().raw_os_error(), Some(libc::EBADF));
     }
