@@ -98,6 +98,22 @@ pub fn xor_into(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// `dst` = `a` ⊕ `b`: the first step of a parity in one pass (instead of a
+/// copy, then an XOR).
+pub fn xor_pair_into(dst: &mut [u8], a: &[u8], b: &[u8]) {
+    let n = dst.len().min(a.len()).min(b.len());
+    let (dst, a, b) = (&mut dst[..n], &a[..n], &b[..n]);
+    let mut dc = dst.chunks_exact_mut(8);
+    let (mut ac, mut bc) = (a.chunks_exact(8), b.chunks_exact(8));
+    for ((d, x), y) in (&mut dc).zip(&mut ac).zip(&mut bc) {
+        let v = u64::from_ne_bytes(x.try_into().unwrap()) ^ u64::from_ne_bytes(y.try_into().unwrap());
+        d.copy_from_slice(&v.to_ne_bytes());
+    }
+    for ((d, x), y) in dc.into_remainder().iter_mut().zip(ac.remainder()).zip(bc.remainder()) {
+        *d = x ^ y;
+    }
+}
+
 /// Multiply every byte of `buf` by g = {02}, eight bytes at a time: shift
 /// each byte left and reduce the bytes whose top bit fell out by 0x1d (the
 /// low byte of the field polynomial), as MD's SIMD `gen_syndrome` does.
@@ -112,6 +128,25 @@ pub fn mul2_in_place(buf: &mut [u8]) {
     }
     for b in chunks.into_remainder() {
         *b = mul(*b, 2);
+    }
+}
+
+/// `q` = `q`·g ⊕ `src`, byte by byte: one Horner step in one pass over the
+/// memory (where [`mul2_in_place`] then [`xor_into`] take two).
+pub fn mul2_xor_into(q: &mut [u8], src: &[u8]) {
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let n = q.len().min(src.len());
+    let (q, src) = (&mut q[..n], &src[..n]);
+    let mut qc = q.chunks_exact_mut(8);
+    let mut sc = src.chunks_exact(8);
+    for (d, s) in (&mut qc).zip(&mut sc) {
+        let w = u64::from_ne_bytes(d[..8].try_into().unwrap());
+        let hi = w & HI;
+        let v = ((w & !HI) << 1) ^ ((hi >> 7) * 0x1d) ^ u64::from_ne_bytes(s.try_into().unwrap());
+        d.copy_from_slice(&v.to_ne_bytes());
+    }
+    for (d, s) in qc.into_remainder().iter_mut().zip(sc.remainder()) {
+        *d = mul(*d, 2) ^ *s;
     }
 }
 
@@ -149,10 +184,10 @@ pub fn q_into(data: &[&[u8]], slots: &[u32], q: &mut [u8]) {
         match prev {
             None => q.copy_from_slice(data[i]),
             Some(ps) => {
-                for _ in 0..ps - slots[i] {
+                for _ in 1..ps - slots[i] {
                     mul2_in_place(q);
                 }
-                xor_into(q, data[i]);
+                mul2_xor_into(q, data[i]);
             }
         }
         prev = Some(slots[i]);
@@ -356,21 +391,38 @@ mod tests {
     }
 
     #[test]
+    fn xor_pair_is_a_copy_then_an_xor() {
+        let mut seed = 5;
+        for len in [0, 7, 8, 61, 64] {
+            let a: Vec<u8> = (0..len).map(|_| rng(&mut seed) as u8).collect();
+            let b: Vec<u8> = (0..len).map(|_| rng(&mut seed) as u8).collect();
+            let mut want = a.clone();
+            xor_into(&mut want, &b);
+            let mut got = vec![0x5a; len];
+            xor_pair_into(&mut got, &a, &b);
+            assert_eq!(got, want, "len {len}");
+            assert!(len == 0 || got.iter().zip(&a).any(|(g, x)| g != x), "b changed nothing");
+        }
+    }
+
+    #[test]
     fn q_into_is_the_syndromes_q_for_any_slots() {
         // Reference: Q = Σ g^slot · D, byte by byte, with gpow and mul.
         let mut seed = 11;
         for slots in [vec![0u32, 1, 2], vec![2, 0, 3, 1], vec![4, 1], vec![3], vec![]] {
+            // Lengths past a multiple of 8 take the byte-wise tails too.
+            let len = 64 + slots.len();
             let data: Vec<Vec<u8>> = slots
                 .iter()
-                .map(|_| (0..64).map(|_| rng(&mut seed) as u8).collect())
+                .map(|_| (0..len).map(|_| rng(&mut seed) as u8).collect())
                 .collect();
             let views: Vec<&[u8]> = data.iter().map(|d| d.as_slice()).collect();
-            let (mut p, mut q) = (vec![0; 64], vec![0; 64]);
+            let (mut p, mut q) = (vec![0; len], vec![0; len]);
             syndrome(&views, &slots, &mut p, &mut q);
-            let mut direct = vec![0xa5; 64];
+            let mut direct = vec![0xa5; len];
             q_into(&views, &slots, &mut direct);
             assert_eq!(direct, q, "slots {slots:?}");
-            for i in 0..64 {
+            for i in 0..len {
                 let want = views
                     .iter()
                     .zip(&slots)

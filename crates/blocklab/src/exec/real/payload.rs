@@ -192,7 +192,7 @@ mod tests {
         let c = w.contiguous();
         assert!(matches!(c, Cow::Owned(_)));
         assert_eq!((c[0], c[4096], c[8192], c[12288 + 4095]), (12, 13, 99, 10));
-        assert_eq!(c.as_ptr() as usize % ALIGN, 0);
+        assert!((c.as_ptr() as usize).is_multiple_of(ALIGN));
         let parts = w.parts();
         assert_eq!(parts.len(), 3);
         assert_eq!(parts[0], (buf.as_ptr() as usize + 8192, 8192));

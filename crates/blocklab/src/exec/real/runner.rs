@@ -573,13 +573,13 @@ impl<'e, 'r, 'u> Filler<'e, 'r, 'u> {
         if !(0..sm.k).all(|d| unit(d).is_some()) {
             return false;
         }
-        for d in 0..sm.k {
-            let u = unit(d).expect("checked above");
-            if d == 0 {
-                dst.copy_from_slice(u);
-            } else {
-                gf256::xor_into(dst, u);
-            }
+        let u = |d: u32| unit(d).expect("checked above");
+        match sm.k {
+            1 => dst.copy_from_slice(u(0)),
+            _ => gf256::xor_pair_into(dst, u(0), u(1)),
+        }
+        for d in 2..sm.k {
+            gf256::xor_into(dst, u(d));
         }
         true
     }
