@@ -359,31 +359,48 @@ def real_nbd() -> list[str]:
                         "--disk-size", size], check=True, capture_output=True)
         servers[key] = _serve(d)
         _fio(["--name=fill", "--ioengine=nbd", f"--uri={servers[key][1]}", "--rw=write", "--bs=1M", "--iodepth=16"])
-    # rate[(config, case)] = [(MiB/s, IOPS) per round]; cpu[(array, case)] =
-    # [server CPU seconds per GiB per round]: the load of the shared machine
-    # moves the bandwidths, much less what each byte costs the server.
+    # rate[(config, case)] = [(MiB/s, IOPS) per run]; base[(array, case)] =
+    # [MiB/s of its raw aggregate per round: the mean of the raw runs just
+    # before and just after the array's run]; cpu[(array, case)] = [server
+    # CPU seconds per GiB per round]: the load of the shared machine moves
+    # the bandwidths, much less what each byte costs the server.
     rate: dict = {}
+    base: dict = {}
     cpu: dict = {}
+    against = {key: raw for key, _, _, raw in REAL_ARRAYS}
+
+    def raw_run(n: int, rw: str, bs: str) -> tuple[float, float]:
+        args = ["--name=raw", "--direct=1", "--ioengine=libaio", f"--size={size}", *_common(rw, bs)]
+        if n == 1:
+            args.append(f"--filename={work / 'raw0'}")
+        else:
+            # One job per file, all at once: the files' aggregate.
+            args += [f"--numjobs={n}", "--filename_format=" + str(work / "raw$jobnum"), "--group_reporting"]
+        return _rate(_fio(args), rw)
+
     for rnd in range(REAL_ROUNDS):
         for name, rw, bs in REAL_JOBS:
             wide = bs == "1M"
-            for n in (1, 5, 10):
-                if n == 10 and not wide:
-                    continue
-                args = ["--name=raw", "--direct=1", "--ioengine=libaio", f"--size={size}", *_common(rw, bs)]
-                if n == 1:
-                    args.append(f"--filename={work / 'raw0'}")
-                else:
-                    # One job per file, all at once: the files' aggregate.
-                    args += [f"--numjobs={n}", "--filename_format=" + str(work / "raw$jobnum"), "--group_reporting"]
-                rate.setdefault((f"raw{n}", name), []).append(_rate(_fio(args), rw))
+            rate.setdefault(("raw1", name), []).append(raw_run(1, rw, bs))
+            # Each array runs between two runs of its raw aggregate (the run
+            # after one array is the run before the next): this VM's disk
+            # drifts within minutes, so the baseline is taken around the run.
+            last = None
             for key, (srv, uri) in servers.items():
                 if key in REAL_WIDE and not wide:
                     continue
+                cfg = against[key]
+                n = int(cfg.removeprefix("raw"))
+                fresh = not (last and last[0] == cfg)
+                before = raw_run(n, rw, bs) if fresh else last[1]
                 c0 = _proc_cpu(srv.pid)
                 j = _fio(["--name=nbd", "--ioengine=nbd", f"--uri={uri}", *_common(rw, bs)])
                 cpu.setdefault((key, name), []).append((_proc_cpu(srv.pid) - c0) / _gib(j, rw))
                 rate.setdefault((key, name), []).append(_rate(j, rw))
+                after = raw_run(n, rw, bs)
+                last = (cfg, after)
+                rate.setdefault((cfg, name), []).extend([before, after] if fresh else [after])
+                base.setdefault((key, name), []).append((before[0] + after[0]) / 2)
             print(f"round {rnd + 1} {name}: " + ", ".join(f"{k[0]} {v[-1][0]:.0f}" for k, v in rate.items()
                                                            if k[1] == name) + " MiB/s", file=sys.stderr)
     for srv, _ in servers.values():
@@ -391,7 +408,6 @@ def real_nbd() -> list[str]:
         srv.wait(timeout=120)
     load_after = os.getloadavg()
     shutil.rmtree(work, ignore_errors=True)
-    against = {key: raw for key, _, _, raw in REAL_ARRAYS}
     parity = {key: (disks, 2 if level == "raid6" else 1) for key, level, disks, _ in REAL_ARRAYS}
 
     def med(xs: list[float]) -> float:
@@ -404,8 +420,8 @@ def real_nbd() -> list[str]:
         return med([r[1] for r in rate[(cfg, name)]])
 
     def ratios(key: str, name: str) -> list[float]:
-        """The array against its raw aggregate of the same round."""
-        return [a[0] / r[0] for a, r in zip(rate[(key, name)], rate[(against[key], name)])]
+        """The array against the raw aggregate around its run, round by round."""
+        return [a[0] / b for a, b in zip(rate[(key, name)], base[(key, name)])]
 
     def ratio_cell(key: str, name: str) -> str:
         rs = ratios(key, name)
@@ -416,14 +432,22 @@ def real_nbd() -> list[str]:
         n, p = parity[key]
         return f"{(n - p) / n:.0%}"
 
+    def amplification(key: str) -> str:
+        """Member bytes a writer of whole stripes writes per user byte."""
+        n, p = parity[key]
+        return f"{n / (n - p):.2f}"
+
     def r(key: str, i: int) -> str:
         return f"{med(ratios(key, REAL_JOBS[i][0])):.0%}"
 
     def device(key: str, i: int) -> str:
         """Member bytes written per second (user bytes × N / (N - parity)) over the raw aggregate."""
         n, p = parity[key]
-        name = REAL_JOBS[i][0]
-        return f"{mib(key, name) * n / (n - p) / mib(against[key], name):.0%}"
+        return f"{med(ratios(key, REAL_JOBS[i][0])) * n / (n - p):.0%}"
+
+    def spread(cfg: str, i: int) -> str:
+        xs = [x[0] for x in rate[(cfg, REAL_JOBS[i][0])]]
+        return f"{min(xs):.0f} to {max(xs):.0f}"
 
     fio_version = subprocess.run(["fio", "--version"], capture_output=True, text=True).stdout.strip()
     lines = [
@@ -435,9 +459,10 @@ def real_nbd() -> list[str]:
         "--direct` (O_DIRECT on the members, 16 worker threads); clients: `fio --ioengine=nbd --uri=nbd://...` "
         f"with iodepth 16, {REAL_SECONDS} s per case, after writing the whole array once. Raw: `fio --direct=1 "
         "--ioengine=libaio --iodepth=16` on one member-sized file, and on five (ten) such files at once (one job per "
-        f"file, summed: the files' aggregate bandwidth). {REAL_ROUNDS} rounds; in each, every case runs on the raw "
-        "files and every array back to back. Bandwidths are medians over the rounds; a ratio is the median "
-        "(min–max) over the rounds of the array's bandwidth over the raw aggregate of the same round.",
+        f"file, summed: the files' aggregate bandwidth). {REAL_ROUNDS} rounds; in each, every case runs on one raw "
+        "file, then on each array between two runs of its raw aggregate (the run after one array is the run "
+        "before the next). Bandwidths are medians over all runs; a ratio is the median (min–max) over the rounds "
+        "of the array's bandwidth over the mean of the two raw runs around it.",
         "",
         "| case | raw file (MiB/s) | 5 raw files at once (MiB/s) | RAID-5 of 4 over NBD (MiB/s) | RAID-6 of 5 over NBD (MiB/s) | RAID-5 / aggregate | RAID-6 / aggregate |",
         "|---|---|---|---|---|---|---|",
@@ -460,20 +485,22 @@ def real_nbd() -> list[str]:
         f"Large sequential reads through the NBD server reach **{r('raid5', 0)} (RAID-5 of 4), {r('raid6', 0)} "
         f"(RAID-6 of 5) and {r('raid6x10', 0)} (RAID-6 of 10)** of the raw files' aggregate bandwidth (target: "
         f"70 %); large sequential writes **{r('raid5', 1)}, {r('raid6', 1)} and {r('raid6x10', 1)}** (whole "
-        f"stripes of 768 KiB on the arrays of three data members: {r('raid5', 2)}, {r('raid6', 2)}). All member files share one "
-        "device, so every parity byte is written to the same device as the data: a writer of whole stripes can "
-        f"have at most (N − parity) / N of the device for user data, {ceiling('raid5')} on a RAID-5 of 4, "
-        f"{ceiling('raid6')} on a RAID-6 of 5, {ceiling('raid6x10')} on a RAID-6 of 10. Counting the parity, the "
-        f"arrays' sequential 1 MiB writes put {device('raid5', 1)}, {device('raid6', 1)} and "
-        f"{device('raid6x10', 1)} of the raw aggregate on the members: the writes are bound by the device, not "
-        "by the server, and the 70 % target is out of reach for a RAID-6 of 5 on one device whatever the code "
-        "does. On the arrays of three data members 1 MiB writes do not cover whole stripes of 192 KiB: the partial "
-        "stripes at each request's ends are gathered with the neighbouring requests of the stream "
-        "(`exec/real/gather.rs`, as MD's stripe cache does), so a sequential stream writes whole stripes without "
-        "reading old data. The server is CPU-bound on this 2-core machine for small requests (NBD over loopback "
-        "TCP copies every byte twice in the kernel), so the load average of the shared machine weighs on these "
-        "numbers; the raw baseline of this VM's host-cached disk moves by tens of percent from run to run, which "
-        "is why each ratio pairs runs of the same round.",
+        f"stripes of 768 KiB on the arrays of three data members: {r('raid5', 2)}, {r('raid6', 2)}). All member "
+        "files share one device, so the parity goes to the same device as the data: a writer of whole stripes "
+        f"writes {amplification('raid5')} member bytes per user byte on a RAID-5 of 4, {amplification('raid6')} "
+        f"on a RAID-6 of 5 and {amplification('raid6x10')} on a RAID-6 of 10, and counting them the arrays' "
+        f"sequential 1 MiB writes put {device('raid5', 1)}, {device('raid6', 1)} and {device('raid6x10', 1)} of "
+        "the raw aggregate's bandwidth on the members. Where the device is the limit, user data can have at most "
+        f"{ceiling('raid5')}, {ceiling('raid6')} and {ceiling('raid6x10')} of it (below the 70 % target on the "
+        "RAID-6 of 5 whatever the server does). On the arrays of three data members 1 MiB writes do not "
+        "cover whole stripes of 192 KiB: the partial stripes at each request's ends are gathered with the "
+        "neighbouring requests of the stream (`exec/real/gather.rs`, as MD's stripe cache does), so a sequential "
+        "stream writes whole stripes without reading old data. The server, fio's NBD client and the loopback "
+        "TCP between them share the two cores (NBD over loopback copies every byte twice in the kernel), so "
+        "small requests are CPU-bound and the machine's load weighs on every NBD number. The raw baseline of "
+        "this VM's host-cached disk moves by tens of percent within minutes (1 MiB writes on five raw files: "
+        f"{spread('raw5', 1)} MiB/s over this run), which is why each ratio is taken against the raw runs just "
+        "before and after the array's.",
         "",
         "What each byte costs the server (CPU seconds, user + system, of the `real serve` process per GiB "
         "moved, from /proc over each case, median over the rounds; less sensitive to the machine's load than the "
