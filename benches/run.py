@@ -303,6 +303,25 @@ def _rate(j: dict, rw: str) -> tuple[float, float]:
     return bw / 2**20, iops
 
 
+def _sectors_written(path: Path) -> int | None:
+    """Sectors the block device holding `path` has written so far (None: not
+    a plain block device)."""
+    st = os.stat(path)
+    try:
+        return int(Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/stat").read_text().split()[6])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _fio_on_device(args: list[str], where: Path) -> tuple[dict, float | None]:
+    """A fio run and what the device under `where` wrote meanwhile (MiB/s of
+    wall time): the bytes that reached the disk, parity included."""
+    s0, t0 = _sectors_written(where), time.perf_counter()
+    j = _fio(args)
+    s1, t1 = _sectors_written(where), time.perf_counter()
+    return j, None if s0 is None or s1 is None else (s1 - s0) * 512 / 2**20 / (t1 - t0)
+
+
 def _proc_cpu(pid: int) -> float:
     """CPU seconds (user + system) process `pid` has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -367,6 +386,8 @@ def real_nbd() -> list[str]:
     rate: dict = {}
     base: dict = {}
     cpu: dict = {}
+    # device[(config, case)] = [MiB/s the disk under the files wrote per run]
+    device_rate: dict = {}
     against = {key: raw for key, _, _, raw in REAL_ARRAYS}
 
     def raw_run(n: int, rw: str, bs: str) -> tuple[float, float]:
@@ -376,7 +397,9 @@ def real_nbd() -> list[str]:
         else:
             # One job per file, all at once: the files' aggregate.
             args += [f"--numjobs={n}", "--filename_format=" + str(work / "raw$jobnum"), "--group_reporting"]
-        return _rate(_fio(args), rw)
+        j, dev = _fio_on_device(args, work)
+        device_rate.setdefault((f"raw{n}", rw, bs), []).append(dev)
+        return _rate(j, rw)
 
     for rnd in range(REAL_ROUNDS):
         for name, rw, bs in REAL_JOBS:
@@ -394,7 +417,8 @@ def real_nbd() -> list[str]:
                 fresh = not (last and last[0] == cfg)
                 before = raw_run(n, rw, bs) if fresh else last[1]
                 c0 = _proc_cpu(srv.pid)
-                j = _fio(["--name=nbd", "--ioengine=nbd", f"--uri={uri}", *_common(rw, bs)])
+                j, dev = _fio_on_device(["--name=nbd", "--ioengine=nbd", f"--uri={uri}", *_common(rw, bs)], work)
+                device_rate.setdefault((key, rw, bs), []).append(dev)
                 cpu.setdefault((key, name), []).append((_proc_cpu(srv.pid) - c0) / _gib(j, rw))
                 rate.setdefault((key, name), []).append(_rate(j, rw))
                 after = raw_run(n, rw, bs)
@@ -445,6 +469,12 @@ def real_nbd() -> list[str]:
         n, p = parity[key]
         return f"{med(ratios(key, REAL_JOBS[i][0])) * n / (n - p):.0%}"
 
+    def disk(cfg: str, i: int) -> str:
+        """Median MiB/s the disk wrote during the runs of `cfg` in case `i`."""
+        _, rw, bs = REAL_JOBS[i]
+        xs = [x for x in device_rate.get((cfg, rw, bs), []) if x is not None]
+        return f"{med(xs):.0f}" if xs else "–"
+
     def spread(cfg: str, i: int) -> str:
         xs = [x[0] for x in rate[(cfg, REAL_JOBS[i][0])]]
         return f"{min(xs):.0f} to {max(xs):.0f}"
@@ -490,9 +520,14 @@ def real_nbd() -> list[str]:
         f"writes {amplification('raid5')} member bytes per user byte on a RAID-5 of 4, {amplification('raid6')} "
         f"on a RAID-6 of 5 and {amplification('raid6x10')} on a RAID-6 of 10, and counting them the arrays' "
         f"sequential 1 MiB writes put {device('raid5', 1)}, {device('raid6', 1)} and {device('raid6x10', 1)} of "
-        "the raw aggregate's bandwidth on the members. Where the device is the limit, user data can have at most "
-        f"{ceiling('raid5')}, {ceiling('raid6')} and {ceiling('raid6x10')} of it (below the 70 % target on the "
-        "RAID-6 of 5 whatever the server does). On the arrays of three data members 1 MiB writes do not "
+        "the raw aggregate's bandwidth on the members. The disk under the files wrote (sectors written, from "
+        f"`/sys/dev/block/.../stat`, over each run's wall time; medians) {disk('raw5', 1)} MiB/s during the five "
+        f"raw files' 1 MiB writes and {disk('raw10', 1)} during the ten's, {disk('raid5', 1)}, "
+        f"{disk('raid6', 1)} and {disk('raid6x10', 1)} MiB/s during the arrays': where the disk is the limit, user "
+        f"data can have at most {ceiling('raid5')}, {ceiling('raid6')} and {ceiling('raid6x10')} of what it takes, "
+        "and the RAID-6 of 5 reaches the 70 % target only if its members take "
+        f"{0.7 * parity['raid6'][0] / (parity['raid6'][0] - parity['raid6'][1]):.0%} of the raw aggregate's "
+        "bandwidth. On the arrays of three data members 1 MiB writes do not "
         "cover whole stripes of 192 KiB: the partial stripes at each request's ends are gathered with the "
         "neighbouring requests of the stream (`exec/real/gather.rs`, as MD's stripe cache does), so a sequential "
         "stream writes whole stripes without reading old data. The server, fio's NBD client and the loopback "
