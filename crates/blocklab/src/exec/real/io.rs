@@ -75,9 +75,14 @@ impl RealArray {
                 self.size_bytes()
             )));
         }
+        Ok(self.blocks_of(offset, len))
+    }
+
+    /// The blocks bytes `offset..offset+len` touch: (first, count).
+    fn blocks_of(&self, offset: u64, len: u64) -> (u64, u64) {
         let bs = self.bs as u64;
         let first = offset / bs;
-        Ok((first, end.div_ceil(bs) - first))
+        (first, (offset + len).div_ceil(bs) - first)
     }
 
     /// Rows a heal of `heal` rows needs locked.
@@ -331,26 +336,18 @@ impl RealArray {
             (Some(d), Some(g)) if gatherable(g.stripe_blocks, self.bs as u64, offset, len) => {
                 self.write_gathered(g, first, n, d, fua)
             }
-            _ => self.write_range(offset, len, first, n, data, fua),
+            _ => self.write_range(offset, len, data, fua),
         };
         self.user_end();
         self.stats.writes.fetch_add(1, Ordering::Relaxed);
         r
     }
 
-    /// Write bytes `offset..offset+len` (blocks `first..first+n`), planning
-    /// again while a rebuild step's spare write to its rows is unpublished.
-    fn write_range(
-        &self,
-        offset: u64,
-        len: u64,
-        first: u64,
-        n: u64,
-        data: Option<&[u8]>,
-        fua: bool,
-    ) -> std::result::Result<(), ReqError> {
+    /// Write bytes `offset..offset+len`, planning again while a rebuild
+    /// step's spare write to its rows is unpublished.
+    fn write_range(&self, offset: u64, len: u64, data: Option<&[u8]>, fua: bool) -> std::result::Result<(), ReqError> {
         loop {
-            match self.write_blocks(offset, len, first, n, data, fua) {
+            match self.write_blocks(offset, len, data, fua) {
                 Err(Written::Stale(rows)) => self.pending.wait(&rows),
                 Err(Written::Failed(e)) => return Err(e),
                 Ok(()) => return Ok(()),
@@ -373,10 +370,7 @@ impl RealArray {
         let end = first + n;
         let (head_end, tail_start) = (first.next_multiple_of(s), end / s * s);
         let stream = g.in_stream(first, end);
-        let flush = |f: u64, bytes: &[u8], fua: bool| {
-            let len = bytes.len() as u64;
-            self.write_range(f * bs, len, f, len / bs, Some(bytes), fua)
-        };
+        let flush = |f: u64, bytes: &[u8], fua: bool| self.write_range(f * bs, bytes.len() as u64, Some(bytes), fua);
         let part = |a: u64, b: u64| &data[((a - first) * bs) as usize..((b - first) * bs) as usize];
         let mut tickets = Vec::with_capacity(2);
         if first != head_end {
@@ -407,16 +401,9 @@ impl RealArray {
     /// One attempt at a write: `Stale` when the plan was made before a
     /// rebuild step's spare write to its rows was published (the caller
     /// waits, then plans again).
-    fn write_blocks(
-        &self,
-        offset: u64,
-        len: u64,
-        first: u64,
-        n: u64,
-        data: Option<&[u8]>,
-        fua: bool,
-    ) -> std::result::Result<(), Written> {
+    fn write_blocks(&self, offset: u64, len: u64, data: Option<&[u8]>, fua: bool) -> std::result::Result<(), Written> {
         let bs = self.bs as u64;
+        let (first, n) = self.blocks_of(offset, len);
         let live = self.live.read().unwrap();
         let cb = live.array.chunk_blocks();
         let plan = live.array.plan_write(first, n);
