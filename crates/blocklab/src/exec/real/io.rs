@@ -541,12 +541,12 @@ impl RealArray {
             let mut places = Vec::new();
             let mut units: Vec<&[u8]> = Vec::new();
             for w in bufs {
-                for i in 0..w.op.nblocks as usize {
+                for (i, unit) in w.blocks(self.bs).enumerate() {
                     places.push(Place {
                         disk: w.op.disk,
                         block: w.op.block + i as u64,
                     });
-                    units.push(w.block(i, self.bs));
+                    units.push(unit);
                 }
             }
             self.journal
@@ -585,7 +585,7 @@ impl RealArray {
                 return r;
             }
         }
-        let bytes: usize = bufs.iter().map(|w| w.len()).sum();
+        let bytes: usize = bufs.iter().map(|w| w.byte_len()).sum();
         if bufs.len() > 1 && bytes >= runner::PARALLEL_BYTES && self.inflight.load(Ordering::Relaxed) <= 1 {
             runner::each_in_a_thread(bufs, |w| self.write_member(live, w))
                 .into_iter()
@@ -615,7 +615,7 @@ impl RealArray {
         // SAFETY: the bytes are borrowed, unchanged, until `submit` returns.
         let done = unsafe { uring::submit(&jobs) }?;
         Some(bufs.iter().zip(done).try_for_each(|(w, r)| {
-            if matches!(r, Ok(n) if n == w.len()) {
+            if matches!(r, Ok(n) if n == w.byte_len()) {
                 Ok(())
             } else {
                 self.write_member(live, w)

@@ -65,7 +65,7 @@ impl<'u> MemberWrite<'u> {
         if let [Piece::Built(b)] = &self.pieces[..] {
             return Cow::Borrowed(b);
         }
-        let mut buf = AlignedBuf::scratch(self.len());
+        let mut buf = AlignedBuf::scratch(self.byte_len());
         let mut at = 0;
         for p in &self.pieces {
             let b = p.bytes();
@@ -84,21 +84,13 @@ impl<'u> MemberWrite<'u> {
     }
 
     /// Byte count of the write.
-    pub fn len(&self) -> usize {
+    pub fn byte_len(&self) -> usize {
         self.pieces.iter().map(|p| p.bytes().len()).sum()
     }
 
-    /// Block `i` of the write (`bs` bytes).
-    pub fn block(&self, i: usize, bs: usize) -> &[u8] {
-        let mut at = i * bs;
-        for p in &self.pieces {
-            let b = p.bytes();
-            if at < b.len() {
-                return &b[at..at + bs];
-            }
-            at -= b.len();
-        }
-        panic!("block {i} is past the write's {} bytes", self.len())
+    /// The write's blocks (`bs` bytes each), in order.
+    pub fn blocks(&self, bs: usize) -> impl Iterator<Item = &[u8]> {
+        self.pieces.iter().flat_map(move |p| p.bytes().chunks_exact(bs))
     }
 }
 
@@ -165,7 +157,7 @@ mod tests {
         assert_eq!(split(&buf[512..], 5, 4096, at), vec![Built(0, 5)]);
         // Too scattered: built whole.
         let many = (MAX_PIECES + 1) as u64;
-        let alternate = |i: u64| (i % 2 == 0).then_some(i as usize * 4096);
+        let alternate = |i: u64| i.is_multiple_of(2).then_some(i as usize * 4096);
         assert_eq!(split(&vec![0u8; many as usize * 4096], many, 4096, alternate).len(), 1);
     }
 
@@ -186,8 +178,8 @@ mod tests {
             ],
         };
         assert!(w.borrows());
-        assert_eq!(w.len(), 4 * 4096);
-        let tags: Vec<u8> = (0..4).map(|i| w.block(i, 4096)[0]).collect();
+        assert_eq!(w.byte_len(), 4 * 4096);
+        let tags: Vec<u8> = w.blocks(4096).map(|b| b[0]).collect();
         assert_eq!(tags, [12, 13, 99, 10]);
         let c = w.contiguous();
         assert!(matches!(c, Cow::Owned(_)));

@@ -283,22 +283,24 @@ impl<'a> UserData<'a> {
         }
     }
 
-    /// Where logical block `l`'s new bytes start in the request's data.
+    /// Where logical block `l`'s bytes start in the request, if it writes `l`.
+    #[inline]
+    fn index(&self, l: u64) -> Option<usize> {
+        (l >= self.first && l < self.first + self.n).then(|| (l - self.first) as usize * self.bs)
+    }
+
+    /// Where logical block `l`'s new bytes start in the request's data
+    /// (None for zeroes: they are not in `data`).
     #[inline]
     pub fn offset(&self, l: u64) -> Option<usize> {
-        (self.data.is_some() && l >= self.first && l < self.first + self.n).then(|| (l - self.first) as usize * self.bs)
+        self.data.and(self.index(l))
     }
 
     #[inline]
     pub fn get(&self, l: u64) -> Option<&[u8]> {
-        if l < self.first || l >= self.first + self.n {
-            return None;
-        }
+        let i = self.index(l)?;
         Some(match self.data {
-            Some(d) => {
-                let i = (l - self.first) as usize * self.bs;
-                &d[i..i + self.bs]
-            }
+            Some(d) => &d[i..i + self.bs],
             None => &self.zeros,
         })
     }
@@ -700,18 +702,15 @@ pub fn write_buffers_as<'u>(
     let bs = env.bs;
     let mut f = Filler::new(env, reads, user);
     let mut out = Vec::new();
+    // Without new data (zeroes, rebuilds) every write is built, in one piece.
+    let data = user.data.unwrap_or_default();
     for op in write_ops(plan, how) {
-        let Some(data) = user.data else {
-            let mut buf = AlignedBuf::scratch(op.nblocks as usize * bs);
-            for i in 0..op.nblocks as usize {
-                f.fill(op.disk, op.block + i as u64, &mut buf[i * bs..(i + 1) * bs])?;
+        let own = |i: u64| {
+            user.data?;
+            match role(env.array, op.disk, op.block + i) {
+                Role::Data(l) => user.offset(l),
+                _ => None,
             }
-            out.push(MemberWrite::built(op, buf));
-            continue;
-        };
-        let own = |i: u64| match role(env.array, op.disk, op.block + i) {
-            Role::Data(l) => user.offset(l),
-            _ => None,
         };
         let mut pieces = Vec::new();
         for src in payload::split(data, op.nblocks as u64, bs, own) {

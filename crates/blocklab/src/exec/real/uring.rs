@@ -193,9 +193,8 @@ mod tests {
         let (a, b) = ([0xaau8; 60], [0xbbu8; 40]);
         let writes: Vec<Job> = files
             .iter()
-            .map(|f| Job {
-                write: true,
-                ..Job::read(
+            .map(|f| {
+                Job::write(
                     f.as_raw_fd(),
                     10,
                     &[(a.as_ptr() as usize, 60), (b.as_ptr() as usize, 40)],
