@@ -360,8 +360,9 @@ REAL_WIDE = {"raw10", "raid6x10"}
 def real_nbd() -> list[str]:
     """fio through `blocklab real serve` (RAID-5 of 4, RAID-6 of 5, RAID-6 of 10
     member files) against fio on raw member-sized files on the same file system,
-    in rounds: each round runs every case on the raw files and the arrays back
-    to back, so each ratio compares runs made under the same load."""
+    in rounds: in each, every array runs between two runs of its raw aggregate,
+    and its ratio is over their mean, so each ratio compares runs made minutes
+    apart at most on a disk whose speed drifts."""
     work = OUT / "real"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -386,11 +387,11 @@ def real_nbd() -> list[str]:
     rate: dict = {}
     base: dict = {}
     cpu: dict = {}
-    # device[(config, case)] = [MiB/s the disk under the files wrote per run]
-    device_rate: dict = {}
+    # disk_rate[(config, case)] = [MiB/s the disk under the files wrote per run]
+    disk_rate: dict = {}
     against = {key: raw for key, _, _, raw in REAL_ARRAYS}
 
-    def raw_run(n: int, rw: str, bs: str) -> tuple[float, float]:
+    def raw_run(n: int, name: str, rw: str, bs: str) -> tuple[float, float]:
         args = ["--name=raw", "--direct=1", "--ioengine=libaio", f"--size={size}", *_common(rw, bs)]
         if n == 1:
             args.append(f"--filename={work / 'raw0'}")
@@ -398,13 +399,13 @@ def real_nbd() -> list[str]:
             # One job per file, all at once: the files' aggregate.
             args += [f"--numjobs={n}", "--filename_format=" + str(work / "raw$jobnum"), "--group_reporting"]
         j, dev = _fio_on_device(args, work)
-        device_rate.setdefault((f"raw{n}", rw, bs), []).append(dev)
+        disk_rate.setdefault((f"raw{n}", name), []).append(dev)
         return _rate(j, rw)
 
     for rnd in range(REAL_ROUNDS):
         for name, rw, bs in REAL_JOBS:
             wide = bs == "1M"
-            rate.setdefault(("raw1", name), []).append(raw_run(1, rw, bs))
+            rate.setdefault(("raw1", name), []).append(raw_run(1, name, rw, bs))
             # Each array runs between two runs of its raw aggregate (the run
             # after one array is the run before the next): this VM's disk
             # drifts within minutes, so the baseline is taken around the run.
@@ -415,13 +416,13 @@ def real_nbd() -> list[str]:
                 cfg = against[key]
                 n = int(cfg.removeprefix("raw"))
                 fresh = not (last and last[0] == cfg)
-                before = raw_run(n, rw, bs) if fresh else last[1]
+                before = raw_run(n, name, rw, bs) if fresh else last[1]
                 c0 = _proc_cpu(srv.pid)
                 j, dev = _fio_on_device(["--name=nbd", "--ioengine=nbd", f"--uri={uri}", *_common(rw, bs)], work)
-                device_rate.setdefault((key, rw, bs), []).append(dev)
+                disk_rate.setdefault((key, name), []).append(dev)
                 cpu.setdefault((key, name), []).append((_proc_cpu(srv.pid) - c0) / _gib(j, rw))
                 rate.setdefault((key, name), []).append(_rate(j, rw))
-                after = raw_run(n, rw, bs)
+                after = raw_run(n, name, rw, bs)
                 last = (cfg, after)
                 rate.setdefault((cfg, name), []).extend([before, after] if fresh else [after])
                 base.setdefault((key, name), []).append((before[0] + after[0]) / 2)
@@ -471,8 +472,7 @@ def real_nbd() -> list[str]:
 
     def disk(cfg: str, i: int) -> str:
         """Median MiB/s the disk wrote during the runs of `cfg` in case `i`."""
-        _, rw, bs = REAL_JOBS[i]
-        xs = [x for x in device_rate.get((cfg, rw, bs), []) if x is not None]
+        xs = [x for x in disk_rate.get((cfg, REAL_JOBS[i][0]), []) if x is not None]
         return f"{med(xs):.0f}" if xs else "–"
 
     def spread(cfg: str, i: int) -> str:
