@@ -112,7 +112,7 @@ def _csv(v: str | Iterable) -> str:
 
 
 def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", speedup: float = 1.0,
-             outstanding: int = 1, think_ms: float = 0.0, infinitely_fast: bool = False, scheduler: str = "fcfs", queue_depth: int = 0,
+             outstanding: int = 1, think_ms: float = 0.0, infinitely_fast: bool = False, scheduler: str = "auto", queue_depth: int = 0,
              interval_ms: float = 0.0, reference_model: str | None = None, wrap: bool = False,
              raid: str | None = None, disks: int = 4, chunk: str = "64KiB", failed: Sequence[int] = (),
              block_size: int = 4096, layout: str | None = None, disk_size: int | str | None = None,

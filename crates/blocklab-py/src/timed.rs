@@ -8,7 +8,7 @@ use crate::to_py;
 /// Replay traces in simulated time on a drive model; returns the report as JSON.
 #[pyfunction]
 #[pyo3(signature = (model, traces, format="auto", replay="open", speedup=1.0, outstanding=1, think_ms=0.0,
-    infinitely_fast=false, window=64, scheduler="fcfs", queue_depth=0, wrap=false,
+    infinitely_fast=false, window=64, scheduler="auto", queue_depth=0, wrap=false,
     interval_ms=0.0, xor_ms=0.0, reference_model=None, skip_bad=false, raid=None, disks=4,
     chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
     rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000,

@@ -32,7 +32,7 @@ def run(
     infinitely_fast: bool = typer.Option(False, "--infinitely-fast", help="feedback: replace each think time x by x[1-f(x)]."),
     window: int = typer.Option(64, "--window", help="feedback: issue window (requests) per stream."),
     reference: Optional[str] = typer.Option(None, "--reference", help="feedback: model of the traced system giving the original completion times (default MODEL)."),
-    scheduler: str = typer.Option("fcfs", "--scheduler", help="fcfs, sstf, clook or satf."),
+    scheduler: str = typer.Option("auto", "--scheduler", help="fcfs, sstf, clook or satf; auto: a DiskSim .parv's driver policy, else fcfs."),
     queue_depth: int = typer.Option(0, "--queue-depth", help="Requests handed to the device at once (0: unlimited)."),
     wrap: bool = typer.Option(False, "--wrap", help="Fold addresses beyond the device's capacity back onto it."),
     raid: Optional[str] = typer.Option(None, "--raid", help="Run an array of MODEL disks: raid0, raid1, raid10, raid4, raid5, raid6."),

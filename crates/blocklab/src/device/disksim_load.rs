@@ -6,17 +6,42 @@
 
 use std::path::Path;
 
-use crate::device::disksim_params::{parse_file, Block, ParamFile, Value};
+use crate::device::disksim_params::{Block, ParamFile, Value};
+use crate::device::disksim_system::DiskSystem;
 use crate::device::hdd::{
     parse_seek_file, CacheParams, Hdd, HddParams, Layout, Overheads, SeekCurve, SpareUnit, ZoneSpec,
 };
 use crate::error::{Error, Location, Result};
 
-/// Load the (first) disk of a DiskSim parameter file.
+/// Load the drive of a DiskSim parameter file that describes one drive
+/// (one disk instantiated, no iomap; or a `.diskspecs` file: its first
+/// disk). A file of several drives is a system
+/// ([`DiskSystem`](super::disksim_system::DiskSystem)): the stack routes the
+/// trace's devices to them, so it is no single model.
 pub fn load_parv(path: &Path) -> Result<Hdd> {
-    let pf = parse_file(path)?;
-    let disk = find_disk(&pf, path)?;
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let sys = DiskSystem::load(path)?;
+    if !sys.is_single() {
+        let names: Vec<&str> = sys.disks.iter().map(|(n, _)| n.as_str()).collect();
+        return Err(Error::parse(
+            path.display().to_string(),
+            Location::Whole,
+            "instantiate",
+            format!(
+                "describes a system of {} disk{} ({}){}, not one drive: run it with `disk run` (or as \
+                 `[device] model` with `tenant_map = \"key\"`), which routes each trace device to its disk",
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", "),
+                if sys.router.has_maps() { " and an iomap" } else { "" }
+            ),
+        ));
+    }
+    Ok(sys.disks.into_iter().next().expect("one disk").1)
+}
+
+/// The drive of `disk` (a `disksim_disk` block of `pf`), with the bus time
+/// per sector of the system it sits in.
+pub(crate) fn build_disk(pf: &ParamFile, disk: &Block, dir: &Path) -> Result<Hdd> {
     // Bus time per sector: the disk's own plus the slowest bus it sits on.
     let bus = |field: &str| -> Result<f64> {
         let mut m: f64 = 0.0;
@@ -37,25 +62,6 @@ pub fn load_parv(path: &Path) -> Result<Hdd> {
         base.max(bus("Write block transfer time")?),
     );
     build(disk, dir, br, bw)
-}
-
-fn find_disk<'a>(pf: &'a ParamFile, path: &Path) -> Result<&'a Block> {
-    // Prefer an instantiated disk type; else the first disksim_disk block.
-    for inst in &pf.instances {
-        if let Some(b) = pf.block(&inst.type_name) {
-            if b.type_name == "disksim_disk" {
-                return Ok(b);
-            }
-        }
-    }
-    pf.blocks_of("disksim_disk").next().ok_or_else(|| {
-        Error::parse(
-            path.display().to_string(),
-            Location::Whole,
-            "disksim_disk",
-            "no disk defined",
-        )
-    })
 }
 
 fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd> {

@@ -3,6 +3,7 @@
 
 use super::address::{stack_span, AddressMap, Survey};
 use super::cache_layer::{CacheConfig, CacheLayer, PrefetchConfig};
+use super::device_set::DeviceSet;
 use super::dgraid_target::DgraidArray;
 use super::failure::FailAt;
 use super::layer::Class;
@@ -23,6 +24,7 @@ use crate::analysis::sizing::{Scheme, Sizing};
 use crate::array::{parse_bytes, Array, ArrayConfig};
 use crate::cache::fault::{build_fault_aware, FaultMap, NoFaults};
 use crate::cache::sizes;
+use crate::device::disksim_system::is_system;
 use crate::device::Opportunism;
 use crate::device::{load_model, DeviceModel};
 use crate::dgraid::{DgraidConfig, Diffusion, Grouping, LiveLayout, ReplicaPlacement};
@@ -69,6 +71,10 @@ fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceMod
 /// The bottom of the stack.
 fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Box<dyn Target>> {
     let o = &spec.origin;
+    let model = o.model(&spec.device.model);
+    if is_system(&model).map_err(|e| o.err("device.model", e))? {
+        return device_set(spec, model);
+    }
     let make = model_maker(spec)?;
     let bs = spec.block_size();
     let Some(a) = &spec.array else {
@@ -134,6 +140,33 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
         rc.params.live = live_params(spec, r)?;
         t = t.with_rebuild(rc).map_err(|e| o.err("array.rebuild", e))?;
     }
+    Ok(Box::new(t))
+}
+
+/// The disks of a DiskSim system, each trace device routed to its disk.
+fn device_set(spec: &StackSpec, model: String) -> Result<Box<dyn Target>> {
+    let o = &spec.origin;
+    if spec.array.is_some() {
+        return Err(o.err(
+            "array",
+            format!(
+                "{model} describes several disks of its own (a DiskSim system); array members need a one-drive model"
+            ),
+        ));
+    }
+    if spec.tenant_map != TenantMap::Key {
+        return Err(o.err(
+            "tenant_map",
+            format!("{model} routes each trace device to its disk, which needs `tenant_map = \"key\"`"),
+        ));
+    }
+    if spec.device.short_stroke < 1.0 {
+        return Err(o.err(
+            "device.short_stroke",
+            "not available for a DiskSim system of several disks",
+        ));
+    }
+    let t = DeviceSet::load(model.into(), spec.device.wrap, spec.block_size()).map_err(|e| o.err("device.model", e))?;
     Ok(Box::new(t))
 }
 

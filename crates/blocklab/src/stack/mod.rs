@@ -8,7 +8,8 @@
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
 //! * `cache_layer` — host cache layers (with `prefetch`: what they read
 //!   ahead); `write_buffer` — a cache layer's write buffer; `tier` — the SSD
-//!   tier; `target` — one disk, or an array; `dgraid_target` — a D-GRAID
+//!   tier; `target` — one disk, or an array; `device_set` — the disks of a DiskSim
+//!   system, each trace device routed to its own; `dgraid_target` — a D-GRAID
 //!   array (placement by the trace's file-system annotation);
 //! * `failure` — when configured disks fail; `miss_trace` — a layer's misses as a trace;
 //! * `build` — spec to stack; `runtime` — the stack at run time; `run` — whole runs;
@@ -19,6 +20,7 @@ pub mod address;
 pub mod batch;
 pub mod build;
 pub mod cache_layer;
+pub mod device_set;
 pub mod dgraid_target;
 pub mod failure;
 pub mod layer;

@@ -28,6 +28,8 @@ pub struct RunOptions {
     pub think_ms: f64,
     pub infinitely_fast: bool,
     pub window: usize,
+    /// `fcfs`, `sstf`, `clook`, `satf`; `auto`: a DiskSim file's driver
+    /// policy, else FCFS.
     pub scheduler: String,
     pub queue_depth: usize,
     /// Fold addresses beyond the device's capacity back onto it.
@@ -89,7 +91,7 @@ impl Default for RunOptions {
             think_ms: 0.0,
             infinitely_fast: false,
             window: ISSUE_WINDOW,
-            scheduler: "fcfs".into(),
+            scheduler: "auto".into(),
             queue_depth: 0,
             wrap: false,
             interval_ms: 0.0,
@@ -181,10 +183,18 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         }),
         dgraid: None,
     });
+    // A DiskSim file of several disks routes each trace device to its own
+    // disk: the tenants (devices) keep their own address spaces.
+    let system = crate::device::disksim_system::is_system(&o.model)?;
+    let scheduler = if o.scheduler.eq_ignore_ascii_case("auto") {
+        parv_scheduler(&o.model)?.unwrap_or("fcfs").to_string()
+    } else {
+        o.scheduler.clone()
+    };
     let spec = StackSpec {
         seed: 0,
         block_size: None,
-        tenant_map: TenantMap::Ignore,
+        tenant_map: if system { TenantMap::Key } else { TenantMap::Ignore },
         replay: ReplaySpec {
             mode: o.replay.to_ascii_lowercase(),
             speedup: o.speedup,
@@ -201,7 +211,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         tier: None,
         device: DeviceSpec {
             model: o.model.clone(),
-            scheduler: o.scheduler.clone(),
+            scheduler,
             queue_depth: o.queue_depth,
             wrap: o.wrap && array.is_none(),
             ..DeviceSpec::new(&o.model)
@@ -213,6 +223,16 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         },
     };
     spec.validated().map_err(flag_error)
+}
+
+/// The scheduler of a DiskSim file's device driver (`--scheduler auto`):
+/// DiskSim queues requests in the driver, ordered by its policy.
+fn parv_scheduler(model: &str) -> Result<Option<&'static str>> {
+    let p = std::path::Path::new(model);
+    if p.extension().and_then(|e| e.to_str()) != Some("parv") || !p.exists() {
+        return Ok(None);
+    }
+    crate::device::disksim_system::DiskSystem::load(p)?.scheduler()
 }
 
 /// A stack-file key error as the `disk run` flag it mirrors (keys take the

@@ -1,0 +1,642 @@
+//! A DiskSim parameter file as a *system*: the disks it instantiates, in
+//! DiskSim's device order, and how the trace's devices reach them.
+//!
+//! DiskSim numbers devices in the order they are instantiated. A trace
+//! request names a device (`devno`); the `disksim_iosim` block's
+//! `I/O Mappings` (`disksim_iomap` entries) rewrite some of them: `tracedev`
+//! → the disk `simdev`, its block number scaled by `locScale` (512 leaves it
+//! unchanged, larger multiplies it by `locScale / 512`, smaller divides it by
+//! `512 / locScale`, which must divide it), its size multiplied by
+//! `sizeScale`, then `offset` sectors added (DiskSim's `io_map_trace_request`).
+//! A device the iomap does not name goes to the disk of that number, as in
+//! DiskSim, where the devno is kept.
+//!
+//! Only what this laboratory models is accepted: disks (`disksim_disk`),
+//! pass-through controllers (type 1), buses (their transfer times), and
+//! logical organisations that leave requests where they are (Parts, Asis,
+//! Noredun). Anything else is an error naming the block and its key, so a
+//! file is never run as something other than what it describes. A
+//! `disksim_synthio` workload is not run: with a trace, DiskSim ignores it
+//! too (`synthgen` 0).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::disksim_load::build_disk;
+use super::disksim_params::{parse_file, Block, Param, ParamFile, Value};
+use super::hdd::Hdd;
+use crate::error::{Error, Location, Result};
+
+/// One `disksim_iomap` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IoMap {
+    pub tracedev: u32,
+    /// Index of the disk (DiskSim's device number).
+    pub disk: usize,
+    /// `locScale`: bytes per trace location unit (512: sectors).
+    pub loc_scale: u64,
+    /// `sizeScale`: multiplies the request's sector count.
+    pub size_scale: u64,
+    /// `offset`: sectors added to the (scaled) location.
+    pub offset: u64,
+}
+
+/// How trace devices reach the disks of a system (cheap to clone).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Router {
+    file: String,
+    maps: HashMap<u32, IoMap>,
+    disks: usize,
+}
+
+/// A trace request routed to a disk: `sectors` sectors from `lbn` of `disk`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Routed {
+    pub disk: usize,
+    pub lbn: u64,
+    pub sectors: u64,
+}
+
+impl Router {
+    /// Where `bcount` sectors from `blkno` of trace device `devno` go.
+    pub fn route(&self, devno: u32, blkno: u64, bcount: u64) -> Result<Routed> {
+        let Some(m) = self.maps.get(&devno) else {
+            if (devno as usize) < self.disks {
+                return Ok(Routed {
+                    disk: devno as usize,
+                    lbn: blkno,
+                    sectors: bcount,
+                });
+            }
+            return Err(Error::config(format!(
+                "trace device {devno}: {} has no iomap entry for it and no disk {devno} (it defines {} disk{})",
+                self.file,
+                self.disks,
+                if self.disks == 1 { "" } else { "s" }
+            )));
+        };
+        let lbn = if m.loc_scale >= 512 {
+            blkno.checked_mul(m.loc_scale / 512)
+        } else {
+            let div = 512 / m.loc_scale;
+            if blkno % div != 0 {
+                return Err(Error::config(format!(
+                    "trace device {devno}: block {blkno} is not a multiple of {div} ({}: iomap locScale {})",
+                    self.file, m.loc_scale
+                )));
+            }
+            Some(blkno / div)
+        };
+        let too_far = || Error::config(format!("trace device {devno}: block {blkno} overflows when mapped"));
+        let lbn = lbn.and_then(|l| l.checked_add(m.offset)).ok_or_else(too_far)?;
+        let sectors = bcount.checked_mul(m.size_scale).ok_or_else(too_far)?;
+        Ok(Routed {
+            disk: m.disk,
+            lbn,
+            sectors,
+        })
+    }
+
+    pub fn disks(&self) -> usize {
+        self.disks
+    }
+
+    /// Whether the file has an iomap.
+    pub fn has_maps(&self) -> bool {
+        !self.maps.is_empty()
+    }
+}
+
+/// The disks of a parameter file (in device order) and its iomap.
+pub struct DiskSystem {
+    /// Each disk's instance name (`disk0`, `quantum`, ...) and model.
+    pub disks: Vec<(String, Hdd)>,
+    pub router: Router,
+    /// The device driver's `Scheduling policy` and where it was written.
+    driver_policy: Option<(u32, String, u64)>,
+}
+
+/// DiskSim's scheduling policies (`disksim_ioqueue.h`) this laboratory
+/// has: FCFS; CYCLE_LBN / CYCLE_CYL (C-LOOK); SSTF_LBN / SSTF_CYL (SSTF,
+/// by cylinder here). The disks of these files take one request at a time
+/// (`Max queue length = 1`), so the driver's queue is where requests wait
+/// and its policy orders them.
+fn scheduler_of(policy: u32) -> Option<&'static str> {
+    match policy {
+        1 => Some("fcfs"),
+        3 | 6 => Some("clook"),
+        4 | 7 => Some("sstf"),
+        _ => None,
+    }
+}
+
+impl DiskSystem {
+    /// Load `path` (a `.parv`, or a `.diskspecs` defining a disk type).
+    pub fn load(path: &Path) -> Result<DiskSystem> {
+        let pf = parse_file(path)?;
+        let shown = path.display().to_string();
+        check_modelled(&pf)?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let mut names: Vec<(String, &Block)> = Vec::new();
+        for inst in &pf.instances {
+            let Some(b) = pf.block(&inst.type_name) else { continue };
+            match b.type_name.as_str() {
+                "disksim_disk" => names.extend(inst.names.iter().map(|n| (n.clone(), b))),
+                "disksim_simpledisk" | "disksim_ssd" | "disksim_mems" => {
+                    return Err(Error::parse(
+                        &b.file,
+                        Location::Line(b.line),
+                        &b.type_name,
+                        format!(
+                            "`{}` ({}) is not modelled: only `disksim_disk` drives are",
+                            b.name.as_deref().unwrap_or(""),
+                            inst.names.join(", ")
+                        ),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        // A file of disk types alone (`.diskspecs`): its first disk.
+        if names.is_empty() {
+            let b = pf
+                .blocks_of("disksim_disk")
+                .next()
+                .ok_or_else(|| Error::parse(&shown, Location::Whole, "disksim_disk", "no disk defined"))?;
+            names.push((b.name.clone().unwrap_or_default(), b));
+        }
+        let mut disks = Vec::with_capacity(names.len());
+        for (name, b) in &names {
+            disks.push((name.clone(), build_disk(&pf, b, dir)?));
+        }
+        let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
+        let maps = iomaps(&pf, &index)?;
+        let driver_policy = driver_policy(&pf)?;
+        Ok(DiskSystem {
+            driver_policy,
+            router: Router {
+                file: shown,
+                maps,
+                disks: disks.len(),
+            },
+            disks,
+        })
+    }
+
+    /// The scheduler of the file's device driver (None: the file has none).
+    pub fn scheduler(&self) -> Result<Option<&'static str>> {
+        let Some((policy, file, line)) = &self.driver_policy else {
+            return Ok(None);
+        };
+        match scheduler_of(*policy) {
+            Some(s) => Ok(Some(s)),
+            None => Err(Error::parse(
+                file,
+                Location::Line(*line),
+                "Scheduling policy",
+                format!(
+                    "the device driver's policy {policy} is not modelled (1 FCFS, 3 / 6 C-LOOK, 4 / 7 SSTF); \
+                     choose one with --scheduler"
+                ),
+            )),
+        }
+    }
+
+    /// One disk and no iomap: a drive model rather than a system.
+    pub fn is_single(&self) -> bool {
+        self.disks.len() == 1 && self.router.maps.is_empty()
+    }
+}
+
+/// Whether `spec` (a model as users write it) is a DiskSim file that
+/// describes more than one drive (several disks, or an iomap).
+pub fn is_system(spec: &str) -> Result<bool> {
+    let p = Path::new(spec);
+    if p.extension().and_then(|e| e.to_str()) != Some("parv") || !p.exists() {
+        return Ok(false);
+    }
+    Ok(!DiskSystem::load(p)?.is_single())
+}
+
+/// Blocks and keys whose behaviour is not modelled: an error each.
+fn check_modelled(pf: &ParamFile) -> Result<()> {
+    let used = |b: &Block| {
+        let name = b.name.as_deref().unwrap_or("");
+        pf.instances.iter().any(|i| i.type_name == name)
+    };
+    let unmodelled = |b: &Block, key: &str, what: String| -> Error {
+        let p = b.get(key);
+        Error::parse(
+            p.map_or(&b.file, |p| &p.file),
+            Location::Line(p.map_or(b.line, |p| p.line)),
+            format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
+            what,
+        )
+    };
+    for b in &pf.blocks {
+        match b.type_name.as_str() {
+            "disksim_ctlr" if used(b) => {
+                let t = b.num_or("type", 1.0)?;
+                if t != 1.0 {
+                    return Err(unmodelled(
+                        b,
+                        "type",
+                        format!("controller type {t} (a smart controller, its cache) is not modelled; only type 1 (pass-through)"),
+                    ));
+                }
+                if b.get("Cache").is_some() {
+                    return Err(unmodelled(b, "Cache", "controller caches are not modelled".into()));
+                }
+            }
+            "disksim_iodriver" if used(b) => {
+                let t = b.num_or("type", 1.0)?;
+                if t != 1.0 {
+                    return Err(unmodelled(
+                        b,
+                        "type",
+                        format!("device driver type {t} is not modelled; only 1"),
+                    ));
+                }
+                if b.num_or("Constant access time", 0.0)? != 0.0 {
+                    return Err(unmodelled(
+                        b,
+                        "Constant access time",
+                        "a driver-level constant access time is not modelled; only 0".into(),
+                    ));
+                }
+            }
+            "disksim_logorg" => {
+                for (key, want) in [
+                    ("Addressing mode", "Parts"),
+                    ("Distribution scheme", "Asis"),
+                    ("Redundancy scheme", "Noredun"),
+                ] {
+                    if let Some(p) = b.get(key) {
+                        let v = word(p)?;
+                        if !v.eq_ignore_ascii_case(want) {
+                            return Err(unmodelled(
+                                b,
+                                key,
+                                format!(
+                                    "`{v}` is not modelled: only {want} (logical organisations that leave requests on their disks)"
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+            "disksim_syncset" => {
+                return Err(unmodelled(
+                    b,
+                    "devices",
+                    "synchronised spindles are not modelled".into(),
+                ));
+            }
+            "disksim_iosim" => {
+                let s = b.num_or("I/O Trace Time Scale", 1.0)?;
+                if s != 1.0 {
+                    return Err(unmodelled(
+                        b,
+                        "I/O Trace Time Scale",
+                        format!("{s}: scaled trace times are not modelled here; use --speedup"),
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The instantiated device driver's `Scheduler` `Scheduling policy`.
+fn driver_policy(pf: &ParamFile) -> Result<Option<(u32, String, u64)>> {
+    for inst in &pf.instances {
+        let Some(d) = pf.block(&inst.type_name) else { continue };
+        if d.type_name != "disksim_iodriver" {
+            continue;
+        }
+        let Some(sched) = d.get("Scheduler") else {
+            return Ok(None);
+        };
+        let Value::Block(q) = &sched.value else {
+            return Err(sched.err("expected a `disksim_ioqueue { ... }` block"));
+        };
+        let Some(p) = q.get("Scheduling policy") else {
+            return Ok(None);
+        };
+        let n = p.num()?;
+        return Ok(Some((n as u32, p.file.clone(), p.line)));
+    }
+    Ok(None)
+}
+
+fn word(p: &Param) -> Result<String> {
+    match &p.value {
+        Value::Str(s) => Ok(s.clone()),
+        Value::Num(n) => Ok(n.to_string()),
+        _ => Err(p.err("expected a word")),
+    }
+}
+
+/// An integer parameter; DiskSim reads them with C's base prefixes (`0x0e`).
+fn int(b: &Block, key: &str, default: Option<u64>) -> Result<u64> {
+    let Some(p) = b.get(key) else {
+        return default.ok_or_else(|| {
+            Error::parse(
+                &b.file,
+                Location::Line(b.line),
+                key,
+                format!("missing in `{}` block", b.type_name),
+            )
+        });
+    };
+    match &p.value {
+        Value::Num(n) if *n >= 0.0 && n.fract() == 0.0 => Ok(*n as u64),
+        Value::Str(s) => s
+            .strip_prefix("0x")
+            .or_else(|| s.strip_prefix("0X"))
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .ok_or_else(|| p.err(format!("`{s}` is not a non-negative integer"))),
+        _ => Err(p.err("expected a non-negative integer")),
+    }
+}
+
+/// The `I/O Mappings` of the file's `disksim_iosim` block(s).
+fn iomaps(pf: &ParamFile, disks: &HashMap<&str, usize>) -> Result<HashMap<u32, IoMap>> {
+    let mut maps = HashMap::new();
+    for iosim in pf.blocks_of("disksim_iosim") {
+        let Some(list) = iosim.get("I/O Mappings") else {
+            continue;
+        };
+        let Value::List(entries) = &list.value else {
+            return Err(list.err("expected a `[ ... ]` list of `disksim_iomap { ... }`"));
+        };
+        for e in entries {
+            let Value::Block(m) = e else {
+                return Err(list.err("expected `disksim_iomap { ... }` entries"));
+            };
+            let tracedev = int(m, "tracedev", None)?;
+            let tracedev = u32::try_from(tracedev).map_err(|_| {
+                m.get("tracedev")
+                    .expect("read above")
+                    .err("larger than a device number")
+            })?;
+            let simdev = m.get("simdev").ok_or_else(|| {
+                Error::parse(
+                    &m.file,
+                    Location::Line(m.line),
+                    "simdev",
+                    "missing in `disksim_iomap` block",
+                )
+            })?;
+            let name = word(simdev)?;
+            let disk = *disks
+                .get(name.as_str())
+                .ok_or_else(|| simdev.err(format!("`{name}` is not an instantiated disk")))?;
+            let loc_scale = int(m, "locScale", None)?;
+            if loc_scale == 0 || (512 % loc_scale != 0 && loc_scale % 512 != 0) {
+                return Err(m
+                    .get("locScale")
+                    .expect("read above")
+                    .err(format!("{loc_scale}: must divide 512 or be a multiple of it")));
+            }
+            let size_scale = int(m, "sizeScale", None)?;
+            if size_scale == 0 {
+                return Err(m.get("sizeScale").expect("read above").err("must be positive"));
+            }
+            let offset = int(m, "offset", Some(0))?;
+            let entry = IoMap {
+                tracedev,
+                disk,
+                loc_scale,
+                size_scale,
+                offset,
+            };
+            if maps.insert(tracedev, entry).is_some() {
+                return Err(m
+                    .get("tracedev")
+                    .expect("read above")
+                    .err(format!("trace device {tracedev} is mapped twice")));
+            }
+        }
+    }
+    Ok(maps)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    /// A directory holding a tiny drive (1 surface, 10 cylinders of 10
+    /// sectors, 6000 rpm: 1 ms a sector, no cache, no overheads) and the
+    /// system file `parv` around it; returns the `.parv` path.
+    pub(crate) fn tiny_system(tag: &str, parv: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("blocklab-dssys-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("x.seek"), "Seek distances measured: 2\n1, 3.0\n9, 7.0\n").unwrap();
+        std::fs::write(
+            dir.join("x.model"),
+            "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n\
+             Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n\
+             Last cylinder number = 9, Blocks per track = 10 } ] },\n\
+             Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n\
+             Rotation speed (in rpms) = 6000 }\n}\n",
+        )
+        .unwrap();
+        let p = dir.join("sys.parv");
+        std::fs::write(&p, parv).unwrap();
+        p
+    }
+
+    pub(crate) const TWO_DISKS: &str = "disksim_disk D {\n Model = source x.model\n}\n\
+        instantiate [ d0 .. d1 ] as D\n\
+        disksim_iosim IS {\n I/O Mappings = [\n\
+          disksim_iomap { tracedev = 0x0e, simdev = d1, locScale = 1024, sizeScale = 2, offset = 5 },\n\
+          disksim_iomap { tracedev = 3, simdev = d0, locScale = 256, sizeScale = 1 }\n ]\n}\n";
+
+    #[test]
+    fn iomap_routes_scales_and_offsets_as_disksim_does() {
+        let p = tiny_system("route", TWO_DISKS);
+        let sys = DiskSystem::load(&p).unwrap();
+        assert_eq!(sys.disks.len(), 2);
+        assert_eq!(sys.disks[1].0, "d1");
+        assert!(!sys.is_single());
+        let r = &sys.router;
+        // 0x0e → d1: 1024-byte units are 2 sectors; sizes doubled; +5.
+        assert_eq!(
+            r.route(14, 10, 3).unwrap(),
+            Routed {
+                disk: 1,
+                lbn: 25,
+                sectors: 6
+            }
+        );
+        // 3 → d0: 256-byte units, halved (they must be even).
+        assert_eq!(
+            r.route(3, 8, 4).unwrap(),
+            Routed {
+                disk: 0,
+                lbn: 4,
+                sectors: 4
+            }
+        );
+        assert!(r
+            .route(3, 7, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("not a multiple of 2"));
+        // Not in the iomap: the disk of that number, unchanged.
+        assert_eq!(
+            r.route(1, 9, 1).unwrap(),
+            Routed {
+                disk: 1,
+                lbn: 9,
+                sectors: 1
+            }
+        );
+        let e = r.route(2, 0, 1).unwrap_err().to_string();
+        assert!(e.contains("trace device 2") && e.contains("2 disks"), "{e}");
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn driver_policy_is_the_scheduler_and_an_unknown_one_is_named() {
+        let driver = |policy: u32| {
+            format!(
+                "disksim_disk D {{\n Model = source x.model\n}}\ninstantiate [ d0 ] as D\n\
+                 disksim_iodriver DRV {{\n type = 1,\n Scheduler = disksim_ioqueue {{\n Scheduling policy = {policy}\n }}\n}}\n\
+                 instantiate [ driver0 ] as DRV\n"
+            )
+        };
+        let p = tiny_system("sched", &driver(4));
+        assert_eq!(DiskSystem::load(&p).unwrap().scheduler().unwrap(), Some("sstf"));
+        std::fs::write(&p, driver(2)).unwrap();
+        match DiskSystem::load(&p).unwrap().scheduler() {
+            Err(Error::Parse { location, field, .. }) => {
+                assert_eq!(location, Location::Line(8));
+                assert_eq!(field, "Scheduling policy");
+            }
+            other => panic!("{other:?}"),
+        }
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn a_system_is_not_one_drive() {
+        let p = tiny_system("single", TWO_DISKS);
+        let e = crate::device::disksim_load::load_parv(&p)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("system of 2 disks (d0, d1) and an iomap"), "{e}");
+        let one = tiny_system(
+            "one",
+            "disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 ] as D\n",
+        );
+        assert!(DiskSystem::load(&one).unwrap().is_single());
+        assert!(!is_system(one.to_str().unwrap()).unwrap());
+        assert!(is_system(p.to_str().unwrap()).unwrap());
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+        let _ = std::fs::remove_dir_all(one.parent().unwrap());
+    }
+
+    /// `(src, line, field fragment)`: the error names the block's line and key.
+    fn refused(tag: &str, extra: &str, line: u64, field: &str) {
+        let p = tiny_system(
+            tag,
+            &format!("disksim_disk D {{\n Model = source x.model\n}}\ninstantiate [ d0 ] as D\n{extra}"),
+        );
+        match DiskSystem::load(&p) {
+            Err(Error::Parse { location, field: f, .. }) => {
+                assert_eq!(location, Location::Line(line), "{extra}");
+                assert!(f.contains(field), "{f} vs {field}");
+            }
+            Err(e) => panic!("{extra}: {e}"),
+            Ok(_) => panic!("accepted {extra}"),
+        }
+        let _ = std::fs::remove_dir_all(p.parent().unwrap());
+    }
+
+    #[test]
+    fn unmodelled_blocks_name_block_and_key() {
+        refused(
+            "ctlr",
+            "disksim_ctlr C {\n type = 3,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
+            6,
+            "disksim_ctlr C: type",
+        );
+        refused(
+            "raid",
+            "disksim_logorg org0 {\n Addressing mode = Array,\n Distribution scheme = Striped,\n Redundancy scheme = Parity_rotated\n}\n",
+            6,
+            "disksim_logorg org0: Addressing mode",
+        );
+        refused(
+            "redun",
+            "disksim_logorg org0 {\n Addressing mode = Parts,\n Distribution scheme = Asis,\n Redundancy scheme = Shadowed\n}\n",
+            8,
+            "Redundancy scheme",
+        );
+        refused(
+            "sync",
+            "disksim_syncset s0 {\n devices = [ d0 ]\n}\n",
+            6,
+            "disksim_syncset s0",
+        );
+        refused(
+            "simple",
+            "disksim_simpledisk S {\n Block count = 100\n}\ninstantiate [ s0 ] as S\n",
+            5,
+            "disksim_simpledisk",
+        );
+        refused("map", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d7, locScale = 512, sizeScale = 1 } ]\n}\n", 6, "simdev");
+        refused("scale", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d0, locScale = 300, sizeScale = 1 } ]\n}\n", 6, "locScale");
+    }
+
+    #[test]
+    fn validation_systems_load_with_their_disks() {
+        let Some(dir) = crate::device::validate::validation_dir() else {
+            eprintln!("skipped: ../shared/disk-models is absent");
+            return;
+        };
+        let ascii = DiskSystem::load(&dir.join("ascii.parv")).unwrap();
+        assert_eq!(ascii.disks.len(), 18);
+        // 0x0e → disk0, 0x1e (30) → disk7, 0x67 → disk15.
+        assert_eq!(
+            ascii.router.route(14, 7, 2).unwrap(),
+            Routed {
+                disk: 0,
+                lbn: 7,
+                sectors: 2
+            }
+        );
+        assert_eq!(ascii.router.route(30, 7, 2).unwrap().disk, 7);
+        assert_eq!(ascii.router.route(0x67, 7, 2).unwrap().disk, 15);
+        let three = DiskSystem::load(&dir.join("3disks.parv")).unwrap();
+        let names: Vec<&str> = three.disks.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["quantum", "ibm", "seagate"]);
+        let hplajw = DiskSystem::load(&dir.join("hplajw.parv")).unwrap();
+        assert_eq!(hplajw.disks.len(), 2);
+        // The drivers' policies: SSTF_LBN (4), CYCLE_LBN (3), FCFS (1).
+        assert_eq!(hplajw.scheduler().unwrap(), Some("sstf"));
+        assert_eq!(ascii.scheduler().unwrap(), Some("clook"));
+        assert_eq!(
+            DiskSystem::load(&dir.join("hp_c2247a.parv"))
+                .unwrap()
+                .scheduler()
+                .unwrap(),
+            Some("fcfs")
+        );
+        for unmodelled in [
+            "synthraid5",
+            "syntharrays",
+            "synthcachemem",
+            "synthcachedev",
+            "synthsimpledisk",
+        ] {
+            let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
+            assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
+        }
+    }
+}
