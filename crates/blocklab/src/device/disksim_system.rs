@@ -233,7 +233,15 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
             what,
         )
     };
-    for b in &pf.blocks {
+    // The most telling first: how requests are laid out, then the controllers.
+    let order = [
+        "disksim_logorg",
+        "disksim_ctlr",
+        "disksim_iodriver",
+        "disksim_iosim",
+        "disksim_syncset",
+    ];
+    for b in order.iter().flat_map(|t| pf.blocks_of(t)) {
         match b.type_name.as_str() {
             "disksim_ctlr" if used(b) => {
                 let t = b.num_or("type", 1.0)?;
@@ -453,7 +461,8 @@ pub(crate) mod tests {
         instantiate [ d0 .. d1 ] as D\n\
         disksim_iosim IS {\n I/O Mappings = [\n\
           disksim_iomap { tracedev = 0x0e, simdev = d1, locScale = 1024, sizeScale = 2, offset = 5 },\n\
-          disksim_iomap { tracedev = 3, simdev = d0, locScale = 256, sizeScale = 1 }\n ]\n}\n";
+          disksim_iomap { tracedev = 3, simdev = d0, locScale = 256, sizeScale = 1 },\n\
+          disksim_iomap { tracedev = 5000, simdev = d1, locScale = 512, sizeScale = 1 }\n ]\n}\n";
 
     #[test]
     fn iomap_routes_scales_and_offsets_as_disksim_does() {

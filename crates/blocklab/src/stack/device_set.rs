@@ -180,6 +180,43 @@ mod tests {
         let r = run_on("map", "0.0 14 4 1 1\n").unwrap();
         assert_eq!(r.devices.iter().map(|d| d.ops).collect::<Vec<_>>(), [0, 1]);
         assert!((r.avg_response_ms - 5.0).abs() < 1e-6, "{}", r.avg_response_ms);
+        // A large device number keeps its exact sector: 5000 → d1, sector 3
+        // comes round at 3 ms, read by 4 (not a whole 4 KiB block from 0).
+        let r = run_on("big", "0.0 5000 3 1 1\n").unwrap();
+        assert_eq!(r.devices.iter().map(|d| d.ops).collect::<Vec<_>>(), [0, 1]);
+        assert!((r.avg_response_ms - 4.0).abs() < 1e-6, "{}", r.avg_response_ms);
+    }
+
+    #[test]
+    fn a_stack_file_needs_the_key_tenant_map_and_no_array() {
+        use crate::stack::build::{build, Executor};
+        use crate::stack::spec::{Origin, StackSpec};
+        let parv = tiny_system("spec", TWO_DISKS);
+        let spec = |extra: &str| {
+            StackSpec::from_str_with(
+                &format!(
+                    "tenant_map = \"key\"\n[device]\nmodel = \"{}\"\n{extra}",
+                    parv.display()
+                ),
+                &[],
+                Origin {
+                    file: "s.toml".into(),
+                    dir: Default::default(),
+                },
+            )
+            .unwrap()
+        };
+        let key_of = |s: &StackSpec| match build(s, Executor::Count, None) {
+            Err(crate::Error::Key { key, .. }) => key,
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("built"),
+        };
+        assert!(build(&spec(""), Executor::Count, None).is_ok());
+        let mut ignore = spec("");
+        ignore.tenant_map = crate::stack::spec::TenantMap::Ignore;
+        assert_eq!(key_of(&ignore), "tenant_map");
+        assert_eq!(key_of(&spec("[array]\nraid = 5\ndisks = 3\n")), "array");
+        let _ = std::fs::remove_dir_all(parv.parent().unwrap());
     }
 
     #[test]

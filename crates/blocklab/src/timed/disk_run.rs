@@ -193,7 +193,9 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
     };
     let spec = StackSpec {
         seed: 0,
-        block_size: None,
+        // A system's stack blocks are sectors, so that every request keeps
+        // its exact sectors whatever its device number.
+        block_size: system.then_some(512),
         tenant_map: if system { TenantMap::Key } else { TenantMap::Ignore },
         replay: ReplaySpec {
             mode: o.replay.to_ascii_lowercase(),

@@ -1,0 +1,111 @@
+"""DiskSim parameter files of several disks: each trace device reaches its own
+disk through the file's iomap, and what the loader does not model is refused
+(`runvalid`'s traced lines; skipped without ../shared)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("BLOCKLAB_SHARED", ROOT.parent / "shared"))
+VALID = SHARED / "disk-models" / "disksim-valid"
+AJW = SHARED / "traces" / "hp_hplajw_1992" / "ajw.1week.srt"
+
+needs_shared = pytest.mark.skipif(not VALID.exists(), reason="../shared not present (set BLOCKLAB_SHARED)")
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    code = "import sys; from blocklab.cli import main; sys.argv = [\"blocklab\", *sys.argv[1:]]; main()"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+
+
+def disk_run(parv: str, trace: Path, fmt: str, *extra: str) -> dict:
+    r = run("disk", "run", str(VALID / parv), "--trace", str(trace), "--format", fmt, "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@needs_shared
+def test_ascii_parv_routes_its_fourteen_trace_devices_as_disksim_does():
+    # runvalid: "ASCII input (avg. resp should be about 13.8ms)".
+    out = disk_run("ascii.parv", VALID / "ascii.trace", "disksim")
+    assert out["requests"] == 100_000
+    assert out["scheduler"] == "clook"  # the driver's CYCLE_LBN
+    assert abs(out["avg_response_ms"] - 13.8) <= 0.05 * 13.8, out["avg_response_ms"]
+    # 18 disks; the trace's 14 devices (0x65 and 0x67 map disks 11 and 15,
+    # devices the trace never names, and devices 1, 2 too) leave four idle.
+    ops = [d["ops"] for d in out["devices"]]
+    assert len(ops) == 18 and sum(ops) == 100_000
+    assert sum(1 for n in ops if n == 0) == 4
+    # 0x0e (14) → disk0: 19,968 requests in the trace.
+    assert ops[0] == 19_968
+
+
+@needs_shared
+@pytest.mark.skipif(not AJW.exists(), reason="ajw.1week.srt not present")
+def test_hplajw_parv_splits_devices_and_takes_the_drivers_sstf():
+    # runvalid: "HP srt trace input (avg. resp should be about 48.8ms)".
+    out = disk_run("hplajw.parv", AJW, "hpsrt")
+    assert out["scheduler"] == "sstf"
+    assert [d["ops"] for d in out["devices"]] == [42_252, 2_267]
+    assert abs(out["avg_response_ms"] - 48.8) <= 0.05 * 48.8, out["avg_response_ms"]
+
+
+@needs_shared
+@pytest.mark.parametrize("parv, names", [
+    ("synthraid5.parv", ["disksim_logorg", "Addressing mode", "Array"]),
+    ("syntharrays.parv", ["disksim_logorg", "Addressing mode", "Array"]),
+    ("synthcachemem.parv", ["disksim_ctlr", "type", "controller type 3"]),
+    ("synthcachedev.parv", ["disksim_ctlr", "type", "controller type 3"]),
+    ("synthsimpledisk.parv", ["disksim_simpledisk", "not modelled"]),
+])
+def test_unmodelled_blocks_are_one_line_errors_naming_block_and_key(parv, names):
+    r = run("disk", "run", str(VALID / parv), "--trace", str(VALID / "ascii.trace"), "--format", "disksim")
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert parv in lines[0] and all(n in lines[0] for n in names), lines[0]
+
+
+@needs_shared
+def test_a_trace_device_the_system_has_no_disk_for_is_an_error():
+    # 3disks.parv has three disks and no iomap: devices 0-2 only. ascii.trace
+    # starts with device 30 (before: all of it ran on the first disk, silently).
+    r = run("disk", "run", str(VALID / "3disks.parv"), "--trace", str(VALID / "ascii.trace"), "--format", "disksim")
+    assert r.returncode == 2, r.stdout
+    assert "trace device 30" in r.stderr and "no disk 30" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+
+
+@needs_shared
+def test_a_system_is_not_a_single_drive_model():
+    r = run("disk", "validate", str(VALID / "ascii.parv"), "--trace", str(VALID / "hp_c2247a.trace"))
+    assert r.returncode == 2, r.stdout
+    assert "system of 18 disks" in r.stderr and "iomap" in r.stderr, r.stderr
+
+
+def test_devices_of_a_tiny_system_run_in_parallel(tmp_path):
+    # Two 1-sector reads at t = 0 on devices 0 and 1: one disk each, 1 ms
+    # each (6000 rpm, 10 sectors a track, the platter at sector 0). On one
+    # disk the second would wait a revolution: mean (1 + 11) / 2 = 6 ms.
+    (tmp_path / "x.seek").write_text("Seek distances measured: 2\n1, 3.0\n9, 7.0\n")
+    (tmp_path / "x.model").write_text(
+        "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n"
+        " Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n"
+        " Last cylinder number = 9, Blocks per track = 10 } ] },\n"
+        " Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n"
+        " Rotation speed (in rpms) = 6000 }\n}\n")
+    (tmp_path / "sys.parv").write_text("disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 .. d1 ] as D\n")
+    (tmp_path / "t.trace").write_text("0.0 0 0 1 1\n0.0 1 0 1 1\n")
+    r = run("disk", "run", str(tmp_path / "sys.parv"), "--trace", str(tmp_path / "t.trace"), "--format", "disksim",
+            "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert abs(out["avg_response_ms"] - 1.0) < 1e-6
+    assert [d["ops"] for d in out["devices"]] == [1, 1]
