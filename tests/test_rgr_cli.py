@@ -151,3 +151,16 @@ def test_percent_footprint_printed_and_equal_to_cache(flags, basis, unique):
     rj = blocklab("rgr", SAMPLE, "--format", "mqsim", "--failed", "0", "--policy", "lru", "--size", "1%", *flags, "--json")
     cj = blocklab("cache", SAMPLE, "--format", "mqsim", "--policy", "lru", "--size", "1%", *flags, "--json")
     assert json.loads(rj.stdout)[0]["cache_blocks"] == json.loads(cj.stdout)[0]["cache_blocks"]
+
+
+def test_api_refuses_past_redundancy_unless_allowed():
+    # Issue 27 case 1 for the Python API's front ends.
+    import blocklab
+    from blocklab import api
+
+    with pytest.raises(blocklab._core.BlocklabError, match="--allow-loss"):
+        api.rgr(SAMPLE, "lru", [100], format="mqsim", raid="6", disks=6, failed=[0, 1, 2])
+    df = api.rgr(SAMPLE, "lru", [100], format="mqsim", raid="6", disks=6, failed=[0, 1, 2], allow_loss=True)
+    assert df["unreadable_blocks"].iloc[0] > 0
+    with pytest.raises(blocklab._core.BlocklabError, match="--allow-loss"):
+        api.disk_run("const:1", str(SAMPLE), format="mqsim", raid="5", disks=6, failed=[0, 1])
