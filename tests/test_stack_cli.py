@@ -298,6 +298,13 @@ def test_summary_and_json_state_tenant_map_and_fit(tmp_path, sets, tenant_map, f
     r = blocklab("run", stack, "--trace", SAMPLE, "--format", "mqsim", "--executor", "count", *over)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1] == f"layout: tenant map {tenant_map}, fit {fit}"
+    pct = blocklab("run", stack, "--trace", SAMPLE, "--format", "mqsim", "--executor", "count", *over,
+                   "--set", "cache.0.size=1%")
+    assert pct.returncode == 0, pct.stderr
+    unique = ok_json("run", stack, "--trace", SAMPLE, "--format", "mqsim", "--executor", "count", *over,
+                     "--set", "cache.0.size=1%", "--json")["unique_blocks"]
+    assert pct.stdout.splitlines()[1] == (f"layout: tenant map {tenant_map}, fit {fit}; footprint {unique:,} "
+                                          "unique stack blocks (what `%` sizes are shares of)")
 
 
 def test_allowed_loss_is_shown_beside_the_response(tmp_path):

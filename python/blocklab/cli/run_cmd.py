@@ -56,7 +56,10 @@ def print_result(out: dict, stack) -> None:
     if out.get("skipped"):
         head += f", {out['skipped']} malformed records skipped"
     con.print(head)
-    con.print(f"layout: tenant map {out['tenant_map']}, fit {out['fit']}")
+    layout = f"layout: tenant map {out['tenant_map']}, fit {out['fit']}"
+    if out.get("unique_blocks") is not None:
+        layout += f"; footprint {out['unique_blocks']:,} unique stack blocks (what `%` sizes are shares of)"
+    con.print(layout)
     if out["layers"]:
         t = Table(title="cache layers")
         for c in ("layer", "policy", "write", "blocks", "accesses", "hits", "miss ratio", "read hits", "dirty evictions", "flushed"):
