@@ -197,3 +197,46 @@ def test_rebuild_api_is_deterministic(tmp_path):
     assert a["rebuild"]["finished"] and a["rebuild"]["rebuild_rows"] == 16
     # RAID-6 with one lost disk reads k = 3 survivors per row.
     assert a["rebuild"]["rebuild_reads"] == 3 * 16
+
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _lossy_trace(tmp_path):
+    # RAID-5 of 6, 64 KiB chunks: block 0 is on disk 0, block 32 (chunk 2) on disk 2.
+    t = tmp_path / "lossy.csv"
+    t.write_text("timestamp,op,offset,size\n0.0,R,0,4096\n0.1,R,131072,4096\n")
+    return str(t)
+
+
+def test_past_redundancy_refused_unless_allowed(monkeypatch, capsys, tmp_path):
+    # Issue 27 case 1: two failed disks of a RAID-5 used to run and report a better mean than one.
+    code, out, err = cli(monkeypatch, capsys, "disk", "run", str(ROOT / "examples" / "disks" / "ultrastar-73lzx.toml"),
+                         "--trace", str(ROOT / "data" / "wsrch-small.trace"), "--format", "mqsim",
+                         "--raid", "5", "--disks", "6", "--failed", "0,1")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "--failed" in err and "survives 1" in err and "--allow-loss" in err
+    base = ["disk", "run", "const:10", "-t", _lossy_trace(tmp_path), "-f", "csv", "--raid", "5", "--disks", "6",
+            "--failed", "0,1", "--allow-loss"]
+    code, out, _ = cli(monkeypatch, capsys, *base, "--json")
+    assert code in (0, None)
+    r = json.loads(out)
+    assert (r["requests"], r["unreadable"], r["unreadable_blocks"]) == (2, 1, 1)
+    assert r["response_covers"] == "served"
+    assert r["avg_response_ms"] == pytest.approx(10.0)  # the one served read
+    code, out, _ = cli(monkeypatch, capsys, *base)
+    assert code in (0, None)
+    assert "unreadable         1 requests, 1 blocks" in out
+    assert "avg_response_ms    10.0000  (served requests only)" in out
+
+
+def test_summary_states_tenant_map_and_fit(monkeypatch, capsys, tmp_path):
+    # Issue 27 case 8: disk run shares one volume among tenants; say so.
+    base = ["disk", "run", "const:10", "-t", _lossy_trace(tmp_path), "-f", "csv", "--raid", "5", "--disks", "6"]
+    r = json.loads(cli(monkeypatch, capsys, *base, "--json")[1])
+    assert (r["tenant_map"], r["fit"], r["response_covers"]) == ("ignore", "none", "all")
+    r = json.loads(cli(monkeypatch, capsys, *base, "--wrap", "--json")[1])
+    assert r["fit"] == "wrap"
+    out = cli(monkeypatch, capsys, *base, "--fit", "scale")[1]
+    assert out.splitlines()[0].endswith("tenant map ignore, fit scale")
+    assert "unreadable" not in out and "served requests only" not in out

@@ -116,3 +116,51 @@ def test_api_rgr():
     df = api.rgr(SAMPLE, "lru,vdf-lru", [100, 1000], format="mqsim", disks=6, failed=[2])
     assert list(df["policy"]) == ["lru", "lru", "vdf-lru", "vdf-lru"]
     assert (df["rgr"] >= df["miss_ratio"]).all()
+
+
+def test_past_redundancy_refused_unless_allowed():
+    # Issue 27 case 1: RAID-6 with three failed disks used to give RGRs without a word.
+    args = ["rgr", SAMPLE, "--format", "mqsim", "--raid", "6", "--disks", "6", "--failed", "0,1,2",
+            "--policy", "lru", "--size", "100"]
+    r = blocklab(*args)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "--failed" in r.stderr and "survives 2" in r.stderr
+    assert "--allow-loss" in r.stderr
+    r = blocklab(*args, "--allow-loss", "--json")
+    assert r.returncode == 0, r.stderr
+    (cell,) = json.loads(r.stdout)
+    assert cell["unreadable_blocks"] > 0
+    r = blocklab(*args, "--allow-loss")
+    assert r.returncode == 0, r.stderr
+    assert "unreadable blocks" in r.stdout and f"{cell['unreadable_blocks']:,}" in r.stdout
+
+
+@pytest.mark.parametrize("flags,basis,unique", [([], "reads and writes", 93_029), (["--reads-only"], "reads only", None)])
+def test_percent_footprint_printed_and_equal_to_cache(flags, basis, unique):
+    # Issue 27 case 7: rgr and cache take a % of the same footprint given the same flags, and say of what.
+    r = blocklab("rgr", SAMPLE, "--format", "mqsim", "--failed", "0", "--policy", "lru", "--size", "1%", *flags)
+    assert r.returncode == 0, r.stderr
+    line = [x for x in r.stdout.splitlines() if "unique blocks" in x][0]
+    n = int(line.split(" of ")[1].split(" unique")[0].replace(",", ""))
+    assert line == f"1% of {n:,} unique blocks ({basis}); tenant map key, fit none"
+    if unique is not None:
+        assert n == unique  # trace stats: 93,029 unique blocks
+    c = blocklab("cache", SAMPLE, "--format", "mqsim", "--policy", "lru", "--size", "1%", *flags)
+    assert c.returncode == 0, c.stderr
+    assert f"1% of {n:,} unique blocks ({basis})" in c.stdout.splitlines()
+    rj = blocklab("rgr", SAMPLE, "--format", "mqsim", "--failed", "0", "--policy", "lru", "--size", "1%", *flags, "--json")
+    cj = blocklab("cache", SAMPLE, "--format", "mqsim", "--policy", "lru", "--size", "1%", *flags, "--json")
+    assert json.loads(rj.stdout)[0]["cache_blocks"] == json.loads(cj.stdout)[0]["cache_blocks"]
+
+
+def test_api_refuses_past_redundancy_unless_allowed():
+    # Issue 27 case 1 for the Python API's front ends.
+    import blocklab
+    from blocklab import api
+
+    with pytest.raises(blocklab._core.BlocklabError, match="--allow-loss"):
+        api.rgr(SAMPLE, "lru", [100], format="mqsim", raid="6", disks=6, failed=[0, 1, 2])
+    df = api.rgr(SAMPLE, "lru", [100], format="mqsim", raid="6", disks=6, failed=[0, 1, 2], allow_loss=True)
+    assert df["unreadable_blocks"].iloc[0] > 0
+    with pytest.raises(blocklab._core.BlocklabError, match="--allow-loss"):
+        api.disk_run("const:1", str(SAMPLE), format="mqsim", raid="5", disks=6, failed=[0, 1])

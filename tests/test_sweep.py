@@ -478,3 +478,30 @@ def test_repro_vdf_cells_equal_rgr(tmp_path):
         for col in ("cache_blocks", "accesses", "misses", "surviving_reads", "surviving_writes", "rgr", "miss_ratio"):
             assert list(o[col]) == list(m[col]), col
     assert (tmp_path / "o" / "report.html").exists()
+
+
+def test_a_cell_past_redundancy_runs_only_when_allowed_and_says_what_was_lost(work, tmp_path):
+    # Issue 27 cases 1 and 8 in sweeps: an allowed loss is in the cell's figures (unreadable requests and
+    # blocks, response figures of served requests only), and every row states its layout.
+    body = """\
+stack = "rgr.toml"
+executor = "timed"
+[[traces]]
+path = "a.csv"
+format = "csv"
+[[cases]]
+name = "one failed"
+"array.failed" = [0]
+[[cases]]
+name = "two failed, allowed"
+"array.failed" = [0, 1]
+"array.allow_loss" = true
+"""
+    sw = load_sweep(sweep_file(work, body, "loss.toml"))
+    df = run_sweep(sw, tmp_path / "out", progress=False)
+    assert list(df["status"]) == ["ok", "ok"]
+    one, two = df.iloc[0], df.iloc[1]
+    assert (one["array.unreadable_blocks"], one["timing.unreadable"], one["response.covers"]) == (0, 0, "all")
+    assert two["array.unreadable_blocks"] > 0 and two["timing.unreadable"] > 0
+    assert two["response.covers"] == "served"
+    assert list(df["tenant_map"]) == ["key", "key"] and list(df["fit"]) == ["none", "none"]

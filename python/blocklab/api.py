@@ -53,16 +53,19 @@ def mrc(path, *, format: str = "auto", method: str = "exact", rate: float | None
 def rgr(path, policies: str | Sequence[str] = "lru,vdf-lru,lfu,vdf-lfu", sizes: str | Sequence = "5%", *,
         format: str = "auto", raid: str = "5", disks: int = 5, chunk: str = "64KiB", layout: str | None = None,
         failed: Sequence[int] = (0,), fail_at: str | None = None, reads_only: bool = True, block_size: int = 4096,
-        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False, disk_size: str | None = None):
+        tenant_map: str = "key", miss_trace=None, skip_bad: bool = False, disk_size: str | None = None,
+        allow_loss: bool = False):
     """RGR (VDF paper) of every (policy, size) cell over a RAID array with failed disks; a pandas DataFrame.
 
-    Columns: policy, cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio.
+    Columns: policy, cache_blocks, accesses, misses, surviving_reads, surviving_writes, rgr, miss_ratio,
+    unreadable_blocks. More failed disks than the level tolerates are refused unless ``allow_loss``.
     """
     import pandas as pd
 
     out = json.loads(_core.rgr(_paths(path), format, skip_bad, block_size, reads_only, str(raid), disks, chunk, layout,
                                list(failed), fail_at, _csv(policies), _csv(sizes), tenant_map,
-                               None if miss_trace is None else _paths(miss_trace), disk_size=disk_size))
+                               None if miss_trace is None else _paths(miss_trace), disk_size=disk_size,
+                               allow_loss=allow_loss))
     return pd.DataFrame(out["cells"])
 
 
@@ -119,14 +122,17 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
              rebuild: bool = False, rebuild_at_ms: float = 0.0, rebuild_window: int = 4,
              rebuild_min_kbps: int = 1000, rebuild_max_kbps: int = 200000, rebuild_order: str = "md",
              rebuild_idle: str = "simple", fit: str | None = None, live_frac: float | None = None,
-             live_layout: str = "compact", live_map=None, live_unit: int | str | None = None) -> dict:
+             live_layout: str = "compact", live_map=None, live_unit: int | str | None = None,
+             allow_loss: bool = False) -> dict:
     """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict.
     With ``rebuild=True`` the ``failed`` disks are rebuilt onto spares in the background and the
     report has a ``rebuild`` entry; ``rebuild_order`` is ``md``, ``pro``, ``dor`` or ``pro-dor``,
     ``rebuild_idle`` MD's idle test (``simple``, ``md2611``, ``md6``), ``fit`` how trace addresses
     are fitted onto the array (``none``, ``wrap``, ``scale``). ``live_frac`` (with ``live_layout``
     ``compact`` or ``spread``) or ``live_map`` (the JSON of ``dgraid live --json``) copy only live
-    blocks (the ``live`` order: RAID-1/10); ``live_unit`` is the spread layout's run length."""
+    blocks (the ``live`` order: RAID-1/10); ``live_unit`` is the spread layout's run length. More ``failed``
+    disks than the level tolerates are refused unless ``allow_loss`` (then ``unreadable`` requests are left
+    out of the response figures: ``response_covers`` is ``served``)."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     return json.loads(_core.disk_run(
@@ -137,7 +143,8 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         rebuild=rebuild, rebuild_at_ms=rebuild_at_ms, rebuild_window=rebuild_window,
         rebuild_min_kbps=rebuild_min_kbps, rebuild_max_kbps=rebuild_max_kbps, rebuild_order=rebuild_order,
         rebuild_idle=rebuild_idle, fit=fit, live_frac=live_frac, live_layout=live_layout,
-        live_map=None if live_map is None else _paths(live_map), live_unit=None if live_unit is None else str(live_unit)))
+        live_map=None if live_map is None else _paths(live_map), live_unit=None if live_unit is None else str(live_unit),
+        allow_loss=allow_loss))
 
 
 def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", sets: Sequence[str] = (),

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// RGR of every (policy, size) cell over a trace; JSON `{"cells": [...], "unique_blocks", "skipped"}`.
 #[pyfunction]
-#[pyo3(signature = (path, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout, failed, fail_at, policies, sizes, tenant_map, miss_trace, disk_size=None))]
+#[pyo3(signature = (path, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout, failed, fail_at, policies, sizes, tenant_map, miss_trace, disk_size=None, allow_loss=false))]
 #[allow(clippy::too_many_arguments)]
 fn rgr(
     py: Python<'_>,
@@ -28,6 +28,7 @@ fn rgr(
     tenant_map: &str,
     miss_trace: Option<PathBuf>,
     disk_size: Option<String>,
+    allow_loss: bool,
 ) -> PyResult<String> {
     let cfg = RgrTraceConfig {
         trace: TraceOptions {
@@ -44,6 +45,7 @@ fn rgr(
         disk_size,
         failed,
         fail_at,
+        allow_loss,
         policies: policies.to_string(),
         sizes: sizes.to_string(),
         tenant_map: tenant_map.to_string(),

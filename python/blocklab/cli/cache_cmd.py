@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from blocklab.cli.common import BlockSizeOpt, FormatOpt, JsonOpt, ReadsOnlyOpt, SkipBadOpt, print_json
+from blocklab.cli.common import BlockSizeOpt, FormatOpt, JsonOpt, ReadsOnlyOpt, SkipBadOpt, footprint_caption, print_json
 
 CELL_KEYS = ("policy", "cache_blocks", "accesses", "hits", "misses", "miss_ratio")
 
@@ -80,6 +80,8 @@ def cache(
         table.add_row(c["policy"], f"{c['cache_blocks']:,}", f"{c['accesses']:,}", f"{c['hits']:,}",
                       f"{c['misses']:,}", _fmt_ratio(c["miss_ratio"]))
     Console().print(table)
+    if report["unique_blocks"] is not None:
+        print(footprint_caption(size, report["unique_blocks"], report["footprint_of"]))
 
 
 def mrc(

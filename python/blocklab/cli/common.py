@@ -31,6 +31,18 @@ def print_json(obj) -> None:
     print(json.dumps(obj, indent=2))
 
 
+def footprint_caption(sizes: str, unique, basis: str, extra: str = "") -> str:
+    """The footprint `%` sizes were taken of, e.g. `1% of 93,029 unique blocks (reads and writes)`
+    (`cache` and `rgr` count the distinct blocks of the stream they simulate)."""
+    parts = []
+    if unique is not None:
+        shares = ", ".join(s.strip() for s in sizes.split(",") if s.strip().endswith("%"))
+        parts.append(f"{shares} of {unique:,} unique blocks ({basis})")
+    if extra:
+        parts.append(extra)
+    return "; ".join(parts)
+
+
 def place_timeseries(out: dict, series, path) -> None:
     """A timed run's per-interval series: to a CSV at `path` (its name goes into `out`),
     or back into `out` when no path is given."""

@@ -40,6 +40,7 @@ def run(
     chunk: str = typer.Option("64KiB", "--chunk", help="Array chunk size (65536, 64KiB, ...)."),
     layout: Optional[str] = typer.Option(None, "--layout", help="Array layout (mdadm names): RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, n2f2 (far regions sized by the model's capacity)."),
     failed: Optional[str] = typer.Option(None, "--failed", help="Failed disks of the array, comma-separated (degraded mode)."),
+    allow_loss: bool = typer.Option(False, "--allow-loss", help="Run with more --failed disks than the level tolerates: requests of lost blocks are unreadable and left out of the response figures."),
     block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
     disk_size: Optional[str] = typer.Option(None, "--disk-size", help="Bytes of each member the array uses (4GiB, ...; default: the whole model disk)."),
     rebuild: bool = typer.Option(False, "--rebuild", help="Replace the --failed disks by spares and rebuild them in the background (MD recovery)."),
@@ -90,16 +91,24 @@ def run(
         rebuild_min_kbps=rebuild_min, rebuild_max_kbps=rebuild_max,
         rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
         live_frac=live_frac, live_layout=live_layout.lower(), live_map=None if live_map is None else str(live_map),
-        live_unit=live_unit,
+        live_unit=live_unit, allow_loss=allow_loss,
     ))
     place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
         print_json(out)
         return
-    print(f"replay {out['replay']}, scheduler {out['scheduler']}, {out['streams']} stream(s)")
+    print(f"replay {out['replay']}, scheduler {out['scheduler']}, {out['streams']} stream(s), "
+          f"tenant map {out['tenant_map']}, fit {out['fit']}")
+    served_only = out["response_covers"] == "served"
     for k in SUMMARY:
         v = out[k]
-        print(f"  {k:18} {v:.4f}" if isinstance(v, float) else f"  {k:18} {v}")
+        line = f"  {k:18} {v:.4f}" if isinstance(v, float) else f"  {k:18} {v}"
+        if served_only and k == "avg_response_ms":
+            line += "  (served requests only)"
+        print(line)
+        if k == "requests" and (out["unreadable"] or out["unreadable_blocks"]):
+            print(f"  {'unreadable':18} {out['unreadable']} requests, {out['unreadable_blocks']} blocks "
+                  f"(data lost: left out of the response figures)")
     for i, d in enumerate(out["devices"]):
         print(f"  disk {i}: ops {d['ops']}, busy {d['busy_ms']:.1f} ms, util {d['utilization']:.3f}, "
               f"mean queue {d['mean_queue']:.2f}, max queue {d['max_queue']}")

@@ -12,7 +12,8 @@ from typing import Optional
 
 import typer
 
-from blocklab.cli.common import BlockSizeOpt, FormatOpt, JsonOpt, ReadsOnlyOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import (BlockSizeOpt, FormatOpt, JsonOpt, ReadsOnlyOpt, SkipBadOpt, fail,
+                                 footprint_caption, print_json)
 
 CELL_KEYS = ("policy", "cache_blocks", "accesses", "misses", "surviving_reads", "surviving_writes", "rgr")
 
@@ -39,6 +40,7 @@ def rgr(
     layout: Optional[str] = typer.Option(None, "--layout", help="MD layout: RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, n2f2, ..."),
     disk_size: Optional[str] = typer.Option(None, "--disk-size", help="Each member disk's size (4GiB, ...): needed by RAID-10 far layouts (f2, n2f2)."),
     failed: str = typer.Option("0", "--failed", help="Failed disks, comma-separated (empty string: none)."),
+    allow_loss: bool = typer.Option(False, "--allow-loss", help="Run with more --failed disks than the level tolerates: lost blocks cost nothing and are counted as unreadable."),
     fail_at: Optional[str] = typer.Option(None, "--fail-at", help="When the disks fail: seconds (30, 2.5s) or a request index (1000req); default: from the start."),
     policy: str = typer.Option("lru,vdf-lru,lfu,vdf-lfu", "--policy", "-p", help="Comma-separated policies (lru, lfu, vdf-lru, vdf-lfu, gds, ...)."),
     size: str = typer.Option("5%", "--size", "-s", help="Comma-separated cache sizes: blocks, bytes (64MiB) or a share of the unique blocks (5%)."),
@@ -59,8 +61,11 @@ def rgr(
         if d >= disks:
             fail(f"failed disk {d} does not exist: the array has disks 0..{disks - 1}")
     out = json.loads(_core.rgr(trace, format, skip_bad, block_size, reads_only, raid, disks, chunk, layout,
-                               failed_disks, fail_at, policy, size, tenant_map, miss_trace, disk_size=disk_size))
-    cells = [{k: c[k] for k in CELL_KEYS} for c in out["cells"]]
+                               failed_disks, fail_at, policy, size, tenant_map, miss_trace, disk_size=disk_size,
+                               allow_loss=allow_loss))
+    lossy = any(c["unreadable_blocks"] for c in out["cells"])
+    keys = CELL_KEYS + (("unreadable_blocks",) if lossy else ())
+    cells = [{k: c[k] for k in keys} for c in out["cells"]]
     if json_out:
         print_json(cells)
         return
@@ -70,12 +75,20 @@ def rgr(
     title = (f"{trace}: RGR, RAID-{raid} x {disks} disks, failed {failed_disks or 'none'}"
              + (f" at {fail_at}" if fail_at else ""))
     table = Table(title=title)
-    for col in ("policy", "cache blocks", "accesses", "misses", "surv. reads", "surv. writes", "RGR"):
+    cols = ("policy", "cache blocks", "accesses", "misses", "surv. reads", "surv. writes", "RGR")
+    for col in cols + (("unreadable blocks",) if lossy else ()):
         table.add_column(col, justify="left" if col == "policy" else "right")
     for c in cells:
-        table.add_row(c["policy"], f"{c['cache_blocks']:,}", f"{c['accesses']:,}", f"{c['misses']:,}",
-                      f"{c['surviving_reads']:,}", f"{c['surviving_writes']:,}", f"{c['rgr']:.4f}")
+        row = [c["policy"], f"{c['cache_blocks']:,}", f"{c['accesses']:,}", f"{c['misses']:,}",
+               f"{c['surviving_reads']:,}", f"{c['surviving_writes']:,}", f"{c['rgr']:.4f}"]
+        if lossy:
+            row.append(f"{c['unreadable_blocks']:,}")
+        table.add_row(*row)
     Console().print(table)
+    print(footprint_caption(size, out["unique_blocks"], out["footprint_of"],
+                            f"tenant map {out['tenant_map']}, fit {out['fit']}"))
+    if lossy:
+        print("unreadable blocks: data lost past the array's redundancy; they cost nothing in RGR")
 
 
 def register(app: typer.Typer) -> None:

@@ -56,6 +56,10 @@ def print_result(out: dict, stack) -> None:
     if out.get("skipped"):
         head += f", {out['skipped']} malformed records skipped"
     con.print(head)
+    layout = f"layout: tenant map {out['tenant_map']}, fit {out['fit']}"
+    if out.get("unique_blocks") is not None:
+        layout += f"; footprint {out['unique_blocks']:,} unique stack blocks (what `%` sizes are shares of)"
+    con.print(layout)
     if out["layers"]:
         t = Table(title="cache layers")
         for c in ("layer", "policy", "write", "blocks", "accesses", "hits", "miss ratio", "read hits", "dirty evictions", "flushed"):
@@ -69,8 +73,10 @@ def print_result(out: dict, stack) -> None:
     a = out.get("array")
     if a:
         con.print(f"array: {a['level']} x {a['disks']} ({a['layout']}, chunk {a['chunk_bytes'] // 1024} KiB), "
-                  f"failed {a['failed'] or 'none'}; surviving-disk blocks read {a['surviving_reads']:,}, "
+                  f"{failure_state(a, out.get('rebuild'))}; surviving-disk blocks read {a['surviving_reads']:,}, "
                   f"written {a['surviving_writes']:,}; RGR {a['rgr']:.4f}")
+        if a["unreadable_blocks"]:
+            con.print(f"  unreadable {a['unreadable_blocks']:,} blocks: data lost past the array's redundancy")
         causes = ", ".join(f"{c} {v['reads']:,}r/{v['writes']:,}w ({v['blocks']:,} blocks)"
                            for c, v in a["ops_by_cause"].items())
         con.print(f"  ops by cause: {causes}")
@@ -90,7 +96,7 @@ def print_result(out: dict, stack) -> None:
                   f"{b['read_hits']:,} read hits")
     r = out.get("response")
     if r:
-        t = Table(title="response time (ms)")
+        t = Table(title="response time (ms)" + (", served requests only" if r["covers"] == "served" else ""))
         for c in ("requests", "count", "avg", "p50", "p95", "p99", "max"):
             t.add_column(c, justify="left" if c == "requests" else "right")
         total = r["reads"]["requests"] + r["writes"]["requests"]
@@ -100,6 +106,9 @@ def print_result(out: dict, stack) -> None:
             t.add_row(k, f"{s['requests']:,}", *(f"{s[m]:.3f}" for m in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
         con.print(t)
         tm = out["timing"]
+        if r["covers"] == "served":
+            con.print(f"  response times of served requests only: {tm['unreadable']:,} unreadable requests "
+                      f"({(a or {}).get('unreadable_blocks', 0):,} blocks) left out")
         con.print(f"simulated {tm['sim_time_ms']:.1f} ms, utilization {tm['utilization']:.3f}, "
                   f"replay {tm['replay']}, scheduler {tm['scheduler']}")
     rb = out.get("rebuild")
@@ -111,6 +120,23 @@ def print_result(out: dict, stack) -> None:
             p = rb[k]
             if p["requests"]:
                 con.print(f"  {k:12} requests {p['requests']:,}, avg {p['avg_response_ms']:.3f} ms, max {p['max_response_ms']:.3f} ms")
+
+
+def failure_state(a: dict, rb) -> str:
+    """What failed and what became of it: `failed [1]`, or `disk(s) 1 failed, rebuilt onto a spare from
+    0.0 ms in 262632.3 ms` once a rebuild finished (the array's `failed` is then empty)."""
+    parts = []
+    if a["rebuilt"]:
+        disks = ",".join(map(str, a["rebuilt"]))
+        when = ""
+        if rb and rb["rebuild_ms"] > 0:
+            when = f" from {rb['start_ms']:.1f} ms in {rb['rebuild_ms']:.1f} ms"
+        elif rb:  # counted: the whole rebuild at once
+            when = f" at {rb['start_ms']:.1f} ms (at once, counted)"
+        parts.append(f"disk(s) {disks} failed, rebuilt onto a spare{when}")
+    if a["failed"] or not parts:
+        parts.append(f"failed {a['failed'] or 'none'}")
+    return ", ".join(parts)
 
 
 def print_tier(con, t: dict) -> None:

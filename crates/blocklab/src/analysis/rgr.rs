@@ -54,6 +54,10 @@ pub struct RgrTraceConfig {
     pub disk_size: Option<String>,
     pub failed: Vec<u32>,
     pub fail_at: Option<String>,
+    /// More failed disks than the level tolerates (`--allow-loss`): lost
+    /// blocks cost nothing and are counted in `unreadable_blocks`. Without
+    /// it such an array is refused, as `run` refuses it.
+    pub allow_loss: bool,
     pub policies: String,
     pub sizes: String,
     pub tenant_map: String,
@@ -71,13 +75,24 @@ pub struct RgrCell {
     pub surviving_writes: u64,
     pub rgr: f64,
     pub miss_ratio: f64,
+    /// Blocks the array could not read or store (past redundancy, with
+    /// `allow_loss`): they cost nothing in `rgr`.
+    pub unreadable_blocks: u64,
 }
 
 #[derive(Debug, Serialize)]
 pub struct RgrReport {
     pub cells: Vec<RgrCell>,
+    /// The footprint a `%` size was taken of: distinct array blocks of the
+    /// access stream (after `reads_only`, under `tenant_map`).
     pub unique_blocks: Option<u64>,
+    /// `reads only` or `reads and writes`: which accesses that footprint counts.
+    pub footprint_of: String,
     pub skipped: u64,
+    /// The layout the cells ran with: the tenant map (`key` or `ignore`)
+    /// and the address fit (always `none`: a counted array places any block).
+    pub tenant_map: String,
+    pub fit: String,
 }
 
 /// The miss-trace file of a cell: `OUT` itself for a single cell, otherwise
@@ -125,8 +140,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             layout: cfg.layout.clone(),
             failed: cfg.failed.clone(),
             fail_at: cfg.fail_at.clone().map(NumOrStr::Str),
-            // More failures than the level tolerates: lost blocks cost nothing to read.
-            allow_loss: true,
+            allow_loss: cfg.allow_loss,
             disk_size: cfg.disk_size.clone().map(NumOrStr::Str),
             block_size: Some(cfg.block_size),
             wrap: false,
@@ -185,6 +199,10 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
         cfg.block_size,
         disk_bytes,
     )?;
+    // The array itself (failures past redundancy, ...), before any pass.
+    cell_spec(cfg, map, &policies[0], 1, None)
+        .validated()
+        .map_err(strip_key)?;
     // Sizes: blocks, bytes, or a share of the unique blocks (one extra pass).
     let unique = if sizes::needs_unique(&cfg.sizes) {
         let blocks = BlockOptions {
@@ -233,20 +251,102 @@ pub fn rgr_trace(path: &Path, cfg: &RgrTraceConfig) -> Result<RgrReport> {
                 surviving_writes: a.surviving_writes,
                 rgr: a.rgr,
                 miss_ratio: l.miss_ratio,
+                unreadable_blocks: a.unreadable_blocks,
             }
         })
         .collect();
     Ok(RgrReport {
         cells,
         unique_blocks: unique,
+        footprint_of: sizes::footprint_of(cfg.reads_only).to_string(),
         skipped,
+        tenant_map: map.name().to_string(),
+        fit: crate::stack::spec::Fit::None.name().to_string(),
     })
 }
 
-/// `rgr` has no stack file: report the message of a key error alone.
+/// `rgr` has no stack file: report a key error by the flag it mirrors
+/// (`array.failed` is `--failed`, whose refusal `--allow-loss` lifts).
 fn strip_key(e: Error) -> Error {
     match e {
+        Error::Key { key, message, .. } if key == "array.failed" => Error::config(format!(
+            "--failed: {}",
+            message.replace("set array.allow_loss = true", "give --allow-loss")
+        )),
         Error::Key { message, .. } => Error::config(message),
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(raid: &str, failed: &[u32], allow_loss: bool, sizes: &str, reads_only: bool) -> RgrTraceConfig {
+        RgrTraceConfig {
+            trace: TraceOptions {
+                format: "csv".into(),
+                ..Default::default()
+            },
+            block_size: 4096,
+            reads_only,
+            raid: raid.into(),
+            disks: 6,
+            chunk: "64KiB".into(),
+            layout: None,
+            disk_size: None,
+            failed: failed.to_vec(),
+            fail_at: None,
+            allow_loss,
+            policies: "lru".into(),
+            sizes: sizes.into(),
+            tenant_map: "key".into(),
+            miss_trace: None,
+        }
+    }
+
+    /// Reads of blocks 0 (disk 0) and 16 (disk 1), a write of block 32 (disk 2).
+    fn trace(dir: &Path) -> PathBuf {
+        let t = dir.join("t.csv");
+        std::fs::write(
+            &t,
+            "timestamp,op,offset,size\n0.0,R,0,4096\n0.1,R,65536,4096\n0.2,W,131072,4096\n",
+        )
+        .unwrap();
+        t
+    }
+
+    #[test]
+    fn past_redundancy_is_refused_unless_allowed() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = trace(dir.path());
+        let e = rgr_trace(&t, &cfg("6", &[0, 1, 2], false, "1%", false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--failed") && e.contains("survives 2") && e.contains("--allow-loss"),
+            "{e}"
+        );
+        let r = rgr_trace(&t, &cfg("6", &[0, 1, 2], true, "1", false)).unwrap();
+        // Blocks 0 and 16 sit on failed disks 0 and 1, and a third failure
+        // leaves RAID-6 nothing to rebuild them from.
+        assert!(r.cells[0].unreadable_blocks >= 2, "{:?}", r.cells[0]);
+        let r = rgr_trace(&t, &cfg("6", &[0, 1], false, "1", false)).unwrap();
+        assert_eq!(r.cells[0].unreadable_blocks, 0);
+    }
+
+    #[test]
+    fn report_states_footprint_and_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = trace(dir.path());
+        let r = rgr_trace(&t, &cfg("5", &[0], false, "50%", false)).unwrap();
+        assert_eq!(
+            (r.unique_blocks, r.footprint_of.as_str()),
+            (Some(3), "reads and writes")
+        );
+        assert_eq!((r.tenant_map.as_str(), r.fit.as_str()), ("key", "none"));
+        let r = rgr_trace(&t, &cfg("5", &[0], false, "50%", true)).unwrap();
+        assert_eq!((r.unique_blocks, r.footprint_of.as_str()), (Some(2), "reads only"));
+        assert_eq!(r.cells[0].cache_blocks, 1);
     }
 }

@@ -59,6 +59,10 @@ pub struct SimReport {
     pub cells: Vec<CellResult>,
     /// Malformed records skipped (`skip_bad`).
     pub skipped: u64,
+    /// The footprint a `%` size was taken of (distinct blocks of the access
+    /// stream), when a size asked for it, and which accesses it counts.
+    pub unique_blocks: Option<u64>,
+    pub footprint_of: String,
 }
 
 /// Every (policy, size) pair, policy-major, in the order given.
@@ -338,6 +342,8 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     Ok(SimReport {
         cells,
         skipped: source.skipped(),
+        unique_blocks: unique,
+        footprint_of: sizes::footprint_of(cfg.blocks.reads_only).to_string(),
     })
 }
 

@@ -74,6 +74,17 @@ pub fn parse_size(text: &str) -> Result<SizeSpec> {
     Ok(SizeSpec::Bytes(bytes.round() as u64))
 }
 
+/// Which accesses the footprint behind a `%` size counts: `cache` and `rgr`
+/// count the distinct blocks of the stream they simulate, so with the same
+/// `--reads-only` (and, for `rgr`, `--tenant-map key`) they agree.
+pub fn footprint_of(reads_only: bool) -> &'static str {
+    if reads_only {
+        "reads only"
+    } else {
+        "reads and writes"
+    }
+}
+
 /// Parse a comma-separated list of sizes.
 pub fn parse_specs(list: &str) -> Result<Vec<SizeSpec>> {
     let specs: Vec<SizeSpec> = list.split(',').map(parse_size).collect::<Result<_>>()?;

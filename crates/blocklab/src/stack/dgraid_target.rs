@@ -259,6 +259,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for DgraidArray<F> {
             block_size: self.block_size,
             capacity_blocks: Some(self.geo.blocks),
             failed: self.failed_list(),
+            rebuilt: Vec::new(),
             ops_by_cause: by_cause,
             surviving_reads: summary.read.blocks,
             surviving_writes: summary.write.blocks,

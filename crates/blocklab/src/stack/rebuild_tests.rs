@@ -214,3 +214,32 @@ fn disk_run_flags_are_the_stack_keys() {
         .to_string()
         .starts_with("--fit: unknown address fit"));
 }
+
+/// A finished rebuild leaves `failed` empty: `rebuilt` names the disks that
+/// failed and came back, so a summary need not say "failed none"; and every
+/// result states the tenant map and the address fit it ran with.
+#[test]
+fn result_names_rebuilt_disks_and_the_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.csv");
+    std::fs::write(&t, "timestamp,op,offset,size\n0.0,R,0,4096\n0.001,R,65536,4096\n").unwrap();
+    let traces = [crate::stack::TraceInput::new(t.to_string_lossy(), "csv")];
+    for exec in [Executor::Count, Executor::Timed] {
+        let r = crate::stack::run::run(&parse(BASE, &[]).unwrap(), &traces, exec).unwrap();
+        let a = r.array.as_ref().unwrap();
+        assert!(a.failed.is_empty(), "{exec:?}");
+        assert_eq!(a.rebuilt, vec![1], "{exec:?}");
+        assert!(r.rebuild.as_ref().unwrap().finished);
+        assert_eq!((r.tenant_map.as_str(), r.fit.as_str()), ("ignore", "none"));
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!((&json["tenant_map"], &json["fit"]), (&"ignore".into(), &"none".into()));
+        assert_eq!(json["array"]["rebuilt"], serde_json::json!([1]));
+    }
+    let no_rebuild = parse(BASE, &["tenant_map=\"concat\"", "array.fit=\"scale\""]).unwrap();
+    let mut no_rebuild = no_rebuild;
+    no_rebuild.array.as_mut().unwrap().rebuild = None;
+    let r = crate::stack::run::run(&no_rebuild, &traces, Executor::Count).unwrap();
+    let a = r.array.as_ref().unwrap();
+    assert_eq!((a.failed.clone(), a.rebuilt.clone()), (vec![1], vec![]));
+    assert_eq!((r.tenant_map.as_str(), r.fit.as_str()), ("concat", "scale"));
+}

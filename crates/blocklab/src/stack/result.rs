@@ -82,6 +82,10 @@ pub struct ArrayReport {
     pub capacity_blocks: Option<u64>,
     /// Failed disks at the end of the run (a finished rebuild clears them).
     pub failed: Vec<u32>,
+    /// Disks that failed and were rebuilt onto spares by the end of the run
+    /// (when and how: `rebuild`), so that a summary need not say "failed
+    /// none" of an array that lost a disk.
+    pub rebuilt: Vec<u32>,
     /// Every disk operation by cause: `user`, `reconstruct-read`,
     /// `parity-update`, `destage`, `rebuild`.
     pub ops_by_cause: BTreeMap<String, CauseTally>,
@@ -170,6 +174,18 @@ pub struct Response {
     /// (the 100th is `max_ms`): the CDF a sweep report plots.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub cdf_ms: Vec<f64>,
+    /// `all`: every measured request; `served`: requests whose data could
+    /// not be produced (`timing.unreadable`) are left out of these figures.
+    pub covers: String,
+}
+
+/// What response figures cover, given the requests left out as unreadable.
+pub fn response_covers(unreadable: u64) -> &'static str {
+    if unreadable == 0 {
+        "all"
+    } else {
+        "served"
+    }
 }
 
 /// Everything a stack run reports.
@@ -184,6 +200,11 @@ pub struct StackResult {
     pub block_accesses: u64,
     /// Malformed trace records skipped (`--skip-bad`).
     pub skipped: u64,
+    /// How the trace's tenants shared the address space (`concat`, `key`,
+    /// `ignore`) and how addresses were fitted onto the array or device
+    /// (`none`, `wrap`, `scale`): layout choices that move the results.
+    pub tenant_map: String,
+    pub fit: String,
     /// Distinct stack blocks of the trace, when a pass counted them (`%` sizes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_blocks: Option<u64>,
@@ -241,6 +262,7 @@ impl StackResult {
             reads: r.reads.clone(),
             writes: r.writes.clone(),
             cdf_ms: r.cdf_ms.clone(),
+            covers: response_covers(r.unreadable).to_string(),
         });
         self.timing = Some(Timing {
             replay: r.replay.clone(),

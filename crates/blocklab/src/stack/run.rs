@@ -211,11 +211,13 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
     let skipped = inputs.skipped();
     stacks
         .iter_mut()
-        .map(|st| {
+        .zip(specs)
+        .map(|(st, spec)| {
             st.count_finish()?;
             let mut r = st.result("count");
             r.skipped = skipped;
             r.unique_blocks = survey.as_ref().and_then(|s| s.unique);
+            state_layout(&mut r, spec);
             r.finish();
             Ok(r)
         })
@@ -290,6 +292,13 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
     result.add_timed(&report);
     result.skipped = inputs.skipped();
     result.unique_blocks = survey.as_ref().and_then(|s| s.unique);
+    state_layout(&mut result, spec);
     result.finish();
     Ok((report, result))
+}
+
+/// The layout choices a result states: the tenant map and the address fit.
+fn state_layout(r: &mut StackResult, spec: &StackSpec) {
+    r.tenant_map = spec.tenant_map.name().to_string();
+    r.fit = spec.fit_used().name().to_string();
 }

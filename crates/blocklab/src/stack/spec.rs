@@ -53,6 +53,15 @@ pub enum TenantMap {
 }
 
 impl TenantMap {
+    /// The name the stack file uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            TenantMap::Concat => "concat",
+            TenantMap::Key => "key",
+            TenantMap::Ignore => "ignore",
+        }
+    }
+
     pub fn parse(s: &str) -> Result<TenantMap> {
         match s {
             "concat" => Ok(TenantMap::Concat),
@@ -429,6 +438,15 @@ pub enum Fit {
 }
 
 impl Fit {
+    /// The name `array.fit` uses.
+    pub fn name(self) -> &'static str {
+        match self {
+            Fit::None => "none",
+            Fit::Wrap => "wrap",
+            Fit::Scale => "scale",
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Fit> {
         match s {
             "none" => Ok(Fit::None),
@@ -1292,6 +1310,16 @@ impl StackSpec {
                 _ if a.wrap => Fit::Wrap,
                 _ => Fit::None,
             },
+            None => Fit::None,
+        }
+    }
+
+    /// The fit a run used, with or without an array (a single device folds
+    /// addresses with `device.wrap`): what results report.
+    pub fn fit_used(&self) -> Fit {
+        match &self.array {
+            Some(_) => self.fit(),
+            None if self.device.wrap => Fit::Wrap,
             None => Fit::None,
         }
     }

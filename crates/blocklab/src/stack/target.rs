@@ -531,9 +531,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         let a = self.array.get();
         let summary = self.ledger.summary();
         let mut by_cause = ops_by_cause(&summary);
+        let rebuild = self.rebuild_report();
         // The rebuild's own operations are counted by the rebuild (the
         // ledger sees the plans of requests and destages).
-        if let Some(r) = self.rebuild_report() {
+        if let Some(r) = &rebuild {
             by_cause.insert(
                 "rebuild".to_string(),
                 CauseTally::new(
@@ -552,6 +553,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
             block_size: a.config().block_size,
             capacity_blocks: (self.blocks != u64::MAX).then_some(self.blocks),
             failed: a.failed().to_vec(),
+            rebuilt: rebuild.filter(|r| r.finished).map(|r| r.disks).unwrap_or_default(),
             ops_by_cause: by_cause,
             surviving_reads: summary.read.blocks,
             surviving_writes: summary.write.blocks,

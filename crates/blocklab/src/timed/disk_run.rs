@@ -1,7 +1,10 @@
 //! `blocklab disk run`: a front end of the stack (`crate::stack`). Its
 //! options become a stack without cache layers (tenants share the address
 //! space, as they always did here) run by the timed executor; it prints the
-//! replayer's report.
+//! replayer's report, with what the stack file would have said: the tenant
+//! map and the address fit used, and what could not be served.
+
+use serde::Serialize;
 
 use super::metrics::Report;
 use super::replay::ISSUE_WINDOW;
@@ -46,6 +49,10 @@ pub struct RunOptions {
     pub layout: Option<String>,
     /// Failed disks (degraded mode).
     pub failed: Vec<u32>,
+    /// Run with more failed disks than the level tolerates (`--allow-loss`):
+    /// requests of lost blocks are unreadable and left out of the response
+    /// figures. Without it such an array is refused, as `run` refuses it.
+    pub allow_loss: bool,
     /// Array block size in bytes.
     pub block_size: u64,
     /// Bytes of each member used by the array (`4GiB`, ...); None: the whole model disk.
@@ -101,6 +108,7 @@ impl Default for RunOptions {
             chunk: "64KiB".into(),
             layout: None,
             failed: Vec::new(),
+            allow_loss: false,
             block_size: 4096,
             disk_size: None,
             rebuild: false,
@@ -156,8 +164,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         layout: o.layout.clone(),
         failed: o.failed.clone(),
         fail_at: None,
-        // A degraded array beyond its tolerance still runs: lost blocks are unreadable.
-        allow_loss: !o.rebuild,
+        allow_loss: o.allow_loss,
         disk_size: o.disk_size.clone().map(NumOrStr::Str),
         block_size: Some(o.block_size),
         wrap: o.wrap,
@@ -251,11 +258,36 @@ fn flag_error(e: Error) -> Error {
         k if k.starts_with("array.rebuild") => format!("--rebuild-{name}").replace("--rebuild-rebuild", "--rebuild"),
         _ => format!("--{name}"),
     };
+    // The stack file's way out of a refusal is a flag here.
+    let message = message.replace("set array.allow_loss = true", "give --allow-loss");
     Error::config(format!("{flag}: {message}"))
 }
 
+/// What `disk run` reports: the replayer's report and the layout it ran
+/// with, and what could not be served.
+#[derive(Debug, Serialize)]
+pub struct DiskRunReport {
+    #[serde(flatten)]
+    pub report: Report,
+    /// Blocks that could not be read or stored (past redundancy).
+    pub unreadable_blocks: u64,
+    /// `all` or `served`: whether the response figures leave out the
+    /// `unreadable` requests.
+    pub response_covers: String,
+    /// Always `ignore` here: every tenant addresses the same volume.
+    pub tenant_map: String,
+    /// `none`, `wrap` or `scale`.
+    pub fit: String,
+}
+
+impl DiskRunReport {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a disk run report always serializes")
+    }
+}
+
 /// Run `o` and report.
-pub fn run(o: &RunOptions) -> Result<Report> {
+pub fn run(o: &RunOptions) -> Result<DiskRunReport> {
     let spec = stack_spec(o)?;
     let traces: Vec<TraceInput> = o
         .traces
@@ -266,5 +298,68 @@ pub fn run(o: &RunOptions) -> Result<Report> {
             skip_bad: o.skip_bad,
         })
         .collect();
-    Ok(crate::stack::run::run_timed(&spec, &traces).map_err(flag_error)?.0)
+    let (report, result) = crate::stack::run::run_timed(&spec, &traces).map_err(flag_error)?;
+    Ok(DiskRunReport {
+        unreadable_blocks: result.array.as_ref().map_or(0, |a| a.unreadable_blocks),
+        response_covers: crate::stack::result::response_covers(report.unreadable).to_string(),
+        tenant_map: result.tenant_map,
+        fit: result.fit,
+        report,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn array(failed: &[u32], allow_loss: bool) -> RunOptions {
+        RunOptions {
+            model: "const:1".into(),
+            raid: Some("5".into()),
+            disks: 6,
+            failed: failed.to_vec(),
+            allow_loss,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn past_redundancy_is_refused_unless_allowed() {
+        let e = stack_spec(&array(&[0, 1], false)).unwrap_err().to_string();
+        assert!(
+            e.contains("--failed") && e.contains("survives 1") && e.contains("--allow-loss"),
+            "{e}"
+        );
+        assert!(!e.contains("array.allow_loss"), "{e}");
+        assert!(stack_spec(&array(&[0, 1], true)).is_ok());
+        assert!(stack_spec(&array(&[0], false)).is_ok());
+    }
+
+    #[test]
+    fn report_counts_what_was_lost_and_states_the_layout() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = dir.path().join("t.csv");
+        // Block 0 lives on disk 0 (lost with disks 0 and 1 gone); block 32
+        // (chunk 2) on disk 2, which survives.
+        std::fs::write(&t, "timestamp,op,offset,size\n0.0,R,0,4096\n0.1,R,131072,4096\n").unwrap();
+        let mut o = array(&[0, 1], true);
+        o.traces = vec![t.to_string_lossy().into_owned()];
+        o.format = "csv".into();
+        let r = run(&o).unwrap();
+        assert_eq!((r.report.requests, r.report.unreadable), (2, 1));
+        assert_eq!(r.unreadable_blocks, 1);
+        assert_eq!(r.response_covers, "served");
+        assert_eq!((r.tenant_map.as_str(), r.fit.as_str()), ("ignore", "none"));
+        let json: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(json["response_covers"], "served");
+        assert_eq!(json["unreadable_blocks"], 1);
+        assert_eq!(json["requests"], 2);
+        // One failure: every request is served.
+        let mut o = array(&[0], false);
+        o.traces = vec![t.to_string_lossy().into_owned()];
+        o.format = "csv".into();
+        let r = run(&o).unwrap();
+        assert_eq!((r.report.unreadable, r.unreadable_blocks), (0, 0));
+        assert_eq!(r.response_covers, "all");
+    }
 }
