@@ -37,6 +37,7 @@ def test_ascii_parv_routes_its_fourteen_trace_devices_as_disksim_does():
     out = disk_run("ascii.parv", VALID / "ascii.trace", "disksim")
     assert out["requests"] == 100_000
     assert out["scheduler"] == "clook"  # the driver's CYCLE_LBN
+    assert out["tenant_map"] == "key"  # each trace device its own address space
     assert abs(out["avg_response_ms"] - 13.8) <= 0.05 * 13.8, out["avg_response_ms"]
     # 18 disks; the trace's 14 devices (0x65 and 0x67 map disks 11 and 15,
     # devices the trace never names, and devices 1, 2 too) leave four idle.

@@ -160,6 +160,10 @@ mod tests {
             traces: vec![t.display().to_string()],
             format: "disksim".into(),
             ..Default::default()
+        })
+        .map(|r| {
+            assert_eq!(r.tenant_map, "key");
+            r.report
         });
         let _ = std::fs::remove_dir_all(parv.parent().unwrap());
         r

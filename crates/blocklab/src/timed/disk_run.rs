@@ -274,7 +274,8 @@ pub struct DiskRunReport {
     /// `all` or `served`: whether the response figures leave out the
     /// `unreadable` requests.
     pub response_covers: String,
-    /// Always `ignore` here: every tenant addresses the same volume.
+    /// `ignore`: every tenant addresses the same volume; `key` for a
+    /// DiskSim system of several disks: each trace device its own.
     pub tenant_map: String,
     /// `none`, `wrap` or `scale`.
     pub fit: String,
