@@ -79,7 +79,7 @@ impl Router {
             blkno.checked_mul(m.loc_scale / 512)
         } else {
             let div = 512 / m.loc_scale;
-            if blkno % div != 0 {
+            if !blkno.is_multiple_of(div) {
                 return Err(Error::config(format!(
                     "trace device {devno}: block {blkno} is not a multiple of {div} ({}: iomap locScale {})",
                     self.file, m.loc_scale
