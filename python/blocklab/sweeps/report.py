@@ -286,8 +286,7 @@ def _grid_fig(n: int, rows_per_panel: int = 0):
     cols = 1 if n == 1 else 2 if (n <= 4 or rows_per_panel) else 3
     rows = math.ceil(n / cols)
     h = max(3.0, 0.28 * rows_per_panel + 1.2) if rows_per_panel else 4.6 if n == 1 else 3.8
-    w = PAGE_WIDTH_IN * (0.75 if n == 1 and not rows_per_panel else 1.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(w, h * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(PAGE_WIDTH_IN, h * rows), squeeze=False)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     return fig, list(axes.flat)
@@ -371,6 +370,9 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
     values = [float(r[metric]) for r in rows_with]
     res_ = resolution(metric, values)
     integral = all(float(v).is_integer() for v in values)
+    # Times spanning orders of magnitude (a saturated cell next to idle ones): a log axis,
+    # else the small ones sit flat on the floor.
+    logy = not starts_at_zero(metric) and min(values) > 0 and max(values) / min(values) >= 20
     equal_groups: dict[tuple, list[str]] = {}
     flat_panels = 0
     for i, (ax, (combo, rs)) in enumerate(zip(axes, shown)):
@@ -415,7 +417,9 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
                 ax.set_ylim(bottom=0)
             else:
                 ax.set_xlim(left=0)
-        if integral:
+        if logy:
+            (ax.set_yscale if across else ax.set_xscale)("log")
+        if integral and not logy:
             from matplotlib.ticker import MaxNLocator
 
             value_axis.set_major_locator(MaxNLocator(integer=True))
@@ -459,7 +463,10 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
                      "results.parquet")
     if not zoom and starts_at_zero(metric):
         notes.append("axis from 0 (blocklab report --zoom fits it to the data)")
-    notes.append(f"resolution {res_:.3g}: smaller differences are not differences here")
+    if logy:
+        notes.append(f"log axis: the values span {max(values) / min(values):.3g}×")
+    unit = f" {label(metric).unit}" if label(metric).kind == "time" else ""
+    notes.append(f"resolution {res_:.3g}{unit}: smaller differences are not differences here")
     for g, where in equal_groups.items():
         scope = "in every panel" if len(where) == len(shown) else f"in {len(where)} of {len(shown)} panels"
         notes.append(f"{' = '.join(g)} {scope} (differ by less than {res_:.3g}; drawn on top of each other, "
