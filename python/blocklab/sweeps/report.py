@@ -300,6 +300,14 @@ def _human(key: str) -> str:
     return label(_short(key)).axis()
 
 
+def _panel_title(facet: list[str], combo: tuple) -> str:
+    """`Case = healthy, Host cache size (layer 0) = 50`: one line per parameter when
+    that is too long for a panel (three panels share the page's width)."""
+    parts = [f"{label(_short(k)).text} = {_text(v)}" for k, v in zip(facet, combo)]
+    one = ", ".join(parts)
+    return one if len(one) <= 40 else "\n".join(parts)
+
+
 def _series_look(j: int) -> dict:
     """Marker, line style and size of the j-th series: hollow markers shrinking with j,
     so that series drawn on top of each other stay visible as nested shapes."""
@@ -413,10 +421,13 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
                     ha="center", va="bottom", fontsize=10, color="#555")
         value_axis, cat_axis = (ax.yaxis, ax.xaxis) if across else (ax.xaxis, ax.yaxis)
         if not zoom and starts_at_zero(metric) and min(values) >= 0:
+            # From 0 to a little above the highest point (whole markers, error bars included).
+            tops = [r[metric] for r in rs if isinstance(r.get(metric), (int, float))]
+            top = (max(tops) if tops else 0) * 1.07 or 1.0
             if across:
-                ax.set_ylim(bottom=0)
+                ax.set_ylim(0, top)
             else:
-                ax.set_xlim(left=0)
+                ax.set_xlim(0, top)
         if logy:
             (ax.set_yscale if across else ax.set_xscale)("log")
         if integral and not logy:
@@ -438,8 +449,7 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
             ax.set_xticks([pos[v] for v in xs_order])
             ax.set_xticklabels([_text(v) for v in xs_order])
             ax.minorticks_off()
-        ax.set_title(", ".join(f"{label(_short(k)).text} = {_text(v)}" for k, v in zip(facet, combo))
-                     or label(metric).text)
+        ax.set_title(_panel_title(facet, combo) or label(metric).text)
         (ax.set_xlabel if across else ax.set_ylabel)(_human(x))
         (ax.set_ylabel if across else ax.set_xlabel)(label(metric).axis(wrap=32 if across else 0))
         try:
@@ -517,7 +527,7 @@ def cdf_figure(d: _Data, dists: list[str], command: str, figs: Figures | None = 
             look = _series_look(j)
             ax.plot(xs, np.arange(1, len(xs) + 1) / len(xs), label=name, drawstyle="steps-post", ls=look["ls"],
                     lw=look["lw"])
-        ax.set_title(", ".join(f"{label(_short(k)).text} = {_text(v)}" for k, v in zip(facet, combo)) or "all cells")
+        ax.set_title(_panel_title(facet, combo) or "all cells")
         ax.set_xlabel("Response time (ms)")
         ax.set_ylabel("Fraction of requests")
         ax.set_ylim(0, 1.01)
