@@ -2,7 +2,7 @@
 real headless browser (Debian's chromium, installed by `make tools`): human
 labels with units (no raw `layers.0.miss_ratio` on an axis), integer ticks for
 integer parameters, ratio axes from 0, equal series named as equal, the legend
-outside every plot area, SVG and PDF files linked from the page, 45 case names
+outside every plot area, SVG and PDF files linked from the page, 74 case names
 on one axis without overlap, and a sweep started from Python that records a
 `blocklab sweep` command which runs again."""
 
@@ -128,6 +128,11 @@ def test_axes_have_human_labels_integer_ticks_and_start_at_zero(paper):
     assert not any(re.fullmatch(r"[a-z_]+\.\d+\.[a-z_.]+|array\.disks", t) for t in texts), texts
     # Integer parameter: ticks at 4, 5, 6 only (no 4.5).
     assert set(tick_texts(figdir / "layers.0.miss_ratio-vs-array.disks.svg", "x")) == {"4", "5", "6"}
+    # Readable sizes: no text under 10 px (10 pt at 72 dpi).
+    root = ET.parse(figdir / "layers.0.miss_ratio-vs-array.disks.svg").getroot()
+    sizes = [float(m) for t in root.iter(f"{SVG_NS}text")
+             for m in re.findall(r"font-size: ([\d.]+)px", t.get("style", ""))]
+    assert sizes and min(sizes) >= 10, sizes
     # A ratio's axis starts at 0.
     rgr = svg_texts(figdir / "array.rgr-vs-cache.0.size.svg")
     assert "RGR: surviving-disk I/O per access (blocks per block accessed)" in " ".join(rgr)
@@ -164,12 +169,12 @@ def test_the_report_page_renders_at_1400px(paper):
     assert '<div class="scroll"><table class="cells">' in (paper / "report.html").read_text()
 
 
-def test_45_case_names_stay_readable(tmp_path):
+def test_74_case_names_stay_readable(tmp_path):
     r = blocklab_cli("trace", "synth", tmp_path / "z.csv", "--accesses", "3000", "--universe", "900", "--alpha",
                      "0.9", "--seed", "4")
     assert r.returncode == 0, r.stderr
     cases = "".join(f'\n[[cases]]\nname = "cache of {n} blocks, case {i:02d}"\n"cache.0.size" = {n}\n'
-                    for i, n in enumerate(range(10, 460, 10)))
+                    for i, n in enumerate(range(10, 750, 10)))
     (tmp_path / "s.toml").write_text(f"""\
 name = "many cases"
 stack = "{STACK}"
@@ -186,11 +191,11 @@ metrics = ["layers.0.miss_ratio"]
     assert r.returncode == 0, r.stderr
     svg = tmp_path / "out" / "report-figures" / "layers.0.miss_ratio-vs-case.svg"
     texts = svg_texts(svg)
-    names = [f"cache of {n} blocks, case {i:02d}" for i, n in enumerate(range(10, 460, 10))]
+    names = [f"cache of {n} blocks, case {i:02d}" for i, n in enumerate(range(10, 750, 10))]
     assert all(n in texts for n in names)  # every name written out, none dropped or abbreviated
     boxes = browser_boxes(svg, tmp_path, ("ytick_",))
     rows = sorted(boxes.values(), key=lambda b: b[1])
-    assert len(rows) >= 45
+    assert len(rows) >= 74
     # One name per row: no two tick labels overlap.
     for a, b in zip(rows, rows[1:]):
         assert not overlap(a, b), (a, b)

@@ -190,7 +190,9 @@ def sweep(spec=None, out=None, *, jobs: int | None = None, ray: str | None = Non
     build one (`stack=`, `traces=`, `executor=`, `grid=`, `cases=`, `seeds=`, `skip_bad=`, `name=`).
     Finished cells in `out` are not run again. `ray`: `"local"` or a cluster address (one Ray task per
     cell); `ship`: send the traces to Ray workers instead of their paths. `progress`: True for a bar on
-    stderr, or `fn(done, total, failed)`."""
+    stderr, or `fn(done, total, failed)`. The folder's meta.json records the `blocklab sweep FILE --out
+    DIR ...` command that runs the sweep again (a sweep built from keywords is written to DIR/sweep.toml
+    for it)."""
     from blocklab import sweeps
 
     if out is None:

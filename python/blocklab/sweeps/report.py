@@ -401,17 +401,18 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
             look = _series_look(j)
             if not numeric:
                 look["ls"] = "none"  # categories (policies, traces) are not a scale: no line between them
+            look["label"] = name if series else None  # one series: no legend
             err = [[a - b for a, b in zip(py, lo)], [b - a for a, b in zip(py, hi)]]
             seeds = any(h > l for l, h in zip(lo, hi))
             if across:
                 if seeds:  # seeds: min–max bars
-                    ax.errorbar(px, py, yerr=err, capsize=3, label=name, **look)
+                    ax.errorbar(px, py, yerr=err, capsize=3, **look)
                 else:
-                    ax.plot(px, py, label=name, **look)
+                    ax.plot(px, py, **look)
             elif seeds:
-                ax.errorbar(py, px, xerr=err, capsize=3, label=name, **look)
+                ax.errorbar(py, px, xerr=err, capsize=3, **look)
             else:
-                ax.plot(py, px, label=name, **look)
+                ax.plot(py, px, **look)
         for g in _equal_series(per_series, res_):
             equal_groups.setdefault(tuple(g), []).append(i)
         ys_here = [v for p in per_series.values() for v in p.values()]
