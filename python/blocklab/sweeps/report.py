@@ -450,6 +450,10 @@ def metric_figure(d: _Data, metric: str, x: str, command: str, figs: Figures | N
             ax.set_xticks([pos[v] for v in xs_order])
             ax.set_xticklabels([_text(v) for v in xs_order])
             ax.minorticks_off()
+        elif all(isinstance(v, int) for v in xs_order) and not logx:
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # many disk counts: 4, 6, 8, not 4.5
         ax.set_title(_panel_title(facet, combo) or label(metric).text)
         (ax.set_xlabel if across else ax.set_ylabel)(_human(x))
         (ax.set_ylabel if across else ax.set_xlabel)(label(metric).axis(wrap=32 if across else 0))
