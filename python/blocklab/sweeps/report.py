@@ -103,11 +103,6 @@ class Figures:
         return uri, (f'<p class="files">{html.escape(name)}: ' + " · ".join(links) + "</p>") if links else ""
 
 
-def _png(fig) -> str:
-    """A figure as a PNG data URI, not written anywhere."""
-    return Figures(None).save(fig, "figure")[0]
-
-
 def _norm(v):
     """A cell value usable as a group key (lists from Parquet come back as arrays)."""
     if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
