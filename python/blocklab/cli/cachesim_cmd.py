@@ -23,6 +23,8 @@ from blocklab.cli.common import BlockSizeOpt, fail, print_json
 
 # libCacheSim trace type -> blocklab format. libCacheSim matches the names
 # without regard to case; so do we. blocklab's own format names work too.
+# blocklab has no reader for libCacheSim's plain txt (one id per line): `txt`
+# sniffs among blocklab's text formats; `csv` is blocklab's native CSV.
 TRACE_TYPES = {
     "oraclegeneral": "oracle",
     "oraclegeneralbin": "oracle",
