@@ -197,7 +197,9 @@ def sweep(spec=None, out=None, *, jobs: int | None = None, ray: str | None = Non
     build one (`stack=`, `traces=`, `executor=`, `grid=`, `cases=`, `seeds=`, `skip_bad=`, `name=`).
     Finished cells in `out` are not run again. `ray`: `"local"` or a cluster address (one Ray task per
     cell); `ship`: send the traces to Ray workers instead of their paths. `progress`: True for a bar on
-    stderr, or `fn(done, total, failed)`."""
+    stderr, or `fn(done, total, failed)`. The folder's meta.json records the `blocklab sweep FILE --out
+    DIR ...` command that runs the sweep again (a sweep built from keywords is written to DIR/sweep.toml
+    for it)."""
     from blocklab import sweeps
 
     if out is None:
@@ -208,9 +210,10 @@ def sweep(spec=None, out=None, *, jobs: int | None = None, ray: str | None = Non
         raise ValueError(f"sweep: give a sweep or keywords to build one, not both ({', '.join(build)})")
     elif not isinstance(spec, sweeps.Sweep):
         spec = sweeps.load_sweep(spec)
+    from blocklab.sweeps.provenance import sweep_command
+
     return sweeps.run_sweep(spec, out, jobs=jobs, ray=ray, batch=batch, ship=ship, progress=progress,
-                            command=f"blocklab.sweep({spec.source or '...'!r}, {os.fspath(out)!r}, jobs={jobs}"
-                                    + (f", ray={ray!r}" if ray else "") + ")")
+                            command=sweep_command(spec, out, jobs=jobs, ray=ray, ship=ship, batch=batch))
 
 
 def load(folder):
@@ -220,8 +223,11 @@ def load(folder):
     return _load(folder)
 
 
-def report(folder, out=None, *, metrics: Sequence[str] | None = None, title: str | None = None) -> str:
-    """Write the HTML report of a sweep folder (default `folder/report.html`); its path."""
+def report(folder, out=None, *, metrics: Sequence[str] | None = None, title: str | None = None,
+           formats: Sequence[str] = ("png",), zoom: bool = False) -> str:
+    """Write the HTML report of a sweep folder (default `folder/report.html`); its path. Its figures
+    are also written to `<report>-figures/` as PNG and the other `formats` ("svg", "pdf"); `zoom`
+    fits y axes to the data (default: ratios, shares and counts from 0)."""
     from blocklab.sweeps import write_report
 
-    return str(write_report(folder, out, metrics=metrics, title=title))
+    return str(write_report(folder, out, metrics=metrics, title=title, formats=formats, zoom=zoom))

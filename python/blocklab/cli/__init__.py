@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from blocklab.cli import (array_cmd, cache_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, real_cmd, repro_cmd, rgr_cmd,
-                          run_cmd, sweep_cmd, trace_cmd)
+from blocklab.cli import (array_cmd, cache_cmd, cachesim_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, real_cmd,
+                          repro_cmd, rgr_cmd, run_cmd, sweep_cmd, trace_cmd)
 from blocklab.cli.common import run_guarded
 
 app = typer.Typer(
@@ -17,6 +17,7 @@ app = typer.Typer(
 )
 app.add_typer(trace_cmd.app, name="trace")
 cache_cmd.register(app)
+cachesim_cmd.register(app)
 array_cmd.register(app)
 disk_cmd.register(app)
 disk_run_cmd.register(app)

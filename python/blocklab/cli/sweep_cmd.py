@@ -59,13 +59,16 @@ def report(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="HTML file to write (default: FOLDER/report.html)."),
     metric: Optional[List[str]] = typer.Option(None, "--metric", "-m", help="A result column to plot (repeatable; default: the headline figures that vary)."),
     title: Optional[str] = typer.Option(None, "--title", help="Page title."),
+    format: str = typer.Option("png", "--format", help="Figure files to write besides the inline PNGs, comma-separated: png, svg, pdf (into OUT's folder, `<name>-figures/`, linked from the page)."),
+    zoom: bool = typer.Option(False, "--zoom", help="Fit y axes to the data (default: ratios, shares and counts from 0)."),
 ) -> None:
     """Write one self-contained HTML page of a sweep: plots of each metric against each varied parameter, response-time CDFs, a table of cells."""
     from blocklab.sweeps import write_report
 
     if not (folder / "results.parquet").exists():
         fail(f"{folder}: no results.parquet (run `blocklab sweep SWEEP.toml --out {folder}` first)")
-    path = write_report(folder, out, metrics=metric or None, title=title)
+    formats = [f.strip().lower() for f in format.split(",") if f.strip()]
+    path = write_report(folder, out, metrics=metric or None, title=title, formats=formats, zoom=zoom)
     print(f"wrote {path}")
 
 

@@ -90,3 +90,63 @@ def host() -> str:
 def process_provenance() -> dict:
     """What a worker records about itself for each cell it runs."""
     return {"blocklab_version": blocklab_version(), "git_commit": git_commit(), "host": host()}
+
+
+def sweep_toml(sw) -> str:
+    """A sweep file that loads back as `sw` (a stack sweep; paths absolute)."""
+    from blocklab.sweeps.spec import toml_value
+
+    def line(k: str, v) -> str:
+        return f"{toml_value(k)} = {toml_value(v)}\n"
+
+    out = "# Written by blocklab.sweep() for a sweep built in code: `blocklab sweep` runs it again.\n"
+    if sw.name:
+        out += line("name", sw.name)
+    out += line("stack", sw.stack) + line("executor", sw.executor)
+    if sw.seeds:
+        out += line("seeds", list(sw.seeds))
+    if sw.skip_bad:
+        out += line("skip_bad", True)
+    for t in sw.traces:
+        out += "\n[[traces]]\n" + line("path", t.path) + line("format", t.format)
+        if t.label:
+            out += line("label", t.label)
+        if t.ship:
+            out += line("ship", True)
+        if t.params:
+            out += line("params", dict(t.params))
+    if sw.grid:
+        out += "\n[grid]\n" + "".join(line(k, v) for k, v in sw.grid.items())
+    for c in sw.cases:
+        out += "\n[[cases]]\n" + "".join(line(k, v) for k, v in c.items())
+    if sw.report:
+        out += "\n[report]\n" + "".join(line(k, v) for k, v in sw.report.items())
+    return out
+
+
+def sweep_command(sw, out: str | os.PathLike, *, jobs: int | None = None, ray: str | None = None,
+                  ship: bool = False, batch: bool = True) -> str:
+    """The `blocklab sweep` command line that runs `sw` into `out` again, for a sweep
+    started from Python. One built in code (no file) is first written to
+    `out/sweep.toml`, so that the command has a file to name. A task sweep (a
+    recipe's cells that are not stack runs) has no file form: its Python call."""
+    import shlex
+
+    if sw.task != "stack":
+        return f"blocklab.sweep(<task sweep {sw.task}>, {os.fspath(out)!r}, jobs={jobs})"
+    src = sw.source
+    if not src:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        path = Path(out) / "sweep.toml"
+        path.write_text(sweep_toml(sw))
+        src = os.fspath(path)
+    args = ["blocklab", "sweep", os.fspath(src), "--out", os.fspath(out)]
+    if jobs is not None:
+        args += ["--jobs", str(jobs)]
+    if ray:
+        args += ["--ray", ray]
+    if ship:
+        args.append("--ship-traces")
+    if not batch:
+        args.append("--no-batch")
+    return " ".join(shlex.quote(a) for a in args)
