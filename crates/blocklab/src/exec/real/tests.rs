@@ -231,6 +231,39 @@ fn raid6_check_locates_and_repairs_a_wrong_unit_without_checksums() {
     assert_eq!(read_all(&a).unwrap(), image);
 }
 
+/// Every member image's bytes.
+fn member_bytes(dir: &Path, disks: u32) -> Vec<Vec<u8>> {
+    (0..disks)
+        .map(|d| std::fs::read(member_path(dir, d)).unwrap())
+        .collect()
+}
+
+#[test]
+fn raid6_repair_leaves_a_row_with_two_wrong_data_units_as_it_is_and_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 5;
+    let (a, _) = scribbled(dir.path(), cfg("raid6", 5, None), false, &mut seed, 40);
+    a.flush().unwrap();
+    // Two data units of block row 3 (member block 3, chunk row 1) wrong:
+    // P and Q disagree in a way no single unit explains.
+    let sm = a.live.read().unwrap().array.stripe_map(1);
+    let (d0, d1) = (sm.data_disk(0), sm.data_disk(2));
+    corrupt(dir.path(), d0, 4096 * 3 + 10, 20);
+    corrupt(dir.path(), d1, 4096 * 3 + 900, 7);
+    let before = member_bytes(dir.path(), 5);
+    let want = |rep: &ScrubReport| {
+        assert_eq!((rep.mismatches, rep.repaired, rep.unrecoverable), (1, 0, 1), "{rep:?}");
+        assert_eq!(rep.unrecoverable_at, vec![3], "{rep:?}");
+    };
+    want(&a.check(false).unwrap());
+    want(&a.check(true).unwrap());
+    assert!(
+        member_bytes(dir.path(), 5) == before,
+        "repair rewrote an unrecoverable row"
+    );
+    want(&a.check(false).unwrap());
+}
+
 #[test]
 fn raid5_repair_without_checksums_rewrites_parity_as_md() {
     let dir = tempfile::tempdir().unwrap();
