@@ -127,6 +127,36 @@ impl Journal {
         Ok(out)
     }
 
+    /// Check every record's places against the array before anything is
+    /// replayed: a record's CRC holds whoever wrote it, and its disk and
+    /// block become a member index and a file offset (a block past the
+    /// member would grow the member file, up to terabytes of holes).
+    pub fn check_places(&self, shown: &str, disks: u32, member_blocks: u64) -> crate::error::Result<()> {
+        let recs = self.records().map_err(|e| crate::error::Error::io(shown, e))?;
+        for (i, rec) in recs.iter().enumerate() {
+            let bad = |field: &str, m: String| {
+                Err(crate::error::Error::parse(
+                    shown,
+                    crate::error::Location::Record(i as u64),
+                    field,
+                    m,
+                ))
+            };
+            for p in &rec.places {
+                if p.disk >= disks {
+                    return bad("disk", format!("disk {}: the array has disks 0..{}", p.disk, disks - 1));
+                }
+                if p.block >= member_blocks {
+                    return bad(
+                        "block",
+                        format!("member block {} is past the member's {member_blocks} blocks", p.block),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Append a record and make it durable. `rows` are the member rows it
     /// covers (remembered until the next checkpoint).
     pub fn append(&self, places: &[Place], units: &[&[u8]], rows: &[u64], faults: &Faults) -> io::Result<()> {

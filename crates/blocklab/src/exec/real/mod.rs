@@ -487,6 +487,8 @@ impl RealArray {
         let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
         let journal = Journal::open(dir, bs).map_err(|e| Error::io(&shown, e))?;
+        let journal_shown = journal::journal_path(dir).display().to_string();
+        journal.check_places(&journal_shown, cfg.disks, cfg.disk_bytes / bs as u64)?;
         let gather = (array.level().has_parity() && array.data_disks_per_stripe() > 1)
             .then(|| Gather::new(array.chunk_blocks() * array.data_disks_per_stripe() as u64, bs));
         let mut ra = RealArray {

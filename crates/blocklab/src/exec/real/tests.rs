@@ -1131,3 +1131,122 @@ fn concurrent_sequential_writers_lose_nothing_through_the_gatherer() {
         }
     }
 }
+
+/// Rewrite the state file's body with `edit` and make its checksum valid
+/// again (a crafted file, as an attacker or a buggy tool would leave it).
+fn craft_state(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let p = dir.join(state::STATE_FILE);
+    let text = std::fs::read_to_string(&p).unwrap();
+    let body = &text[..text.rfind("\n# crc32 ").unwrap()];
+    let mut v: serde_json::Value = serde_json::from_str(body).unwrap();
+    edit(&mut v);
+    let body = serde_json::to_string_pretty(&v).unwrap();
+    let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+    std::fs::write(&p, text).unwrap();
+}
+
+fn member_lens(dir: &Path, disks: u32) -> Vec<u64> {
+    (0..disks)
+        .map(|d| std::fs::metadata(member_path(dir, d)).unwrap().len())
+        .collect()
+}
+
+#[test]
+fn a_crafted_state_file_is_refused_naming_the_field_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    RealArray::create(d, cfg("raid6", 5, None), true).unwrap();
+    let p = d.join(state::STATE_FILE);
+    let good = std::fs::read_to_string(&p).unwrap();
+    let lens = member_lens(d, 5);
+    // 64 KiB members of 8 KiB chunks: 8 rows, 16 blocks.
+    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+        ("bitmap_rows", Box::new(|v| v["bitmap_rows"] = 0.into())),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([4294967296u64]))),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([5]))),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([1, 1]))),
+        ("recovering", Box::new(|v| v["recovering"] = serde_json::json!([2]))),
+        (
+            "recovered_rows",
+            Box::new(|v| {
+                v["failed"] = serde_json::json!([2]);
+                v["recovering"] = serde_json::json!([2]);
+                v["recovered_rows"] = 9.into();
+            }),
+        ),
+        (
+            "rebuilt_runs",
+            Box::new(|v| {
+                v["failed"] = serde_json::json!([2]);
+                v["recovering"] = serde_json::json!([2]);
+                v["rebuilt_runs"] = serde_json::json!([[3, 1u64 << 40]]);
+            }),
+        ),
+        ("bitmap", Box::new(|v| v["bitmap"] = "0".repeat(100_000).into())),
+        ("bitmap", Box::new(|v| v["bitmap"] = "z".into())),
+        (
+            "disk",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 4294967296u64, "block": 0, "blocks": 1}])),
+        ),
+        (
+            "bad_blocks",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 7, "block": 0, "blocks": 1}])),
+        ),
+        (
+            "bad_blocks",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 1, "block": 15, "blocks": u64::MAX}])),
+        ),
+        ("config.disk_bytes", Box::new(|v| v["config"]["disk_bytes"] = 0.into())),
+    ];
+    for (field, edit) in &cases {
+        std::fs::write(&p, &good).unwrap();
+        craft_state(d, edit);
+        let e = match RealArray::open(d, OpenConfig::default()) {
+            Ok(_) => panic!("crafted `{field}` was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with(&p.display().to_string()), "{e}");
+        assert!(e.contains(&format!("field `{field}`")), "{field}: {e}");
+        assert_eq!(member_lens(d, 5), lens, "{field}");
+    }
+    std::fs::write(&p, &good).unwrap();
+    RealArray::open(d, OpenConfig::default()).unwrap();
+}
+
+#[test]
+fn a_crafted_journal_record_past_the_member_is_refused_and_grows_nothing() {
+    use super::journal::{journal_path, Journal, Place};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    RealArray::create(d, cfg("raid5", 4, None), false).unwrap();
+    let lens = member_lens(d, 4);
+    let unit = vec![7u8; 4096];
+    for (place, field) in [
+        (
+            Place {
+                disk: 0,
+                block: 1 << 30,
+            },
+            "field `block`",
+        ),
+        (Place { disk: 9, block: 0 }, "field `disk`"),
+    ] {
+        let j = Journal::open(d, 4096).unwrap();
+        j.reset(&Faults::none()).unwrap();
+        j.append(&[Place { disk: 1, block: 0 }], &[&unit], &[0], &Faults::none())
+            .unwrap();
+        j.append(&[place], &[&unit], &[0], &Faults::none()).unwrap();
+        drop(j);
+        let e = match RealArray::open(d, OpenConfig::default()) {
+            Ok(_) => panic!("{place:?} was replayed"),
+            Err(e) => e.to_string(),
+        };
+        let want = format!("{}: record 1: {field}", journal_path(d).display());
+        assert!(e.starts_with(&want), "{e}");
+        assert_eq!(member_lens(d, 4), lens);
+        // Nothing was replayed, not even the good record before it.
+        assert!(std::fs::read(member_path(d, 1)).unwrap()[..4096]
+            .iter()
+            .all(|&b| b == 0));
+    }
+}
