@@ -302,7 +302,6 @@ pub struct RealArray {
     cfg: ArrayConfig,
     checksums: bool,
     bs: usize,
-    zero_crc: u32,
     capacity_blocks: u64,
     member_rows: u64,
     direct: bool,
@@ -418,7 +417,7 @@ impl RealArray {
         }
         let _lock = take_lock(dir)?;
         for d in 0..cfg.disks {
-            Member::create(dir, d, cfg.disk_bytes, checksums).map_err(|e| Error::io(&shown, e))?;
+            Member::create(dir, d, cfg.disk_bytes, cfg.block_size, checksums).map_err(|e| Error::io(&shown, e))?;
         }
         File::create(journal::journal_path(dir)).map_err(|e| Error::io(&shown, e))?;
         let bm_rows = bitmap::region_rows(rows, cfg.chunk_bytes);
@@ -496,7 +495,6 @@ impl RealArray {
             cfg,
             checksums: st.checksums,
             bs,
-            zero_crc: members::zero_crc(bs),
             capacity_blocks,
             member_rows,
             direct,
@@ -551,7 +549,6 @@ impl RealArray {
                         p.block,
                         &rec.data[i * self.bs..(i + 1) * self.bs],
                         self.bs,
-                        self.zero_crc,
                         &self.faults,
                     )
                     .map_err(io_err)?;
@@ -588,7 +585,6 @@ impl RealArray {
             array: &live.array,
             members: &live.members,
             bs: self.bs,
-            zero_crc: self.zero_crc,
             bad,
             checksums: self.checksums,
             parallel: self.inflight.load(Ordering::Relaxed) <= 1,

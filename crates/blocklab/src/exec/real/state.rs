@@ -19,7 +19,8 @@ use crate::array::ArrayConfig;
 use crate::error::{Error, Result};
 
 pub const STATE_FILE: &str = "array.json";
-pub const FORMAT: u32 = 1;
+/// 2: checksum entries are never zero (see `members.rs`).
+pub const FORMAT: u32 = 2;
 
 /// A run of member blocks that cannot be read (disk, first block, blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
@@ -149,12 +150,21 @@ impl State {
                 e.to_string(),
             )
         })?;
-        if st.format != FORMAT {
+        // Format 1 differs only in its checksums (a zeroed entry passed for
+        // an all-zero block): read without them, refused with them.
+        if st.format != FORMAT && !(st.format == 1 && !st.checksums) {
+            let why = if st.format == 1 {
+                "format 1 checksums cannot tell a zeroed block from an unwritten one; \
+                 copy the data to an array made by this blocklab"
+                    .to_string()
+            } else {
+                format!("unknown format {}", st.format)
+            };
             return Err(Error::parse(
                 &shown,
                 crate::error::Location::Whole,
                 "format",
-                format!("unknown format {} (this blocklab reads {FORMAT})", st.format),
+                format!("{why} (this blocklab reads {FORMAT})"),
             ));
         }
         st.config.validate()?;
@@ -311,5 +321,18 @@ mod tests {
         assert!(e.contains("checksum mismatch"), "{e}");
         let e = State::load(&dir.path().join("nope")).unwrap_err().to_string();
         assert!(e.contains("no array here"), "{e}");
+    }
+
+    #[test]
+    fn format_1_is_read_without_checksums_and_refused_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut st = sample();
+        st.format = 1;
+        st.save(dir.path()).unwrap();
+        let e = State::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("field `format`: format 1 checksums"), "{e}");
+        st.checksums = false;
+        st.save(dir.path()).unwrap();
+        assert_eq!(State::load(dir.path()).unwrap().format, 1);
     }
 }

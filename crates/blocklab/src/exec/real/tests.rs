@@ -1250,3 +1250,62 @@ fn a_crafted_journal_record_past_the_member_is_refused_and_grows_nothing() {
             .all(|&b| b == 0));
     }
 }
+
+#[test]
+fn a_hole_punched_in_a_member_and_its_checksums_is_found_and_rebuilt() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut seed = 17;
+    let a = make(d, cfg("raid5", 4, None), true);
+    let image = bytes(&mut seed, a.size_bytes() as usize);
+    a.write(0, &image, false).unwrap();
+    a.flush().unwrap();
+    // Blocks 2..5 of member 1 and their sum entries: holes (zeroes).
+    for (path, unit) in [(member_path(d, 1), 4096), (sums_path(d, 1), 4)] {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        // SAFETY: fallocate on an open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                2 * unit,
+                3 * unit,
+            )
+        };
+        if r != 0 {
+            f.write_all_at(&vec![0u8; 3 * unit as usize], 2 * unit as u64).unwrap();
+        }
+    }
+    let rep = a.check(false).unwrap();
+    assert_eq!((rep.mismatches, rep.unrecoverable), (3, 0), "{rep:?}");
+    assert!(read_all(&a).unwrap() == image, "the lost blocks come back");
+    // The reads wrote back the data units they met; a repair the parity unit.
+    let rep = a.check(true).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired), (1, 1), "{rep:?}");
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
+    a.fail(0).unwrap();
+    assert!(read_all(&a).unwrap() == image, "the rewritten units reconstruct");
+}
+
+#[test]
+fn a_checksum_sidecar_cut_short_or_recreated_verifies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = make(d, cfg("raid1", 2, None), true);
+    // Created with every entry written (16 blocks of 4 bytes).
+    assert_eq!(std::fs::metadata(sums_path(d, 0)).unwrap().len(), 64);
+    drop(a);
+    // Member 0's sidecar cut short: its blocks (zeroes, as created) no longer verify.
+    OpenOptions::new()
+        .write(true)
+        .open(sums_path(d, 0))
+        .unwrap()
+        .set_len(8)
+        .unwrap();
+    let a = RealArray::open(d, OpenConfig::default()).unwrap();
+    let rep = a.check(false).unwrap();
+    assert_eq!(rep.mismatches, 14, "{rep:?}");
+    assert_eq!(a.check(true).unwrap().repaired, 14);
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
+}
