@@ -399,6 +399,7 @@ impl RealArray {
     /// Make a new array of member files in `dir` (created if missing).
     pub fn create(dir: &Path, cfg: ArrayConfig, checksums: bool) -> Result<Status> {
         cfg.validate()?;
+        state::check_sizes(&cfg).map_err(|(_, m)| Error::config(m))?;
         if cfg.disk_bytes == 0 {
             return Err(Error::config("a real array needs the member size (--disk-size)"));
         }

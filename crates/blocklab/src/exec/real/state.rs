@@ -22,6 +22,27 @@ pub const STATE_FILE: &str = "array.json";
 /// 2: checksum entries are never zero (see `members.rs`).
 pub const FORMAT: u32 = 2;
 
+/// Largest member, chunk and block a real array may have: the member size
+/// times the member count is an offset, and a scrub holds one chunk row of
+/// every member in memory, so a crafted size must not overflow or exhaust it.
+pub const MAX_MEMBER_BYTES: u64 = 1 << 50;
+pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
+pub const MAX_BLOCK_BYTES: u64 = 1 << 20;
+
+/// The sizes of `cfg` against the bounds above: Err((field, why)).
+pub fn check_sizes(cfg: &ArrayConfig) -> std::result::Result<(), (&'static str, String)> {
+    for (field, v, max) in [
+        ("config.disk_bytes", cfg.disk_bytes, MAX_MEMBER_BYTES),
+        ("config.chunk_bytes", cfg.chunk_bytes, MAX_CHUNK_BYTES),
+        ("config.block_size", cfg.block_size, MAX_BLOCK_BYTES),
+    ] {
+        if v > max {
+            return Err((field, format!("{v} B is over the {max} B a real array supports")));
+        }
+    }
+    Ok(())
+}
+
 /// A run of member blocks that cannot be read (disk, first block, blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
 pub struct BadRange {
@@ -167,7 +188,6 @@ impl State {
                 format!("{why} (this blocklab reads {FORMAT})"),
             ));
         }
-        st.config.validate()?;
         st.validate(&shown)?;
         Ok(st)
     }
@@ -178,6 +198,9 @@ impl State {
     pub fn validate(&self, shown: &str) -> Result<()> {
         let bad = |field: &str, m: String| Err(Error::parse(shown, crate::error::Location::Whole, field, m));
         let cfg = &self.config;
+        check_sizes(cfg).or_else(|(field, m)| bad(field, m))?;
+        cfg.validate()
+            .map_err(|e| Error::parse(shown, crate::error::Location::Whole, "config", e.message()))?;
         let probe = crate::array::Array::new(*cfg)?;
         let member_rows = probe.member_rows().unwrap_or(0);
         if member_rows == 0 || probe.capacity_blocks().unwrap_or(0) == 0 {

@@ -1197,6 +1197,14 @@ fn a_crafted_state_file_is_refused_naming_the_field_never_a_panic() {
             Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 1, "block": 15, "blocks": u64::MAX}])),
         ),
         ("config.disk_bytes", Box::new(|v| v["config"]["disk_bytes"] = 0.into())),
+        (
+            "config.disk_bytes",
+            Box::new(|v| v["config"]["disk_bytes"] = (1u64 << 62).into()),
+        ),
+        (
+            "config.chunk_bytes",
+            Box::new(|v| v["config"]["chunk_bytes"] = (1u64 << 40).into()),
+        ),
     ];
     for (field, edit) in &cases {
         std::fs::write(&p, &good).unwrap();
