@@ -486,9 +486,10 @@ impl RealArray {
         }
         let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
-        let journal = Journal::open(dir, bs).map_err(|e| Error::io(&shown, e))?;
+        let member_blocks = cfg.disk_bytes / bs as u64;
+        let journal = Journal::open(dir, bs, cfg.disks as u64 * member_blocks).map_err(|e| Error::io(&shown, e))?;
         let journal_shown = journal::journal_path(dir).display().to_string();
-        journal.check_places(&journal_shown, cfg.disks, cfg.disk_bytes / bs as u64)?;
+        journal.check_places(&journal_shown, cfg.disks, member_blocks)?;
         let gather = (array.level().has_parity() && array.data_disks_per_stripe() > 1)
             .then(|| Gather::new(array.chunk_blocks() * array.data_disks_per_stripe() as u64, bs));
         let mut ra = RealArray {
@@ -542,20 +543,12 @@ impl RealArray {
     fn recover(&self) -> std::result::Result<(u64, u64, ScrubReport), ReqError> {
         let live = self.live.read().unwrap();
         self.absorb_truncation(&live)?;
-        let records = self.journal.records().map_err(io_err)?;
-        for rec in &records {
-            for (i, p) in rec.places.iter().enumerate() {
-                if let Some(m) = live.members.get(p.disk as usize).and_then(|m| m.as_ref()) {
-                    m.write_blocks(
-                        p.block,
-                        &rec.data[i * self.bs..(i + 1) * self.bs],
-                        self.bs,
-                        &self.faults,
-                    )
-                    .map_err(io_err)?;
-                }
+        let records = self.journal.walk(io_err, |_, p, unit| {
+            match live.members.get(p.disk as usize).and_then(|m| m.as_ref()) {
+                Some(m) => m.write_blocks(p.block, unit, self.bs, &self.faults).map_err(io_err),
+                None => Ok(()),
             }
-        }
+        })?;
         let dirty = self.bitmap.lock().unwrap().dirty();
         let rows_per = self.bitmap.lock().unwrap().rows;
         let mut rep = ScrubReport::default();
@@ -578,7 +571,7 @@ impl RealArray {
         if needs_save {
             self.persist(&live, &bm)?;
         }
-        Ok((records.len() as u64, dirty.len() as u64, rep))
+        Ok((records, dirty.len() as u64, rep))
     }
 
     fn env<'a>(&'a self, live: &'a Live, bad: &'a [BadRange]) -> Env<'a> {

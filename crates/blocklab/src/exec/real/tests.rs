@@ -1239,7 +1239,7 @@ fn a_crafted_journal_record_past_the_member_is_refused_and_grows_nothing() {
         ),
         (Place { disk: 9, block: 0 }, "field `disk`"),
     ] {
-        let j = Journal::open(d, 4096).unwrap();
+        let j = Journal::open(d, 4096, 64).unwrap();
         j.reset(&Faults::none()).unwrap();
         j.append(&[Place { disk: 1, block: 0 }], &[&unit], &[0], &Faults::none())
             .unwrap();
