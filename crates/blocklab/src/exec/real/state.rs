@@ -173,7 +173,8 @@ impl State {
         })?;
         // Format 1 differs only in its checksums (a zeroed entry passed for
         // an all-zero block): read without them, refused with them.
-        if st.format != FORMAT && !(st.format == 1 && !st.checksums) {
+        let readable_old = st.format == 1 && !st.checksums;
+        if st.format != FORMAT && !readable_old {
             let why = if st.format == 1 {
                 "format 1 checksums cannot tell a zeroed block from an unwritten one; \
                  copy the data to an array made by this blocklab"

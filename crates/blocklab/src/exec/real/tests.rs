@@ -1160,7 +1160,8 @@ fn a_crafted_state_file_is_refused_naming_the_field_never_a_panic() {
     let good = std::fs::read_to_string(&p).unwrap();
     let lens = member_lens(d, 5);
     // 64 KiB members of 8 KiB chunks: 8 rows, 16 blocks.
-    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>)> = vec![
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
         ("bitmap_rows", Box::new(|v| v["bitmap_rows"] = 0.into())),
         ("failed", Box::new(|v| v["failed"] = serde_json::json!([4294967296u64]))),
         ("failed", Box::new(|v| v["failed"] = serde_json::json!([5]))),
