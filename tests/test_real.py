@@ -116,6 +116,77 @@ def test_create_status_check_and_bad_input(tmp_path):
         assert msg in p.stderr and p.stderr.count("\n") == 1, p.stderr
 
 
+
+def _craft_state(d: Path, edit) -> None:
+    """Rewrite array.json's body with `edit` and make its CRC valid again."""
+    import zlib
+    p = d / "array.json"
+    text = p.read_text()
+    body = text[:text.rindex("\n# crc32 ")]
+    st = json.loads(body)
+    edit(st)
+    body = json.dumps(st, indent=2)
+    p.write_text(f"{body}\n# crc32 {zlib.crc32(body.encode()):08x}\n")
+
+
+def _journal_record(places, block_size: int = 4096) -> bytes:
+    """One journal record (magic, sequence, units, CRC, places, units' bytes)."""
+    import struct
+    import zlib
+    head = struct.pack("<QI", 0, len(places))
+    body = b"".join(struct.pack("<IQ", disk, block) for disk, block in places) + b"\x07" * block_size * len(places)
+    return b"BLJ1" + head + struct.pack("<I", zlib.crc32(head + body)) + body
+
+
+def test_crafted_state_and_journal_exit_2_naming_file_and_field(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "1MiB", "16KiB")
+    good = (d / "array.json").read_text()
+    sizes = [(d / f"disk-{i}.img").stat().st_size for i in range(4)]
+
+    def refused(field: str, where: str) -> None:
+        p = run("real", "status", d, check=False)
+        assert p.returncode == 2, (field, p.stdout, p.stderr)
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
+        assert where in p.stderr and f"field `{field}`" in p.stderr, p.stderr
+        assert [(d / f"disk-{i}.img").stat().st_size for i in range(4)] == sizes
+
+    for field, edit in [
+        ("bitmap_rows", lambda st: st.update(bitmap_rows=0)),
+        ("failed", lambda st: st.update(failed=[4294967296])),
+        ("failed", lambda st: st.update(failed=[4])),
+        ("disk", lambda st: st.update(bad_blocks=[{"disk": 2**32, "block": 0, "blocks": 1}])),
+        ("bad_blocks", lambda st: st.update(bad_blocks=[{"disk": 1, "block": 2**40, "blocks": 1}])),
+        ("bitmap", lambda st: st.update(bitmap="f" * 5000)),
+    ]:
+        (d / "array.json").write_text(good)
+        _craft_state(d, edit)
+        refused(field, "array.json")
+    (d / "array.json").write_text(good)
+    # A CRC-valid journal record for member block 2^30 (4 TiB into a member).
+    (d / "journal").write_bytes(_journal_record([(0, 2**30)]))
+    refused("block", "journal: record 0")
+    (d / "journal").write_bytes(_journal_record([(2**31, 0)]))
+    refused("disk", "journal: record 0")
+    (d / "journal").write_bytes(b"")
+    assert js("real", "status", d)["health"] == "healthy"
+
+
+def test_raid6_repair_leaves_an_unrecoverable_row_as_it_is_and_lists_it(tmp_path):
+    d = make_array(tmp_path, "arr", "6", 5, "1MiB", "16KiB")
+    # Two units of block row 0 wrong at different bytes: no single unit explains P and Q.
+    for disk, at in [(0, 10), (1, 900)]:
+        with open(d / f"disk-{disk}.img", "r+b") as f:
+            f.seek(at)
+            f.write(b"\x5a" * 20)
+    before = [(d / f"disk-{i}.img").read_bytes() for i in range(5)]
+    for args in [(), ("--repair",), ()]:
+        chk = js("real", "check", d, *args)
+        assert (chk["mismatches"], chk["repaired"], chk["unrecoverable"]) == (1, 0, 1), chk
+        assert chk["unrecoverable_at"] == [0], chk
+        assert [(d / f"disk-{i}.img").read_bytes() for i in range(5)] == before, args
+    out = run("real", "check", d, "--repair").stdout
+    assert "unrecoverable at member block(s) 0 (left as they are)" in out, out
+
 # --- real clients ---------------------------------------------------------------
 
 @pytest.mark.parametrize("raid,disks", [("5", 4), ("6", 5)])

@@ -175,6 +175,10 @@ def check(
         return
     for k in CHECK_KEYS + ("degraded_skipped",):
         print(f"  {k:<18} {r[k]}")
+    if r["unrecoverable_at"]:
+        more = r["unrecoverable"] - len(r["unrecoverable_at"])
+        print(f"  unrecoverable at member block(s) {', '.join(map(str, r['unrecoverable_at']))}"
+              + (f" and {more} more" if more > 0 else "") + " (left as they are)")
 
 
 @app.command("replay")

@@ -134,7 +134,14 @@ impl RealArray {
             self.sync_members(&live).map_err(|e| Error::io(&shown, e))?;
             self.checkpoint_journal(&live).map_err(|e| Error::io(&shown, e))?;
             live.members[disk as usize] = None;
-            Member::create(&self.dir, disk, self.cfg.disk_bytes, self.checksums).map_err(|e| Error::io(&shown, e))?;
+            Member::create(
+                &self.dir,
+                disk,
+                self.cfg.disk_bytes,
+                self.cfg.block_size,
+                self.checksums,
+            )
+            .map_err(|e| Error::io(&shown, e))?;
             let m = Member::open(&self.dir, disk, self.checksums, self.direct).map_err(|e| Error::io(&shown, e))?;
             live.members[disk as usize] = Some(m);
             live.array = probe;

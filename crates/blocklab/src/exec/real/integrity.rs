@@ -13,6 +13,9 @@
 //! * `flip`, `zero` — bytes changed silently in a member file (with
 //!   `--checksums` any level finds them on read; without, RAID-6's check
 //!   locates the wrong unit and repairs it);
+//! * `punch` (with `--checksums`) — a hole punched in a member file and in
+//!   its checksum sidecar at the same blocks (both read as zeroes): the
+//!   zeroed entries must not pass for all-zero blocks;
 //! * `crash-write` — a simulated `kill -9` at a random member write, healthy
 //!   or degraded (the fault hook stops every later write; a torn write lands
 //!   a prefix of its blocks), then a restart: each block of the write in
@@ -44,7 +47,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use super::control::{self, ServeOptions};
-use super::members::{member_path, Faults};
+use super::members::{member_path, sums_path, Faults};
 use super::rebuild::RebuildOptions;
 use super::{OpenConfig, RealArray};
 use crate::array::{ArrayConfig, Level};
@@ -134,6 +137,7 @@ enum Kind {
     Truncate,
     Flip,
     Zero,
+    Punch,
     Delete,
     CrashWrite,
     CrashRebuild,
@@ -146,6 +150,7 @@ impl Kind {
             Kind::Truncate => "truncate",
             Kind::Flip => "flip",
             Kind::Zero => "zero",
+            Kind::Punch => "punch",
             Kind::Delete => "delete",
             Kind::CrashWrite => "crash-write",
             Kind::CrashRebuild => "crash-rebuild",
@@ -240,6 +245,31 @@ fn damage(dir: &Path, disk: u32, at: u64, len: usize, zero: bool, rng: &mut Rng)
         *b = if zero { 0 } else { *b ^ (1 + rng.below(255) as u8) };
     }
     let _ = f.write_all_at(&buf[..n], at);
+}
+
+/// Punch a hole of `blocks` 4 KiB blocks from member block `block` in a
+/// member file and the same entries of its checksum sidecar (zeroes where
+/// the file system cannot punch).
+fn punch(dir: &Path, disk: u32, block: u64, blocks: u64) {
+    use std::os::fd::AsRawFd;
+    for (path, unit) in [(member_path(dir, disk), 4096u64), (sums_path(dir, disk), 4)] {
+        let Ok(f) = OpenOptions::new().write(true).open(&path) else {
+            continue;
+        };
+        let (at, len) = (block * unit, blocks * unit);
+        // SAFETY: fallocate on an open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                at as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if r != 0 {
+            let _ = f.write_all_at(&vec![0u8; len as usize], at);
+        }
+    }
 }
 
 /// Verify every byte against `image`; `alt` holds a second acceptable value
@@ -478,6 +508,9 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
     if silent_ok {
         kinds.extend([Kind::Flip, Kind::Zero]);
     }
+    if checksums {
+        kinds.push(Kind::Punch);
+    }
     if !via_nbd {
         kinds.extend([Kind::Delete, Kind::CrashWrite, Kind::CrashWrite, Kind::CrashRebuild]);
     }
@@ -540,6 +573,20 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
             if !checksums {
                 // Without checksums only a scrub finds them (RAID-6 locates the unit).
                 io.array().check(true)?;
+            }
+        }
+        Kind::Punch => {
+            // Up to three holes of 1-4 blocks in one member, RAID-6 a second member too.
+            let mut victims = vec![victim];
+            if level == Level::Raid6 && rng.chance(0.3) {
+                victims.push((victim + 1) % disks);
+            }
+            let blocks = member / 4096;
+            for &d in &victims {
+                for _ in 0..1 + rng.below(3) {
+                    let b = rng.below(blocks);
+                    punch(&dir, d, b, (1 + rng.below(4)).min(blocks - b));
+                }
             }
         }
         Kind::Delete => {
@@ -618,7 +665,7 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
     let (v, l) = verify(&mut io, &image, &alt);
     t.verified += v;
     t.lost += l;
-    if matches!(kind, Kind::Truncate | Kind::Flip | Kind::Zero) {
+    if matches!(kind, Kind::Truncate | Kind::Flip | Kind::Zero | Kind::Punch) {
         io.array().check(true)?;
     }
     t.stale += stale_rows(io.array())?;

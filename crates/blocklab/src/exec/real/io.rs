@@ -158,15 +158,13 @@ impl RealArray {
         // which must not be overwritten by the old data's.
         for (d, b, data) in &fixes.sums {
             let m = live.members[*d as usize].as_ref().expect("scrubbed members are open");
-            m.write_sums(*b, data, self.bs, self.zero_crc, &self.faults)
-                .map_err(io_err)?;
+            m.write_sums(*b, data, self.bs, &self.faults).map_err(io_err)?;
         }
         for (d, b, data) in &fixes.units {
             let mut buf = AlignedBuf::zeroed(self.bs);
             buf.copy_from_slice(data);
             let m = live.members[*d as usize].as_ref().expect("scrubbed members are open");
-            m.write_blocks(*b, &buf, self.bs, self.zero_crc, &self.faults)
-                .map_err(io_err)?;
+            m.write_blocks(*b, &buf, self.bs, &self.faults).map_err(io_err)?;
         }
         if !fixes.units.is_empty() {
             self.unlist(live, fixes.units.iter().map(|(d, b, _)| (*d, *b)))?;
@@ -572,7 +570,7 @@ impl RealArray {
         let m = live.members[w.op.disk as usize]
             .as_ref()
             .ok_or_else(|| ReqError::Io(format!("member {} is not open", w.op.disk)))?;
-        m.write_blocks(w.op.block, &w.contiguous(), self.bs, self.zero_crc, &self.faults)
+        m.write_blocks(w.op.block, &w.contiguous(), self.bs, &self.faults)
             .map_err(io_err)
     }
 

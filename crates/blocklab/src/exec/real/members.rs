@@ -3,10 +3,15 @@
 //! crash at a chosen member write.
 //!
 //! Checksums (`--checksums`): `disk-I.sum` holds 4 bytes per member block,
-//! CRC-32 of the block XOR the CRC-32 of an all-zero block, so that a sparse
-//! (all-zero) sidecar is correct for a sparse member and creating an array
-//! writes nothing. A block whose stored and computed sums differ is "bad":
-//! the executor treats it as an erasure and rebuilds it from redundancy.
+//! its CRC-32 with 0 taken as 1, so that a written entry is never zero.
+//! Zero is what a sidecar reads where nothing was ever written: a hole
+//! punched in it (with the block's own hole, the pair would otherwise pass
+//! as an all-zero block: lost data served as zeroes), its tail cut off, or
+//! a sidecar recreated empty. Such an entry matches no block, so the block is
+//! rebuilt from redundancy. Creating a member therefore writes the sums of
+//! its all-zero blocks (4 bytes per block: 1 MiB per GiB of 4 KiB blocks).
+//! A block whose stored and computed sums differ is "bad": the executor
+//! treats it as an erasure and rebuilds it from redundancy.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -95,18 +100,15 @@ impl Faults {
     }
 }
 
-/// CRC-32 of `bs` zero bytes.
-pub fn zero_crc(bs: usize) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    h.update(&vec![0u8; bs]);
-    h.finalize()
+/// The stored form of a block's checksum: never 0, the value of an entry
+/// never written.
+#[inline]
+pub fn block_sum(block: &[u8]) -> u32 {
+    crc32fast::hash(block).max(1)
 }
 
-/// The stored form of a block's checksum.
-#[inline]
-pub fn block_sum(block: &[u8], zero: u32) -> u32 {
-    crc32fast::hash(block) ^ zero
-}
+/// Checksum entries written at once when a member is created.
+const BLOCK_SUM_PIECE: usize = 1 << 16;
 
 /// One member: its image and, with checksums, its sidecar.
 #[derive(Debug)]
@@ -143,12 +145,23 @@ fn open_rw(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 
 impl Member {
     /// Create (or truncate to) a fresh, all-zero member of `bytes` bytes.
-    pub fn create(dir: &Path, disk: u32, bytes: u64, checksums: bool) -> io::Result<()> {
+    pub fn create(dir: &Path, disk: u32, bytes: u64, block_size: u64, checksums: bool) -> io::Result<()> {
         let f = File::create(member_path(dir, disk))?;
         f.set_len(bytes)?;
         f.sync_all()?;
         if checksums {
+            // Every entry written: a zero entry is never valid.
             let s = File::create(sums_path(dir, disk))?;
+            let entries = bytes / block_size;
+            let piece: Vec<u8> = block_sum(&vec![0u8; block_size as usize])
+                .to_le_bytes()
+                .repeat(BLOCK_SUM_PIECE);
+            let mut at = 0u64;
+            while at < entries {
+                let n = (entries - at).min(BLOCK_SUM_PIECE as u64) as usize;
+                write_all_at(&s, &piece[..4 * n], 4 * at)?;
+                at += n as u64;
+            }
             s.sync_all()?;
         }
         Ok(())
@@ -179,7 +192,7 @@ impl Member {
 
     /// Read `buf.len() / bs` blocks from member block `block`; returns the
     /// state of each block (checksums verified when kept).
-    pub fn read_blocks(&self, block: u64, buf: &mut [u8], bs: usize, zero: u32) -> Vec<BlockState> {
+    pub fn read_blocks(&self, block: u64, buf: &mut [u8], bs: usize) -> Vec<BlockState> {
         let n = buf.len() / bs;
         let mut states = vec![BlockState::Ok; n];
         let mut done = 0usize;
@@ -210,17 +223,17 @@ impl Member {
                 buf[i * bs..(i + 1) * bs].fill(0);
             }
         }
-        self.check_sums(block, buf, bs, zero, &mut states);
+        self.check_sums(block, buf, bs, &mut states);
         states
     }
 
     /// With checksums kept, mark the blocks read whole into `buf` (from
     /// member block `block`) whose checksum does not match.
-    pub fn check_sums(&self, block: u64, buf: &[u8], bs: usize, zero: u32, states: &mut [BlockState]) {
+    pub fn check_sums(&self, block: u64, buf: &[u8], bs: usize, states: &mut [BlockState]) {
         if let Some(sums) = &self.sums {
             let stored = read_sums(sums, block, states.len());
             for (i, st) in states.iter_mut().enumerate() {
-                if *st == BlockState::Ok && block_sum(&buf[i * bs..(i + 1) * bs], zero) != stored[i] {
+                if *st == BlockState::Ok && block_sum(&buf[i * bs..(i + 1) * bs]) != stored[i] {
                     *st = BlockState::BadSum;
                 }
             }
@@ -287,7 +300,7 @@ impl Member {
     }
 
     /// Write blocks from member block `block` (and their checksums).
-    pub fn write_blocks(&self, block: u64, data: &[u8], bs: usize, zero: u32, faults: &Faults) -> io::Result<()> {
+    pub fn write_blocks(&self, block: u64, data: &[u8], bs: usize, faults: &Faults) -> io::Result<()> {
         let n = data.len() / bs;
         let limit = faults.admit(n)?;
         let len = limit.map_or(data.len(), |k| k * bs);
@@ -298,7 +311,7 @@ impl Member {
         if let Some(sums) = &self.sums {
             let mut raw = Vec::with_capacity(4 * n);
             for i in 0..n {
-                raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs], zero).to_le_bytes());
+                raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs]).to_le_bytes());
             }
             let limit = faults.admit(n)?;
             let len = limit.map_or(raw.len(), |k| 4 * k);
@@ -312,12 +325,12 @@ impl Member {
 
     /// Rewrite the checksums of blocks from `block` to match `data` (the
     /// data itself is left alone): resync after a crash trusts the data.
-    pub fn write_sums(&self, block: u64, data: &[u8], bs: usize, zero: u32, faults: &Faults) -> io::Result<()> {
+    pub fn write_sums(&self, block: u64, data: &[u8], bs: usize, faults: &Faults) -> io::Result<()> {
         let Some(sums) = &self.sums else { return Ok(()) };
         let n = data.len() / bs;
         let mut raw = Vec::with_capacity(4 * n);
         for i in 0..n {
-            raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs], zero).to_le_bytes());
+            raw.extend_from_slice(&block_sum(&data[i * bs..(i + 1) * bs]).to_le_bytes());
         }
         let limit = faults.admit(n)?;
         let len = limit.map_or(raw.len(), |k| 4 * k);
@@ -356,8 +369,8 @@ fn read_sums(f: &File, block: u64, n: usize) -> Vec<u32> {
             Ok(0) => break,
             Ok(k) => done += k,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            // An unreadable sidecar: every block's sum is unknown (0), so
-            // the blocks are checked against "all zero" and repaired.
+            // An unreadable sidecar: every block's sum is unknown (0),
+            // which matches no block: all are rebuilt.
             Err(_) => break,
         }
     }

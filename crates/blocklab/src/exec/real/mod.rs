@@ -302,7 +302,6 @@ pub struct RealArray {
     cfg: ArrayConfig,
     checksums: bool,
     bs: usize,
-    zero_crc: u32,
     capacity_blocks: u64,
     member_rows: u64,
     direct: bool,
@@ -400,6 +399,7 @@ impl RealArray {
     /// Make a new array of member files in `dir` (created if missing).
     pub fn create(dir: &Path, cfg: ArrayConfig, checksums: bool) -> Result<Status> {
         cfg.validate()?;
+        state::check_sizes(&cfg).map_err(|(_, m)| Error::config(m))?;
         if cfg.disk_bytes == 0 {
             return Err(Error::config("a real array needs the member size (--disk-size)"));
         }
@@ -418,7 +418,7 @@ impl RealArray {
         }
         let _lock = take_lock(dir)?;
         for d in 0..cfg.disks {
-            Member::create(dir, d, cfg.disk_bytes, checksums).map_err(|e| Error::io(&shown, e))?;
+            Member::create(dir, d, cfg.disk_bytes, cfg.block_size, checksums).map_err(|e| Error::io(&shown, e))?;
         }
         File::create(journal::journal_path(dir)).map_err(|e| Error::io(&shown, e))?;
         let bm_rows = bitmap::region_rows(rows, cfg.chunk_bytes);
@@ -486,7 +486,10 @@ impl RealArray {
         }
         let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
-        let journal = Journal::open(dir, bs).map_err(|e| Error::io(&shown, e))?;
+        let member_blocks = cfg.disk_bytes / bs as u64;
+        let journal = Journal::open(dir, bs, cfg.disks as u64 * member_blocks).map_err(|e| Error::io(&shown, e))?;
+        let journal_shown = journal::journal_path(dir).display().to_string();
+        journal.check_places(&journal_shown, cfg.disks, member_blocks)?;
         let gather = (array.level().has_parity() && array.data_disks_per_stripe() > 1)
             .then(|| Gather::new(array.chunk_blocks() * array.data_disks_per_stripe() as u64, bs));
         let mut ra = RealArray {
@@ -494,7 +497,6 @@ impl RealArray {
             cfg,
             checksums: st.checksums,
             bs,
-            zero_crc: members::zero_crc(bs),
             capacity_blocks,
             member_rows,
             direct,
@@ -541,21 +543,12 @@ impl RealArray {
     fn recover(&self) -> std::result::Result<(u64, u64, ScrubReport), ReqError> {
         let live = self.live.read().unwrap();
         self.absorb_truncation(&live)?;
-        let records = self.journal.records().map_err(io_err)?;
-        for rec in &records {
-            for (i, p) in rec.places.iter().enumerate() {
-                if let Some(m) = live.members.get(p.disk as usize).and_then(|m| m.as_ref()) {
-                    m.write_blocks(
-                        p.block,
-                        &rec.data[i * self.bs..(i + 1) * self.bs],
-                        self.bs,
-                        self.zero_crc,
-                        &self.faults,
-                    )
-                    .map_err(io_err)?;
-                }
+        let records = self.journal.walk(io_err, |_, p, unit| {
+            match live.members.get(p.disk as usize).and_then(|m| m.as_ref()) {
+                Some(m) => m.write_blocks(p.block, unit, self.bs, &self.faults).map_err(io_err),
+                None => Ok(()),
             }
-        }
+        })?;
         let dirty = self.bitmap.lock().unwrap().dirty();
         let rows_per = self.bitmap.lock().unwrap().rows;
         let mut rep = ScrubReport::default();
@@ -578,7 +571,7 @@ impl RealArray {
         if needs_save {
             self.persist(&live, &bm)?;
         }
-        Ok((records.len() as u64, dirty.len() as u64, rep))
+        Ok((records, dirty.len() as u64, rep))
     }
 
     fn env<'a>(&'a self, live: &'a Live, bad: &'a [BadRange]) -> Env<'a> {
@@ -586,7 +579,6 @@ impl RealArray {
             array: &live.array,
             members: &live.members,
             bs: self.bs,
-            zero_crc: self.zero_crc,
             bad,
             checksums: self.checksums,
             parallel: self.inflight.load(Ordering::Relaxed) <= 1,

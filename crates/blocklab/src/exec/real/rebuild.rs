@@ -454,7 +454,7 @@ impl RealArray {
                 Ok(bufs) => {
                     for w in &bufs {
                         let m = live.members[w.op.disk as usize].as_ref().expect("spares are open");
-                        m.write_blocks(w.op.block, &w.contiguous(), self.bs, self.zero_crc, &self.faults)
+                        m.write_blocks(w.op.block, &w.contiguous(), self.bs, &self.faults)
                             .map_err(io_err)?;
                     }
                     self.pending.add(&wrote);
@@ -486,8 +486,7 @@ impl RealArray {
                                     blocks: 1,
                                 });
                             }
-                            m.write_blocks(b, &buf, self.bs, self.zero_crc, &self.faults)
-                                .map_err(io_err)?;
+                            m.write_blocks(b, &buf, self.bs, &self.faults).map_err(io_err)?;
                         }
                     }
                     let n = lost.len() as u64;

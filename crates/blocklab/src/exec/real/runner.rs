@@ -66,7 +66,6 @@ pub struct Env<'a> {
     pub array: &'a Array,
     pub members: &'a [Option<Member>],
     pub bs: usize,
-    pub zero_crc: u32,
     pub bad: &'a [BadRange],
     pub checksums: bool,
     /// Issue a request's member I/O from several threads (when the request
@@ -143,7 +142,7 @@ fn read_op(env: &Env, op: &DiskOp) -> Run {
     let mut buf = AlignedBuf::scratch(n as usize * env.bs);
     let states = match env.members.get(op.disk as usize).and_then(|m| m.as_ref()) {
         Some(m) => {
-            let mut st = m.read_blocks(op.block, &mut buf, env.bs, env.zero_crc);
+            let mut st = m.read_blocks(op.block, &mut buf, env.bs);
             mark_listed(env, op, &mut st);
             st
         }
@@ -201,7 +200,7 @@ fn read_ops_together(env: &Env, ops: &[&DiskOp]) -> Option<Vec<Run>> {
                 return read_op(env, op);
             };
             let mut states = vec![BlockState::Ok; op.nblocks as usize];
-            m.check_sums(op.block, &buf, env.bs, env.zero_crc, &mut states);
+            m.check_sums(op.block, &buf, env.bs, &mut states);
             mark_listed(env, op, &mut states);
             Run {
                 disk: op.disk,

@@ -12,8 +12,10 @@
 //! * with every unit good and no member failed, data and parity are
 //!   compared: RAID-4/5 repair rewrites the parity from the data (as MD);
 //!   RAID-6 finds the single wrong unit from P and Q (as `raid6check`) and
-//!   rewrites it, or, when no single unit explains the mismatch, rewrites P
-//!   and Q from the data (as MD) and counts the row unrecoverable;
+//!   rewrites it; when no single unit explains the mismatch (two or more
+//!   units wrong) the block row is counted unrecoverable, listed, and left
+//!   as it is: MD would rewrite P and Q from the data, which makes the next
+//!   check clean while the data stays wrong, destroying the only evidence;
 //! * mirrors: bad copies and copies that differ from the first good one are
 //!   rewritten from it (MD copies the first in-sync mirror).
 //!
@@ -40,8 +42,11 @@ pub enum Mode {
     Resync,
 }
 
+/// Unrecoverable block rows listed at most (the count goes on).
+pub const LISTED_MAX: usize = 1024;
+
 /// What a scrub found (the JSON of `real check`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ScrubReport {
     pub stripes_checked: u64,
     pub mismatches: u64,
@@ -50,6 +55,11 @@ pub struct ScrubReport {
     /// Block rows not compared because a member is failed (no redundancy
     /// left to compare against; bad units in them are still repaired).
     pub degraded_skipped: u64,
+    /// The unrecoverable block rows, as the member block they sit at (the
+    /// same on every member), ascending; the first [`LISTED_MAX`]. Nothing
+    /// is written to them: what is wrong stays there to be looked at.
+    #[serde(default)]
+    pub unrecoverable_at: Vec<u64>,
 }
 
 impl ScrubReport {
@@ -59,6 +69,21 @@ impl ScrubReport {
         self.repaired += o.repaired;
         self.unrecoverable += o.unrecoverable;
         self.degraded_skipped += o.degraded_skipped;
+        for &b in &o.unrecoverable_at {
+            self.list(b);
+        }
+    }
+
+    /// Count block row `block` unrecoverable and list it.
+    fn unrecoverable(&mut self, block: u64) {
+        self.unrecoverable += 1;
+        self.list(block);
+    }
+
+    fn list(&mut self, block: u64) {
+        if self.unrecoverable_at.len() < LISTED_MAX {
+            self.unrecoverable_at.push(block);
+        }
     }
 }
 
@@ -92,7 +117,7 @@ pub fn scrub_row(env: &Env, row: u64, mode: Mode) -> (ScrubReport, Fixes) {
                     fixes.sums.push((d, b, u.to_vec()));
                 } else {
                     rep.mismatches += 1;
-                    rep.unrecoverable += 1;
+                    rep.unrecoverable(b);
                 }
             }
         }
@@ -145,7 +170,7 @@ fn parity_row(env: &Env, reads: &Reads, row: u64, mode: Mode, rep: &mut ScrubRep
                 }
                 rep.repaired += 1;
             } else {
-                rep.unrecoverable += 1;
+                rep.unrecoverable(block);
             }
             continue;
         }
@@ -199,8 +224,8 @@ fn parity_row(env: &Env, reads: &Reads, row: u64, mode: Mode, rep: &mut ScrubRep
                     rep.repaired += 1;
                 }
                 Syndrome::Consistent | Syndrome::Unlocatable => {
-                    rewrite_parity(fixes);
-                    rep.unrecoverable += 1;
+                    // Left as it is: rewriting P and Q would hide it.
+                    rep.unrecoverable(block);
                 }
             },
             (Mode::Check, None) => {}
@@ -242,7 +267,7 @@ fn mirror_row(env: &Env, reads: &Reads, row: u64, mode: Mode, rep: &mut ScrubRep
             });
             let Some(&(rd, rb, ru, rst)) = reference else {
                 rep.mismatches += 1;
-                rep.unrecoverable += 1;
+                rep.unrecoverable(copies[0].1);
                 continue;
             };
             if rst == BlockState::BadSum {

@@ -19,7 +19,29 @@ use crate::array::ArrayConfig;
 use crate::error::{Error, Result};
 
 pub const STATE_FILE: &str = "array.json";
-pub const FORMAT: u32 = 1;
+/// 2: checksum entries are never zero (see `members.rs`).
+pub const FORMAT: u32 = 2;
+
+/// Largest member, chunk and block a real array may have: the member size
+/// times the member count is an offset, and a scrub holds one chunk row of
+/// every member in memory, so a crafted size must not overflow or exhaust it.
+pub const MAX_MEMBER_BYTES: u64 = 1 << 50;
+pub const MAX_CHUNK_BYTES: u64 = 64 << 20;
+pub const MAX_BLOCK_BYTES: u64 = 1 << 20;
+
+/// The sizes of `cfg` against the bounds above: Err((field, why)).
+pub fn check_sizes(cfg: &ArrayConfig) -> std::result::Result<(), (&'static str, String)> {
+    for (field, v, max) in [
+        ("config.disk_bytes", cfg.disk_bytes, MAX_MEMBER_BYTES),
+        ("config.chunk_bytes", cfg.chunk_bytes, MAX_CHUNK_BYTES),
+        ("config.block_size", cfg.block_size, MAX_BLOCK_BYTES),
+    ] {
+        if v > max {
+            return Err((field, format!("{v} B is over the {max} B a real array supports")));
+        }
+    }
+    Ok(())
+}
 
 /// A run of member blocks that cannot be read (disk, first block, blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
@@ -77,18 +99,34 @@ pub fn hex_to_bits(hex: &str, n: usize) -> Result<Vec<bool>> {
     for (i, ch) in hex.chars().enumerate() {
         let v = ch
             .to_digit(16)
-            .ok_or_else(|| Error::config(format!("state file: field `bitmap`: `{ch}` is not a hex digit")))?;
+            .ok_or_else(|| Error::config(format!("`{ch}` is not a hex digit")))?;
         for j in 0..4 {
             if v & (1 << j) != 0 {
                 let at = i * 4 + j;
                 if at >= n {
-                    return Err(Error::config("state file: field `bitmap`: more bits than regions"));
+                    return Err(Error::config("more bits than regions"));
                 }
                 bits[at] = true;
             }
         }
     }
     Ok(bits)
+}
+
+/// The field a parse error at 1-based `line` of the pretty body falls in:
+/// the nearest key at or above it (an element of a list is on a line of
+/// its own, below the list's key).
+fn field_at_line(body: &str, line: usize) -> String {
+    let lines: Vec<&str> = body.lines().take(line.max(1)).collect();
+    lines
+        .iter()
+        .rev()
+        .find_map(|l| {
+            let l = l.trim_start().strip_prefix('"')?;
+            let (key, rest) = l.split_once('"')?;
+            rest.trim_start().starts_with(':').then(|| key.to_string())
+        })
+        .unwrap_or_else(|| "state".to_string())
 }
 
 impl State {
@@ -129,20 +167,134 @@ impl State {
             Error::parse(
                 &shown,
                 crate::error::Location::Line(e.line() as u64),
-                "state",
+                field_at_line(body, e.line()),
                 e.to_string(),
             )
         })?;
-        if st.format != FORMAT {
+        // Format 1 differs only in its checksums (a zeroed entry passed for
+        // an all-zero block): read without them, refused with them.
+        let readable_old = st.format == 1 && !st.checksums;
+        if st.format != FORMAT && !readable_old {
+            let why = if st.format == 1 {
+                "format 1 checksums cannot tell a zeroed block from an unwritten one; \
+                 copy the data to an array made by this blocklab"
+                    .to_string()
+            } else {
+                format!("unknown format {}", st.format)
+            };
             return Err(Error::parse(
                 &shown,
                 crate::error::Location::Whole,
                 "format",
-                format!("unknown format {} (this blocklab reads {FORMAT})", st.format),
+                format!("{why} (this blocklab reads {FORMAT})"),
             ));
         }
-        st.config.validate()?;
+        st.validate(&shown)?;
         Ok(st)
+    }
+
+    /// Every field against the configuration and the others. A file can be
+    /// crafted with a valid checksum, and its numbers are used as divisors,
+    /// indexes, sizes and file offsets: each is bounded here, before use.
+    pub fn validate(&self, shown: &str) -> Result<()> {
+        let bad = |field: &str, m: String| Err(Error::parse(shown, crate::error::Location::Whole, field, m));
+        let cfg = &self.config;
+        check_sizes(cfg).or_else(|(field, m)| bad(field, m))?;
+        cfg.validate()
+            .map_err(|e| Error::parse(shown, crate::error::Location::Whole, "config", e.message()))?;
+        let probe = crate::array::Array::new(*cfg)?;
+        let member_rows = probe.member_rows().unwrap_or(0);
+        if member_rows == 0 || probe.capacity_blocks().unwrap_or(0) == 0 {
+            return bad(
+                "config.disk_bytes",
+                format!(
+                    "member size {} B holds no whole chunk of {} B",
+                    cfg.disk_bytes, cfg.chunk_bytes
+                ),
+            );
+        }
+        let member_blocks = cfg.disk_bytes / cfg.block_size;
+        let disks = cfg.disks;
+        let ascending_disks = |field: &str, list: &[u32]| {
+            for (i, &d) in list.iter().enumerate() {
+                if d >= disks {
+                    return bad(field, format!("disk {d}: the array has disks 0..{}", disks - 1));
+                }
+                if i > 0 && list[i - 1] >= d {
+                    return bad(field, format!("disk {d}: not ascending or listed twice"));
+                }
+            }
+            Ok(())
+        };
+        ascending_disks("failed", &self.failed)?;
+        ascending_disks("recovering", &self.recovering)?;
+        if let Some(d) = self.recovering.iter().find(|d| !self.failed.contains(d)) {
+            return bad("recovering", format!("disk {d} is not failed"));
+        }
+        if self.recovered_rows > member_rows {
+            return bad(
+                "recovered_rows",
+                format!("{} is past the member's {member_rows} rows", self.recovered_rows),
+            );
+        }
+        let mut floor = self.recovered_rows;
+        for &(start, end) in &self.rebuilt_runs {
+            if start < floor || end <= start || end > member_rows {
+                return bad(
+                    "rebuilt_runs",
+                    format!(
+                        "run [{start}, {end}): runs must be non-empty, ascending, above recovered_rows \
+                         ({}) and within the member's {member_rows} rows",
+                        self.recovered_rows
+                    ),
+                );
+            }
+            floor = end;
+        }
+        if self.recovering.is_empty() && (self.recovered_rows != 0 || !self.rebuilt_runs.is_empty()) {
+            return bad("recovered_rows", "rows rebuilt with no member recovering".into());
+        }
+        let min_rows = member_rows.div_ceil(super::bitmap::MAX_REGIONS);
+        if self.bitmap_rows < min_rows.max(1) {
+            return bad(
+                "bitmap_rows",
+                format!(
+                    "{} rows per region: must be at least {} (at most {} regions)",
+                    self.bitmap_rows,
+                    min_rows.max(1),
+                    super::bitmap::MAX_REGIONS
+                ),
+            );
+        }
+        let regions = member_rows.div_ceil(self.bitmap_rows) as usize;
+        if self.bitmap.len() > regions.div_ceil(4) {
+            return bad(
+                "bitmap",
+                format!(
+                    "{} hex digits for {regions} regions (at most {})",
+                    self.bitmap.len(),
+                    regions.div_ceil(4)
+                ),
+            );
+        }
+        hex_to_bits(&self.bitmap, regions)
+            .map_err(|e| Error::parse(shown, crate::error::Location::Whole, "bitmap", e.message()))?;
+        for r in &self.bad_blocks {
+            let end = r.block.checked_add(r.blocks);
+            if r.disk >= disks || r.blocks == 0 || end.is_none_or(|e| e > member_blocks) {
+                return bad(
+                    "bad_blocks",
+                    format!(
+                        "disk {} blocks {}+{}: must be a disk 0..{} and a non-empty run within the member's {member_blocks} blocks",
+                        r.disk,
+                        r.block,
+                        r.blocks,
+                        disks - 1
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 }
 
@@ -161,7 +313,7 @@ mod tests {
             failed: vec![2],
             recovering: vec![2],
             recovered_rows: 3,
-            rebuilt_runs: vec![(5, 9), (40, 41)],
+            rebuilt_runs: vec![(5, 9), (14, 15)],
             bitmap_rows: 1,
             bitmap: bits_to_hex(&[true, false, false, true, true]),
             bad_blocks: vec![BadRange {
@@ -193,5 +345,18 @@ mod tests {
         assert!(e.contains("checksum mismatch"), "{e}");
         let e = State::load(&dir.path().join("nope")).unwrap_err().to_string();
         assert!(e.contains("no array here"), "{e}");
+    }
+
+    #[test]
+    fn format_1_is_read_without_checksums_and_refused_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut st = sample();
+        st.format = 1;
+        st.save(dir.path()).unwrap();
+        let e = State::load(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("field `format`: format 1 checksums"), "{e}");
+        st.checksums = false;
+        st.save(dir.path()).unwrap();
+        assert_eq!(State::load(dir.path()).unwrap().format, 1);
     }
 }

@@ -231,6 +231,39 @@ fn raid6_check_locates_and_repairs_a_wrong_unit_without_checksums() {
     assert_eq!(read_all(&a).unwrap(), image);
 }
 
+/// Every member image's bytes.
+fn member_bytes(dir: &Path, disks: u32) -> Vec<Vec<u8>> {
+    (0..disks)
+        .map(|d| std::fs::read(member_path(dir, d)).unwrap())
+        .collect()
+}
+
+#[test]
+fn raid6_repair_leaves_a_row_with_two_wrong_data_units_as_it_is_and_lists_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut seed = 5;
+    let (a, _) = scribbled(dir.path(), cfg("raid6", 5, None), false, &mut seed, 40);
+    a.flush().unwrap();
+    // Two data units of block row 3 (member block 3, chunk row 1) wrong:
+    // P and Q disagree in a way no single unit explains.
+    let sm = a.live.read().unwrap().array.stripe_map(1);
+    let (d0, d1) = (sm.data_disk(0), sm.data_disk(2));
+    corrupt(dir.path(), d0, 4096 * 3 + 10, 20);
+    corrupt(dir.path(), d1, 4096 * 3 + 900, 7);
+    let before = member_bytes(dir.path(), 5);
+    let want = |rep: &ScrubReport| {
+        assert_eq!((rep.mismatches, rep.repaired, rep.unrecoverable), (1, 0, 1), "{rep:?}");
+        assert_eq!(rep.unrecoverable_at, vec![3], "{rep:?}");
+    };
+    want(&a.check(false).unwrap());
+    want(&a.check(true).unwrap());
+    assert!(
+        member_bytes(dir.path(), 5) == before,
+        "repair rewrote an unrecoverable row"
+    );
+    want(&a.check(false).unwrap());
+}
+
 #[test]
 fn raid5_repair_without_checksums_rewrites_parity_as_md() {
     let dir = tempfile::tempdir().unwrap();
@@ -1097,4 +1130,191 @@ fn concurrent_sequential_writers_lose_nothing_through_the_gatherer() {
             assert_eq!(a.check(false).unwrap().mismatches, 0, "{level}: parity");
         }
     }
+}
+
+/// Rewrite the state file's body with `edit` and make its checksum valid
+/// again (a crafted file, as an attacker or a buggy tool would leave it).
+fn craft_state(dir: &Path, edit: impl Fn(&mut serde_json::Value)) {
+    let p = dir.join(state::STATE_FILE);
+    let text = std::fs::read_to_string(&p).unwrap();
+    let body = &text[..text.rfind("\n# crc32 ").unwrap()];
+    let mut v: serde_json::Value = serde_json::from_str(body).unwrap();
+    edit(&mut v);
+    let body = serde_json::to_string_pretty(&v).unwrap();
+    let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+    std::fs::write(&p, text).unwrap();
+}
+
+fn member_lens(dir: &Path, disks: u32) -> Vec<u64> {
+    (0..disks)
+        .map(|d| std::fs::metadata(member_path(dir, d)).unwrap().len())
+        .collect()
+}
+
+#[test]
+fn a_crafted_state_file_is_refused_naming_the_field_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    RealArray::create(d, cfg("raid6", 5, None), true).unwrap();
+    let p = d.join(state::STATE_FILE);
+    let good = std::fs::read_to_string(&p).unwrap();
+    let lens = member_lens(d, 5);
+    // 64 KiB members of 8 KiB chunks: 8 rows, 16 blocks.
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit)> = vec![
+        ("bitmap_rows", Box::new(|v| v["bitmap_rows"] = 0.into())),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([4294967296u64]))),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([5]))),
+        ("failed", Box::new(|v| v["failed"] = serde_json::json!([1, 1]))),
+        ("recovering", Box::new(|v| v["recovering"] = serde_json::json!([2]))),
+        (
+            "recovered_rows",
+            Box::new(|v| {
+                v["failed"] = serde_json::json!([2]);
+                v["recovering"] = serde_json::json!([2]);
+                v["recovered_rows"] = 9.into();
+            }),
+        ),
+        (
+            "rebuilt_runs",
+            Box::new(|v| {
+                v["failed"] = serde_json::json!([2]);
+                v["recovering"] = serde_json::json!([2]);
+                v["rebuilt_runs"] = serde_json::json!([[3, 1u64 << 40]]);
+            }),
+        ),
+        ("bitmap", Box::new(|v| v["bitmap"] = "0".repeat(100_000).into())),
+        ("bitmap", Box::new(|v| v["bitmap"] = "z".into())),
+        (
+            "disk",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 4294967296u64, "block": 0, "blocks": 1}])),
+        ),
+        (
+            "bad_blocks",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 7, "block": 0, "blocks": 1}])),
+        ),
+        (
+            "bad_blocks",
+            Box::new(|v| v["bad_blocks"] = serde_json::json!([{"disk": 1, "block": 15, "blocks": u64::MAX}])),
+        ),
+        ("config.disk_bytes", Box::new(|v| v["config"]["disk_bytes"] = 0.into())),
+        (
+            "config.disk_bytes",
+            Box::new(|v| v["config"]["disk_bytes"] = (1u64 << 62).into()),
+        ),
+        (
+            "config.chunk_bytes",
+            Box::new(|v| v["config"]["chunk_bytes"] = (1u64 << 40).into()),
+        ),
+    ];
+    for (field, edit) in &cases {
+        std::fs::write(&p, &good).unwrap();
+        craft_state(d, edit);
+        let e = match RealArray::open(d, OpenConfig::default()) {
+            Ok(_) => panic!("crafted `{field}` was accepted"),
+            Err(e) => e.to_string(),
+        };
+        assert!(e.starts_with(&p.display().to_string()), "{e}");
+        assert!(e.contains(&format!("field `{field}`")), "{field}: {e}");
+        assert_eq!(member_lens(d, 5), lens, "{field}");
+    }
+    std::fs::write(&p, &good).unwrap();
+    RealArray::open(d, OpenConfig::default()).unwrap();
+}
+
+#[test]
+fn a_crafted_journal_record_past_the_member_is_refused_and_grows_nothing() {
+    use super::journal::{journal_path, Journal, Place};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    RealArray::create(d, cfg("raid5", 4, None), false).unwrap();
+    let lens = member_lens(d, 4);
+    let unit = vec![7u8; 4096];
+    for (place, field) in [
+        (
+            Place {
+                disk: 0,
+                block: 1 << 30,
+            },
+            "field `block`",
+        ),
+        (Place { disk: 9, block: 0 }, "field `disk`"),
+    ] {
+        let j = Journal::open(d, 4096, 64).unwrap();
+        j.reset(&Faults::none()).unwrap();
+        j.append(&[Place { disk: 1, block: 0 }], &[&unit], &[0], &Faults::none())
+            .unwrap();
+        j.append(&[place], &[&unit], &[0], &Faults::none()).unwrap();
+        drop(j);
+        let e = match RealArray::open(d, OpenConfig::default()) {
+            Ok(_) => panic!("{place:?} was replayed"),
+            Err(e) => e.to_string(),
+        };
+        let want = format!("{}: record 1: {field}", journal_path(d).display());
+        assert!(e.starts_with(&want), "{e}");
+        assert_eq!(member_lens(d, 4), lens);
+        // Nothing was replayed, not even the good record before it.
+        assert!(std::fs::read(member_path(d, 1)).unwrap()[..4096]
+            .iter()
+            .all(|&b| b == 0));
+    }
+}
+
+#[test]
+fn a_hole_punched_in_a_member_and_its_checksums_is_found_and_rebuilt() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut seed = 17;
+    let a = make(d, cfg("raid5", 4, None), true);
+    let image = bytes(&mut seed, a.size_bytes() as usize);
+    a.write(0, &image, false).unwrap();
+    a.flush().unwrap();
+    // Blocks 2..5 of member 1 and their sum entries: holes (zeroes).
+    for (path, unit) in [(member_path(d, 1), 4096), (sums_path(d, 1), 4)] {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        // SAFETY: fallocate on an open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                2 * unit,
+                3 * unit,
+            )
+        };
+        if r != 0 {
+            f.write_all_at(&vec![0u8; 3 * unit as usize], 2 * unit as u64).unwrap();
+        }
+    }
+    let rep = a.check(false).unwrap();
+    assert_eq!((rep.mismatches, rep.unrecoverable), (3, 0), "{rep:?}");
+    assert!(read_all(&a).unwrap() == image, "the lost blocks come back");
+    // The reads wrote back the data units they met; a repair the parity unit.
+    let rep = a.check(true).unwrap();
+    assert_eq!((rep.mismatches, rep.repaired), (1, 1), "{rep:?}");
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
+    a.fail(0).unwrap();
+    assert!(read_all(&a).unwrap() == image, "the rewritten units reconstruct");
+}
+
+#[test]
+fn a_checksum_sidecar_cut_short_or_recreated_verifies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let a = make(d, cfg("raid1", 2, None), true);
+    // Created with every entry written (16 blocks of 4 bytes).
+    assert_eq!(std::fs::metadata(sums_path(d, 0)).unwrap().len(), 64);
+    drop(a);
+    // Member 0's sidecar cut short: its blocks (zeroes, as created) no longer verify.
+    OpenOptions::new()
+        .write(true)
+        .open(sums_path(d, 0))
+        .unwrap()
+        .set_len(8)
+        .unwrap();
+    let a = RealArray::open(d, OpenConfig::default()).unwrap();
+    let rep = a.check(false).unwrap();
+    assert_eq!(rep.mismatches, 14, "{rep:?}");
+    assert_eq!(a.check(true).unwrap().repaired, 14);
+    assert_eq!(a.check(false).unwrap().mismatches, 0);
 }
