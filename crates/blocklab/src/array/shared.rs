@@ -47,21 +47,24 @@ impl FaultMap for SharedArray {
 }
 
 /// The array as the caches of a stack see it: stack block `b` is array
-/// block `b mod capacity` when the stack folds addresses (`wrap`), or
-/// `⌊b · capacity / span⌋` when it compresses them (`fit = "scale"`).
+/// block `b mod capacity` when the stack folds addresses (`wrap`); with
+/// `fit = "scale"` it is where the target places it: its stack chunk's
+/// array chunk when the span is stretched onto a larger array
+/// (`stretch_block`), `⌊b · capacity / span⌋` when it is compressed.
 pub struct FoldedFaults {
     pub array: Arc<SharedArray>,
     /// Capacity in blocks when addresses are folded.
     pub modulo: Option<u64>,
-    /// (span, capacity) when addresses are compressed.
-    pub scale: Option<(u64, u64)>,
+    /// (span, capacity, chunk blocks) when addresses are scaled.
+    pub scale: Option<(u64, u64, u64)>,
 }
 
 impl FoldedFaults {
     #[inline]
     fn fold(&self, block: u64) -> u64 {
         match self.scale {
-            Some((span, cap)) => crate::stack::target::scale_block(block, 1, span, cap),
+            Some((span, cap, chunk)) if cap >= span => crate::stack::target::stretch_block(block, span, cap, chunk),
+            Some((span, cap, _)) => crate::stack::target::scale_block(block, 1, span, cap),
             None => self.modulo.map_or(block, |m| block % m),
         }
     }
