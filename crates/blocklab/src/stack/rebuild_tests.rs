@@ -246,7 +246,10 @@ fn result_names_rebuilt_disks_and_the_layout() {
 
 /// A RAID-5 of `disks` constant disks with 2 MiB members, its span of
 /// `span` stack blocks stretched over it (`fit = "scale"`).
-fn stretched(disks: u32, span: u64) -> super::target::ArrayStack<impl Fn() -> crate::error::Result<Box<dyn crate::device::DeviceModel>> + Send> {
+fn stretched(
+    disks: u32,
+    span: u64,
+) -> super::target::ArrayStack<impl Fn() -> crate::error::Result<Box<dyn crate::device::DeviceModel>> + Send> {
     use crate::array::{Array, ArrayConfig, Level};
     let mut cfg = ArrayConfig::new(Level::Raid5, disks);
     cfg.disk_bytes = 2 << 20;
@@ -260,7 +263,9 @@ fn stretched(disks: u32, span: u64) -> super::target::ArrayStack<impl Fn() -> cr
 fn read_places(t: &mut dyn super::layer::Target, first: u64, n: u64) -> Vec<(u32, u64)> {
     use super::layer::{AtOnce, Io};
     use crate::array::plan::Cause;
-    let plan = t.plan(&Io::blocks(Op::Read, first, n, Cause::User), &AtOnce::default()).unwrap();
+    let plan = t
+        .plan(&Io::blocks(Op::Read, first, n, Cause::User), &AtOnce::default())
+        .unwrap();
     let mut v: Vec<(u32, u64)> = plan
         .disk_ops()
         .flat_map(|o| (o.block..o.block + o.nblocks as u64).map(move |b| (o.disk, b)))
