@@ -129,8 +129,9 @@ mod tests {
         /// on a trace made for the base policy to evict a block of the
         /// failed disk: block x of the failed disk first, then `cap - 1`
         /// blocks of surviving disks, one more surviving block y, x again.
-        /// LRU and LFU (all frequencies 1, x the oldest) evict x for y. VDF
-        /// keeps x — a miss on it costs n - 1 reads — and hits it at the end,
+        /// LRU, LFU (all frequencies 1, x the oldest), FIFO and CLOCK (x
+        /// went in first, nothing is hit) evict x for y. VDF (and the
+        /// cost-aware FIFO and CLOCK) keeps x — a miss on it costs n - 1 reads — and hits it at the end,
         /// *unless* x's row is already rebuilt on the spare: then it costs
         /// one read like any other and VDF decides exactly as its base
         /// policy. (A trace whose blocks all lie behind the recovery offset
@@ -162,7 +163,7 @@ mod tests {
             seq.extend(&healthy); // cap - 1 fillers, then y
             seq.push(x);
             let row_rebuilt = rebuilding && row < offset;
-            for (vdf, base) in [("vdf-lfu", "lfu"), ("vdf-lru", "lru")] {
+            for (vdf, base) in [("vdf-lfu", "lfu"), ("vdf-lru", "lru"), ("vdf-fifo", "fifo"), ("vdf-clock", "clock")] {
                 let b = hits(base, cap, faults.clone(), &seq);
                 let v = hits(vdf, cap, faults.clone(), &seq);
                 prop_assert!(!b[cap + 1], "{} evicts x", base);
