@@ -131,8 +131,9 @@ mod tests {
         /// blocks of surviving disks, one more surviving block y, x again.
         /// LRU, LFU (all frequencies 1, x the oldest), FIFO and CLOCK (x
         /// went in first, nothing is hit) evict x for y. VDF (and the
-        /// cost-aware FIFO and CLOCK) keeps x — a miss on it costs n - 1 reads — and hits it at the end,
-        /// *unless* x's row is already rebuilt on the spare: then it costs
+        /// cost-aware FIFO and CLOCK) keeps x — a miss on it costs n - 1
+        /// reads — and hits it at the end, *unless* x's row is already
+        /// rebuilt on the spare: then it costs
         /// one read like any other and VDF decides exactly as its base
         /// policy. (A trace whose blocks all lie behind the recovery offset
         /// therefore gives identical results.)
