@@ -243,3 +243,81 @@ fn result_names_rebuilt_disks_and_the_layout() {
     assert_eq!((a.failed.clone(), a.rebuilt.clone()), (vec![1], vec![]));
     assert_eq!((r.tenant_map.as_str(), r.fit.as_str()), ("concat", "scale"));
 }
+
+/// A RAID-5 of `disks` constant disks with 2 MiB members, its span of
+/// `span` stack blocks stretched over it (`fit = "scale"`).
+fn stretched(
+    disks: u32,
+    span: u64,
+) -> super::target::ArrayStack<impl Fn() -> crate::error::Result<Box<dyn crate::device::DeviceModel>> + Send> {
+    use crate::array::{Array, ArrayConfig, Level};
+    let mut cfg = ArrayConfig::new(Level::Raid5, disks);
+    cfg.disk_bytes = 2 << 20;
+    let make = || crate::device::load_model("const:1");
+    super::target::ArrayStack::new(Array::new(cfg).unwrap(), make, false)
+        .unwrap()
+        .scaled(span)
+}
+
+/// The (disk, disk block) a read of `n` blocks at `first` touches, block by block.
+fn read_places(t: &mut dyn super::layer::Target, first: u64, n: u64) -> Vec<(u32, u64)> {
+    use super::layer::{AtOnce, Io};
+    use crate::array::plan::Cause;
+    let plan = t
+        .plan(&Io::blocks(Op::Read, first, n, Cause::User), &AtOnce::default())
+        .unwrap();
+    let mut v: Vec<(u32, u64)> = plan
+        .disk_ops()
+        .flat_map(|o| (o.block..o.block + o.nblocks as u64).map(move |b| (o.disk, b)))
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn stretched_span_places_a_request_chunk_by_chunk() {
+    // 4 disks × 32 rows of 16-block chunks: 1,536 blocks; a span of 100
+    // stack blocks is stretched 15.36 times, chunk by chunk: stack chunk s
+    // lands on array chunk ⌊s · 16 · 15.36 / 16⌋ = ⌊15.36 s⌋.
+    assert_eq!(super::target::stretch_block(0, 100, 1536, 16), 0);
+    assert_eq!(super::target::stretch_block(17, 100, 1536, 16), 15 * 16 + 1);
+    assert_eq!(super::target::stretch_block(99, 100, 1536, 16), 92 * 16 + 3);
+    // A read of stack blocks 14..18 crosses a stack chunk: two pieces, at
+    // array blocks 14, 15 (chunk 0) and 240, 241 (chunk 15), each where a
+    // read of that block alone goes.
+    let mut t = stretched(4, 100);
+    let whole = read_places(&mut t, 14, 4);
+    let mut alone: Vec<(u32, u64)> = (14..18).flat_map(|b| read_places(&mut t, b, 1)).collect();
+    alone.sort_unstable();
+    assert_eq!(whole, alone);
+    assert_eq!(whole.len(), 4);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// With `fit = "scale"` stretching the span, every block of a request
+    /// lands where it lands when it starts a request of its own, and the
+    /// fault-aware caches (`Target::faults`) see it on that disk: a cached
+    /// block has one place, whatever request fetched it. (Stretching only a
+    /// request's first block put its later blocks elsewhere.)
+    #[test]
+    fn stretched_blocks_have_one_place(disks in 3u32..7, span in 1u64..2560, first in 0u64..2560, n in 1u64..40) {
+        // Capacity 32 rows × 16 blocks × (disks - 1); spans up to it.
+        let span = 1 + span % (512 * (disks as u64 - 1));
+        let first = first % span;
+        let n = n.min(span - first);
+        let mut t = stretched(disks, span);
+        let faults = super::layer::Target::faults(&t).unwrap();
+        let whole = read_places(&mut t, first, n);
+        let mut alone = Vec::new();
+        for b in first..first + n {
+            let p = read_places(&mut t, b, 1);
+            proptest::prop_assert_eq!(p.len(), 1);
+            proptest::prop_assert_eq!(faults.disk_of(b), p[0].0, "block {}", b);
+            alone.extend(p);
+        }
+        alone.sort_unstable();
+        proptest::prop_assert_eq!(whole, alone);
+    }
+}

@@ -318,6 +318,57 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
             })
         }
     }
+
+    /// The plan of the `n` blocks of `io` that land at array block `first`
+    /// (folded onto the array when `wrap`), counted by the rebuild.
+    fn plan_piece(&mut self, io: &Io, first: u64, n: u64, exec: &dyn Exec) -> Result<IoPlan> {
+        let end = first
+            .checked_add(n)
+            .ok_or_else(|| Error::config("block number overflow"))?;
+        let mut plan = if end > self.blocks {
+            if !self.wrap {
+                let at = io.bytes.map_or(first * (self.sectors_per_block() * 512), |b| b.0);
+                return Err(Error::config(format!(
+                    "request at byte offset {at} is beyond the array's {} blocks \
+                     (use --wrap, or `array.wrap = true` in a stack file, to fold addresses)",
+                    self.blocks
+                )));
+            }
+            let mut p = IoPlan::default();
+            for (at, len) in fold(first, n, self.blocks).into_iter().filter(|&(_, l)| l > 0) {
+                let part = self.plan_range(io.op, at, len, exec);
+                p.append(part);
+            }
+            p
+        } else {
+            self.plan_range(io.op, first, n, exec)
+        };
+        if io.cause != Cause::User {
+            plan.retag(Cause::User, io.cause);
+        }
+        if let Some(r) = self.rebuild.as_mut() {
+            // The rebuild counts the I/O it competes with, and its order may
+            // watch what users access (PRO's popularity).
+            r.user_request(&self.array.get(), first..first + n, &plan, exec.now());
+        }
+        Ok(plan)
+    }
+}
+
+/// `array.fit = "scale"` when the array is at least as large as the span:
+/// stack chunk `s` (of `chunk` blocks) lands whole on array chunk
+/// ⌊s · chunk · capacity / span / chunk⌋, so that every stack block has one
+/// array block whatever request carries it — the placement the fault-aware
+/// caches see (`array::shared::FoldedFaults`) is the one the plans use.
+/// (Stretching each request's first block alone, as [`scale_block`] does,
+/// put a request's later blocks at other array blocks than the same blocks
+/// starting a request.) Distinct stack chunks land on distinct array chunks,
+/// in order.
+pub fn stretch_block(block: u64, span: u64, capacity: u64, chunk: u64) -> u64 {
+    let chunk = chunk.max(1);
+    let s = block / chunk;
+    let c = (s as u128 * chunk as u128 * capacity as u128 / span.max(1) as u128) as u64 / chunk;
+    (c * chunk + block % chunk).min(capacity.saturating_sub(1))
 }
 
 /// `array.fit = "scale"`: where stack block `first` (of a request of `n`
@@ -396,41 +447,32 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
                 self.blocks
             )));
         }
-        let first = match self.span {
-            Some(span) => scale_block(io.first, n, span, self.blocks),
-            None => io.first,
-        };
-        let end = first
-            .checked_add(n)
-            .ok_or_else(|| Error::config("block number overflow"))?;
-        let mut plan = if end > self.blocks {
-            if !self.wrap {
-                let at = io.bytes.map_or(first * (self.sectors_per_block() * 512), |b| b.0);
-                return Err(Error::config(format!(
-                    "request at byte offset {at} is beyond the array's {} blocks \
-                     (use --wrap, or `array.wrap = true` in a stack file, to fold addresses)",
-                    self.blocks
-                )));
+        let mut plan = IoPlan::default();
+        match self.span {
+            // Stretched: each stack chunk of the request lands whole on its own array chunk.
+            Some(span) if self.blocks >= span => {
+                let chunk = self.array.get().chunk_blocks();
+                // (array block, length) of each run of chunks that stays contiguous
+                let mut pieces: Vec<(u64, u64)> = Vec::new();
+                let mut b = io.first;
+                while b < io.first + n {
+                    let len = (chunk - b % chunk).min(io.first + n - b);
+                    let at = stretch_block(b, span, self.blocks, chunk);
+                    match pieces.last_mut() {
+                        Some((pat, plen)) if *pat + *plen == at => *plen += len,
+                        _ => pieces.push((at, len)),
+                    }
+                    b += len;
+                }
+                for (at, len) in pieces {
+                    plan.append(self.plan_piece(io, at, len, exec)?);
+                }
             }
-            let mut p = IoPlan::default();
-            for (at, len) in fold(first, n, self.blocks).into_iter().filter(|&(_, l)| l > 0) {
-                let part = self.plan_range(io.op, at, len, exec);
-                p.append(part);
-            }
-            p
-        } else {
-            self.plan_range(io.op, first, n, exec)
-        };
-        if io.cause != Cause::User {
-            plan.retag(Cause::User, io.cause);
+            Some(span) => plan = self.plan_piece(io, scale_block(io.first, n, span, self.blocks), n, exec)?,
+            None => plan = self.plan_piece(io, io.first, n, exec)?,
         }
         for op in plan.disk_ops() {
             self.head[op.disk as usize] = op.block + op.nblocks as u64;
-        }
-        if let Some(r) = self.rebuild.as_mut() {
-            // The rebuild counts the I/O it competes with, and its order may
-            // watch what users access (PRO's popularity).
-            r.user_request(&self.array.get(), first..first + n, &plan, exec.now());
         }
         self.ledger.run(&plan);
         Ok(plan)
@@ -449,7 +491,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         Some(Arc::new(FoldedFaults {
             array: self.array.clone(),
             modulo,
-            scale: self.span.map(|s| (s, self.blocks)),
+            scale: self.span.map(|s| (s, self.blocks, self.array.get().chunk_blocks())),
         }))
     }
 

@@ -6,6 +6,7 @@
 pub mod disk_run;
 pub mod engine;
 pub mod executor;
+pub mod latency;
 pub mod metrics;
 pub mod queue;
 pub mod rebuild;

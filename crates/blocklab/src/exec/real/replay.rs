@@ -23,13 +23,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::control::server_of;
 use super::{OpenConfig, RealArray};
 use crate::error::{Error, Result};
 use crate::nbd::client::Client;
+use crate::timed::latency::Latencies;
 use crate::trace::{self, Op, Request, TraceOptions};
 
 /// `real replay` settings.
@@ -109,54 +109,28 @@ pub struct ReplayReport {
     pub response: Response,
 }
 
-/// Response times of one class: HDR histogram at 1 µs, exact mean and max.
-struct Lat {
-    hist: Histogram<u64>,
-    n: u64,
-    sum_ns: u128,
-    max_ns: u64,
-}
+/// Response times of one class, as the timed executor takes them
+/// (`timed::latency`: exact percentiles for small runs, within [min, max]).
+struct Lat(Latencies);
 
 impl Lat {
     fn new() -> Lat {
-        Lat {
-            hist: Histogram::new_with_bounds(1, 10_000_000_000, 3).expect("valid bounds"),
-            n: 0,
-            sum_ns: 0,
-            max_ns: 0,
-        }
+        Lat(Latencies::new())
     }
     fn record(&mut self, ns: u64) {
-        self.hist.saturating_record(((ns + 500) / 1000).max(1));
-        self.n += 1;
-        self.sum_ns += ns as u128;
-        self.max_ns = self.max_ns.max(ns);
+        self.0.record(ns);
     }
     fn add(&mut self, o: &Lat) {
-        self.hist.add(&o.hist).expect("same bounds");
-        self.n += o.n;
-        self.sum_ns += o.sum_ns;
-        self.max_ns = self.max_ns.max(o.max_ns);
+        self.0.merge(&o.0);
     }
     fn summary(&self) -> Summary {
-        // As the timed executor: the midpoint of the HDR bucket.
-        let q = |p: f64| {
-            if self.n == 0 {
-                0.0
-            } else {
-                self.hist.median_equivalent(self.hist.value_at_quantile(p)) as f64 / 1000.0
-            }
-        };
+        let q = self.0.quantiles_ms(&[0.50, 0.95, 0.99]);
         Summary {
-            avg_ms: if self.n == 0 {
-                0.0
-            } else {
-                self.sum_ns as f64 / self.n as f64 / 1e6
-            },
-            p50_ms: q(0.50),
-            p95_ms: q(0.95),
-            p99_ms: q(0.99),
-            max_ms: self.max_ns as f64 / 1e6,
+            avg_ms: self.0.mean_ms(),
+            p50_ms: q[0],
+            p95_ms: q[1],
+            p99_ms: q[2],
+            max_ms: self.0.max_ms(),
         }
     }
 }
@@ -435,8 +409,8 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
         target: target_name.into(),
         direct,
         requests: totals.requests.load(Ordering::Relaxed),
-        reads: reads.n,
-        writes: writes.n,
+        reads: reads.0.count(),
+        writes: writes.0.count(),
         errors: totals.errors.load(Ordering::Relaxed),
         bytes_read: totals.bytes_read.load(Ordering::Relaxed),
         bytes_written: totals.bytes_written.load(Ordering::Relaxed),
