@@ -150,6 +150,7 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         ServerConfig {
             name: opts.name.clone(),
             threads: opts.threads,
+            ..Default::default()
         },
     )
     .map_err(|e| Error::io(&opts.listen, e))?;
