@@ -35,11 +35,11 @@ def _array_dir(d: Path) -> str:
     return str(d)
 
 
-def _member(d: str, disk: int) -> int:
+def _member(d: str, disk: int, verb: str) -> int:
     """`--disk` checked against the array's members (the engine takes 32 bits)."""
     n = json.loads(_core.real_status(d))["disks"]
     if not 0 <= disk < n:
-        fail(f"--disk {disk}: not a member of {d} (it has disks 0..{n - 1})")
+        fail(f"--disk {disk}: cannot {verb} disk {disk}: the array has disks 0..{n - 1}")
     return disk
 
 
@@ -125,7 +125,7 @@ def status(dir: Path = DirArg, json_out: bool = JsonOpt) -> None:
 def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
     """Mark a member failed (also while served: the server sees it at once and serves degraded)."""
     d = _array_dir(dir)
-    st = json.loads(_core.real_fail(d, _member(d, disk)))
+    st = json.loads(_core.real_fail(d, _member(d, disk, "fail")))
     if json_out:
         print_json(st)
     else:
@@ -137,7 +137,7 @@ def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) 
 def replace(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
     """Put a fresh, empty spare in place of a failed member (then `real rebuild` fills it)."""
     d = _array_dir(dir)
-    st = json.loads(_core.real_replace(d, _member(d, disk)))
+    st = json.loads(_core.real_replace(d, _member(d, disk, "replace")))
     if json_out:
         print_json(st)
     else:
