@@ -17,7 +17,8 @@
 //! accepting and reading (a request half received is dropped), lets each
 //! connection's requests in flight finish, delivers their replies for at most
 //! `stop_grace` (a peer that does not read is then cut off), and answers
-//! nothing more.
+//! nothing more. A client that has not finished the handshake within
+//! `handshake_limit` is dropped.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -47,6 +48,9 @@ pub struct ServerConfig {
     pub max_queued_bytes: u64,
     /// How long a stopping server keeps sending replies already due.
     pub stop_grace: Duration,
+    /// How long a client may take to reach the transmission phase (as
+    /// qemu-nbd's `--handshake-limit`, 10 s by default).
+    pub handshake_limit: Duration,
 }
 
 impl Default for ServerConfig {
@@ -59,6 +63,7 @@ impl Default for ServerConfig {
             conn_max_bytes: 2 * MAX_PAYLOAD as u64,
             max_queued_bytes: 16 * MAX_PAYLOAD as u64,
             stop_grace: Duration::from_secs(2),
+            handshake_limit: Duration::from_secs(10),
         }
     }
 }
@@ -186,8 +191,8 @@ const POLL: Duration = Duration::from_millis(200);
 /// Read exactly `buf.len()` bytes, waking up every read timeout to see
 /// whether the server is stopping. Ok(false): clean end of stream, or the
 /// server stopping before the first byte; stopping mid-message is an error
-/// (the half-received message is dropped).
-fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+/// (the half-received message is dropped), and so is passing `deadline`.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, deadline: Option<Instant>) -> io::Result<bool> {
     let mut done = 0;
     while done < buf.len() {
         match s.read(&mut buf[done..]) {
@@ -207,6 +212,9 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> io::Result
                         io::ErrorKind::Interrupted,
                         "server stopping mid-message",
                     ));
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake time limit passed"));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -439,13 +447,14 @@ impl Connection {
     fn handshake(&mut self) -> io::Result<Handshake> {
         let shared = self.shared.clone();
         let (cfg, stop) = (&shared.cfg, &*shared.stop);
+        let deadline = Instant::now() + cfg.handshake_limit;
         let mut hello = Vec::new();
         hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
         hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
         hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
         self.send(&hello)?;
         let mut cf = [0u8; 4];
-        if !read_full(&mut self.sock, &mut cf, stop)? {
+        if !read_full(&mut self.sock, &mut cf, stop, Some(deadline))? {
             return Ok(Handshake::Close);
         }
         let client_flags = be32(&cf);
@@ -456,7 +465,7 @@ impl Connection {
         let known = |name: &[u8]| name.is_empty() || name == cfg.name.as_bytes();
         loop {
             let mut head = [0u8; 16];
-            if !read_full(&mut self.sock, &mut head, stop)? {
+            if !read_full(&mut self.sock, &mut head, stop, Some(deadline))? {
                 return Ok(Handshake::Close);
             }
             if be64(&head) != IHAVEOPT {
@@ -468,7 +477,7 @@ impl Connection {
                 return Ok(Handshake::Close); // no option is that long
             }
             let mut data = vec![0u8; len];
-            if len > 0 && !read_full(&mut self.sock, &mut data, stop)? {
+            if len > 0 && !read_full(&mut self.sock, &mut data, stop, Some(deadline))? {
                 return Ok(Handshake::Close);
             }
             if stop.load(Ordering::SeqCst) && opt != OPT_ABORT {
@@ -608,7 +617,7 @@ impl Connection {
                 return Ok(());
             }
             let mut h = [0u8; 28];
-            if !read_full(&mut self.sock, &mut h, stop)? {
+            if !read_full(&mut self.sock, &mut h, stop, None)? {
                 return Ok(());
             }
             if be32(&h) != REQUEST_MAGIC {
@@ -666,7 +675,7 @@ impl Connection {
             let mut payload = AlignedBuf::scratch(0);
             if typ == CMD_WRITE {
                 payload = AlignedBuf::scratch(len as usize);
-                if !read_full(&mut self.sock, &mut payload, stop)? {
+                if !read_full(&mut self.sock, &mut payload, stop, None)? {
                     return Ok(());
                 }
             }

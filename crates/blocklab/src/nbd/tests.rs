@@ -448,3 +448,35 @@ fn stopping_ends_with_peers_stalled_anywhere() {
     assert!(within(10, move || h.shutdown()).is_some(), "shutdown hangs");
     drop((handshake, option, header, payload, reader));
 }
+
+#[test]
+fn a_client_slow_in_the_handshake_is_dropped() {
+    let mem = Arc::new(Mem {
+        data: Mutex::new(vec![0; 1 << 16]),
+        flushes: Mutex::new(0),
+    });
+    let cfg = ServerConfig {
+        handshake_limit: std::time::Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = serve(TcpListener::bind("127.0.0.1:0").unwrap(), mem, cfg).unwrap();
+    // Half of the client flags, then one byte of an option header: the
+    // server closes the connection instead of waiting forever.
+    let mut flags = TcpStream::connect(h.addr()).unwrap();
+    flags.write_all(&[0, 0]).unwrap();
+    let mut option = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE);
+    option.write_all(&[0x49]).unwrap();
+    for mut s in [flags, option] {
+        let closed = within(10, move || {
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).is_ok()
+        });
+        assert_eq!(closed, Some(true), "the server kept a stalled handshake open");
+    }
+    // A client in the transmission phase may stay idle longer.
+    let mut c = Client::connect(h.addr(), "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut b = [0u8; 512];
+    c.read(0, &mut b).unwrap();
+    h.shutdown();
+}
