@@ -35,6 +35,14 @@ def _array_dir(d: Path) -> str:
     return str(d)
 
 
+def _member(d: str, disk: int, verb: str) -> int:
+    """`--disk` checked against the array's members (the engine takes 32 bits)."""
+    n = json.loads(_core.real_status(d))["disks"]
+    if not 0 <= disk < n:
+        fail(f"--disk {disk}: cannot {verb} disk {disk}: the array has disks 0..{n - 1}")
+    return disk
+
+
 def _print_status(st: dict) -> None:
     print(f"  level            {st['level']} ({st['layout']}), {st['disks']} disks, chunk {st['chunk_bytes']} B")
     print(f"  size             {st['size_bytes']} bytes ({st['disk_bytes']} B per member)")
@@ -116,7 +124,8 @@ def status(dir: Path = DirArg, json_out: bool = JsonOpt) -> None:
 @app.command("fail")
 def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
     """Mark a member failed (also while served: the server sees it at once and serves degraded)."""
-    st = json.loads(_core.real_fail(_array_dir(dir), disk))
+    d = _array_dir(dir)
+    st = json.loads(_core.real_fail(d, _member(d, disk, "fail")))
     if json_out:
         print_json(st)
     else:
@@ -127,7 +136,8 @@ def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) 
 @app.command("replace")
 def replace(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
     """Put a fresh, empty spare in place of a failed member (then `real rebuild` fills it)."""
-    st = json.loads(_core.real_replace(_array_dir(dir), disk))
+    d = _array_dir(dir)
+    st = json.loads(_core.real_replace(d, _member(d, disk, "replace")))
     if json_out:
         print_json(st)
     else:

@@ -1,21 +1,32 @@
 //! The NBD server: one thread per connection reads requests and hands them
 //! to a shared pool of worker threads, so several requests of one client (and
-//! of several clients) are in flight at once; replies go back in completion
-//! order, each written whole under the connection's writer lock.
+//! of several clients) are in flight at once. Workers never touch a socket:
+//! each connection has its own reply writer thread, which sends replies in
+//! completion order, so a client that stops reading stalls only itself.
+//!
+//! What a client may have outstanding is bounded (as nbdkit and qemu-nbd
+//! bound it): a request is admitted only when its connection has fewer than
+//! `conn_max_requests` requests and `conn_max_bytes` payload bytes between
+//! admission and the end of its reply, and the whole server fewer than
+//! `max_queued_bytes`; otherwise the connection stops reading, and TCP
+//! pushes back on the client. A write's payload is read only once admitted.
 //!
 //! A `FLUSH` covers every write already replied to (a write is replied only
 //! once its member writes completed). `DISC` stops reading, waits for the
 //! connection's requests in flight, then closes. Stopping the server stops
-//! accepting, lets each connection finish its requests in flight, and
-//! answers nothing more.
+//! accepting and reading (a request half received is dropped), lets each
+//! connection's requests in flight finish, delivers their replies for at most
+//! `stop_grace` (a peer that does not read is then cut off), and answers
+//! nothing more. A client that has not finished the handshake within
+//! `handshake_limit` is dropped.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::exec::buf::AlignedBuf;
@@ -27,6 +38,19 @@ pub struct ServerConfig {
     pub name: String,
     /// Worker threads shared by all connections.
     pub threads: usize,
+    /// Requests one connection may have admitted and not yet answered.
+    pub conn_max_requests: u64,
+    /// Payload bytes (read data, write data) one connection may have
+    /// admitted and not yet answered; one request is always admitted when
+    /// none is outstanding, whatever its size.
+    pub conn_max_bytes: u64,
+    /// Payload bytes admitted and not yet answered, all connections together.
+    pub max_queued_bytes: u64,
+    /// How long a stopping server keeps sending replies already due.
+    pub stop_grace: Duration,
+    /// How long a client may take to reach the transmission phase (as
+    /// qemu-nbd's `--handshake-limit`, 10 s by default).
+    pub handshake_limit: Duration,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +58,12 @@ impl Default for ServerConfig {
         ServerConfig {
             name: "blocklab".into(),
             threads: 8,
+            // Deep enough for iodepth 64 of 1 MiB, two 32 MiB requests.
+            conn_max_requests: 128,
+            conn_max_bytes: 2 * MAX_PAYLOAD as u64,
+            max_queued_bytes: 16 * MAX_PAYLOAD as u64,
+            stop_grace: Duration::from_secs(2),
+            handshake_limit: Duration::from_secs(10),
         }
     }
 }
@@ -44,6 +74,9 @@ pub struct ServerStats {
     pub connections: AtomicU64,
     pub requests: AtomicU64,
     pub errors: AtomicU64,
+    /// Payload bytes admitted and not yet answered, now and at most.
+    pub queued_bytes: AtomicU64,
+    pub peak_queued_bytes: AtomicU64,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -61,8 +94,9 @@ impl ServerHandle {
         self.addr
     }
 
-    /// Stop accepting, finish the requests in flight, return when all
-    /// connections are closed.
+    /// Stop accepting and reading, finish the requests in flight, return
+    /// when all connections are closed (within about `stop_grace`, whatever
+    /// the peers do).
     pub fn shutdown(mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.accept.take() {
@@ -78,6 +112,16 @@ impl Drop for ServerHandle {
             let _ = h.join();
         }
     }
+}
+
+/// What every connection shares.
+struct Shared {
+    export: Arc<dyn Export>,
+    jobs: mpsc::Sender<Job>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
+    queued: Arc<GlobalBytes>,
+    cfg: ServerConfig,
 }
 
 /// Serve `export` on `listener` until the handle is shut down.
@@ -99,17 +143,23 @@ pub fn serve(listener: TcpListener, export: Arc<dyn Export>, cfg: ServerConfig) 
             job();
         }));
     }
-    let st = stop.clone();
-    let sts = stats.clone();
+    let shared = Arc::new(Shared {
+        export,
+        jobs: tx,
+        stop: stop.clone(),
+        queued: Arc::new(GlobalBytes::new(cfg.max_queued_bytes, stats.clone())),
+        stats: stats.clone(),
+        cfg,
+    });
     let accept = std::thread::spawn(move || {
         let mut conns: Vec<JoinHandle<()>> = Vec::new();
-        while !st.load(Ordering::SeqCst) {
+        while !shared.stop.load(Ordering::SeqCst) {
             match listener.accept() {
                 Ok((sock, _)) => {
-                    sts.connections.fetch_add(1, Ordering::Relaxed);
-                    let (export, tx, st, sts, cfg) = (export.clone(), tx.clone(), st.clone(), sts.clone(), cfg.clone());
+                    shared.stats.connections.fetch_add(1, Ordering::Relaxed);
+                    let shared = shared.clone();
                     conns.push(std::thread::spawn(move || {
-                        let _ = Connection::run(sock, export, tx, st, sts, &cfg);
+                        let _ = Connection::run(sock, &shared);
                     }));
                     conns.retain(|h| !h.is_finished());
                 }
@@ -120,7 +170,8 @@ pub fn serve(listener: TcpListener, export: Arc<dyn Export>, cfg: ServerConfig) 
         for h in conns {
             let _ = h.join();
         }
-        drop(tx);
+        // The last sender of the job queue goes with `shared`: workers end.
+        drop(shared);
         for w in workers {
             let _ = w.join();
         }
@@ -133,10 +184,15 @@ pub fn serve(listener: TcpListener, export: Arc<dyn Export>, cfg: ServerConfig) 
     })
 }
 
+/// How often a blocked read or write wakes up to see whether the server is
+/// stopping.
+const POLL: Duration = Duration::from_millis(200);
+
 /// Read exactly `buf.len()` bytes, waking up every read timeout to see
-/// whether the server is stopping. Ok(false): clean end of stream (or
-/// stop) before the first byte.
-fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+/// whether the server is stopping. Ok(false): clean end of stream, or the
+/// server stopping before the first byte; stopping mid-message is an error
+/// (the half-received message is dropped), and so is passing `deadline`.
+fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, deadline: Option<Instant>) -> io::Result<bool> {
     let mut done = 0;
     while done < buf.len() {
         match s.read(&mut buf[done..]) {
@@ -148,8 +204,17 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> io::Result
             }
             Ok(k) => done += k,
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
-                if stop.load(Ordering::SeqCst) && done == 0 {
-                    return Ok(false);
+                if stop.load(Ordering::SeqCst) {
+                    if done == 0 {
+                        return Ok(false);
+                    }
+                    return Err(io::Error::new(
+                        io::ErrorKind::Interrupted,
+                        "server stopping mid-message",
+                    ));
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake time limit passed"));
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -157,6 +222,30 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool) -> io::Result
         }
     }
     Ok(true)
+}
+
+/// Write all of `parts`, waking up every write timeout; once the server is
+/// stopping, give up after `grace` (a peer that does not read).
+fn write_full(s: &TcpStream, parts: &mut [io::IoSlice], stop: &AtomicBool, grace: Duration) -> io::Result<()> {
+    let mut slices: &mut [io::IoSlice] = parts;
+    let mut stopping_since: Option<Instant> = None;
+    let mut w = s;
+    while !slices.is_empty() {
+        match w.write_vectored(slices) {
+            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
+            Ok(k) => io::IoSlice::advance_slices(&mut slices, k),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if stop.load(Ordering::SeqCst) {
+            let since = *stopping_since.get_or_insert_with(Instant::now);
+            if !slices.is_empty() && since.elapsed() >= grace {
+                return Err(io::Error::new(io::ErrorKind::TimedOut, "peer not reading at shutdown"));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn be16(b: &[u8]) -> u16 {
@@ -169,37 +258,141 @@ fn be64(b: &[u8]) -> u64 {
     u64::from_be_bytes(b[..8].try_into().unwrap())
 }
 
-/// Requests of one connection still being served.
-#[derive(Default)]
-struct InFlight {
-    n: Mutex<u64>,
-    cv: Condvar,
+/// Payload bytes admitted on the whole server. Taking and giving back are
+/// atomic operations; only a reader finding the bound reached waits.
+struct GlobalBytes {
+    max: u64,
+    stats: Arc<ServerStats>,
+    waiters: AtomicUsize,
+    lock: Mutex<()>,
+    freed: Condvar,
 }
 
-impl InFlight {
-    fn start(&self) {
-        *self.n.lock().unwrap() += 1;
-    }
-    fn end(&self) {
-        let mut n = self.n.lock().unwrap();
-        *n -= 1;
-        if *n == 0 {
-            self.cv.notify_all();
+impl GlobalBytes {
+    fn new(max: u64, stats: Arc<ServerStats>) -> Self {
+        GlobalBytes {
+            max,
+            stats,
+            waiters: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            freed: Condvar::new(),
         }
     }
-    fn wait_idle(&self) {
-        let mut n = self.n.lock().unwrap();
-        while *n > 0 {
-            n = self.cv.wait(n).unwrap();
+
+    fn try_take(&self, n: u64) -> bool {
+        let q = &self.stats.queued_bytes;
+        let mut cur = q.load(Ordering::Acquire);
+        loop {
+            // Nothing queued: admit any single request, so progress is sure.
+            if cur != 0 && cur + n > self.max {
+                return false;
+            }
+            match q.compare_exchange_weak(cur, cur + n, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => {
+                    self.stats.peak_queued_bytes.fetch_max(cur + n, Ordering::Relaxed);
+                    return true;
+                }
+                Err(now) => cur = now,
+            }
         }
     }
+
+    /// Take `n` bytes, waiting while the bound is reached; false if the
+    /// server stops meanwhile.
+    fn take(&self, n: u64, stop: &AtomicBool) -> bool {
+        if n == 0 || self.try_take(n) {
+            return true;
+        }
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let mut g = self.lock.lock().unwrap();
+        let ok = loop {
+            if self.try_take(n) {
+                break true;
+            }
+            if stop.load(Ordering::SeqCst) {
+                break false;
+            }
+            g = self.freed.wait_timeout(g, POLL).unwrap().0;
+        };
+        drop(g);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        ok
+    }
+
+    fn give(&self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.stats.queued_bytes.fetch_sub(n, Ordering::AcqRel);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _g = self.lock.lock().unwrap();
+            self.freed.notify_all();
+        }
+    }
+}
+
+/// Requests and payload bytes one connection has admitted and not yet
+/// answered.
+struct ConnBudget {
+    max_requests: u64,
+    max_bytes: u64,
+    used: Mutex<(u64, u64)>,
+    freed: Condvar,
+}
+
+impl ConnBudget {
+    /// Wait until a request of `bytes` fits; false if the server stops
+    /// meanwhile or the writer gave up on the peer.
+    fn take(&self, bytes: u64, stop: &AtomicBool, broken: &AtomicBool) -> bool {
+        let mut used = self.used.lock().unwrap();
+        loop {
+            let (reqs, b) = *used;
+            let fits = reqs == 0 || (reqs < self.max_requests && b + bytes <= self.max_bytes);
+            if fits {
+                *used = (reqs + 1, b + bytes);
+                return true;
+            }
+            if stop.load(Ordering::SeqCst) || broken.load(Ordering::SeqCst) {
+                return false;
+            }
+            used = self.freed.wait_timeout(used, POLL).unwrap().0;
+        }
+    }
+
+    fn give(&self, bytes: u64) {
+        let mut used = self.used.lock().unwrap();
+        used.0 -= 1;
+        used.1 -= bytes;
+        self.freed.notify_all();
+    }
+}
+
+/// One admitted request's share of both budgets, given back when dropped
+/// (its reply written, or dropped for a peer that is gone).
+struct Ticket {
+    bytes: u64,
+    conn: Arc<ConnBudget>,
+    global: Arc<GlobalBytes>,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.global.give(self.bytes);
+        self.conn.give(self.bytes);
+    }
+}
+
+/// A reply due to the peer.
+struct Reply {
+    cookie: u64,
+    err: u32,
+    data: Option<AlignedBuf>,
+    _ticket: Ticket,
 }
 
 struct Connection {
     sock: TcpStream,
-    writer: Arc<Mutex<TcpStream>>,
-    export: Arc<dyn Export>,
-    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
 }
 
 enum Handshake {
@@ -209,37 +402,32 @@ enum Handshake {
 }
 
 impl Connection {
-    fn run(
-        sock: TcpStream,
-        export: Arc<dyn Export>,
-        jobs: mpsc::Sender<Job>,
-        stop: Arc<AtomicBool>,
-        stats: Arc<ServerStats>,
-        cfg: &ServerConfig,
-    ) -> io::Result<()> {
+    fn run(sock: TcpStream, shared: &Arc<Shared>) -> io::Result<()> {
         sock.set_nodelay(true)?;
         sock.set_nonblocking(false)?;
-        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
-        let writer = Arc::new(Mutex::new(sock.try_clone()?));
+        sock.set_read_timeout(Some(POLL))?;
+        sock.set_write_timeout(Some(POLL))?;
         let mut c = Connection {
             sock,
-            writer,
-            export,
-            stop,
+            shared: shared.clone(),
         };
-        match c.handshake(cfg)? {
-            Handshake::Close => return Ok(()),
-            Handshake::Transmit => {}
-        }
-        let inflight = Arc::new(InFlight::default());
-        let r = c.transmit(&jobs, &inflight, &stats);
-        inflight.wait_idle();
+        let r = match c.handshake() {
+            Ok(Handshake::Transmit) => c.transmit(),
+            Ok(Handshake::Close) => Ok(()),
+            Err(e) => Err(e),
+        };
         let _ = c.sock.shutdown(std::net::Shutdown::Both);
         r
     }
 
     fn send(&self, bytes: &[u8]) -> io::Result<()> {
-        self.writer.lock().unwrap().write_all(bytes)
+        let cfg = &self.shared.cfg;
+        write_full(
+            &self.sock,
+            &mut [io::IoSlice::new(bytes)],
+            &self.shared.stop,
+            cfg.stop_grace,
+        )
     }
 
     fn opt_reply(&self, opt: u32, typ: u32, data: &[u8]) -> io::Result<()> {
@@ -256,14 +444,17 @@ impl Connection {
         FLAG_HAS_FLAGS | FLAG_SEND_FLUSH | FLAG_SEND_FUA | FLAG_SEND_TRIM | FLAG_SEND_WRITE_ZEROES | FLAG_CAN_MULTI_CONN
     }
 
-    fn handshake(&mut self, cfg: &ServerConfig) -> io::Result<Handshake> {
+    fn handshake(&mut self) -> io::Result<Handshake> {
+        let shared = self.shared.clone();
+        let (cfg, stop) = (&shared.cfg, &*shared.stop);
+        let deadline = Instant::now() + cfg.handshake_limit;
         let mut hello = Vec::new();
         hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
         hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
         hello.extend_from_slice(&(FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES).to_be_bytes());
         self.send(&hello)?;
         let mut cf = [0u8; 4];
-        if !read_full(&mut self.sock, &mut cf, &self.stop)? {
+        if !read_full(&mut self.sock, &mut cf, stop, Some(deadline))? {
             return Ok(Handshake::Close);
         }
         let client_flags = be32(&cf);
@@ -274,7 +465,7 @@ impl Connection {
         let known = |name: &[u8]| name.is_empty() || name == cfg.name.as_bytes();
         loop {
             let mut head = [0u8; 16];
-            if !read_full(&mut self.sock, &mut head, &self.stop)? {
+            if !read_full(&mut self.sock, &mut head, stop, Some(deadline))? {
                 return Ok(Handshake::Close);
             }
             if be64(&head) != IHAVEOPT {
@@ -286,10 +477,10 @@ impl Connection {
                 return Ok(Handshake::Close); // no option is that long
             }
             let mut data = vec![0u8; len];
-            if len > 0 && !read_full(&mut self.sock, &mut data, &self.stop)? {
+            if len > 0 && !read_full(&mut self.sock, &mut data, stop, Some(deadline))? {
                 return Ok(Handshake::Close);
             }
-            if self.stop.load(Ordering::SeqCst) && opt != OPT_ABORT {
+            if stop.load(Ordering::SeqCst) && opt != OPT_ABORT {
                 self.opt_reply(opt, REP_ERR_SHUTDOWN, b"server shutting down")?;
                 continue;
             }
@@ -299,7 +490,7 @@ impl Connection {
                         return Ok(Handshake::Close); // no way to report an error here
                     }
                     let mut m = Vec::new();
-                    m.extend_from_slice(&self.export.size().to_be_bytes());
+                    m.extend_from_slice(&shared.export.size().to_be_bytes());
                     m.extend_from_slice(&self.transmission_flags().to_be_bytes());
                     if !no_zeroes {
                         m.extend_from_slice(&[0u8; 124]);
@@ -350,14 +541,14 @@ impl Connection {
                     }
                     let mut info = Vec::new();
                     info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
-                    info.extend_from_slice(&self.export.size().to_be_bytes());
+                    info.extend_from_slice(&shared.export.size().to_be_bytes());
                     info.extend_from_slice(&self.transmission_flags().to_be_bytes());
                     self.opt_reply(opt, REP_INFO, &info)?;
                     for r in reqs {
                         let mut info = r.to_be_bytes().to_vec();
                         match r {
                             INFO_NAME => info.extend_from_slice(cfg.name.as_bytes()),
-                            INFO_DESCRIPTION => info.extend_from_slice(self.export.description().as_bytes()),
+                            INFO_DESCRIPTION => info.extend_from_slice(shared.export.description().as_bytes()),
                             INFO_BLOCK_SIZE => {
                                 // Any alignment works (partial blocks are read, merged and
                                 // written whole), 4 KiB avoids that, 32 MiB per request.
@@ -382,16 +573,51 @@ impl Connection {
         }
     }
 
-    fn transmit(
+    /// Read requests until the peer disconnects or the server stops; a
+    /// reply writer of its own sends the replies.
+    fn transmit(&mut self) -> io::Result<()> {
+        let shared = self.shared.clone();
+        let cfg = &shared.cfg;
+        let budget = Arc::new(ConnBudget {
+            max_requests: cfg.conn_max_requests.max(1),
+            max_bytes: cfg.conn_max_bytes,
+            used: Mutex::new((0, 0)),
+            freed: Condvar::new(),
+        });
+        let broken = Arc::new(AtomicBool::new(false));
+        let (replies, due) = mpsc::channel::<Reply>();
+        let writer = {
+            let (sock, stop, broken, grace) = (
+                self.sock.try_clone()?,
+                shared.stop.clone(),
+                broken.clone(),
+                cfg.stop_grace,
+            );
+            std::thread::spawn(move || write_replies(sock, due, &stop, &broken, grace))
+        };
+        let r = self.read_requests(&shared, &budget, &broken, &replies);
+        // The writer ends once every reply sender (ours, and those of the
+        // jobs still in flight) is gone.
+        drop(replies);
+        let _ = writer.join();
+        r
+    }
+
+    fn read_requests(
         &mut self,
-        jobs: &mpsc::Sender<Job>,
-        inflight: &Arc<InFlight>,
-        stats: &Arc<ServerStats>,
+        shared: &Arc<Shared>,
+        budget: &Arc<ConnBudget>,
+        broken: &AtomicBool,
+        replies: &mpsc::Sender<Reply>,
     ) -> io::Result<()> {
-        let size = self.export.size();
+        let (stop, stats) = (&*shared.stop, &shared.stats);
+        let size = shared.export.size();
         loop {
+            if stop.load(Ordering::SeqCst) || broken.load(Ordering::SeqCst) {
+                return Ok(());
+            }
             let mut h = [0u8; 28];
-            if !read_full(&mut self.sock, &mut h, &self.stop)? {
+            if !read_full(&mut self.sock, &mut h, stop, None)? {
                 return Ok(());
             }
             if be32(&h) != REQUEST_MAGIC {
@@ -406,15 +632,8 @@ impl Connection {
             if typ == CMD_DISC {
                 return Ok(());
             }
-            let mut payload = AlignedBuf::scratch(0);
-            if typ == CMD_WRITE {
-                if len > MAX_PAYLOAD {
-                    return Ok(()); // cannot skip it safely: hard disconnect
-                }
-                payload = AlignedBuf::scratch(len as usize);
-                if !read_full(&mut self.sock, &mut payload, &self.stop)? {
-                    return Ok(());
-                }
+            if typ == CMD_WRITE && len > MAX_PAYLOAD {
+                return Ok(()); // cannot skip its payload safely: hard disconnect
             }
             let allowed = match typ {
                 CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
@@ -434,32 +653,59 @@ impl Connection {
                     _ => Some(EINVAL),
                 }
             };
+            // The payload this request holds until its reply is sent: a
+            // write's data (read below, only once admitted), a read's data.
+            let bytes = match typ {
+                CMD_WRITE => len as u64,
+                CMD_READ if bad.is_none() => len as u64,
+                _ => 0,
+            };
+            if !budget.take(bytes, stop, broken) {
+                return Ok(());
+            }
+            if !shared.queued.take(bytes, stop) {
+                budget.give(bytes);
+                return Ok(());
+            }
+            let ticket = Ticket {
+                bytes,
+                conn: budget.clone(),
+                global: shared.queued.clone(),
+            };
+            let mut payload = AlignedBuf::scratch(0);
+            if typ == CMD_WRITE {
+                payload = AlignedBuf::scratch(len as usize);
+                if !read_full(&mut self.sock, &mut payload, stop, None)? {
+                    return Ok(());
+                }
+            }
             if let Some(err) = bad {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
-                reply(&self.writer, cookie, err, None)?;
+                let _ = replies.send(Reply {
+                    cookie,
+                    err,
+                    data: None,
+                    _ticket: ticket,
+                });
                 continue;
             }
-            let (export, writer, inflight2, stats2) = (
-                self.export.clone(),
-                self.writer.clone(),
-                inflight.clone(),
-                stats.clone(),
-            );
-            inflight.start();
+            let (export, replies, stats2) = (shared.export.clone(), replies.clone(), stats.clone());
             let job: Job = Box::new(move || {
-                let result = execute(&*export, typ, offset, len, fua, payload);
-                let (err, data) = match result {
+                let (err, data) = match execute(&*export, typ, offset, len, fua, payload) {
                     Ok(data) => (0, data),
                     Err(e) => {
                         stats2.errors.fetch_add(1, Ordering::Relaxed);
                         (e, None)
                     }
                 };
-                let _ = reply(&writer, cookie, err, data);
-                inflight2.end();
+                let _ = replies.send(Reply {
+                    cookie,
+                    err,
+                    data,
+                    _ticket: ticket,
+                });
             });
-            if jobs.send(job).is_err() {
-                inflight.end();
+            if shared.jobs.send(job).is_err() {
                 return Ok(());
             }
         }
@@ -500,23 +746,23 @@ fn execute(
     }
 }
 
-fn reply(writer: &Mutex<TcpStream>, cookie: u64, err: u32, data: Option<AlignedBuf>) -> io::Result<()> {
-    let mut head = [0u8; 16];
-    head[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-    head[4..8].copy_from_slice(&err.to_be_bytes());
-    head[8..16].copy_from_slice(&cookie.to_be_bytes());
-    let mut w = writer.lock().unwrap();
-    let data: &[u8] = data.as_deref().unwrap_or(&[]);
-    // Header and data in one vectored write where possible.
-    let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
-    let mut slices: &mut [io::IoSlice] = &mut parts;
-    while !slices.is_empty() {
-        match w.write_vectored(slices) {
-            Ok(0) => return Err(io::Error::new(io::ErrorKind::WriteZero, "peer closed")),
-            Ok(k) => io::IoSlice::advance_slices(&mut slices, k),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+/// The reply writer of one connection: sends each reply whole, in the
+/// order they complete. After a failed write (peer gone, or not reading at
+/// shutdown) it cuts the connection and drops what else comes.
+fn write_replies(sock: TcpStream, due: mpsc::Receiver<Reply>, stop: &AtomicBool, broken: &AtomicBool, grace: Duration) {
+    for r in due {
+        if broken.load(Ordering::SeqCst) {
+            continue;
+        }
+        let mut head = [0u8; 16];
+        head[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+        head[4..8].copy_from_slice(&r.err.to_be_bytes());
+        head[8..16].copy_from_slice(&r.cookie.to_be_bytes());
+        let data: &[u8] = r.data.as_deref().unwrap_or(&[]);
+        let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
+        if write_full(&sock, &mut parts, stop, grace).is_err() {
+            broken.store(true, Ordering::SeqCst);
+            let _ = sock.shutdown(std::net::Shutdown::Both);
         }
     }
-    Ok(())
 }

@@ -268,3 +268,215 @@ fn handshake_options() {
     assert_eq!(s.read(&mut b).unwrap_or(0), 0);
     h.shutdown();
 }
+
+// --- clients that misbehave --------------------------------------------------
+
+/// A raw connection in the transmission phase (EXPORT_NAME, no zeroes).
+fn transmitting(addr: std::net::SocketAddr) -> TcpStream {
+    let mut s = hello(addr, FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_EXPORT_NAME, b"blocklab");
+    let mut sz = [0u8; 10];
+    s.read_exact(&mut sz).unwrap();
+    s
+}
+
+fn request_header(typ: u16, cookie: u64, offset: u64, len: u32) -> Vec<u8> {
+    let mut m = REQUEST_MAGIC.to_be_bytes().to_vec();
+    m.extend_from_slice(&0u16.to_be_bytes());
+    m.extend_from_slice(&typ.to_be_bytes());
+    m.extend_from_slice(&cookie.to_be_bytes());
+    m.extend_from_slice(&offset.to_be_bytes());
+    m.extend_from_slice(&len.to_be_bytes());
+    m
+}
+
+/// Run `f` on a thread; its result, or None if it has not finished after
+/// `secs` seconds (the thread is then left behind).
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> Option<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs)).ok()
+}
+
+#[test]
+fn a_client_not_reading_its_replies_stalls_only_itself() {
+    // 20 pipelined 32 MiB reads whose replies are never read: the server may
+    // hold at most the connection's budget for them, and another client is
+    // served meanwhile.
+    let (h, _mem) = start(64 << 20);
+    let mut bad = transmitting(h.addr());
+    for i in 0..20u64 {
+        bad.write_all(&request_header(CMD_READ, i, (i % 2) * (32 << 20), MAX_PAYLOAD))
+            .unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let addr = h.addr();
+    let good = within(10, move || {
+        let mut c = Client::connect(addr, "blocklab").unwrap();
+        let mut b = vec![0u8; 4096];
+        c.write(8192, &[7u8; 4096], false).unwrap();
+        c.read(8192, &mut b).unwrap();
+        b
+    });
+    assert_eq!(
+        good.expect("the other client's 4 KiB read did not complete"),
+        vec![7u8; 4096]
+    );
+    let cfg = ServerConfig::default();
+    let peak = h.stats.peak_queued_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(peak <= cfg.conn_max_bytes + 8192, "{peak} bytes queued");
+    // Stopping does not wait for the peer that does not read.
+    assert!(within(10, move || h.shutdown()).is_some(), "shutdown hangs");
+    drop(bad);
+}
+
+/// Memory whose writes wait until the gate opens.
+struct Gated {
+    mem: Mem,
+    open: Mutex<bool>,
+    cv: std::sync::Condvar,
+}
+
+impl Export for Gated {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ExportError> {
+        self.mem.read(offset, buf)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), ExportError> {
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.cv.wait(open).unwrap();
+        }
+        drop(open);
+        self.mem.write(offset, data, fua)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), ExportError> {
+        self.mem.write_zeroes(offset, len, fua)
+    }
+    fn flush(&self) -> Result<(), ExportError> {
+        self.mem.flush()
+    }
+}
+
+#[test]
+fn pipelined_writes_are_admitted_only_within_the_bounds() {
+    // Two clients each pipeline 48 MiB of writes while the device is stuck:
+    // the server reads no more payload than each connection's budget and the
+    // server-wide bound allow, so the senders block (TCP pushes back) instead
+    // of the server's memory growing; once the device moves, all complete.
+    const MIB: usize = 1 << 20;
+    let g = Arc::new(Gated {
+        mem: Mem {
+            data: Mutex::new(vec![0; 48 * MIB]),
+            flushes: Mutex::new(0),
+        },
+        open: Mutex::new(false),
+        cv: std::sync::Condvar::new(),
+    });
+    let cfg = ServerConfig {
+        conn_max_bytes: 4 * MIB as u64,
+        max_queued_bytes: 6 * MIB as u64,
+        ..Default::default()
+    };
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let h = serve(l, g.clone(), cfg).unwrap();
+    let sent: Vec<_> = (0..2u8)
+        .map(|k| {
+            let addr = h.addr();
+            let (tx, rx) = std::sync::mpsc::channel();
+            let t = std::thread::spawn(move || {
+                let mut c = Client::connect(addr, "").unwrap();
+                let data = vec![k + 1; MIB];
+                for i in 0..24u64 {
+                    c.send_raw(CMD_WRITE, 0, (k as u64 * 24 + i) * MIB as u64, MIB as u32, &data)
+                        .unwrap();
+                }
+                let _ = tx.send(());
+                for _ in 0..24 {
+                    assert_eq!(c.recv_header().unwrap().0, 0);
+                }
+                c.disconnect().unwrap();
+            });
+            (rx, t)
+        })
+        .collect();
+    let early: Vec<bool> = sent
+        .iter()
+        .map(|(rx, _)| rx.recv_timeout(std::time::Duration::from_secs(3)).is_ok())
+        .collect();
+    let peak = h.stats.peak_queued_bytes.load(std::sync::atomic::Ordering::Relaxed);
+    *g.open.lock().unwrap() = true;
+    g.cv.notify_all();
+    assert_eq!(
+        early,
+        [false, false],
+        "the server took 24 MiB of writes it cannot carry out yet"
+    );
+    assert!(peak <= 6 * MIB as u64, "{peak} bytes queued");
+    for (_, t) in sent {
+        t.join().unwrap();
+    }
+    h.shutdown();
+    let d = g.mem.data.lock().unwrap();
+    assert!(d[..24 * MIB].iter().all(|&b| b == 1) && d[24 * MIB..].iter().all(|&b| b == 2));
+}
+
+#[test]
+fn stopping_ends_with_peers_stalled_anywhere() {
+    // Peers stalled mid-handshake, mid-option, mid-header, mid-payload and
+    // not reading: the server stops within a few seconds anyway.
+    let (h, _mem) = start(64 << 20);
+    let addr = h.addr();
+    let mut handshake = TcpStream::connect(addr).unwrap();
+    handshake.write_all(&[0, 0]).unwrap(); // half of the client flags
+    let mut option = hello(addr, FLAG_C_FIXED_NEWSTYLE);
+    option.write_all(&IHAVEOPT.to_be_bytes()[..5]).unwrap();
+    let mut header = transmitting(addr);
+    header.write_all(&request_header(CMD_READ, 1, 0, 4096)[..13]).unwrap();
+    let mut payload = transmitting(addr);
+    payload.write_all(&request_header(CMD_WRITE, 2, 0, 1 << 20)).unwrap();
+    payload.write_all(&[5u8; 100_000]).unwrap();
+    let mut reader = transmitting(addr);
+    for i in 0..8u64 {
+        reader.write_all(&request_header(CMD_READ, i, 0, MAX_PAYLOAD)).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(within(10, move || h.shutdown()).is_some(), "shutdown hangs");
+    drop((handshake, option, header, payload, reader));
+}
+
+#[test]
+fn a_client_slow_in_the_handshake_is_dropped() {
+    let mem = Arc::new(Mem {
+        data: Mutex::new(vec![0; 1 << 16]),
+        flushes: Mutex::new(0),
+    });
+    let cfg = ServerConfig {
+        handshake_limit: std::time::Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = serve(TcpListener::bind("127.0.0.1:0").unwrap(), mem, cfg).unwrap();
+    // Half of the client flags, then one byte of an option header: the
+    // server closes the connection instead of waiting forever.
+    let mut flags = TcpStream::connect(h.addr()).unwrap();
+    flags.write_all(&[0, 0]).unwrap();
+    let mut option = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE);
+    option.write_all(&[0x49]).unwrap();
+    for mut s in [flags, option] {
+        let closed = within(10, move || {
+            let mut rest = Vec::new();
+            s.read_to_end(&mut rest).is_ok()
+        });
+        assert_eq!(closed, Some(true), "the server kept a stalled handshake open");
+    }
+    // A client in the transmission phase may stay idle longer.
+    let mut c = Client::connect(h.addr(), "").unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut b = [0u8; 512];
+    c.read(0, &mut b).unwrap();
+    h.shutdown();
+}

@@ -13,12 +13,15 @@
 //! one JSON line `{"token", "op", ...}`, the answer one JSON line `{"ok",
 //! "result"}` or `{"ok": false, "error"}`. A stale `serve.json` (the server
 //! was killed) is ignored: the lock is free and the command opens the array.
+//! The request line is bounded while it is read, before its token is looked
+//! at (`MAX_REQUEST_LINE`), and must arrive within `REQUEST_TIMEOUT`; a
+//! stopping server drops a connection still sending its request.
 //!
 //! The server also runs MD's bitmap daemon: every two seconds, if bitmap
 //! regions are dirty, it syncs the members and clears the idle regions.
 
 use std::fs;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -38,6 +41,15 @@ use crate::nbd::server::{serve as nbd_serve, ServerConfig, ServerHandle};
 use crate::nbd::{Export, ExportError};
 
 pub const SERVE_FILE: &str = "serve.json";
+
+/// Longest control request line; the longest real one (a rebuild's options)
+/// is a few hundred bytes.
+pub const MAX_REQUEST_LINE: usize = 64 * 1024;
+/// How long a control client may take to send its request line.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a control connection's blocked read wakes up to look at the
+/// stop flag and the clock.
+const CONTROL_POLL: Duration = Duration::from_millis(200);
 
 /// How to reach a running server (`serve.json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -150,6 +162,7 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         ServerConfig {
             name: opts.name.clone(),
             threads: opts.threads,
+            ..Default::default()
         },
     )
     .map_err(|e| Error::io(&opts.listen, e))?;
@@ -253,25 +266,96 @@ fn control_loop(listener: TcpListener, array: Arc<RealArray>, stop: Arc<AtomicBo
 }
 
 fn handle_control(
-    sock: TcpStream,
+    mut sock: TcpStream,
     array: &RealArray,
     stop: &AtomicBool,
     token: &str,
     rebuilding: &Mutex<()>,
 ) -> std::io::Result<()> {
     sock.set_nonblocking(false)?;
-    let mut line = String::new();
-    BufReader::new(sock.try_clone()?).read_line(&mut line)?;
-    let answer = match serde_json::from_str::<Value>(&line) {
-        Err(e) => json!({"ok": false, "error": format!("bad control request: {e}")}),
-        Ok(req) if req["token"].as_str() != Some(token) => json!({"ok": false, "error": "bad control token"}),
-        Ok(req) => match run_op(array, &req, stop, rebuilding) {
-            Ok(v) => json!({"ok": true, "result": v}),
-            Err(e) => json!({"ok": false, "error": e.to_string()}),
+    sock.set_read_timeout(Some(CONTROL_POLL))?;
+    sock.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    let answer = match read_request_line(&mut sock, stop, REQUEST_TIMEOUT) {
+        Err(RequestLine::Stopping) => return Ok(()),
+        Err(RequestLine::Bad(e)) => {
+            let answer = json!({"ok": false, "error": format!("bad control request: {e}")});
+            sock.write_all(format!("{answer}\n").as_bytes())?;
+            // Closing with unread input would reset the connection and
+            // could lose the answer: discard (never keep) what still comes,
+            // for a moment.
+            sock.shutdown(std::net::Shutdown::Write)?;
+            let until = Instant::now() + Duration::from_secs(2);
+            let mut sink = [0u8; 4096];
+            while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                match sock.read(&mut sink) {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                    Err(_) => break,
+                }
+            }
+            return Ok(());
+        }
+        Ok(line) => match serde_json::from_str::<Value>(&line) {
+            Err(e) => json!({"ok": false, "error": format!("bad control request: {e}")}),
+            Ok(req) if req["token"].as_str() != Some(token) => json!({"ok": false, "error": "bad control token"}),
+            Ok(req) => match run_op(array, &req, stop, rebuilding) {
+                Ok(v) => json!({"ok": true, "result": v}),
+                Err(e) => json!({"ok": false, "error": e.to_string()}),
+            },
         },
     };
-    let mut w = sock;
-    w.write_all(format!("{answer}\n").as_bytes())
+    sock.write_all(format!("{answer}\n").as_bytes())
+}
+
+/// Why no request line was read.
+enum RequestLine {
+    /// Answered with an error: too long, too slow, not UTF-8, cut short.
+    Bad(String),
+    /// The server is stopping: the connection is dropped unanswered.
+    Stopping,
+}
+
+/// Read one request line (without its newline), never holding more than
+/// `MAX_REQUEST_LINE` bytes of it, and giving up after `timeout`.
+fn read_request_line(
+    sock: &mut TcpStream,
+    stop: &AtomicBool,
+    timeout: Duration,
+) -> std::result::Result<String, RequestLine> {
+    let started = Instant::now();
+    let mut line = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match sock.read(&mut buf) {
+            Ok(0) => return Err(RequestLine::Bad("connection closed before the end of the line".into())),
+            Ok(k) => {
+                let end = buf[..k].iter().position(|&b| b == b'\n');
+                line.extend_from_slice(&buf[..end.unwrap_or(k)]);
+                if line.len() > MAX_REQUEST_LINE {
+                    return Err(RequestLine::Bad(format!(
+                        "request line longer than {MAX_REQUEST_LINE} bytes"
+                    )));
+                }
+                if end.is_some() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(RequestLine::Bad(e.to_string())),
+        }
+        if stop.load(Ordering::SeqCst) {
+            return Err(RequestLine::Stopping);
+        }
+        if started.elapsed() >= timeout {
+            return Err(RequestLine::Bad(format!(
+                "no complete request line within {} s",
+                timeout.as_secs()
+            )));
+        }
+    }
+    String::from_utf8(line).map_err(|_| RequestLine::Bad("request line is not UTF-8".into()))
 }
 
 fn arg_u64(req: &Value, key: &str) -> Result<u64> {
@@ -280,11 +364,24 @@ fn arg_u64(req: &Value, key: &str) -> Result<u64> {
         .ok_or_else(|| Error::config(format!("control request: field `{key}` missing or not a number")))
 }
 
+/// Field `disk`: a member of this array (checked as sent, never truncated).
+fn arg_disk(array: &RealArray, req: &Value) -> Result<u32> {
+    let disk = arg_u64(req, "disk")?;
+    let disks = array.config().disks;
+    if disk >= disks as u64 {
+        return Err(Error::config(format!(
+            "control request: field `disk`: {disk} is not a member (the array has disks 0..{})",
+            disks - 1
+        )));
+    }
+    Ok(disk as u32)
+}
+
 fn run_op(array: &RealArray, req: &Value, stop: &AtomicBool, rebuilding: &Mutex<()>) -> Result<Value> {
     match req["op"].as_str().unwrap_or("") {
         "status" => Ok(to(&array.status())),
-        "fail" => Ok(to(&array.fail(arg_u64(req, "disk")? as u32)?)),
-        "replace" => Ok(to(&array.replace(arg_u64(req, "disk")? as u32)?)),
+        "fail" => Ok(to(&array.fail(arg_disk(array, req)?)?)),
+        "replace" => Ok(to(&array.replace(arg_disk(array, req)?)?)),
         "check" => Ok(to(&array.check(req["repair"].as_bool().unwrap_or(false))?)),
         "flush" => {
             array
@@ -428,4 +525,65 @@ pub fn run_interruptible<T: Send, E>(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connected pair: (the server's end, with the control channel's read
+    /// timeout, the client's end).
+    fn pair() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server, _) = l.accept().unwrap();
+        server.set_read_timeout(Some(CONTROL_POLL)).unwrap();
+        (server, client)
+    }
+
+    #[test]
+    fn a_request_line_is_read_whole() {
+        let (mut s, mut c) = pair();
+        c.write_all(b"{\"op\": \"status\"}\nrest").unwrap();
+        let stop = AtomicBool::new(false);
+        let line = read_request_line(&mut s, &stop, Duration::from_secs(10)).ok().unwrap();
+        assert_eq!(line, "{\"op\": \"status\"}");
+    }
+
+    #[test]
+    fn a_line_past_the_bound_is_refused_while_it_is_read() {
+        let (mut s, mut c) = pair();
+        // 16 MiB without a newline: refused once past the bound, the rest
+        // never read (the sender is left blocked, not the reader).
+        std::thread::spawn(move || {
+            let chunk = vec![b'x'; 1 << 20];
+            for _ in 0..16 {
+                if c.write_all(&chunk).is_err() {
+                    return;
+                }
+            }
+        });
+        let stop = AtomicBool::new(false);
+        match read_request_line(&mut s, &stop, Duration::from_secs(60)) {
+            Err(RequestLine::Bad(e)) => assert!(e.contains("longer than 65536 bytes"), "{e}"),
+            _ => panic!("an endless line was accepted"),
+        }
+    }
+
+    #[test]
+    fn a_silent_client_times_out_and_a_stop_ends_the_wait() {
+        let (mut s, mut c) = pair();
+        c.write_all(b"{\"op\": ").unwrap();
+        let stop = AtomicBool::new(false);
+        match read_request_line(&mut s, &stop, Duration::from_millis(500)) {
+            Err(RequestLine::Bad(e)) => assert!(e.contains("no complete request line"), "{e}"),
+            _ => panic!("a half line was accepted"),
+        }
+        let (mut s, _c) = pair();
+        stop.store(true, Ordering::SeqCst);
+        assert!(matches!(
+            read_request_line(&mut s, &stop, Duration::from_secs(60)),
+            Err(RequestLine::Stopping)
+        ));
+    }
 }
