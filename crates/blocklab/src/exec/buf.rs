@@ -18,10 +18,26 @@ pub struct AlignedBuf {
 unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
-/// Recycled buffers, by capacity (a power of two).
-static POOL: std::sync::Mutex<Vec<(usize, usize)>> = std::sync::Mutex::new(Vec::new());
+/// Recycled buffers, by capacity (a power of two), and their total bytes.
+struct Pool {
+    bufs: Vec<(usize, usize)>,
+    bytes: usize,
+}
+static POOL: std::sync::Mutex<Pool> = std::sync::Mutex::new(Pool {
+    bufs: Vec::new(),
+    bytes: 0,
+});
 const POOL_MAX: usize = 64;
 const POOL_MAX_CAP: usize = 64 << 20;
+/// What the pool may keep in all: without it, a burst of large requests (a
+/// client pipelining 32 MiB writes) left the server at its high-water mark
+/// for good (64 buffers of up to 64 MiB).
+pub const POOL_MAX_BYTES: usize = 128 << 20;
+
+/// Bytes held by freed buffers waiting for reuse.
+pub fn pooled_bytes() -> usize {
+    POOL.lock().unwrap().bytes
+}
 
 impl AlignedBuf {
     /// A buffer of `len` bytes, all zero.
@@ -43,8 +59,9 @@ impl AlignedBuf {
         let cap = len.next_power_of_two().max(ALIGN);
         if cap <= POOL_MAX_CAP {
             let mut pool = POOL.lock().unwrap();
-            if let Some(i) = pool.iter().position(|&(c, _)| c == cap) {
-                let (_, addr) = pool.swap_remove(i);
+            if let Some(i) = pool.bufs.iter().position(|&(c, _)| c == cap) {
+                let (_, addr) = pool.bufs.swap_remove(i);
+                pool.bytes -= cap;
                 let ptr = std::ptr::NonNull::new(addr as *mut u8).expect("pooled pointers are not null");
                 return AlignedBuf { ptr, len, cap };
             }
@@ -73,8 +90,9 @@ impl Drop for AlignedBuf {
         }
         if self.cap <= POOL_MAX_CAP {
             let mut pool = POOL.lock().unwrap();
-            if pool.len() < POOL_MAX {
-                pool.push((self.cap, self.ptr.as_ptr() as usize));
+            if pool.bufs.len() < POOL_MAX && pool.bytes + self.cap <= POOL_MAX_BYTES {
+                pool.bufs.push((self.cap, self.ptr.as_ptr() as usize));
+                pool.bytes += self.cap;
                 return;
             }
         }
@@ -96,5 +114,22 @@ impl std::ops::DerefMut for AlignedBuf {
     fn deref_mut(&mut self) -> &mut [u8] {
         // SAFETY: as above, and we hold the only reference.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pool_keeps_at_most_its_byte_bound() {
+        // Twelve 32 MiB buffers freed at once would keep 384 MiB in the old
+        // pool (64 buffers of any size up to 64 MiB).
+        let bufs: Vec<AlignedBuf> = (0..12).map(|_| AlignedBuf::scratch(32 << 20)).collect();
+        drop(bufs);
+        assert!(pooled_bytes() <= POOL_MAX_BYTES, "pool holds {} bytes", pooled_bytes());
+        // Reuse still works: a buffer of a pooled size comes back initialized.
+        let b = AlignedBuf::zeroed(32 << 20);
+        assert!(b.iter().all(|&x| x == 0));
     }
 }
