@@ -184,6 +184,9 @@ pub struct StackResult {
     pub block_accesses: u64,
     /// Malformed trace records skipped (`--skip-bad`).
     pub skipped: u64,
+    /// `replay.sort`: the requests the reorder moved (summed over the traces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reordered: Option<crate::trace::order::Reordered>,
     /// Distinct stack blocks of the trace, when a pass counted them (`%` sizes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_blocks: Option<u64>,
