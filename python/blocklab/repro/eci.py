@@ -165,6 +165,7 @@ tenant_map = "concat"
 [replay]
 mode = "closed"        # in time: the tenants keep {outstanding} requests in flight
 outstanding = {outstanding}
+sort = true            # the Tencent and SYSTOR traces step back in time (by up to 1 s): reorder within 1 s
 
 [tier]
 size = 10000
