@@ -161,11 +161,13 @@ impl<'a> Inputs<'a> {
 
 /// How the counted executor reads the traces. It has no clock, but it reads
 /// trace times where the stack asks for them: to merge several traces, to
-/// fail disks at a time, to start a rebuild at a time, to end a warm-up, to
-/// close an SSD tier's windows or age a write buffer. Then times that go back
-/// are refused (or sorted) as in the timed executor. A run of one trace
-/// without any of these depends only on the order of the accesses, as a cache
-/// simulation does (`cache`, `rgr`): it reads the file as it is.
+/// fail disks at a time, to start a rebuild at a time, to end a warm-up or to
+/// age a write buffer. Then times that go back are refused (or sorted) as in
+/// the timed executor. A run of one trace without any of these depends only
+/// on the order of the accesses, as a cache simulation does (`cache`, `rgr`):
+/// it reads the file as it is. (An SSD tier's windows follow that order too:
+/// a window closes at the first request past its end, as ECI-Cache's
+/// prototype reads a merged mix.)
 fn counted_order(spec: &StackSpec, traces: &[TraceInput]) -> TimeOrder {
     let order = spec.replay.time_order();
     if spec.replay.sort {
@@ -178,7 +180,6 @@ fn counted_order(spec: &StackSpec, traces: &[TraceInput]) -> TimeOrder {
     let reads_time = traces.len() > 1
         || fail_by_time
         || spec.replay.warmup > 0.0
-        || spec.tier.is_some()
         || spec.cache.iter().any(|c| c.write_buffer.is_some() && c.max_age_s > 0.0);
     if reads_time {
         order
