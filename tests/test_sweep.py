@@ -420,7 +420,8 @@ def test_a_sweep_none_of_whose_cells_can_load_is_bad_input(work, tmp_path):
     p = sweep_file(work, BASIC.replace('"cache.0.policy"', '"cache.0.polcy"'), "typo.toml")
     r = blocklab_cli("sweep", p, "--out", tmp_path / "o", "-q")
     assert r.returncode == 2, r.stderr
-    assert "no cell can run" in r.stderr and "cache.0.polcy" in r.stderr and str(p) in r.stderr
+    assert "cell 0 (" in r.stderr and "cache.0.polcy" in r.stderr and str(p) in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
 def test_cli_sweep_and_report(work, tmp_path):

@@ -151,8 +151,9 @@ def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", s
               skip_bad: bool = False) -> dict:
     """Run a stack file over traces (see `blocklab run` and docs/stack.md); the result as a dict.
 
-    ``sets`` are overrides by dotted key (``["cache.0.size=10%", "array.failed=[0]"]``);
-    ``executor`` is ``"timed"`` or ``"count"``."""
+    ``sets`` are overrides by dotted key, applied in order: ``KEY=VALUE`` sets
+    (``["cache.0.size=10%", "array.failed=[0]"]``), ``-KEY`` removes a key or section
+    (``"-array.rebuild"``, as ``--unset``); ``executor`` is ``"timed"`` or ``"count"``."""
     if isinstance(traces, (str, os.PathLike)):
         traces = [traces]
     return json.loads(_core.run_stack(_paths(stack), [_paths(t) for t in traces], format=format, executor=executor,

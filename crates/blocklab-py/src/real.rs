@@ -133,7 +133,7 @@ fn real_rebuild(
 
 #[pyfunction]
 #[pyo3(signature = (dir, traces, format="auto", replay="open", speedup=1.0, outstanding=1, threads=32,
-    direct=true, wrap=false, limit=0, skip_bad=false))]
+    direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None))]
 #[allow(clippy::too_many_arguments)]
 fn real_replay(
     py: Python<'_>,
@@ -148,6 +148,7 @@ fn real_replay(
     wrap: bool,
     limit: u64,
     skip_bad: bool,
+    sort_window: Option<f64>,
 ) -> PyResult<String> {
     let o = ReplayOptions {
         traces,
@@ -160,6 +161,7 @@ fn real_replay(
         direct,
         wrap,
         limit,
+        sort_window,
     };
     let d = dir.clone();
     Ok(json(&interruptible(py, move |_| replay::replay(&d, &o))?))

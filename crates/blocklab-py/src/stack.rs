@@ -27,11 +27,13 @@ fn run_stack(
     Ok(result.to_json())
 }
 
-/// Check a stack file with its overrides without running it (errors as `run_stack`'s).
+/// Check a stack file with its overrides without running it (errors as
+/// `run_stack`'s): its keys and names, and that its device models load.
 #[pyfunction]
 #[pyo3(signature = (stack, sets=Vec::new()))]
 fn check_stack(stack: String, sets: Vec<String>) -> PyResult<()> {
-    StackSpec::load(Path::new(&stack), &sets).map_err(to_py)?;
+    let spec = StackSpec::load(Path::new(&stack), &sets).map_err(to_py)?;
+    blocklab::stack::build::check_models(&spec).map_err(to_py)?;
     Ok(())
 }
 

@@ -27,6 +27,7 @@ fn options(format: &str, skip_bad: bool, blkparse_event: &str) -> PyResult<Trace
         format: format.to_string(),
         skip_bad,
         blkparse_event: event,
+        ..Default::default()
     })
 }
 

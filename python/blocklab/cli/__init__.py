@@ -14,7 +14,25 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # `-h` as well as `--help`, on every command and group.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from blocklab import __version__
+
+        print(f"blocklab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """A laboratory for block storage: replay block traces through caches, arrays and disks."""
 app.add_typer(trace_cmd.app, name="trace")
 cache_cmd.register(app)
 cachesim_cmd.register(app)

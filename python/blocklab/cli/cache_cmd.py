@@ -39,8 +39,11 @@ def _report_skipped(skipped: int, skip_bad: bool) -> None:
         print(f"blocklab: skipped {skipped} malformed record(s)", file=sys.stderr)
 
 
+RATIO_DIGITS = 4
+
+
 def _fmt_ratio(x) -> str:
-    return "-" if x is None else f"{x:.4f}"
+    return "-" if x is None else f"{x:.{RATIO_DIGITS}f}"
 
 
 def cache(
@@ -106,6 +109,16 @@ def mrc(
     out = json.loads(_core.mrc(trace, format, method, rate, max_samples, size, block_size, reads_only, skip_bad))
     _report_skipped(out["skipped"], skip_bad)
     result = {"method": out["method"], "points": out["points"]}
+    if out.get("rate") is not None:
+        # A SHARDS estimate carries the digits the table shows: more would be sampling noise.
+        # (Exact points are exact: they keep every digit, equal to `cache --policy lru`'s.)
+        result["points"] = [dict(p, miss_ratio=None if p["miss_ratio"] is None else round(p["miss_ratio"], RATIO_DIGITS))
+                            for p in out["points"]]
+        result["rate"] = out["rate"]
+        result["trusted_from_blocks"] = out["trusted_from_blocks"]
+        result["warnings"] = out["warnings"]
+    for w in out["warnings"]:
+        print(f"blocklab: warning: {w}", file=sys.stderr)
     if json_out:
         print_json(result)
         return

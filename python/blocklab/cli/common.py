@@ -58,6 +58,14 @@ def place_timeseries(out: dict, series, path) -> None:
         out["timeseries"] = series
 
 
+def literal(text: str) -> str:
+    """Help text shown as written: the help formatter reads rich markup, which
+    would eat TOML section names (`[array]`, `[[cache]]`) as style tags."""
+    from rich.markup import escape
+
+    return escape(text)
+
+
 # Options shared by the commands that read a trace.
 import typer  # noqa: E402
 
@@ -66,4 +74,23 @@ BlockSizeOpt = typer.Option(4096, "--block-size", help="Block size in bytes.")
 SkipBadOpt = typer.Option(False, "--skip-bad", help="Skip malformed records (and report how many) instead of stopping.")
 ReadsOnlyOpt = typer.Option(False, "--reads-only", help="Drop writes from the access stream.")
 JsonOpt = typer.Option(False, "--json", help="Print JSON instead of a table.")
+SortOpt = typer.Option(False, "--sort", help="Put requests whose times go back in time order within --sort-window and report how many moved (default: such a trace is an error naming the line).")
+SortWindowOpt = typer.Option(None, "--sort-window", help="Seconds of trace time --sort may move a request (default 1). Implies --sort.")
+
+
+def sort_window(sort: bool, window) -> float | None:
+    """The reorder window of --sort / --sort-window (None: times must not go back)."""
+    if window is not None and window < 0:
+        fail("--sort-window must be a number of seconds >= 0")
+    return float(window) if window is not None else (1.0 if sort else None)
+
+
+def reordered_line(r: dict | None) -> str | None:
+    """What --sort did, as one line."""
+    if r is None:
+        return None
+    return (f"sorted within {r['window_ms'] / 1e3:g} s: {r['moved']:,} requests moved, "
+            f"the farthest {r['max_behind_ms']:.3f} ms behind")
+
+
 BlkparseEventOpt = typer.Option("Q", "--blkparse-event", help="blkparse: Q (queue, default) or D (dispatch) events.")

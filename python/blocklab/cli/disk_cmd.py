@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-from blocklab.cli.common import JsonOpt, print_json
+from blocklab.cli.common import JsonOpt, literal, print_json
 
 disk_app = typer.Typer(help="Disk models: validate against real-drive measurements, run traces in time.",
                        no_args_is_help=True)
@@ -41,7 +41,7 @@ def validate(
 
 @disk_app.command("scale")
 def scale(
-    model: Path = typer.Argument(..., help="A native TOML disk spec ([hdd]), e.g. examples/disks/hsu-smith/ultrastar-73lzx-9.toml."),
+    model: Path = typer.Argument(..., help=literal("A native TOML disk spec ([hdd]), e.g. examples/disks/hsu-smith/ultrastar-73lzx-9.toml.")),
     years: float = typer.Option(..., "--years", help="How many years of disk progress to apply."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="The new spec (default: MODEL's name + `-plus<N>y.toml`, here)."),
     seek_rate: Optional[float] = typer.Option(None, "--seek-rate", help="Annual reduction of seek times (default 0.085)."),

@@ -14,7 +14,8 @@ import typer
 
 from blocklab import _core
 from blocklab.cli import disk_cmd
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
+from blocklab.cli.common import (FormatOpt, JsonOpt, SkipBadOpt, SortOpt, SortWindowOpt, fail, place_timeseries,
+                                 print_json, reordered_line, sort_window)
 
 REPLAYS = ("open", "closed", "feedback")
 SUMMARY = ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "max_response_ms",
@@ -58,6 +59,8 @@ def run(
     xor_ms: float = typer.Option(0.0, "--xor-ms", help="Compute time of an XOR / P+Q step (arrays)."),
     interval: float = typer.Option(0.0, "--interval", help="Time-series interval in ms (default 1000 with --timeseries)."),
     timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="Write the per-interval time series to this CSV."),
+    sort: bool = SortOpt,
+    sort_window_s: Optional[float] = SortWindowOpt,
     skip_bad: bool = SkipBadOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -92,6 +95,7 @@ def run(
         rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
         live_frac=live_frac, live_layout=live_layout.lower(), live_map=None if live_map is None else str(live_map),
         live_unit=live_unit, allow_loss=allow_loss,
+        sort_window=sort_window(sort, sort_window_s),
     ))
     place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
@@ -100,6 +104,8 @@ def run(
     print(f"replay {out['replay']}, scheduler {out['scheduler']}, {out['streams']} stream(s), "
           f"tenant map {out['tenant_map']}, fit {out['fit']}")
     served_only = out["response_covers"] == "served"
+    if out.get("reordered"):
+        print(reordered_line(out["reordered"]))
     for k in SUMMARY:
         v = out[k]
         line = f"  {k:18} {v:.4f}" if isinstance(v, float) else f"  {k:18} {v}"

@@ -16,7 +16,8 @@ from typing import List, Optional
 import typer
 
 from blocklab import _core
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, print_json
+from blocklab.cli.common import (FormatOpt, JsonOpt, SkipBadOpt, SortOpt, SortWindowOpt, fail, print_json, reordered_line,
+                                 sort_window)
 
 app = typer.Typer(
     help="Arrays on real member files: create, serve over NBD, fail, replace, rebuild, check, replay.",
@@ -203,6 +204,8 @@ def replay(
     direct: bool = typer.Option(True, "--direct/--no-direct", help="O_DIRECT on the member files where the file system allows."),
     wrap: bool = typer.Option(False, "--wrap", help="Fold offsets past the array's end back into it."),
     limit: int = typer.Option(0, "--limit", help="Stop after this many requests per stream (0: all)."),
+    sort: bool = SortOpt,
+    sort_window_s: Optional[float] = SortWindowOpt,
     skip_bad: bool = SkipBadOpt,
     json_out: bool = JsonOpt,
 ) -> None:
@@ -212,11 +215,14 @@ def replay(
             fail(f"{t}: no such file")
     r = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
                                      speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
-                                     wrap=wrap, limit=limit, skip_bad=skip_bad))
+                                     wrap=wrap, limit=limit, skip_bad=skip_bad,
+                                     sort_window=sort_window(sort, sort_window_s)))
     if json_out:
         print_json(r)
         return
     print(f"replay {r['replay']}, {r['streams']} stream(s), {r['target']}{' O_DIRECT' if r['direct'] else ''}")
+    if r.get("reordered"):
+        print(reordered_line(r["reordered"]))
     for k in ("requests", "reads", "writes", "errors", "bytes_read", "bytes_written"):
         print(f"  {k:<16} {r[k]}")
     print(f"  {'wall_s':<16} {r['wall_s']:.3f}")

@@ -10,17 +10,20 @@ from typing import List, Optional
 
 import typer
 
-from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, place_timeseries, print_json
+from blocklab.cli.common import FormatOpt, JsonOpt, SkipBadOpt, fail, literal, place_timeseries, print_json, reordered_line
 
 EXECUTORS = ("count", "timed")
 
 
 def run(
-    stack: Path = typer.Argument(..., help="Stack file (TOML): [replay], [[cache]], [array], [array.rebuild], [device]."),
+    stack: Path = typer.Argument(..., help=literal("Stack file (TOML): [replay], [[cache]], [array], [array.rebuild], [device].")),
     trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat to replay several traces as independent streams."),
     format: str = FormatOpt,
     executor: str = typer.Option("timed", "--executor", "-x", help="timed (simulated time) or count (no time: every plan completes at once)."),
     set_: Optional[List[str]] = typer.Option(None, "--set", help="Override a key of the stack file by its dotted path: cache.0.size=10%, array.failed=[0]. Repeatable."),
+    unset: Optional[List[str]] = typer.Option(None, "--unset", help=literal("Remove a key or a whole section of the stack file by its dotted path, e.g. array.rebuild (the array stays degraded, no rebuild). Applied before --set. Repeatable.")),
+    sort: bool = typer.Option(False, "--sort", help=literal("Put requests whose times go back in time order within --sort-window and report how many moved (default: such a trace is an error naming the line). Same as [replay] sort = true.")),
+    sort_window: Optional[float] = typer.Option(None, "--sort-window", help="Seconds of trace time --sort may move a request (default 1; replay.sort_window). Implies --sort."),
     timeseries: Optional[Path] = typer.Option(None, "--timeseries", help="timed: write the per-interval series (replay.interval ms, default 1000) to this CSV."),
     skip_bad: bool = SkipBadOpt,
     json_out: bool = JsonOpt,
@@ -30,7 +33,15 @@ def run(
 
     if executor not in EXECUTORS:
         fail(f"unknown executor `{executor}`; valid: {', '.join(EXECUTORS)}")
-    sets = list(set_ or [])
+    for k in unset or []:
+        if "=" in k or not k.strip():
+            fail(f"--unset {k}: give a dotted key (e.g. array.rebuild), not KEY=VALUE")
+    sets = [f"-{k.strip()}" for k in unset or []]
+    sets += list(set_ or [])
+    if sort or sort_window is not None:
+        sets.append("replay.sort=true")
+    if sort_window is not None:
+        sets.append(f"replay.sort_window={float(sort_window)!r}")
     if timeseries is not None and not any(s.split("=", 1)[0].strip() == "replay.interval" for s in sets):
         sets.append("replay.interval=1000.0")
     out = json.loads(_core.run_stack(str(stack), [str(t) for t in trace], format=format, executor=executor,
@@ -60,6 +71,7 @@ def print_result(out: dict, stack) -> None:
     if out.get("unique_blocks") is not None:
         layout += f"; footprint {out['unique_blocks']:,} unique stack blocks (what `%` sizes are shares of)"
     con.print(layout)
+    print_reordered(con, out.get("reordered"))
     if out["layers"]:
         t = Table(title="cache layers")
         for c in ("layer", "policy", "write", "blocks", "accesses", "hits", "miss ratio", "read hits", "dirty evictions", "flushed"):
@@ -137,6 +149,12 @@ def failure_state(a: dict, rb) -> str:
     if a["failed"] or not parts:
         parts.append(f"failed {a['failed'] or 'none'}")
     return ", ".join(parts)
+
+
+def print_reordered(con, r: dict | None) -> None:
+    """What --sort did to requests whose times went back."""
+    if r is not None:
+        con.print(reordered_line(r))
 
 
 def print_tier(con, t: dict) -> None:

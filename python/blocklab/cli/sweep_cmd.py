@@ -10,11 +10,14 @@ from typing import List, Optional
 
 import typer
 
-from blocklab.cli.common import fail
+from blocklab.cli.common import fail, literal
+
+# Exit status when cells failed while running (2 is bad input, found before any cell runs).
+EXIT_FAILED_CELLS = 1
 
 
 def sweep(
-    sweep_file: Path = typer.Argument(..., help="Sweep file (TOML): stack, executor, [[traces]], [grid], [[cases]], seeds."),
+    sweep_file: Path = typer.Argument(..., help=literal("Sweep file (TOML): stack, executor, [[traces]], [grid], [[cases]] (their `unset` drops keys), seeds.")),
     out: Path = typer.Option(..., "--out", "-o", help="Results folder: results.parquet, cells.jsonl (the journal a re-run resumes from), meta.json."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once: threads here (default 1); with --ray local, the CPUs of the local Ray (default: all)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run each cell as a Ray task: `local` starts a local Ray, else the address of a running cluster (ray://host:10001 or host:6379)."),
@@ -40,6 +43,10 @@ def sweep(
         print(f"  failed {r['cell']}: {r['error']}")
     if len(failed) > 5:
         print(f"  ... and {len(failed) - 5} more (column `error`)")
+    if len(failed):
+        # `sweep && report` must not go on as if every cell had run; the
+        # Parquet still has every cell, the failed ones with their error.
+        raise SystemExit(EXIT_FAILED_CELLS)
 
 
 def interrupted(out: Path) -> None:

@@ -97,13 +97,13 @@ def convert(
     src: Path = typer.Argument(..., help="Source trace."),
     dst: Path = typer.Argument(..., help="Destination file (.gz or .zst compresses)."),
     format: str = FormatOpt,
-    to: str = typer.Option(..., "--to", help="Output format: csv (native) or oracle (libCacheSim oracleGeneral)."),
+    to: str = typer.Option("auto", "--to", help="Output format: csv (native), oracle (libCacheSim oracleGeneral) or spc (SPC/UMass); auto (default): by DST's name, .csv / .oracle (or oracleGeneral in the name) / .spc, before .gz or .zst."),
     block_size: int = BlockSizeOpt,
     skip_bad: bool = SkipBadOpt,
     blkparse_event: str = BlkparseEventOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Convert a trace to native CSV (one line per request) or to oracleGeneral
+    """Convert a trace to native CSV or SPC (one line per request) or to oracleGeneral
     (one record per block access of --block-size, with next-access indexes)."""
     if block_size <= 0:
         raise ValueError(f"block size must be positive, not {block_size}")

@@ -264,6 +264,11 @@ def _tier_rows(run: str, size: str, scheme: str, r: dict, labels: dict[int, str]
     return total, tenants, timeline
 
 
+# Seconds the timed replay may move a request of the mix back: every input's time line is
+# stretched onto --span (3600 s by default), so a step back can reach as far.
+SORT_WINDOW_S = 1e6
+
+
 def cases(sizes=SIZES, schemes=tuple(SCHEMES), timed_size: str | None = None, timed_schemes=()) -> list[dict]:
     """The runs as the sweep's cases: every (size, scheme) counted (`count:SCHEME@SIZE`), then
     `timed_schemes` at `timed_size` in simulated time (`timed:SCHEME@SIZE`)."""
@@ -272,8 +277,11 @@ def cases(sizes=SIZES, schemes=tuple(SCHEMES), timed_size: str | None = None, ti
         for scheme in schemes:
             out.append({"name": f"count:{scheme}@{size}", **set_keys([f"tier.size={size}", *SCHEMES[scheme][0]])})
     for scheme in timed_schemes:
+        # In time the mix must be in time order: its inputs step back (Tencent by 1 s, SYSTOR
+        # by 0.1 s, before the span stretches them), so the replay sorts it whole.
         out.append({"name": f"timed:{scheme}@{timed_size}", "executor": "timed",
-                    **set_keys([f"tier.size={timed_size}", *SCHEMES[scheme][0]])})
+                    **set_keys([f"tier.size={timed_size}", *SCHEMES[scheme][0], "replay.sort=true",
+                                f"replay.sort_window={SORT_WINDOW_S}"])})
     return out
 
 

@@ -167,7 +167,8 @@ def base_stack(replay: str, root: Path | None = None) -> str:
     ref = f"reference = \"{reference_model(root)}\"\n" if replay == "feedback" else ""
     return ("# blocklab repro hsu-smith: every cell is this stack with --set overrides\n"
             "tenant_map = \"concat\"\n\n[replay]\n"
-            f"mode = \"{replay}\"\n{ref}\n"
+            f"mode = \"{replay}\"\n{ref}"
+            "sort = true  # the Tencent cuts step back in time (by up to 1 s): reorder within 1 s\n\n"
             "[[cache]]\npolicy = \"lru\"\nsize = \"512KiB\"\nwrite = \"around\"\n\n"
             "[device]\nmodel = \"ultrastar-73lzx-9.toml\"\n")
 

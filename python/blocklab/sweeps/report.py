@@ -547,7 +547,7 @@ def cdf_figure(d: _Data, dists: list[str], command: str, figs: Figures | None = 
 
 def rerun_command(meta: dict, r: dict) -> str:
     """The `blocklab run` command of one cell."""
-    from blocklab.sweeps.spec import toml_value
+    from blocklab.sweeps.spec import UNSET, toml_value, unset_keys
 
     sw = meta.get("sweep", {})
     if sw.get("task", "stack") != "stack":
@@ -557,8 +557,11 @@ def rerun_command(meta: dict, r: dict) -> str:
     for k in meta.get("param_keys", []):
         v = r.get(k)
         if v is not None and not (isinstance(v, float) and math.isnan(v)):  # NaN: a key this cell's case does not set
-            v = list(v) if isinstance(v, tuple) else v
-            parts += ["--set", f"'{k}={toml_value(v)}'"]
+            v = v.tolist() if hasattr(v, "tolist") else list(v) if isinstance(v, tuple) else v
+            if k == UNSET:
+                parts += [a for key in unset_keys(v) for a in ("--unset", key)]
+            else:
+                parts += ["--set", f"'{k}={toml_value(v)}'"]
     if r.get("seed") is not None and sw.get("seeds"):
         parts += ["--set", f"seed={r['seed']}"]
     if sw.get("skip_bad"):

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from blocklab.sweeps import results as res
 from blocklab.sweeps.provenance import FileHashes, blocklab_version, process_provenance
-from blocklab.sweeps.spec import Cell, Sweep, SweepError, TraceRef, cell_key
+from blocklab.sweeps.spec import Cell, Sweep, SweepError, TraceRef, cell_key, toml_value
 
 # Largest number of cells fed by one pass over a trace. Sharing a pass saves
 # reading the trace, but the stacks' caches then compete for the CPU's caches:
@@ -84,6 +84,24 @@ def _error_text(e: BaseException) -> str:
     from blocklab import BlocklabError
 
     return str(e) if isinstance(e, BlocklabError) else f"{type(e).__name__}: {e}"
+
+
+def _names_nothing(message: str) -> bool:
+    """Whether a stack error says a name does not exist: an unknown key, policy,
+    order or other name (the engine's `unknown ...` errors), or a device model
+    that does not load."""
+    return "unknown " in message or any(f"key `{k}`" in message for k in MODEL_KEYS)
+
+
+def _describe(cell: Cell) -> str:
+    """A cell in an error: its case, parameters, trace and seed."""
+    parts = [f"case {cell.case}"] if cell.case else []
+    parts += [f"{k}={toml_value(v)}" for k, v in cell.params]
+    if cell.trace is not None:
+        parts.append(f"trace {cell.trace.name}")
+    if cell.seed is not None:
+        parts.append(f"seed {cell.seed}")
+    return ", ".join(parts) or "the stack as it is"
 
 
 def _record(job: Job, status: str, result: Any, error: str | None, started: str, wall: float) -> dict:
@@ -373,15 +391,22 @@ def run_sweep(sw: Sweep, out: str | os.PathLike, *, jobs: int | None = None, ray
             continue
         todo.append(Job(c, k, sw.stack, c.executor or sw.executor, sw.task, sw.skip_bad))
 
-    # Stack files with their overrides are checked before anything runs: a
-    # sweep none of whose cells can load is bad input, not a row of failures.
+    # Every cell's stack file with its overrides is checked before anything
+    # runs. A name that does not exist (a key, a policy, an order, a device
+    # model that does not load) is a mistake in the sweep file, found before
+    # hours of other cells: the sweep stops. A combination the engine refuses
+    # (too many failed disks) is a result of that cell: it is recorded as
+    # failed and the others run; unless no cell can run at all.
     bad: dict[str, str] = {}
     if task is None:
         for j in todo:
             try:
                 _core.check_stack(j.stack, j.cell.sets())
             except Exception as e:
-                bad[j.key] = _error_text(e)
+                msg = _error_text(e)
+                if _names_nothing(msg):
+                    raise SweepError(f"{sw.source or 'sweep'}: cell {j.cell.index} ({_describe(j.cell)}): {msg}") from None
+                bad[j.key] = msg
         if todo and len(bad) == len(todo) and not skipped:
             raise SweepError(f"{sw.source or 'sweep'}: no cell can run: {next(iter(bad.values()))}")
 

@@ -25,6 +25,9 @@ TRACE_KEYS = ("path", "format", "label", "ship", "params")
 REPORT_KEYS = ("metrics", "title")
 # Keys of a case that are not stack keys: its name, the one trace it is for, its executor.
 CASE_META = ("name", "trace", "executor")
+# The parameter that removes keys or sections of the stack file (`--unset`):
+# a list of dotted keys, applied before the cell's `--set` values.
+UNSET = "unset"
 # Version of the cell-key recipe: bump it when what goes into the key changes.
 KEY_VERSION = 1
 
@@ -70,8 +73,10 @@ class Cell:
         return dict(self.params)
 
     def sets(self) -> list[str]:
-        """The cell as `--set KEY=VALUE` overrides (values written as TOML)."""
-        out = [f"{k}={toml_value(v)}" for k, v in self.params]
+        """The cell as overrides: `-KEY` for each key it unsets (`--unset KEY`), then
+        `KEY=VALUE` for each it sets (`--set`, values written as TOML)."""
+        out = [f"-{k}" for p, v in self.params if p == UNSET for k in unset_keys(v)]
+        out += [f"{k}={toml_value(v)}" for k, v in self.params if k != UNSET]
         if self.seed is not None:
             out.append(f"seed={self.seed}")
         return out
@@ -145,6 +150,11 @@ class Sweep:
             "traces": [t.__dict__ | {"params": dict(t.params)} for t in self.traces], "grid": self.grid, "cases": self.cases,
             "seeds": self.seeds, "skip_bad": self.skip_bad, "source": self.source, "report": self.report,
         }
+
+
+def unset_keys(v: Any) -> list[str]:
+    """The keys of an `unset` value: one dotted key or a list of them."""
+    return [v] if isinstance(v, str) else list(v)
 
 
 def toml_value(v: Any) -> str:
@@ -251,8 +261,9 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
         if not path.is_file():
             raise err(f"traces.{i}.path", f"{path}: no such file")
         fmt = t.get("format", "auto")
-        if not isinstance(fmt, str):
-            raise err(f"traces.{i}.format", "must be a format name")
+        formats = ["auto", *trace_format_names()]
+        if not isinstance(fmt, str) or fmt not in formats:
+            raise err(f"traces.{i}.format", f"unknown trace format `{fmt}`; valid: {', '.join(formats)}")
         label = t.get("label", "")
         ship = t.get("ship", False)
         if not isinstance(label, str):
@@ -265,6 +276,8 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
         tparams = _flatten_keys(tparams)
         for k in tparams:
             _check_param_key(k, lambda m, k=k: err(f"traces.{i}.params.{k}", m))
+            if k == UNSET:
+                _check_unset(tparams[k], lambda m, k=k: err(f"traces.{i}.params.{k}", m))
         traces.append(TraceRef(str(path), fmt, label, ship, tuple(tparams.items())))
     grid_in = data.get("grid", {})
     if not isinstance(grid_in, Mapping):
@@ -274,6 +287,9 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
         _check_param_key(k, lambda m, k=k: err(f"grid.{k}", m))
         if not isinstance(v, list) or not v:
             raise err(f"grid.{k}", "must be a non-empty list of values")
+        if k == UNSET:
+            for x in v:
+                _check_unset(x, lambda m, k=k: err(f"grid.{k}", m))
     cases_in = data.get("cases", [])
     if not isinstance(cases_in, list):
         raise err("cases", "give [[cases]] tables of dotted stack keys to values")
@@ -299,6 +315,8 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
             _check_param_key(k, lambda m, k=k: err(f"cases.{i}.{k}", m))
             if k in grid:
                 raise err(f"cases.{i}.{k}", "is also a grid key: a key is varied by the grid or by cases, not both")
+            if k == UNSET:
+                _check_unset(flat[k], lambda m, k=k: err(f"cases.{i}.{k}", m))
         cases.append(meta | flat)
     for i, t in enumerate(traces):
         for k, _ in t.params:
@@ -333,11 +351,25 @@ def from_dict(data: Mapping[str, Any], base: Path, source: str | None = None) ->
                  report=dict(report))
 
 
+def trace_format_names() -> list[str]:
+    """The trace formats the engine reads (`blocklab trace formats`)."""
+    from blocklab import _core
+
+    return [name for name, _ in _core.trace_formats()]
+
+
 def _check_param_key(key: str, err) -> None:
     if key == "seed":
         raise err("the seed is varied by the top-level `seeds` list")
     if not key or any(not part for part in key.split(".")):
         raise err("is not a dotted stack key")
+
+
+def _check_unset(value: Any, err) -> None:
+    """An `unset` value (a case's or trace's), or each value of an `unset` grid list."""
+    keys = [value] if isinstance(value, str) else value
+    if not isinstance(keys, list) or not all(isinstance(k, str) and k and all(k.split(".")) for k in keys):
+        raise err("must be a dotted stack key or a list of them (e.g. [\"array.rebuild\"])")
 
 
 def load_sweep(path: str | os.PathLike) -> Sweep:

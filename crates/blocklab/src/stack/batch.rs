@@ -31,6 +31,8 @@ struct PassKey {
     next_use: Option<bool>,
     span: bool,
     extents: bool,
+    /// `replay.sort` and its window's bits: the trace is read in one order.
+    sort: Option<u64>,
 }
 
 fn pass_key(s: &StackSpec) -> PassKey {
@@ -51,6 +53,7 @@ fn pass_key(s: &StackSpec) -> PassKey {
         next_use,
         span,
         extents,
+        sort: s.replay.sort.then(|| s.replay.sort_window.to_bits()),
     }
 }
 

@@ -68,6 +68,17 @@ fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceMod
     Ok(move || load_model(&model))
 }
 
+/// Check that the stack's device models load (`device.model`,
+/// `replay.reference`), without building anything: what a sweep checks of
+/// every cell before the first runs.
+pub fn check_models(spec: &StackSpec) -> Result<()> {
+    model_maker(spec)?;
+    if let Some(reference) = &spec.replay.reference {
+        load_model(&spec.origin.model(reference)).map_err(|e| spec.origin.err("replay.reference", e))?;
+    }
+    Ok(())
+}
+
 /// The bottom of the stack.
 fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<Box<dyn Target>> {
     let o = &spec.origin;

@@ -205,6 +205,9 @@ pub struct StackResult {
     /// (`none`, `wrap`, `scale`): layout choices that move the results.
     pub tenant_map: String,
     pub fit: String,
+    /// `replay.sort`: the requests the reorder moved (summed over the traces).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reordered: Option<crate::trace::order::Reordered>,
     /// Distinct stack blocks of the trace, when a pass counted them (`%` sizes).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unique_blocks: Option<u64>,

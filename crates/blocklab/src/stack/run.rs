@@ -16,7 +16,9 @@ use crate::timed::engine::{ms_to_ns, secs_to_ns};
 use crate::timed::executor::ExecConfig;
 use crate::timed::metrics::Report;
 use crate::timed::replay::{self, Discipline, ReplayConfig, Source};
+use crate::trace::order::{Reordered, TimeOrder};
 use crate::trace::{self, Op, Request, TraceOptions};
+use std::sync::Mutex;
 
 /// A trace to run: its file, format, and whether malformed records are skipped.
 #[derive(Debug, Clone)]
@@ -37,21 +39,27 @@ impl TraceInput {
         }
     }
 
-    /// The trace's requests (writes dropped when `reads_only`); the reader's
-    /// count of skipped records is kept in `skipped` as it goes.
-    fn open(&self, reads_only: bool, skipped: Arc<AtomicU64>) -> Result<Requests> {
+    /// The trace's requests in time order (`order`: checked or sorted;
+    /// writes dropped when `reads_only`); the reader's count of skipped
+    /// records is kept in `skipped`, what a sort moved in `reordered`.
+    fn open(&self, reads_only: bool, order: TimeOrder, seen: Seen) -> Result<Requests> {
         let opts = TraceOptions {
             format: self.format.clone(),
             skip_bad: self.skip_bad,
+            order,
             ..Default::default()
         };
         let mut reader = trace::open(Path::new(&self.path), &opts)?;
         let skip_bad = self.skip_bad;
+        let sorting = matches!(order, TimeOrder::Sort { .. });
         Ok(Box::new(std::iter::from_fn(move || loop {
             let r = reader.next();
             // Only a reader that skips records has any to count.
             if skip_bad {
-                skipped.store(reader.skipped(), Ordering::Relaxed);
+                seen.skipped.store(reader.skipped(), Ordering::Relaxed);
+            }
+            if sorting && r.is_none() {
+                *seen.reordered.lock().expect("not poisoned") = reader.reordered();
             }
             match r? {
                 Ok(req) if reads_only && req.op == Op::Write => continue,
@@ -61,33 +69,55 @@ impl TraceInput {
     }
 }
 
-/// The inputs of a run and their skipped-record counters (one per trace,
-/// reset by each pass; the last pass's count is reported).
+/// What a pass over one trace saw besides its requests: records skipped,
+/// and what a sort moved (set when the trace ends).
+#[derive(Clone, Default)]
+struct Seen {
+    skipped: Arc<AtomicU64>,
+    reordered: Arc<Mutex<Option<Reordered>>>,
+}
+
+/// The inputs of a run and what each pass saw (one per trace, reset by each
+/// pass; the last pass's counts are reported).
 struct Inputs<'a> {
     traces: &'a [TraceInput],
     reads_only: bool,
-    skipped: Vec<Arc<AtomicU64>>,
+    order: TimeOrder,
+    seen: Vec<Seen>,
 }
 
 impl<'a> Inputs<'a> {
-    fn new(traces: &'a [TraceInput], reads_only: bool) -> Result<Self> {
+    fn new(traces: &'a [TraceInput], spec: &StackSpec, order: TimeOrder) -> Result<Self> {
         if traces.is_empty() {
             return Err(Error::config("no trace given"));
         }
         Ok(Inputs {
             traces,
-            reads_only,
-            skipped: traces.iter().map(|_| Arc::new(AtomicU64::new(0))).collect(),
+            reads_only: spec.replay.reads_only,
+            order,
+            seen: traces.iter().map(|_| Seen::default()).collect(),
         })
     }
 
     fn open(&self, i: usize) -> Result<Requests> {
-        self.skipped[i].store(0, Ordering::Relaxed);
-        self.traces[i].open(self.reads_only, self.skipped[i].clone())
+        let seen = &self.seen[i];
+        seen.skipped.store(0, Ordering::Relaxed);
+        *seen.reordered.lock().expect("not poisoned") = None;
+        self.traces[i].open(self.reads_only, self.order, seen.clone())
     }
 
     fn skipped(&self) -> u64 {
-        self.skipped.iter().map(|s| s.load(Ordering::Relaxed)).sum()
+        self.seen.iter().map(|s| s.skipped.load(Ordering::Relaxed)).sum()
+    }
+
+    /// What the sort moved over every trace (`replay.sort`).
+    fn reordered(&self) -> Option<Reordered> {
+        let all: Vec<Reordered> = self
+            .seen
+            .iter()
+            .filter_map(|s| *s.reordered.lock().expect("not poisoned"))
+            .collect();
+        Reordered::sum(&all)
     }
 
     /// Every trace's requests merged by time since each trace's first
@@ -126,6 +156,35 @@ impl<'a> Inputs<'a> {
         (0..self.traces.len())
             .map(|i| Box::new(move || self.open(i)) as Source<'_>)
             .collect()
+    }
+}
+
+/// How the counted executor reads the traces. It has no clock, but it reads
+/// trace times where the stack asks for them: to merge several traces, to
+/// fail disks at a time, to start a rebuild at a time, to end a warm-up or to
+/// age a write buffer. Then times that go back are refused (or sorted) as in
+/// the timed executor. A run of one trace without any of these depends only
+/// on the order of the accesses, as a cache simulation does (`cache`, `rgr`):
+/// it reads the file as it is. (An SSD tier's windows follow that order too:
+/// a window closes at the first request past its end, as ECI-Cache's
+/// prototype reads a merged mix.)
+fn counted_order(spec: &StackSpec, traces: &[TraceInput]) -> TimeOrder {
+    let order = spec.replay.time_order();
+    if spec.replay.sort {
+        return order;
+    }
+    let fail_by_time = spec.array.as_ref().is_some_and(|a| {
+        a.fail_at.as_ref().is_some_and(|f| !f.text().trim().ends_with("req"))
+            || a.rebuild.as_ref().is_some_and(|r| r.at > 0.0)
+    });
+    let reads_time = traces.len() > 1
+        || fail_by_time
+        || spec.replay.warmup > 0.0
+        || spec.cache.iter().any(|c| c.write_buffer.is_some() && c.max_age_s > 0.0);
+    if reads_time {
+        order
+    } else {
+        TimeOrder::Any
     }
 }
 
@@ -172,15 +231,16 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
     };
     for s in specs {
         if s.replay.reads_only != first.replay.reads_only
+            || counted_order(s, traces) != counted_order(first, traces)
             || s.tenant_map != first.tenant_map
             || s.block_size() != first.block_size()
         {
             return Err(Error::config(
-                "stacks run together must agree on replay.reads_only, tenant_map and block_size",
+                "stacks run together must agree on replay.reads_only, replay.sort, tenant_map and block_size",
             ));
         }
     }
-    let inputs = Inputs::new(traces, first.replay.reads_only)?;
+    let inputs = Inputs::new(traces, first, counted_order(first, traces))?;
     let mut needs = SurveyNeeds::default();
     for s in specs {
         let n = survey_needs(s);
@@ -209,6 +269,7 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
         }
     }
     let skipped = inputs.skipped();
+    let reordered = inputs.reordered();
     stacks
         .iter_mut()
         .zip(specs)
@@ -216,6 +277,7 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
             st.count_finish()?;
             let mut r = st.result("count");
             r.skipped = skipped;
+            r.reordered = reordered;
             r.unique_blocks = survey.as_ref().and_then(|s| s.unique);
             state_layout(&mut r, spec);
             r.finish();
@@ -263,7 +325,7 @@ fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
 /// The timed executor: the replayer's report (what `disk run` prints) and
 /// the stack's result.
 pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, StackResult)> {
-    let inputs = Inputs::new(traces, spec.replay.reads_only)?;
+    let inputs = Inputs::new(traces, spec, spec.replay.time_order())?;
     let survey = pre_pass(spec, survey_needs(spec), &inputs)?;
     let cfg = replay_config(spec)?;
     let mut stack = build(spec, Executor::Timed, survey.as_ref())?;
@@ -291,6 +353,7 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
     let mut result = stack.result("timed");
     result.add_timed(&report);
     result.skipped = inputs.skipped();
+    result.reordered = inputs.reordered();
     result.unique_blocks = survey.as_ref().and_then(|s| s.unique);
     state_layout(&mut result, spec);
     result.finish();
@@ -301,4 +364,64 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
 fn state_layout(r: &mut StackResult, spec: &StackSpec) {
     r.tenant_map = spec.tenant_map.name().to_string();
     r.fit = spec.fit_used().name().to_string();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stack::spec::Origin;
+
+    fn spec(sets: &[&str]) -> StackSpec {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let text = "tenant_map = \"ignore\"\n[device]\nmodel = \"const:1\"\n";
+        StackSpec::from_str_with(text, &sets, Origin::default()).unwrap()
+    }
+
+    #[test]
+    fn a_counted_run_that_reads_no_time_reads_the_file_as_it_is() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("b.csv");
+        std::fs::write(&path, "0.5,R,0,4096\n0.2,R,4096,4096\n0.9,W,8192,4096\n0.1,R,0,4096\n").unwrap();
+        let traces = [TraceInput::new(path.display().to_string(), "csv")];
+        let r = run(
+            &spec(&["cache.0.policy=lru", "cache.0.size=2"]),
+            &traces,
+            Executor::Count,
+        )
+        .unwrap();
+        assert_eq!((r.requests, r.reordered), (4, None));
+        // A warm-up reads the times: refused.
+        let e = run(&spec(&["replay.warmup=0.3"]), &traces, Executor::Count).unwrap_err();
+        assert!(e.to_string().contains("line 2: field `time`"), "{e}");
+        // Two traces are merged by time: refused.
+        let two = [traces[0].clone(), traces[0].clone()];
+        assert!(run(&spec(&[]), &two, Executor::Count).is_err());
+    }
+
+    #[test]
+    fn both_executors_refuse_times_that_go_back_unless_sorted() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("b.csv");
+        std::fs::write(&path, "0.5,R,0,4096\n0.2,R,4096,4096\n0.9,W,8192,4096\n0.1,R,0,4096\n").unwrap();
+        let traces = [TraceInput::new(path.display().to_string(), "csv")];
+        for exec in [Executor::Count, Executor::Timed] {
+            // (counted: a warm-up makes the run read times)
+            let base: &[&str] = if exec == Executor::Count {
+                &["replay.warmup=0.01"]
+            } else {
+                &[]
+            };
+            let e = run(&spec(base), &traces, exec).unwrap_err().to_string();
+            assert!(
+                e.contains("b.csv: line 2: field `time`: time goes back: 0.2 s after 0.5 s at line 1"),
+                "{e}"
+            );
+            let r = run(&spec(&["replay.sort=true"]), &traces, exec).unwrap();
+            assert_eq!(r.requests, 4);
+            let m = r.reordered.unwrap();
+            assert_eq!((m.moved, m.window_ms), (2, 1000.0));
+            let e = run(&spec(&["replay.sort=true", "replay.sort_window=0.5"]), &traces, exec).unwrap_err();
+            assert!(e.to_string().contains("line 4: field `time`"), "{e}");
+        }
+    }
 }

@@ -5,6 +5,9 @@
 //! `--set` takes (`cache.0.size`, `array.failed`). The file is read into a
 //! TOML tree, `--set` overrides are applied to the tree, and only then is it
 //! deserialized, so an override is checked exactly like the file.
+//! `--unset KEY` removes a key or a whole section from the tree (an
+//! override written `-KEY`): what `--set` cannot express, e.g. a stack file's
+//! `[array.rebuild]` dropped to run the array degraded without a rebuild.
 //!
 //! Keys that mirror an option of `disk run` take that flag's name, dashes as
 //! underscores and without its section's prefix (`--think-ms` is
@@ -98,6 +101,11 @@ pub struct ReplaySpec {
     /// are replayed but not measured (response times, layer, array and
     /// device counters start afresh after it).
     pub warmup: f64,
+    /// Times that go back are put in order within `sort_window` seconds
+    /// (absent: they are an error naming the line); see trace::order.
+    pub sort: bool,
+    /// The reorder window (seconds of trace time).
+    pub sort_window: f64,
 }
 
 impl Default for ReplaySpec {
@@ -113,6 +121,22 @@ impl Default for ReplaySpec {
             interval: 0.0,
             reads_only: false,
             warmup: 0.0,
+            sort: false,
+            sort_window: 1.0,
+        }
+    }
+}
+
+impl ReplaySpec {
+    /// What the trace readers of a run in time do with times that go back.
+    pub fn time_order(&self) -> crate::trace::order::TimeOrder {
+        use crate::trace::order::TimeOrder;
+        if self.sort {
+            TimeOrder::Sort {
+                window_s: self.sort_window,
+            }
+        } else {
+            TimeOrder::Strict
         }
     }
 }
@@ -652,7 +676,8 @@ impl Origin {
 }
 
 impl StackSpec {
-    /// Read a stack file and apply `--set KEY=VALUE` overrides.
+    /// Read a stack file and apply its overrides: `KEY=VALUE` (`--set`) or
+    /// `-KEY` (`--unset`), in order.
     pub fn load(path: &Path, sets: &[String]) -> Result<StackSpec> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(&file, e))?;
@@ -674,14 +699,31 @@ impl StackSpec {
             }
         };
         for s in sets {
-            apply_set(&mut tree, s)
-                .map_err(|e| Error::config(format!("{}: --set {s}: {}", origin.file, e.message())))?;
+            apply_override(&mut tree, s).map_err(|e| {
+                let shown = match s.strip_prefix('-') {
+                    Some(key) => format!("--unset {key}"),
+                    None => format!("--set {s}"),
+                };
+                Error::config(format!("{}: {shown}: {}", origin.file, e.message()))
+            })?;
         }
         Self::from_tree(tree, origin)
     }
 
     /// Deserialize a TOML tree (file plus overrides), strictly.
     pub fn from_tree(tree: Value, origin: Origin) -> Result<StackSpec> {
+        // Every key of [array.rebuild] has a default, so an empty table would
+        // start an MD rebuild although nothing asked for one (what
+        // `--set 'array.rebuild={}'` looks like it undoes): say which is meant.
+        if let Some(Value::Table(r)) = tree.get("array").and_then(|a| a.get("rebuild")) {
+            if r.is_empty() {
+                return Err(origin.err(
+                    "array.rebuild",
+                    "empty table: give at least one key (e.g. `at = 0`) to rebuild with MD's \
+                     defaults, or drop the section (`--unset array.rebuild`) for no rebuild",
+                ));
+            }
+        }
         let mut spec: StackSpec = match serde_path_to_error::deserialize(tree) {
             Ok(s) => s,
             Err(e) => {
@@ -932,6 +974,9 @@ impl StackSpec {
         }
         if !(r.warmup.is_finite() && r.warmup >= 0.0) {
             return Err(o.err("replay.warmup", "must be a non-negative number of seconds"));
+        }
+        if !(r.sort_window.is_finite() && r.sort_window >= 0.0) {
+            return Err(o.err("replay.sort_window", "must be a non-negative number of seconds"));
         }
         Ok(())
     }
@@ -1363,6 +1408,53 @@ fn set_value(text: &str) -> Value {
     }
 }
 
+/// Apply one override to the tree: `KEY=VALUE` sets (`apply_set`), `-KEY`
+/// removes (`apply_unset`).
+pub fn apply_override(tree: &mut Value, text: &str) -> Result<()> {
+    match text.strip_prefix('-') {
+        Some(key) => apply_unset(tree, key),
+        None => apply_set(tree, text),
+    }
+}
+
+/// Remove a key, a section or a list entry (`cache.1`: later entries move
+/// up) from the tree. A key that is not there is an error (a typo would
+/// otherwise remove nothing without a word).
+pub fn apply_unset(tree: &mut Value, key: &str) -> Result<()> {
+    let key = key.trim();
+    let parts: Vec<&str> = key.split('.').collect();
+    if key.contains('=') || parts.iter().any(|p| p.is_empty()) {
+        return Err(Error::config(format!(
+            "bad key `{key}` (expected a dotted key, e.g. array.rebuild)"
+        )));
+    }
+    let missing = || Error::config(format!("`{key}` is not in the stack: nothing to remove"));
+    let (last, path) = parts.split_last().expect("split gives one part at least");
+    let mut node = tree;
+    for part in path {
+        node = match node {
+            Value::Table(t) => t.get_mut(*part).ok_or_else(missing)?,
+            Value::Array(a) => part
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| a.get_mut(i))
+                .ok_or_else(missing)?,
+            _ => return Err(missing()),
+        };
+    }
+    match node {
+        Value::Table(t) => t.remove(*last).map(|_| ()).ok_or_else(missing),
+        Value::Array(a) => match last.parse::<usize>() {
+            Ok(i) if i < a.len() => {
+                a.remove(i);
+                Ok(())
+            }
+            _ => Err(missing()),
+        },
+        _ => Err(missing()),
+    }
+}
+
 /// Apply one `KEY=VALUE` override to the tree. Numeric path parts index
 /// arrays of tables (`cache.0.size`); index = length appends a new table
 /// (`cache.1.policy=lru` adds a second layer).
@@ -1533,6 +1625,59 @@ mod tests {
         );
         let e = err("[device\nmodel=1", &[]);
         assert!(e.starts_with("s.toml: line 1:"), "{e}");
+    }
+
+    const REBUILDING: &str =
+        "[array]\nraid = 5\ndisks = 5\nfailed = [0]\n\n[array.rebuild]\nat = 0\n\n[device]\nmodel = \"const:1\"\n";
+
+    #[test]
+    fn unset_drops_a_section_a_key_or_a_list_entry() {
+        assert!(parse(REBUILDING, &[]).unwrap().array.unwrap().rebuild.is_some());
+        let s = parse(REBUILDING, &["-array.rebuild"]).unwrap();
+        let a = s.array.unwrap();
+        assert!(a.rebuild.is_none(), "--unset array.rebuild leaves the array degraded");
+        assert_eq!(a.failed, vec![0]);
+        // A key back to its default; an entry of a list.
+        let s = parse(BASE, &["-array.failed"]).unwrap();
+        assert!(s.array.unwrap().failed.is_empty());
+        let s = parse(BASE, &["cache.1.policy=lfu", "cache.1.size=100", "-cache.0"]).unwrap();
+        assert_eq!(s.cache.len(), 1);
+        assert_eq!(s.cache[0].policy, "lfu");
+        // Overrides apply in order: set after unset brings a section back.
+        let s = parse(REBUILDING, &["-array.rebuild", "array.rebuild.at=7"]).unwrap();
+        assert_eq!(s.array.unwrap().rebuild.unwrap().at, 7.0);
+    }
+
+    #[test]
+    fn unset_of_what_is_not_there_is_an_error() {
+        let e = err(REBUILDING, &["-array.rebuidl"]);
+        assert_eq!(
+            e,
+            "s.toml: --unset array.rebuidl: `array.rebuidl` is not in the stack: nothing to remove"
+        );
+        let e = err(BASE, &["-cache.4"]);
+        assert!(e.contains("--unset cache.4") && e.contains("nothing to remove"), "{e}");
+        let e = err(BASE, &["-array..x"]);
+        assert!(e.contains("bad key"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_rebuild_table_is_refused_not_a_silent_rebuild() {
+        // `--set 'array.rebuild={}'` used to start an MD rebuild with every default.
+        let e = err(BASE, &["array.rebuild={}"]);
+        assert!(
+            e.starts_with("s.toml: key `array.rebuild`: empty table") && e.contains("--unset array.rebuild"),
+            "{e}"
+        );
+        let e = err(&BASE.replace("[device]", "[array.rebuild]\n\n[device]"), &[]);
+        assert!(e.contains("key `array.rebuild`: empty table"), "{e}");
+        // Any key says a rebuild is meant.
+        assert!(parse(BASE, &["array.rebuild.at=0"])
+            .unwrap()
+            .array
+            .unwrap()
+            .rebuild
+            .is_some());
     }
 
     #[test]

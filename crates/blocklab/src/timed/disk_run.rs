@@ -82,6 +82,9 @@ pub struct RunOptions {
     pub live_map: Option<String>,
     /// `spread` in runs of this many bytes (`64KiB`, ...; None: one block).
     pub live_unit: Option<String>,
+    /// `--sort`: put times that go back in order within this many seconds
+    /// (None: they are an error naming the line).
+    pub sort_window: Option<f64>,
 }
 
 impl Default for RunOptions {
@@ -123,6 +126,7 @@ impl Default for RunOptions {
             live_layout: "compact".into(),
             live_map: None,
             live_unit: None,
+            sort_window: None,
         }
     }
 }
@@ -214,6 +218,8 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
             reference: o.reference_model.clone(),
             interval: o.interval_ms,
             reads_only: false,
+            sort: o.sort_window.is_some(),
+            sort_window: o.sort_window.unwrap_or(1.0),
             ..Default::default()
         },
         cache: Vec::new(),
@@ -299,7 +305,8 @@ pub fn run(o: &RunOptions) -> Result<DiskRunReport> {
             skip_bad: o.skip_bad,
         })
         .collect();
-    let (report, result) = crate::stack::run::run_timed(&spec, &traces).map_err(flag_error)?;
+    let (mut report, result) = crate::stack::run::run_timed(&spec, &traces).map_err(flag_error)?;
+    report.reordered = result.reordered;
     Ok(DiskRunReport {
         unreadable_blocks: result.array.as_ref().map_or(0, |a| a.unreadable_blocks),
         response_covers: crate::stack::result::response_covers(report.unreadable).to_string(),

@@ -145,6 +145,9 @@ pub struct Report {
     pub max_outstanding: u64,
     /// Requests whose trace timestamp went backwards (issued at once instead).
     pub out_of_order: u64,
+    /// `replay.sort`: the requests the reader's reorder moved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reordered: Option<crate::trace::order::Reordered>,
     /// Engine events handled.
     pub events: u64,
     pub devices: Vec<DeviceReport>,
@@ -362,6 +365,7 @@ impl Recorder {
             },
             max_outstanding: self.max_outstanding,
             out_of_order: 0,
+            reordered: None,
             events,
             devices: devs,
             timeseries,

@@ -15,7 +15,13 @@
 //!   unique block. `next_access_vtime` is libCacheSim's: the 1-based index
 //!   of the next access to the same block, -1 if none.
 //!
-//! An output name ending in `.gz` or `.zst` is compressed.
+//! - To `spc`: one line per request `ASU,LBA,Size,Opcode,Timestamp` (the
+//!   tenant as the ASU, 512-byte sectors): exact, but SPC addresses whole
+//!   sectors, so a request at an offset that is not a multiple of 512 is an
+//!   error naming it.
+//!
+//! An output name ending in `.gz` or `.zst` is compressed. `to = "auto"`
+//! takes the format from the output's name ([`target_of`]).
 
 use super::blocks::{BlockOptions, BlockStream};
 use super::{native_csv, open, oracle, Request, TraceOptions};
@@ -26,7 +32,27 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 /// Output formats of [`convert`].
-pub const TARGETS: &[&str] = &["csv", "oracle"];
+pub const TARGETS: &[&str] = &["csv", "oracle", "spc"];
+
+/// The output format a file name asks for, after a compression extension:
+/// `.csv` → csv, `.spc` → spc, `.oracle` or a name containing
+/// `oracleGeneral` → oracle (the names `--format auto` reads them by).
+pub fn target_of(dst: &Path) -> Option<&'static str> {
+    let name = dst.file_name()?.to_string_lossy().to_lowercase();
+    let stem = match super::input::compression_ext(&name) {
+        Some(ext) => &name[..name.len() - ext.len()],
+        None => name.as_str(),
+    };
+    if stem.ends_with(".csv") {
+        Some("csv")
+    } else if stem.ends_with(".spc") {
+        Some("spc")
+    } else if stem.ends_with(".oracle") || stem.contains("oraclegeneral") {
+        Some("oracle")
+    } else {
+        None
+    }
+}
 
 /// What a conversion did.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -64,6 +90,18 @@ pub(crate) fn create(path: &Path) -> Result<Box<dyn Write>> {
 
 /// Convert `src` (read with `opts`) to `dst` in format `to` (`csv` or `oracle`).
 pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size: u64) -> Result<ConvertSummary> {
+    let to = if to == "auto" {
+        target_of(dst).ok_or_else(|| {
+            Error::config(format!(
+                "{}: cannot tell the output format from the name (.csv, .spc, .oracle, each optionally .gz/.zst); \
+                 give --to ({})",
+                dst.display(),
+                TARGETS.join(", ")
+            ))
+        })?
+    } else {
+        to
+    };
     if !TARGETS.contains(&to) {
         return Err(Error::unknown("output format", to, TARGETS));
     }
@@ -87,10 +125,10 @@ pub fn convert(src: &Path, opts: &TraceOptions, dst: &Path, to: &str, block_size
     };
     // Open the source first so that a bad source does not leave an empty output.
     let reader = open(src, opts)?;
-    let result = if to == "csv" {
-        to_csv(reader, dst, summary)
-    } else {
-        to_oracle(reader, src, opts, dst, block_size, summary)
+    let result = match to {
+        "csv" => to_csv(reader, dst, summary),
+        "spc" => to_spc(reader, dst, summary),
+        _ => to_oracle(reader, src, opts, dst, block_size, summary),
     };
     if result.is_err() {
         // A half-written output would look like a shorter trace: remove it.
@@ -115,6 +153,30 @@ fn to_csv(mut reader: super::TraceReader, dst: &Path, mut summary: ConvertSummar
         summary.skipped = reader.skipped();
         Ok(summary)
     }
+}
+
+fn to_spc(mut reader: super::TraceReader, dst: &Path, mut summary: ConvertSummary) -> Result<ConvertSummary> {
+    let dname = summary.destination.clone();
+    let mut w = create(dst)?;
+    let io = |e: std::io::Error| Error::io(&dname, e);
+    for r in &mut reader {
+        let r: Request = r?;
+        if r.offset % 512 != 0 {
+            return Err(Error::config(format!(
+                "{}: request {} (offset {} B) does not start on a 512-byte sector: SPC cannot hold it",
+                summary.source,
+                summary.requests + 1,
+                r.offset
+            )));
+        }
+        let op = if r.op.is_write() { 'w' } else { 'r' };
+        writeln!(w, "{},{},{},{op},{}", r.tenant, r.offset / 512, r.len, r.time).map_err(io)?;
+        summary.requests += 1;
+    }
+    w.flush().map_err(io)?;
+    summary.records = summary.requests;
+    summary.skipped = reader.skipped();
+    Ok(summary)
 }
 
 fn to_oracle(

@@ -38,6 +38,12 @@ pub struct HpSrtRecords {
     done: bool,
 }
 
+impl super::Located for HpSrtRecords {
+    fn location(&self) -> Location {
+        Location::Record(self.index.saturating_sub(1))
+    }
+}
+
 impl HpSrtRecords {
     pub fn open(path: &Path, ctx: ParseCtx) -> Result<Self> {
         let mut reader = BufReader::with_capacity(1 << 16, open_decompressed(path)?);

@@ -50,6 +50,12 @@ impl<F: TextFormat> TextRecords<F> {
     }
 }
 
+impl<F: TextFormat> super::Located for TextRecords<F> {
+    fn location(&self) -> Location {
+        Location::Line(self.lineno)
+    }
+}
+
 impl<F: TextFormat> Iterator for TextRecords<F> {
     type Item = Result<Request>;
     fn next(&mut self) -> Option<Result<Request>> {
@@ -168,6 +174,12 @@ impl<F: BinaryFormat> BinaryRecords<F> {
             }
         }
         Ok(())
+    }
+}
+
+impl<F: BinaryFormat> super::Located for BinaryRecords<F> {
+    fn location(&self) -> Location {
+        Location::Record(self.index.saturating_sub(1))
     }
 }
 

@@ -23,6 +23,7 @@ pub mod msr;
 pub mod msr_cut;
 pub mod native_csv;
 pub mod oracle;
+pub mod order;
 pub mod sniff;
 pub mod spc;
 pub mod synth;
@@ -36,7 +37,8 @@ mod tests;
 
 use crate::error::{Error, Location, Result};
 use crate::fsmodel::kind::{Tag, KINDS};
-use std::path::Path;
+use order::{Orderer, Reordered, TimeOrder};
+use std::path::{Path, PathBuf};
 
 /// Read or write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -174,6 +176,8 @@ pub struct TraceOptions {
     pub skip_bad: bool,
     /// blkparse: which event marks a request (`Q` queue, default; `D` dispatch).
     pub blkparse_event: char,
+    /// What to do when times go back (see [`order`]); default: nothing.
+    pub order: TimeOrder,
 }
 
 impl Default for TraceOptions {
@@ -182,6 +186,7 @@ impl Default for TraceOptions {
             format: "auto".into(),
             skip_bad: false,
             blkparse_event: 'Q',
+            order: TimeOrder::Any,
         }
     }
 }
@@ -288,12 +293,22 @@ pub const FORMAT_INFO: &[(&str, &str)] = &[
     ),
 ];
 
+/// A record iterator that knows where in its file the last record was.
+pub trait Located: Iterator<Item = Result<Request>> + Send {
+    fn location(&self) -> Location;
+}
+
 /// A streaming trace reader: an iterator of requests.
 pub struct TraceReader {
-    inner: Box<dyn Iterator<Item = Result<Request>> + Send>,
+    inner: Records,
+    path: PathBuf,
+    /// The format was named (not sniffed): a failure may hint at another.
+    named: Option<&'static str>,
     skip_bad: bool,
     skipped: u64,
+    read: u64,
     done: bool,
+    orderer: Orderer,
 }
 
 impl TraceReader {
@@ -301,11 +316,14 @@ impl TraceReader {
     pub fn skipped(&self) -> u64 {
         self.skipped
     }
-}
 
-impl Iterator for TraceReader {
-    type Item = Result<Request>;
-    fn next(&mut self) -> Option<Self::Item> {
+    /// With [`TimeOrder::Sort`]: the requests it moved so far.
+    pub fn reordered(&self) -> Option<Reordered> {
+        self.orderer.report()
+    }
+
+    /// The next request as the file has it.
+    fn next_record(&mut self) -> Option<Result<Request>> {
         if self.done {
             return None;
         }
@@ -315,12 +333,79 @@ impl Iterator for TraceReader {
                     self.done = true;
                     return None;
                 }
-                Some(Ok(r)) => return Some(Ok(r)),
+                Some(Ok(r)) => {
+                    self.read += 1;
+                    return Some(Ok(r));
+                }
                 Some(Err(e @ Error::Parse { .. })) if self.skip_bad => {
                     let _ = e;
                     self.skipped += 1;
                 }
                 Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(self.with_hint(e)));
+                }
+            }
+        }
+    }
+
+    /// A named format that fails on the first record: say which formats
+    /// read the file (the user may have named the wrong one).
+    fn with_hint(&self, e: Error) -> Error {
+        let (
+            Some(format),
+            0,
+            Error::Parse {
+                file,
+                location,
+                field,
+                message,
+            },
+        ) = (self.named, self.read, &e)
+        else {
+            return e;
+        };
+        let others: Vec<&str> = sniff::readers_of(&self.path)
+            .into_iter()
+            .filter(|f| *f != format)
+            .collect();
+        if others.is_empty() {
+            return e;
+        }
+        Error::parse(
+            file.clone(),
+            *location,
+            field.clone(),
+            format!(
+                "{message} (not {format}? the file reads as {}: try --format {})",
+                others.join(", "),
+                others[0]
+            ),
+        )
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Request>;
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.orderer.pop(self.done) {
+                return Some(Ok(r));
+            }
+            let req = match self.next_record() {
+                // The input has ended: what a sort still holds comes out in order.
+                None => return self.orderer.pop(true).map(Ok),
+                Some(Ok(r)) => r,
+                Some(Err(e)) => return Some(Err(e)),
+            };
+            if self.orderer.order() == TimeOrder::Any {
+                return Some(Ok(req));
+            }
+            let file = self.path.display().to_string();
+            match self.orderer.admit(req, self.inner.location(), &file) {
+                Ok(Some(r)) => return Some(Ok(r)),
+                Ok(None) => {}
+                Err(e) => {
                     self.done = true;
                     return Some(Err(e));
                 }
@@ -352,13 +437,17 @@ pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader> {
     let inner = open_format(format, path, ctx, opts)?;
     Ok(TraceReader {
         inner,
+        path: path.to_path_buf(),
+        named: FORMATS.iter().copied().find(|f| opts.format == *f),
         skip_bad: opts.skip_bad,
         skipped: 0,
+        read: 0,
         done: false,
+        orderer: Orderer::new(opts.order)?,
     })
 }
 
-type Records = Box<dyn Iterator<Item = Result<Request>> + Send>;
+type Records = Box<dyn Located>;
 
 /// The record iterator of one named format.
 pub(crate) fn open_format(format: &str, path: &Path, ctx: ParseCtx, opts: &TraceOptions) -> Result<Records> {

@@ -71,6 +71,25 @@ pub fn sniff(path: &Path) -> Result<&'static str> {
     }
 }
 
+/// The formats that read the start of `path` (its signature, or every line
+/// of the sample parsing), for a hint when a named format fails on it.
+pub fn readers_of(path: &Path) -> Vec<&'static str> {
+    let Ok(sample) = peek(path, SAMPLE_BYTES) else {
+        return Vec::new();
+    };
+    if sample.starts_with(b"$$TR_IOREC") {
+        vec!["hpsrt"]
+    } else if sample.contains(&0) {
+        if looks_vscsi(&sample) {
+            vec!["vscsi"]
+        } else {
+            Vec::new()
+        }
+    } else {
+        by_content(&sample, sample.len() == SAMPLE_BYTES)
+    }
+}
+
 fn by_name(stem: &str) -> Option<&'static str> {
     if stem.ends_with(".vscsi") {
         Some("vscsi")

@@ -2,6 +2,7 @@
 //! errors bad input must give, auto sniffing, and properties (no panic on
 //! random input; writers round-trip).
 
+use super::order::{Reordered, TimeOrder};
 use super::*;
 use crate::error::Location;
 use proptest::prelude::*;
@@ -732,4 +733,129 @@ fn convert_round_trips_and_next_access() {
             Ok(())
         })
         .unwrap();
+}
+
+fn read_ordered(path: &Path, format: &str, order: TimeOrder) -> (Result<Vec<Request>>, Option<Reordered>) {
+    let mut r = open(
+        path,
+        &TraceOptions {
+            format: format.into(),
+            order,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let got = (&mut r).collect();
+    (got, r.reordered())
+}
+
+/// The trace: times 0.5, 0.2, 0.9, 0.1 (a header line first).
+const BACKWARDS: &[u8] = b"# time,op,offset,size\n0.5,R,0,4096\n0.2,R,4096,4096\n0.9,W,8192,4096\n0.1,R,0,4096\n";
+
+#[test]
+fn times_that_go_back_are_an_error_naming_the_line() {
+    let (_d, path) = file_with("b.csv", BACKWARDS);
+    let (got, _) = read_ordered(&path, "csv", TimeOrder::Strict);
+    let e = got.unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "{}: line 3: field `time`: time goes back: 0.2 s after 0.5 s at line 2",
+            path.display()
+        )),
+        "{e}"
+    );
+    assert!(e.contains("--sort"), "{e}");
+    // Without an order (cache, mrc: no time) the file reads as it is.
+    assert_eq!(read(&path, "csv").unwrap().len(), 4);
+    // Equal times are in order.
+    let (_d, same) = file_with("s.csv", b"1,R,0,512\n1,R,512,512\n2,R,0,512\n");
+    assert_eq!(read_ordered(&same, "csv", TimeOrder::Strict).0.unwrap().len(), 3);
+}
+
+#[test]
+fn sort_reorders_within_the_window_and_reports_what_moved() {
+    let (_d, path) = file_with("b.csv", BACKWARDS);
+    let (got, moved) = read_ordered(&path, "csv", TimeOrder::Sort { window_s: 1.0 });
+    let times: Vec<f64> = got.unwrap().iter().map(|r| r.time).collect();
+    assert_eq!(times, vec![0.1, 0.2, 0.5, 0.9]);
+    // 0.2 came behind 0.5 (0.3 s), 0.1 behind 0.9 (0.8 s).
+    let m = moved.unwrap();
+    assert_eq!(m.moved, 2);
+    assert!((m.max_behind_ms - 800.0).abs() < 1e-6, "{m:?}");
+    assert_eq!(m.window_ms, 1000.0);
+    // A window of 0.5 s holds 0.2 (0.3 s behind) but not 0.1 (0.8 s behind): an error at its line.
+    let (got, _) = read_ordered(&path, "csv", TimeOrder::Sort { window_s: 0.5 });
+    let e = got.unwrap_err().to_string();
+    assert!(
+        e.contains(": line 5: field `time`: 0.1 s is 0.800000 s behind 0.9 s at line 4"),
+        "{e}"
+    );
+    assert!(e.contains("sort window of 0.5 s"), "{e}");
+}
+
+proptest! {
+    /// A sort with a window at least as wide as the trace's largest step
+    /// back gives the stable time order of the requests (what a full sort
+    /// gives), and reports each request that came behind a later one.
+    #[test]
+    fn sort_in_a_wide_enough_window_is_the_stable_sort(times in prop::collection::vec(0u32..50, 0..60)) {
+        let text: String = times.iter().enumerate().map(|(i, t)| format!("{t},R,{},512\n", i * 512)).collect();
+        let (_d, path) = file_with("p.csv", text.as_bytes());
+        let (got, moved) = read_ordered(&path, "csv", TimeOrder::Sort { window_s: 50.0 });
+        let got: Vec<(f64, u64)> = got.unwrap().iter().map(|r| (r.time, r.offset)).collect();
+        let mut want: Vec<(f64, u64)> = times.iter().enumerate().map(|(i, &t)| (t as f64, i as u64 * 512)).collect();
+        want.sort_by(|a, b| a.0.total_cmp(&b.0));
+        prop_assert_eq!(got, want);
+        let mut latest = f64::NEG_INFINITY;
+        let behind = times.iter().filter(|&&t| { let b = (t as f64) < latest; latest = latest.max(t as f64); b }).count();
+        prop_assert_eq!(moved.unwrap().moved, behind as u64);
+    }
+}
+
+#[test]
+fn a_named_format_that_fails_says_which_formats_read_the_file() {
+    // An SPC file read as native CSV.
+    let (_d, path) = file_with("t.txt", b"0,20941264,8192,W,0.551706\n0,20939840,8192,W,0.554041\n");
+    let e = read(&path, "csv").unwrap_err().to_string();
+    assert!(e.contains("(not csv? the file reads as spc: try --format spc)"), "{e}");
+    // A bad record after good ones is a bad record, not a wrong format.
+    let (_d, path) = file_with("u.csv", b"0.1,R,0,512\n0.2,X,0,512\n");
+    let e = read(&path, "csv").unwrap_err().to_string();
+    assert!(!e.contains("reads as"), "{e}");
+}
+
+#[test]
+fn convert_takes_the_output_format_from_the_name() {
+    assert_eq!(convert::target_of(Path::new("out.spc")), Some("spc"));
+    assert_eq!(convert::target_of(Path::new("d/out.CSV.gz")), Some("csv"));
+    assert_eq!(convert::target_of(Path::new("w.oracleGeneral.zst")), Some("oracle"));
+    assert_eq!(convert::target_of(Path::new("x.oracle")), Some("oracle"));
+    assert_eq!(convert::target_of(Path::new("x.bin")), None);
+    let (d, src) = file_with("x.csv", b"0.5,R,4096,8192,3\n1.25,W,0,512,0\n");
+    let opts = TraceOptions {
+        format: "csv".into(),
+        ..Default::default()
+    };
+    let dst = d.path().join("out.spc");
+    let s = convert::convert(&src, &opts, &dst, "auto", 4096).unwrap();
+    assert_eq!((s.to.as_str(), s.requests), ("spc", 2));
+    assert_eq!(
+        std::fs::read_to_string(&dst).unwrap(),
+        "3,8,8192,r,0.5\n0,0,512,w,1.25\n"
+    );
+    // The SPC output reads back as the same requests.
+    assert_eq!(read(&dst, "spc").unwrap(), read(&src, "csv").unwrap());
+    let e = convert::convert(&src, &opts, &d.path().join("out.bin"), "auto", 4096).unwrap_err();
+    assert!(
+        e.to_string().contains("cannot tell the output format from the name"),
+        "{e}"
+    );
+    // SPC addresses sectors: an offset inside one is an error, not a rounded address.
+    let (_d2, odd) = file_with("o.csv", b"0.5,R,100,512\n");
+    let e = convert::convert(&odd, &opts, &d.path().join("o.spc"), "spc", 4096).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("request 1 (offset 100 B) does not start on a 512-byte sector"),
+        "{e}"
+    );
 }

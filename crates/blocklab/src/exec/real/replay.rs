@@ -50,6 +50,9 @@ pub struct ReplayOptions {
     pub wrap: bool,
     /// Stop after this many requests per stream (0: all).
     pub limit: u64,
+    /// Put times that go back in order within this many seconds (None:
+    /// they are an error naming the line); see trace::order.
+    pub sort_window: Option<f64>,
 }
 
 impl Default for ReplayOptions {
@@ -65,6 +68,7 @@ impl Default for ReplayOptions {
             direct: true,
             wrap: false,
             limit: 0,
+            sort_window: None,
         }
     }
 }
@@ -107,6 +111,9 @@ pub struct ReplayReport {
     pub bytes_written: u64,
     pub wall_s: f64,
     pub response: Response,
+    /// `--sort`: the requests the reorder moved (summed over the traces).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reordered: Option<crate::trace::order::Reordered>,
 }
 
 /// Response times of one class, as the timed executor takes them
@@ -260,6 +267,10 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     let topts = TraceOptions {
         format: opts.format.clone(),
         skip_bad: opts.skip_bad,
+        order: match opts.sort_window {
+            Some(window_s) => crate::trace::order::TimeOrder::Sort { window_s },
+            None => crate::trace::order::TimeOrder::Strict,
+        },
         ..Default::default()
     };
     // Open every trace first: a bad path or format fails before any I/O.
@@ -296,6 +307,9 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     });
     let t0 = Instant::now();
     let streams = readers.len();
+    // What each trace's reorder moved, kept as its reader ends.
+    let reordered: Mutex<Vec<crate::trace::order::Reordered>> = Mutex::new(Vec::new());
+    let reordered = &reordered;
     let result: Result<()> = std::thread::scope(|s| {
         let mut handles = Vec::new();
         if open {
@@ -325,7 +339,8 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                 let tx = tx.clone();
                 dispatchers.push(s.spawn(move || -> Result<()> {
                     let mut base: Option<f64> = None;
-                    for (i, r) in reader.enumerate() {
+                    let mut reader = reader;
+                    for (i, r) in reader.by_ref().enumerate() {
                         if opts.limit > 0 && i as u64 >= opts.limit {
                             break;
                         }
@@ -342,6 +357,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                             break;
                         }
                     }
+                    reordered.lock().unwrap().extend(reader.reordered());
                     Ok(())
                 }));
             }
@@ -359,17 +375,24 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
             }
             first_err.map_or(Ok(()), Err)
         } else {
+            let mut shared_readers = Vec::new();
             for (file, reader) in readers {
-                let shared = Arc::new(Mutex::new(reader.enumerate()));
+                let shared = Arc::new(Mutex::new((0u64, reader)));
+                shared_readers.push(shared.clone());
                 for _ in 0..opts.outstanding {
                     let (shared, target, totals, file) = (shared.clone(), target.clone(), totals.clone(), file.clone());
                     handles.push(s.spawn(move || -> Result<()> {
                         let mut conn = target.conn()?;
                         let mut lat = (Lat::new(), Lat::new());
                         loop {
-                            let next = shared.lock().unwrap().next();
+                            let next = {
+                                let mut g = shared.lock().unwrap();
+                                let i = g.0;
+                                g.0 += 1;
+                                g.1.next().map(|r| (i, r))
+                            };
                             let Some((i, r)) = next else { break };
-                            if opts.limit > 0 && i as u64 >= opts.limit {
+                            if opts.limit > 0 && i >= opts.limit {
                                 break;
                             }
                             let (op, off, len) = place(&r?, size, opts.wrap, &file)?;
@@ -388,10 +411,15 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                     first_err.get_or_insert(e);
                 }
             }
+            for r in shared_readers {
+                let r = Arc::try_unwrap(r).ok().expect("workers joined").into_inner().unwrap();
+                reordered.lock().unwrap().extend(r.1.reordered());
+            }
             first_err.map_or(Ok(()), Err)
         }
     });
     let wall_s = t0.elapsed().as_secs_f64();
+    let reordered = crate::trace::order::Reordered::sum(&reordered.lock().unwrap());
     drop(target);
     if let Some(a) = local {
         let a = Arc::try_unwrap(a).map_err(|_| Error::config("array still in use after the replay"))?;
@@ -414,6 +442,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
         errors: totals.errors.load(Ordering::Relaxed),
         bytes_read: totals.bytes_read.load(Ordering::Relaxed),
         bytes_written: totals.bytes_written.load(Ordering::Relaxed),
+        reordered,
         wall_s,
         response: Response {
             avg_ms: a.avg_ms,
