@@ -9,8 +9,9 @@
 //! `INFO_EXPORT`, and `NAME`, `DESCRIPTION`, `BLOCK_SIZE` when asked), every
 //! other option answered `NBD_REP_ERR_UNSUP`; the transmission phase with
 //! simple replies: `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM`, `WRITE_ZEROES`
-//! (`FUA` honoured on every command, `NO_HOLE` accepted), `CACHE` accepted
-//! as a no-op; out-of-range, misaligned-to-nothing or unknown requests get
+//! (`FUA` honoured on every command, `NO_HOLE` accepted); `CACHE` is not
+//! advertised (`NBD_FLAG_SEND_CACHE` unset), so it gets `EINVAL` as the
+//! protocol asks; out-of-range, misaligned-to-nothing or unknown requests get
 //! `EINVAL` (writes past the end `ENOSPC`), unreadable data `EIO`.
 //! Structured replies, block status and TLS are not offered.
 
@@ -37,6 +38,7 @@ pub const FLAG_SEND_FUA: u16 = 1 << 3;
 pub const FLAG_SEND_TRIM: u16 = 1 << 5;
 pub const FLAG_SEND_WRITE_ZEROES: u16 = 1 << 6;
 pub const FLAG_CAN_MULTI_CONN: u16 = 1 << 8;
+pub const FLAG_SEND_CACHE: u16 = 1 << 10;
 
 // Options.
 pub const OPT_EXPORT_NAME: u32 = 1;

@@ -646,10 +646,12 @@ impl Connection {
             } else {
                 match typ {
                     CMD_READ if len > MAX_PAYLOAD => Some(EINVAL),
-                    CMD_READ | CMD_TRIM | CMD_CACHE if end.is_none_or(|e| e > size) => Some(EINVAL),
+                    CMD_READ | CMD_TRIM if end.is_none_or(|e| e > size) => Some(EINVAL),
                     CMD_WRITE | CMD_WRITE_ZEROES if end.is_none_or(|e| e > size) => Some(ENOSPC),
                     CMD_FLUSH if offset != 0 || len != 0 => Some(EINVAL),
-                    CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_CACHE | CMD_WRITE_ZEROES => None,
+                    CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_WRITE_ZEROES => None,
+                    // CACHE included: not advertised (NBD_FLAG_SEND_CACHE), so
+                    // the protocol asks for EINVAL.
                     _ => Some(EINVAL),
                 }
             };
@@ -742,7 +744,7 @@ fn execute(
             .map(|_| None)
             .map_err(|e| code(e, true)),
         CMD_FLUSH => export.flush().map(|_| None).map_err(|e| code(e, true)),
-        _ => Ok(None), // CACHE: nothing to do
+        _ => Err(EINVAL), // refused before it gets here
     }
 }
 

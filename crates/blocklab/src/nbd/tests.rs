@@ -480,3 +480,27 @@ fn a_client_slow_in_the_handshake_is_dropped() {
     c.read(0, &mut b).unwrap();
     h.shutdown();
 }
+
+/// `NBD_CMD_CACHE` is not advertised, so a client sending it anyway gets
+/// `EINVAL` (and the connection goes on).
+#[test]
+fn cache_is_refused_when_not_advertised() {
+    let (h, _mem) = start(1 << 16);
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_EXPORT_NAME, b"blocklab");
+    let mut sz = [0u8; 10];
+    s.read_exact(&mut sz).unwrap();
+    let flags = u16::from_be_bytes([sz[8], sz[9]]);
+    assert_eq!(flags & FLAG_SEND_CACHE, 0, "CACHE is not advertised");
+    s.write_all(&request_header(CMD_CACHE, 7, 0, 4096)).unwrap();
+    s.write_all(&request_header(CMD_READ, 8, 0, 512)).unwrap();
+    let mut r = [0u8; 16];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(u32::from_be_bytes(r[4..8].try_into().unwrap()), EINVAL);
+    assert_eq!(u64::from_be_bytes(r[8..16].try_into().unwrap()), 7);
+    let mut r = vec![0u8; 16 + 512];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(u32::from_be_bytes(r[4..8].try_into().unwrap()), 0);
+    assert_eq!(u64::from_be_bytes(r[8..16].try_into().unwrap()), 8);
+    h.shutdown();
+}

@@ -81,13 +81,26 @@ impl Export for RealArray {
     fn description(&self) -> String {
         let c = self.config();
         format!(
-            "blocklab {} of {} member files, {} chunks ({})",
+            "blocklab {} of {}, chunk {} ({})",
             c.level.name(),
             c.disks,
-            c.chunk_bytes,
+            human_bytes(c.chunk_bytes),
             self.dir().display()
         )
     }
+}
+
+/// A size in the largest binary unit that divides it (`65536` -> `64 KiB`),
+/// as people write chunk sizes.
+pub fn human_bytes(n: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while i + 1 < units.len() && v >= 1024 && v % 1024 == 0 {
+        v /= 1024;
+        i += 1;
+    }
+    format!("{v} {}", units[i])
 }
 
 fn to_export(e: ReqError) -> ExportError {

@@ -1318,3 +1318,22 @@ fn a_checksum_sidecar_cut_short_or_recreated_verifies_nothing() {
     assert_eq!(a.check(true).unwrap().repaired, 14);
     assert_eq!(a.check(false).unwrap().mismatches, 0);
 }
+
+/// What `nbdinfo` shows as the export's description: the level, the member
+/// count and the chunk in the units people write it in.
+#[test]
+fn the_export_description_gives_the_chunk_in_human_units() {
+    use crate::nbd::Export;
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(
+        dir.path(),
+        ArrayConfig::from_names_sized("raid5", 4, 65536, None, 4096, 1 << 20).unwrap(),
+        false,
+    );
+    let d = a.description();
+    assert!(d.starts_with("blocklab raid5 of 4, chunk 64 KiB ("), "{d}");
+    assert_eq!(control::human_bytes(8192), "8 KiB");
+    assert_eq!(control::human_bytes(1 << 20), "1 MiB");
+    assert_eq!(control::human_bytes(6144), "6 KiB");
+    assert_eq!(control::human_bytes(1000), "1000 B");
+}
