@@ -5,7 +5,8 @@
 //!
 //! What is implemented (facts from the protocol document, `doc/proto.md`
 //! of github.com/NetworkBlockDevice/nbd): the fixed newstyle handshake with
-//! `NBD_OPT_EXPORT_NAME`, `ABORT`, `LIST`, `INFO` and `GO` (replying
+//! `NBD_OPT_EXPORT_NAME`, `ABORT`, `LIST` (every named export), `INFO` and
+//! `GO` (by name, the empty name being the first export; replying
 //! `INFO_EXPORT`, and `NAME`, `DESCRIPTION`, `BLOCK_SIZE` when asked), every
 //! other option answered `NBD_REP_ERR_UNSUP`; the transmission phase with
 //! simple replies: `READ`, `WRITE`, `DISC`, `FLUSH`, `TRIM`, `WRITE_ZEROES`

@@ -116,7 +116,8 @@ impl Drop for ServerHandle {
 
 /// What every connection shares.
 struct Shared {
-    export: Arc<dyn Export>,
+    /// The exports by name, the first one also under the empty name.
+    exports: Vec<(String, Arc<dyn Export>)>,
     jobs: mpsc::Sender<Job>,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
@@ -124,8 +125,31 @@ struct Shared {
     cfg: ServerConfig,
 }
 
-/// Serve `export` on `listener` until the handle is shut down.
+/// Serve `export` under `cfg.name` on `listener` until the handle is shut down.
 pub fn serve(listener: TcpListener, export: Arc<dyn Export>, cfg: ServerConfig) -> io::Result<ServerHandle> {
+    let name = cfg.name.clone();
+    serve_exports(listener, vec![(name, export)], cfg)
+}
+
+/// Serve several named exports (all listed by `NBD_OPT_LIST`; a client
+/// picks one by name, the empty name meaning the first) until the handle is
+/// shut down. `cfg.name` is not used.
+pub fn serve_exports(
+    listener: TcpListener,
+    exports: Vec<(String, Arc<dyn Export>)>,
+    cfg: ServerConfig,
+) -> io::Result<ServerHandle> {
+    if exports.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "no export to serve"));
+    }
+    for (i, (n, _)) in exports.iter().enumerate() {
+        if n.is_empty() || n.len() > 4096 || exports[..i].iter().any(|(m, _)| m == n) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("export name {n:?}: empty, longer than 4096 bytes, or given twice"),
+            ));
+        }
+    }
     let addr = listener.local_addr()?;
     listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -144,7 +168,7 @@ pub fn serve(listener: TcpListener, export: Arc<dyn Export>, cfg: ServerConfig) 
         }));
     }
     let shared = Arc::new(Shared {
-        export,
+        exports,
         jobs: tx,
         stop: stop.clone(),
         queued: Arc::new(GlobalBytes::new(cfg.max_queued_bytes, stats.clone())),
@@ -395,9 +419,22 @@ struct Connection {
     shared: Arc<Shared>,
 }
 
+impl Shared {
+    /// The export a client names (the empty name: the first).
+    fn export(&self, name: &[u8]) -> Option<(&str, &Arc<dyn Export>)> {
+        if name.is_empty() {
+            return self.exports.first().map(|(n, e)| (n.as_str(), e));
+        }
+        self.exports
+            .iter()
+            .find(|(n, _)| n.as_bytes() == name)
+            .map(|(n, e)| (n.as_str(), e))
+    }
+}
+
 enum Handshake {
-    /// Go to transmission; send the trailing zeroes (EXPORT_NAME without NO_ZEROES).
-    Transmit,
+    /// Go to transmission on this export.
+    Transmit(Arc<dyn Export>),
     Close,
 }
 
@@ -412,7 +449,7 @@ impl Connection {
             shared: shared.clone(),
         };
         let r = match c.handshake() {
-            Ok(Handshake::Transmit) => c.transmit(),
+            Ok(Handshake::Transmit(export)) => c.transmit(export),
             Ok(Handshake::Close) => Ok(()),
             Err(e) => Err(e),
         };
@@ -462,7 +499,6 @@ impl Connection {
             return Ok(Handshake::Close); // unknown client flags: drop the connection
         }
         let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
-        let known = |name: &[u8]| name.is_empty() || name == cfg.name.as_bytes();
         loop {
             let mut head = [0u8; 16];
             if !read_full(&mut self.sock, &mut head, stop, Some(deadline))? {
@@ -486,17 +522,18 @@ impl Connection {
             }
             match opt {
                 OPT_EXPORT_NAME => {
-                    if !known(&data) {
+                    let Some((_, export)) = shared.export(&data) else {
                         return Ok(Handshake::Close); // no way to report an error here
-                    }
+                    };
+                    let export = export.clone();
                     let mut m = Vec::new();
-                    m.extend_from_slice(&shared.export.size().to_be_bytes());
+                    m.extend_from_slice(&export.size().to_be_bytes());
                     m.extend_from_slice(&self.transmission_flags().to_be_bytes());
                     if !no_zeroes {
                         m.extend_from_slice(&[0u8; 124]);
                     }
                     self.send(&m)?;
-                    return Ok(Handshake::Transmit);
+                    return Ok(Handshake::Transmit(export));
                 }
                 OPT_ABORT => {
                     let _ = self.opt_reply(opt, REP_ACK, &[]);
@@ -507,10 +544,15 @@ impl Connection {
                         self.opt_reply(opt, REP_ERR_INVALID, b"NBD_OPT_LIST takes no data")?;
                         continue;
                     }
-                    let mut m = Vec::new();
-                    m.extend_from_slice(&(cfg.name.len() as u32).to_be_bytes());
-                    m.extend_from_slice(cfg.name.as_bytes());
-                    self.opt_reply(opt, REP_SERVER, &m)?;
+                    // One REP_SERVER per export: name length, name, and the
+                    // description as the optional free text.
+                    for (name, export) in &shared.exports {
+                        let mut m = Vec::new();
+                        m.extend_from_slice(&(name.len() as u32).to_be_bytes());
+                        m.extend_from_slice(name.as_bytes());
+                        m.extend_from_slice(export.description().as_bytes());
+                        self.opt_reply(opt, REP_SERVER, &m)?;
+                    }
                     self.opt_reply(opt, REP_ACK, &[])?;
                 }
                 OPT_INFO | OPT_GO => {
@@ -535,20 +577,21 @@ impl Connection {
                         self.opt_reply(opt, REP_ERR_INVALID, b"malformed NBD_OPT_INFO/GO")?;
                         continue;
                     };
-                    if !known(&name) {
+                    let Some((export_name, export)) = shared.export(&name) else {
                         self.opt_reply(opt, REP_ERR_UNKNOWN, b"no such export")?;
                         continue;
-                    }
+                    };
+                    let export = export.clone();
                     let mut info = Vec::new();
                     info.extend_from_slice(&INFO_EXPORT.to_be_bytes());
-                    info.extend_from_slice(&shared.export.size().to_be_bytes());
+                    info.extend_from_slice(&export.size().to_be_bytes());
                     info.extend_from_slice(&self.transmission_flags().to_be_bytes());
                     self.opt_reply(opt, REP_INFO, &info)?;
                     for r in reqs {
                         let mut info = r.to_be_bytes().to_vec();
                         match r {
-                            INFO_NAME => info.extend_from_slice(cfg.name.as_bytes()),
-                            INFO_DESCRIPTION => info.extend_from_slice(shared.export.description().as_bytes()),
+                            INFO_NAME => info.extend_from_slice(export_name.as_bytes()),
+                            INFO_DESCRIPTION => info.extend_from_slice(export.description().as_bytes()),
                             INFO_BLOCK_SIZE => {
                                 // Any alignment works (partial blocks are read, merged and
                                 // written whole), 4 KiB avoids that, 32 MiB per request.
@@ -562,7 +605,7 @@ impl Connection {
                     }
                     self.opt_reply(opt, REP_ACK, &[])?;
                     if opt == OPT_GO {
-                        return Ok(Handshake::Transmit);
+                        return Ok(Handshake::Transmit(export));
                     }
                 }
                 OPT_STRUCTURED_REPLY | OPT_STARTTLS => {
@@ -575,7 +618,7 @@ impl Connection {
 
     /// Read requests until the peer disconnects or the server stops; a
     /// reply writer of its own sends the replies.
-    fn transmit(&mut self) -> io::Result<()> {
+    fn transmit(&mut self, export: Arc<dyn Export>) -> io::Result<()> {
         let shared = self.shared.clone();
         let cfg = &shared.cfg;
         let budget = Arc::new(ConnBudget {
@@ -595,7 +638,7 @@ impl Connection {
             );
             std::thread::spawn(move || write_replies(sock, due, &stop, &broken, grace))
         };
-        let r = self.read_requests(&shared, &budget, &broken, &replies);
+        let r = self.read_requests(&shared, &export, &budget, &broken, &replies);
         // The writer ends once every reply sender (ours, and those of the
         // jobs still in flight) is gone.
         drop(replies);
@@ -606,12 +649,13 @@ impl Connection {
     fn read_requests(
         &mut self,
         shared: &Arc<Shared>,
+        export: &Arc<dyn Export>,
         budget: &Arc<ConnBudget>,
         broken: &AtomicBool,
         replies: &mpsc::Sender<Reply>,
     ) -> io::Result<()> {
         let (stop, stats) = (&*shared.stop, &shared.stats);
-        let size = shared.export.size();
+        let size = export.size();
         loop {
             if stop.load(Ordering::SeqCst) || broken.load(Ordering::SeqCst) {
                 return Ok(());
@@ -691,7 +735,7 @@ impl Connection {
                 });
                 continue;
             }
-            let (export, replies, stats2) = (shared.export.clone(), replies.clone(), stats.clone());
+            let (export, replies, stats2) = (export.clone(), replies.clone(), stats.clone());
             let job: Job = Box::new(move || {
                 let (err, data) = match execute(&*export, typ, offset, len, fua, payload) {
                     Ok(data) => (0, data),

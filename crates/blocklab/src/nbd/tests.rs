@@ -6,7 +6,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
 
 use super::client::{Client, ClientError};
-use super::server::{serve, ServerConfig, ServerHandle};
+use super::server::{serve, serve_exports, ServerConfig, ServerHandle};
 use super::*;
 
 struct Mem {
@@ -191,7 +191,7 @@ fn handshake_options() {
     opt(&mut s, OPT_LIST, &[]);
     let (o, t, p) = rep(&mut s);
     assert_eq!((o, t), (OPT_LIST, REP_SERVER));
-    assert_eq!(&p[4..], b"blocklab");
+    assert_eq!(&p[..12], b"\0\0\0\x08blocklab");
     assert_eq!(rep(&mut s).1, REP_ACK);
     opt(&mut s, OPT_LIST, b"x");
     assert_eq!(rep(&mut s).1, REP_ERR_INVALID);
@@ -502,5 +502,131 @@ fn cache_is_refused_when_not_advertised() {
     s.read_exact(&mut r).unwrap();
     assert_eq!(u32::from_be_bytes(r[4..8].try_into().unwrap()), 0);
     assert_eq!(u64::from_be_bytes(r[8..16].try_into().unwrap()), 8);
+    h.shutdown();
+}
+
+fn mem(size: usize, fill: u8) -> Arc<Mem> {
+    Arc::new(Mem {
+        data: Mutex::new(vec![fill; size]),
+        flushes: Mutex::new(0),
+    })
+}
+
+fn go(s: &mut TcpStream, name: &[u8]) -> (u32, u64) {
+    let mut d = u32b(name.len() as u32).to_vec();
+    d.extend_from_slice(name);
+    d.extend_from_slice(&0u16.to_be_bytes());
+    opt(s, OPT_GO, &d);
+    let (_, t, p) = rep(s);
+    if t != REP_INFO {
+        return (t, 0);
+    }
+    assert_eq!(rep(s).1, REP_ACK);
+    (t, u64::from_be_bytes(p[2..10].try_into().unwrap()))
+}
+
+/// Several named exports: LIST names each (with its description), GO and
+/// EXPORT_NAME pick one by name, the empty name picks the first, and each
+/// connection reads its own export's bytes.
+#[test]
+fn several_named_exports_are_listed_and_chosen_by_name() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let (a, b) = (mem(1 << 16, 0xaa), mem(1 << 17, 0xbb));
+    let h = serve_exports(
+        l,
+        vec![("tenant-a".into(), a as Arc<dyn Export>), ("tenant-b".into(), b)],
+        ServerConfig::default(),
+    )
+    .unwrap();
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_LIST, &[]);
+    let mut names = Vec::new();
+    loop {
+        let (_, t, p) = rep(&mut s);
+        if t == REP_ACK {
+            break;
+        }
+        assert_eq!(t, REP_SERVER);
+        let n = u32::from_be_bytes(p[..4].try_into().unwrap()) as usize;
+        names.push((
+            String::from_utf8(p[4..4 + n].to_vec()).unwrap(),
+            String::from_utf8(p[4 + n..].to_vec()).unwrap(),
+        ));
+    }
+    assert_eq!(
+        names,
+        [
+            ("tenant-a".to_string(), "memory".to_string()),
+            ("tenant-b".to_string(), "memory".to_string())
+        ]
+    );
+    assert_eq!(go(&mut s, b"blocklab").0, REP_ERR_UNKNOWN);
+    assert_eq!(go(&mut s, b"tenant-b"), (REP_INFO, 1 << 17));
+    s.write_all(&request_header(CMD_READ, 1, 100, 4)).unwrap();
+    let mut r = [0u8; 20];
+    s.read_exact(&mut r).unwrap();
+    assert_eq!(
+        (u32::from_be_bytes(r[4..8].try_into().unwrap()), &r[16..]),
+        (0, &[0xbb; 4][..])
+    );
+    // The empty name is the first export.
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    assert_eq!(go(&mut s, b""), (REP_INFO, 1 << 16));
+    // EXPORT_NAME by name.
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_EXPORT_NAME, b"tenant-b");
+    let mut sz = [0u8; 10];
+    s.read_exact(&mut sz).unwrap();
+    assert_eq!(u64::from_be_bytes(sz[..8].try_into().unwrap()), 1 << 17);
+    h.shutdown();
+    // Two exports of one name, or none, are refused.
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    assert!(serve_exports(
+        l,
+        vec![("x".into(), mem(512, 0) as Arc<dyn Export>), ("x".into(), mem(512, 0))],
+        ServerConfig::default()
+    )
+    .is_err());
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    assert!(serve_exports(l, vec![], ServerConfig::default()).is_err());
+}
+
+/// libnbd's `nbdinfo --list` (a real client) sees every export, by name
+/// and description, and the export's size through `--size`.
+#[test]
+fn nbdinfo_lists_every_export() {
+    if std::process::Command::new("nbdinfo").arg("--version").output().is_err() {
+        eprintln!("nbdinfo not installed (make tools): skipped");
+        return;
+    }
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let h = serve_exports(
+        l,
+        vec![
+            ("one".into(), mem(1 << 16, 0) as Arc<dyn Export>),
+            ("two".into(), mem(1 << 17, 0)),
+        ],
+        ServerConfig::default(),
+    )
+    .unwrap();
+    let out = std::process::Command::new("nbdinfo")
+        .args(["--list", "--json", &format!("nbd://{}", h.addr())])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let found: Vec<(String, u64)> = v["exports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["export-name"].as_str().unwrap().to_string(),
+                e["export-size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(found, [("one".to_string(), 1 << 16), ("two".to_string(), 1 << 17)]);
+    assert_eq!(v["exports"][1]["description"], "memory");
     h.shutdown();
 }
