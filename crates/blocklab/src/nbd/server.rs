@@ -410,8 +410,27 @@ impl Drop for Ticket {
 struct Reply {
     cookie: u64,
     err: u32,
-    data: Option<AlignedBuf>,
+    /// The request's offset (a structured read reply carries it).
+    offset: u64,
+    body: Body,
     _ticket: Ticket,
+}
+
+/// What a successful reply carries.
+enum Body {
+    None,
+    Data(AlignedBuf),
+    /// `base:allocation` descriptors: (length, flags).
+    Extents(Vec<(u32, u32)>),
+}
+
+/// What the handshake agreed for the transmission phase.
+#[derive(Clone, Copy, Default)]
+struct Mode {
+    /// `NBD_OPT_STRUCTURED_REPLY` accepted.
+    structured: bool,
+    /// `base:allocation` selected by `NBD_OPT_SET_META_CONTEXT`.
+    allocation: bool,
 }
 
 struct Connection {
@@ -434,7 +453,7 @@ impl Shared {
 
 enum Handshake {
     /// Go to transmission on this export.
-    Transmit(Arc<dyn Export>),
+    Transmit(Arc<dyn Export>, Mode),
     Close,
 }
 
@@ -449,7 +468,7 @@ impl Connection {
             shared: shared.clone(),
         };
         let r = match c.handshake() {
-            Ok(Handshake::Transmit(export)) => c.transmit(export),
+            Ok(Handshake::Transmit(export, mode)) => c.transmit(export, mode),
             Ok(Handshake::Close) => Ok(()),
             Err(e) => Err(e),
         };
@@ -499,6 +518,7 @@ impl Connection {
             return Ok(Handshake::Close); // unknown client flags: drop the connection
         }
         let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
+        let mut mode = Mode::default();
         loop {
             let mut head = [0u8; 16];
             if !read_full(&mut self.sock, &mut head, stop, Some(deadline))? {
@@ -533,7 +553,7 @@ impl Connection {
                         m.extend_from_slice(&[0u8; 124]);
                     }
                     self.send(&m)?;
-                    return Ok(Handshake::Transmit(export));
+                    return Ok(Handshake::Transmit(export, mode));
                 }
                 OPT_ABORT => {
                     let _ = self.opt_reply(opt, REP_ACK, &[]);
@@ -605,10 +625,48 @@ impl Connection {
                     }
                     self.opt_reply(opt, REP_ACK, &[])?;
                     if opt == OPT_GO {
-                        return Ok(Handshake::Transmit(export));
+                        return Ok(Handshake::Transmit(export, mode));
                     }
                 }
-                OPT_STRUCTURED_REPLY | OPT_STARTTLS => {
+                OPT_STRUCTURED_REPLY => {
+                    if len != 0 {
+                        self.opt_reply(opt, REP_ERR_INVALID, b"NBD_OPT_STRUCTURED_REPLY takes no data")?;
+                        continue;
+                    }
+                    mode.structured = true;
+                    self.opt_reply(opt, REP_ACK, &[])?;
+                }
+                OPT_LIST_META_CONTEXT | OPT_SET_META_CONTEXT => {
+                    let set = opt == OPT_SET_META_CONTEXT;
+                    let Some((name, queries)) = parse_meta_context(&data) else {
+                        self.opt_reply(opt, REP_ERR_INVALID, b"malformed meta context request")?;
+                        continue;
+                    };
+                    if set && !mode.structured {
+                        self.opt_reply(opt, REP_ERR_INVALID, b"structured replies not negotiated")?;
+                        continue;
+                    }
+                    if shared.export(&name).is_none() {
+                        self.opt_reply(opt, REP_ERR_UNKNOWN, b"no such export")?;
+                        continue;
+                    }
+                    // base:allocation is the one context: asked for by name,
+                    // or (listing) by its namespace or by no query at all.
+                    let wanted = queries
+                        .iter()
+                        .any(|q| q.as_slice() == BASE_ALLOCATION.as_bytes() || (!set && q.as_slice() == b"base:"))
+                        || (!set && queries.is_empty());
+                    if set {
+                        mode.allocation = wanted;
+                    }
+                    if wanted {
+                        let mut m = BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+                        m.extend_from_slice(BASE_ALLOCATION.as_bytes());
+                        self.opt_reply(opt, REP_META_CONTEXT, &m)?;
+                    }
+                    self.opt_reply(opt, REP_ACK, &[])?;
+                }
+                OPT_STARTTLS => {
                     self.opt_reply(opt, REP_ERR_UNSUP, b"not offered by this server")?;
                 }
                 _ => self.opt_reply(opt, REP_ERR_UNSUP, b"unknown option")?,
@@ -618,7 +676,7 @@ impl Connection {
 
     /// Read requests until the peer disconnects or the server stops; a
     /// reply writer of its own sends the replies.
-    fn transmit(&mut self, export: Arc<dyn Export>) -> io::Result<()> {
+    fn transmit(&mut self, export: Arc<dyn Export>, mode: Mode) -> io::Result<()> {
         let shared = self.shared.clone();
         let cfg = &shared.cfg;
         let budget = Arc::new(ConnBudget {
@@ -636,9 +694,10 @@ impl Connection {
                 broken.clone(),
                 cfg.stop_grace,
             );
-            std::thread::spawn(move || write_replies(sock, due, &stop, &broken, grace))
+            let structured = mode.structured;
+            std::thread::spawn(move || write_replies(sock, due, structured, &stop, &broken, grace))
         };
-        let r = self.read_requests(&shared, &export, &budget, &broken, &replies);
+        let r = self.read_requests(&shared, &export, mode, &budget, &broken, &replies);
         // The writer ends once every reply sender (ours, and those of the
         // jobs still in flight) is gone.
         drop(replies);
@@ -650,6 +709,7 @@ impl Connection {
         &mut self,
         shared: &Arc<Shared>,
         export: &Arc<dyn Export>,
+        mode: Mode,
         budget: &Arc<ConnBudget>,
         broken: &AtomicBool,
         replies: &mpsc::Sender<Reply>,
@@ -681,6 +741,7 @@ impl Connection {
             }
             let allowed = match typ {
                 CMD_WRITE_ZEROES => CMD_FLAG_FUA | CMD_FLAG_NO_HOLE,
+                CMD_BLOCK_STATUS => CMD_FLAG_REQ_ONE,
                 _ => CMD_FLAG_FUA,
             };
             let fua = flags & CMD_FLAG_FUA != 0;
@@ -693,7 +754,9 @@ impl Connection {
                     CMD_READ | CMD_TRIM if end.is_none_or(|e| e > size) => Some(EINVAL),
                     CMD_WRITE | CMD_WRITE_ZEROES if end.is_none_or(|e| e > size) => Some(ENOSPC),
                     CMD_FLUSH if offset != 0 || len != 0 => Some(EINVAL),
-                    CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_WRITE_ZEROES => None,
+                    // Only with base:allocation selected, and over bytes of the export.
+                    CMD_BLOCK_STATUS if !mode.allocation || len == 0 || end.is_none_or(|e| e > size) => Some(EINVAL),
+                    CMD_READ | CMD_WRITE | CMD_FLUSH | CMD_TRIM | CMD_WRITE_ZEROES | CMD_BLOCK_STATUS => None,
                     // CACHE included: not advertised (NBD_FLAG_SEND_CACHE), so
                     // the protocol asks for EINVAL.
                     _ => Some(EINVAL),
@@ -730,24 +793,27 @@ impl Connection {
                 let _ = replies.send(Reply {
                     cookie,
                     err,
-                    data: None,
+                    offset,
+                    body: Body::None,
                     _ticket: ticket,
                 });
                 continue;
             }
             let (export, replies, stats2) = (export.clone(), replies.clone(), stats.clone());
+            let req_one = flags & CMD_FLAG_REQ_ONE != 0;
             let job: Job = Box::new(move || {
-                let (err, data) = match execute(&*export, typ, offset, len, fua, payload) {
-                    Ok(data) => (0, data),
+                let (err, body) = match execute(&*export, typ, offset, len, fua, req_one, payload) {
+                    Ok(body) => (0, body),
                     Err(e) => {
                         stats2.errors.fetch_add(1, Ordering::Relaxed);
-                        (e, None)
+                        (e, Body::None)
                     }
                 };
                 let _ = replies.send(Reply {
                     cookie,
                     err,
-                    data,
+                    offset,
+                    body,
                     _ticket: ticket,
                 });
             });
@@ -766,8 +832,9 @@ fn execute(
     offset: u64,
     len: u32,
     fua: bool,
+    req_one: bool,
     payload: AlignedBuf,
-) -> Result<Option<AlignedBuf>, u32> {
+) -> Result<Body, u32> {
     let code = |e: ExportError, write: bool| match e {
         ExportError::OutOfRange(_) if write => ENOSPC,
         ExportError::OutOfRange(_) => EINVAL,
@@ -777,34 +844,138 @@ fn execute(
         CMD_READ => {
             let mut buf = AlignedBuf::scratch(len as usize);
             export.read(offset, &mut buf).map_err(|e| code(e, false))?;
-            Ok(Some(buf))
+            Ok(Body::Data(buf))
         }
         CMD_WRITE => export
             .write(offset, &payload, fua)
-            .map(|_| None)
+            .map(|_| Body::None)
             .map_err(|e| code(e, true)),
         CMD_WRITE_ZEROES | CMD_TRIM => export
             .write_zeroes(offset, len as u64, fua)
-            .map(|_| None)
+            .map(|_| Body::None)
             .map_err(|e| code(e, true)),
-        CMD_FLUSH => export.flush().map(|_| None).map_err(|e| code(e, true)),
+        CMD_FLUSH => export.flush().map(|_| Body::None).map_err(|e| code(e, true)),
+        CMD_BLOCK_STATUS => {
+            let runs = export.extents(offset, len as u64).map_err(|e| code(e, false))?;
+            descriptors(&runs, len, req_one).map(Body::Extents).ok_or(EIO)
+        }
         _ => Err(EINVAL), // refused before it gets here
     }
+}
+
+/// An export's runs as `base:allocation` descriptors within the request's
+/// `len` bytes: adjacent runs of equal flags merged, one only with
+/// `REQ_ONE`. None if the export described no byte.
+fn descriptors(runs: &[(u64, u32)], len: u32, req_one: bool) -> Option<Vec<(u32, u32)>> {
+    let mut out: Vec<(u32, u32)> = Vec::new();
+    let mut left = len;
+    for &(n, flags) in runs {
+        let n = n.min(left as u64) as u32;
+        if n == 0 {
+            continue;
+        }
+        left -= n;
+        match out.last_mut() {
+            Some(last) if last.1 == flags => last.0 += n,
+            _ => out.push((n, flags)),
+        }
+    }
+    if req_one {
+        out.truncate(1);
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// The 20-byte header of a structured reply chunk.
+fn chunk_head(flags: u16, typ: u16, cookie: u64, len: u32) -> Vec<u8> {
+    let mut h = Vec::with_capacity(32);
+    h.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+    h.extend_from_slice(&flags.to_be_bytes());
+    h.extend_from_slice(&typ.to_be_bytes());
+    h.extend_from_slice(&cookie.to_be_bytes());
+    h.extend_from_slice(&len.to_be_bytes());
+    h
+}
+
+/// One reply on the wire: its head, and the data that follows it.
+fn encode(r: &Reply, structured: bool) -> (Vec<u8>, &[u8]) {
+    let data: &[u8] = match &r.body {
+        Body::Data(b) => b,
+        _ => &[],
+    };
+    if !structured {
+        let mut head = Vec::with_capacity(16);
+        head.extend_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
+        head.extend_from_slice(&r.err.to_be_bytes());
+        head.extend_from_slice(&r.cookie.to_be_bytes());
+        return (head, data);
+    }
+    if r.err != 0 {
+        // Error number and an empty message.
+        let mut head = chunk_head(REPLY_FLAG_DONE, REPLY_TYPE_ERROR, r.cookie, 6);
+        head.extend_from_slice(&r.err.to_be_bytes());
+        head.extend_from_slice(&0u16.to_be_bytes());
+        return (head, &[]);
+    }
+    match &r.body {
+        Body::Data(_) if !data.is_empty() => {
+            let mut head = chunk_head(REPLY_FLAG_DONE, REPLY_TYPE_OFFSET_DATA, r.cookie, 8 + data.len() as u32);
+            head.extend_from_slice(&r.offset.to_be_bytes());
+            (head, data)
+        }
+        Body::Extents(d) => {
+            let mut head = chunk_head(
+                REPLY_FLAG_DONE,
+                REPLY_TYPE_BLOCK_STATUS,
+                r.cookie,
+                4 + 8 * d.len() as u32,
+            );
+            head.extend_from_slice(&BASE_ALLOCATION_ID.to_be_bytes());
+            for (n, flags) in d {
+                head.extend_from_slice(&n.to_be_bytes());
+                head.extend_from_slice(&flags.to_be_bytes());
+            }
+            (head, &[])
+        }
+        _ => (chunk_head(REPLY_FLAG_DONE, REPLY_TYPE_NONE, r.cookie, 0), &[]),
+    }
+}
+
+/// The export name and the queries of `NBD_OPT_LIST/SET_META_CONTEXT`.
+fn parse_meta_context(d: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Option<&[u8]> {
+        let s = d.get(at..at.checked_add(n)?)?;
+        at += n;
+        Some(s)
+    };
+    let nl = be32(take(4)?) as usize;
+    let name = take(nl)?.to_vec();
+    let nq = be32(take(4)?) as usize;
+    let mut queries = Vec::new();
+    for _ in 0..nq {
+        let ql = be32(take(4)?) as usize;
+        queries.push(take(ql)?.to_vec());
+    }
+    (at == d.len()).then_some((name, queries))
 }
 
 /// The reply writer of one connection: sends each reply whole, in the
 /// order they complete. After a failed write (peer gone, or not reading at
 /// shutdown) it cuts the connection and drops what else comes.
-fn write_replies(sock: TcpStream, due: mpsc::Receiver<Reply>, stop: &AtomicBool, broken: &AtomicBool, grace: Duration) {
+fn write_replies(
+    sock: TcpStream,
+    due: mpsc::Receiver<Reply>,
+    structured: bool,
+    stop: &AtomicBool,
+    broken: &AtomicBool,
+    grace: Duration,
+) {
     for r in due {
         if broken.load(Ordering::SeqCst) {
             continue;
         }
-        let mut head = [0u8; 16];
-        head[..4].copy_from_slice(&SIMPLE_REPLY_MAGIC.to_be_bytes());
-        head[4..8].copy_from_slice(&r.err.to_be_bytes());
-        head[8..16].copy_from_slice(&r.cookie.to_be_bytes());
-        let data: &[u8] = r.data.as_deref().unwrap_or(&[]);
+        let (head, data) = encode(&r, structured);
         let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
         if write_full(&sock, &mut parts, stop, grace).is_err() {
             broken.store(true, Ordering::SeqCst);

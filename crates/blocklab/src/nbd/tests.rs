@@ -41,6 +41,19 @@ impl Export for Mem {
     fn description(&self) -> String {
         "memory".into()
     }
+    /// Every 4 KiB block of zeroes is a hole (this device can see that).
+    fn extents(&self, offset: u64, len: u64) -> Result<Vec<(u64, u32)>, ExportError> {
+        let d = self.data.lock().unwrap();
+        let mut runs = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let end = ((at / 4096 + 1) * 4096).min(offset + len);
+            let zero = d[at as usize..end as usize].iter().all(|&b| b == 0);
+            runs.push((end - at, if zero { STATE_HOLE | STATE_ZERO } else { 0 }));
+            at = end;
+        }
+        Ok(runs)
+    }
 }
 
 fn start(size: usize) -> (ServerHandle, Arc<Mem>) {
@@ -198,7 +211,7 @@ fn handshake_options() {
     // Unknown and unsupported options.
     opt(&mut s, 77, b"whatever");
     assert_eq!(rep(&mut s).1, REP_ERR_UNSUP);
-    opt(&mut s, OPT_STRUCTURED_REPLY, &[]);
+    opt(&mut s, OPT_STARTTLS, &[]);
     assert_eq!(rep(&mut s).1, REP_ERR_UNSUP);
     // INFO with name, description and block size requests.
     let mut d = u32b(8).to_vec();
@@ -628,5 +641,214 @@ fn nbdinfo_lists_every_export() {
         .collect();
     assert_eq!(found, [("one".to_string(), 1 << 16), ("two".to_string(), 1 << 17)]);
     assert_eq!(v["exports"][1]["description"], "memory");
+    h.shutdown();
+}
+
+// --- structured replies and base:allocation ---------------------------------
+
+fn meta_query(name: &[u8], queries: &[&[u8]]) -> Vec<u8> {
+    let mut d = u32b(name.len() as u32).to_vec();
+    d.extend_from_slice(name);
+    d.extend_from_slice(&u32b(queries.len() as u32));
+    for q in queries {
+        d.extend_from_slice(&u32b(q.len() as u32));
+        d.extend_from_slice(q);
+    }
+    d
+}
+
+/// One structured reply chunk: (flags, type, cookie, payload).
+fn chunk(s: &mut TcpStream) -> (u16, u16, u64, Vec<u8>) {
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u32::from_be_bytes(h[..4].try_into().unwrap()), STRUCTURED_REPLY_MAGIC);
+    let mut p = vec![0u8; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
+    s.read_exact(&mut p).unwrap();
+    (
+        u16::from_be_bytes([h[4], h[5]]),
+        u16::from_be_bytes([h[6], h[7]]),
+        u64::from_be_bytes(h[8..16].try_into().unwrap()),
+        p,
+    )
+}
+
+/// The negotiation, worked through byte by byte: SET_META_CONTEXT needs
+/// structured replies first; LIST offers base:allocation; then reads come
+/// as OFFSET_DATA, errors as ERROR chunks, writes as NONE, and
+/// BLOCK_STATUS gives the holes and data of the device.
+#[test]
+fn structured_replies_and_base_allocation() {
+    let (h, mem) = start(1 << 16);
+    mem.data.lock().unwrap()[8192..12288].fill(7); // block 2 written
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_SET_META_CONTEXT, &meta_query(b"", &[b"base:allocation"]));
+    assert_eq!(rep(&mut s).1, REP_ERR_INVALID, "SET before STRUCTURED_REPLY");
+    opt(&mut s, OPT_LIST_META_CONTEXT, &meta_query(b"blocklab", &[]));
+    let (_, t, p) = rep(&mut s);
+    assert_eq!(
+        (t, &p[..4], &p[4..]),
+        (REP_META_CONTEXT, &u32b(BASE_ALLOCATION_ID)[..], &b"base:allocation"[..])
+    );
+    assert_eq!(rep(&mut s).1, REP_ACK);
+    opt(&mut s, OPT_LIST_META_CONTEXT, &meta_query(b"nope", &[]));
+    assert_eq!(rep(&mut s).1, REP_ERR_UNKNOWN);
+    opt(&mut s, OPT_LIST_META_CONTEXT, &[0, 0, 0, 9]);
+    assert_eq!(rep(&mut s).1, REP_ERR_INVALID);
+    opt(&mut s, OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(rep(&mut s).1, REP_ACK);
+    // An unknown context is not selected, base:allocation is.
+    opt(
+        &mut s,
+        OPT_SET_META_CONTEXT,
+        &meta_query(b"", &[b"qemu:dirty-bitmap:x", b"base:allocation"]),
+    );
+    let (_, t, p) = rep(&mut s);
+    assert_eq!((t, &p[4..]), (REP_META_CONTEXT, &b"base:allocation"[..]));
+    assert_eq!(rep(&mut s).1, REP_ACK);
+    assert_eq!(go(&mut s, b""), (REP_INFO, 1 << 16));
+
+    s.write_all(&request_header(CMD_READ, 1, 8190, 4)).unwrap();
+    assert_eq!(
+        chunk(&mut s),
+        (
+            REPLY_FLAG_DONE,
+            REPLY_TYPE_OFFSET_DATA,
+            1,
+            [&8190u64.to_be_bytes()[..], &[0, 0, 7, 7]].concat()
+        )
+    );
+    s.write_all(&request_header(CMD_READ, 2, 12_345, 8)).unwrap();
+    let (f, t, c, p) = chunk(&mut s);
+    assert_eq!(
+        (f, t, c, &p[..4]),
+        (REPLY_FLAG_DONE, REPLY_TYPE_ERROR, 2, &u32b(EIO)[..])
+    );
+    // Whole blocks: hole, hole, data, then holes to the end.
+    s.write_all(&request_header(CMD_BLOCK_STATUS, 3, 0, 1 << 16)).unwrap();
+    let (f, t, c, p) = chunk(&mut s);
+    assert_eq!((f, t, c), (REPLY_FLAG_DONE, REPLY_TYPE_BLOCK_STATUS, 3));
+    let hz = STATE_HOLE | STATE_ZERO;
+    let want: Vec<u8> = [BASE_ALLOCATION_ID, 8192, hz, 4096, 0, (1 << 16) - 12288, hz]
+        .iter()
+        .flat_map(|v| v.to_be_bytes())
+        .collect();
+    assert_eq!(p, want);
+    // REQ_ONE: the first extent only, clipped to the request.
+    let mut m = request_header(CMD_BLOCK_STATUS, 4, 9000, 100);
+    m[4..6].copy_from_slice(&CMD_FLAG_REQ_ONE.to_be_bytes());
+    s.write_all(&m).unwrap();
+    assert_eq!(
+        chunk(&mut s).3,
+        [BASE_ALLOCATION_ID, 100, 0]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect::<Vec<u8>>()
+    );
+    // Past the end: EINVAL; a write: NONE.
+    s.write_all(&request_header(CMD_BLOCK_STATUS, 5, 1 << 16, 1)).unwrap();
+    assert_eq!(chunk(&mut s).3[..4], u32b(EINVAL));
+    s.write_all(&request_header(CMD_WRITE_ZEROES, 6, 8192, 4096)).unwrap();
+    assert_eq!(chunk(&mut s), (REPLY_FLAG_DONE, REPLY_TYPE_NONE, 6, vec![]));
+
+    // Without SET_META_CONTEXT, BLOCK_STATUS is refused.
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(rep(&mut s).1, REP_ACK);
+    assert_eq!(go(&mut s, b""), (REP_INFO, 1 << 16));
+    s.write_all(&request_header(CMD_BLOCK_STATUS, 9, 0, 4096)).unwrap();
+    let (_, t, _, p) = chunk(&mut s);
+    assert_eq!((t, &p[..4]), (REPLY_TYPE_ERROR, &u32b(EINVAL)[..]));
+    h.shutdown();
+}
+
+fn tool(name: &str) -> bool {
+    let ok = std::process::Command::new(name).arg("--version").output().is_ok();
+    if !ok {
+        eprintln!("{name} not installed (make tools): skipped");
+    }
+    ok
+}
+
+fn run_tool(args: &[&str]) -> String {
+    let out = std::process::Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Real clients over structured replies and base:allocation: `nbdinfo
+/// --map` and `qemu-img map` see the written region between holes, and
+/// `nbdcopy` (which skips holes) reproduces the image byte for byte.
+#[test]
+fn nbdinfo_map_qemu_img_map_and_nbdcopy_see_holes_and_data() {
+    if !tool("nbdinfo") || !tool("nbdcopy") || !tool("qemu-img") {
+        return;
+    }
+    let (h, mem) = start(1 << 20);
+    {
+        let mut d = mem.data.lock().unwrap();
+        for (i, b) in d[65536..65536 + 8192].iter_mut().enumerate() {
+            *b = (i % 251) as u8 + 1;
+        }
+        d[(1 << 20) - 4096] = 9;
+    }
+    let url = format!("nbd://{}", h.addr());
+    let map: serde_json::Value = serde_json::from_str(&run_tool(&["nbdinfo", "--map", "--json", &url])).unwrap();
+    let got: Vec<(u64, u64, u64)> = map
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["offset"].as_u64().unwrap(),
+                e["length"].as_u64().unwrap(),
+                e["type"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let hz = (STATE_HOLE | STATE_ZERO) as u64;
+    let last = (1 << 20) - 4096;
+    assert_eq!(
+        got,
+        [
+            (0, 65536, hz),
+            (65536, 8192, 0),
+            (73728, last - 73728, hz),
+            (last, 4096, 0)
+        ]
+    );
+    let qm: serde_json::Value =
+        serde_json::from_str(&run_tool(&["qemu-img", "map", "--output=json", "-f", "raw", &url])).unwrap();
+    let got: Vec<(u64, u64, bool)> = qm
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["start"].as_u64().unwrap(),
+                e["length"].as_u64().unwrap(),
+                e["data"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (0, 65536, false),
+            (65536, 8192, true),
+            (73728, last - 73728, false),
+            (last, 4096, true)
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("copy.img");
+    run_tool(&["nbdcopy", &url, out.to_str().unwrap()]);
+    assert!(
+        std::fs::read(&out).unwrap() == *mem.data.lock().unwrap(),
+        "nbdcopy's copy differs"
+    );
     h.shutdown();
 }
