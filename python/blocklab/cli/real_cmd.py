@@ -25,7 +25,8 @@ app = typer.Typer(
 )
 
 DirArg = typer.Argument(..., help="The array's directory (member images disk-I.img, state array.json).")
-DiskOpt = typer.Option(..., "--disk", help="Member number (0-based).")
+DiskArg = typer.Argument(None, metavar="DISK", help="Member number (0-based), as in `mdadm --fail`; or --disk.")
+DiskOpt = typer.Option(None, "--disk", help="Member number (0-based); same as the DISK argument.")
 
 CHECK_KEYS = ("stripes_checked", "mismatches", "repaired", "unrecoverable")
 
@@ -36,11 +37,18 @@ def _array_dir(d: Path) -> str:
     return str(d)
 
 
-def _member(d: str, disk: int, verb: str) -> int:
-    """`--disk` checked against the array's members (the engine takes 32 bits)."""
+def _member(d: str, disk_arg: Optional[int], disk_opt: Optional[int], verb: str) -> int:
+    """The member from DISK or `--disk` (one of them; both only if equal), checked against the
+    array's members (the engine takes 32 bits)."""
+    if disk_arg is None and disk_opt is None:
+        fail(f"real {verb}: which disk? give it as DISK (`blocklab real {verb} DIR 2`) or --disk")
+    if disk_arg is not None and disk_opt is not None and disk_arg != disk_opt:
+        fail(f"real {verb}: DISK {disk_arg} and --disk {disk_opt} disagree; give one of them")
+    disk = disk_arg if disk_arg is not None else disk_opt
     n = json.loads(_core.real_status(d))["disks"]
     if not 0 <= disk < n:
-        fail(f"--disk {disk}: cannot {verb} disk {disk}: the array has disks 0..{n - 1}")
+        given = f"DISK {disk}" if disk_arg is not None else f"--disk {disk}"
+        fail(f"{given}: cannot {verb} disk {disk}: the array has disks 0..{n - 1}")
     return disk
 
 
@@ -123,10 +131,12 @@ def status(dir: Path = DirArg, json_out: bool = JsonOpt) -> None:
 
 
 @app.command("fail")
-def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
+def fail_cmd(dir: Path = DirArg, disk_arg: Optional[int] = DiskArg, disk_opt: Optional[int] = DiskOpt,
+             json_out: bool = JsonOpt) -> None:
     """Mark a member failed (also while served: the server sees it at once and serves degraded)."""
     d = _array_dir(dir)
-    st = json.loads(_core.real_fail(d, _member(d, disk, "fail")))
+    disk = _member(d, disk_arg, disk_opt, "fail")
+    st = json.loads(_core.real_fail(d, disk))
     if json_out:
         print_json(st)
     else:
@@ -135,10 +145,12 @@ def fail_cmd(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) 
 
 
 @app.command("replace")
-def replace(dir: Path = DirArg, disk: int = DiskOpt, json_out: bool = JsonOpt) -> None:
+def replace(dir: Path = DirArg, disk_arg: Optional[int] = DiskArg, disk_opt: Optional[int] = DiskOpt,
+            json_out: bool = JsonOpt) -> None:
     """Put a fresh, empty spare in place of a failed member (then `real rebuild` fills it)."""
     d = _array_dir(dir)
-    st = json.loads(_core.real_replace(d, _member(d, disk, "replace")))
+    disk = _member(d, disk_arg, disk_opt, "replace")
+    st = json.loads(_core.real_replace(d, disk))
     if json_out:
         print_json(st)
     else:
