@@ -14,6 +14,13 @@ import pytest
 from test_real import Server, js, make_array, random_file, read_export, run
 
 
+def nbd_map(uri: str) -> list:
+    """`nbdinfo --map` as (offset, length, type) extents of base:allocation."""
+    m = json.loads(subprocess.run(["nbdinfo", "--map", "--json", uri], check=True, capture_output=True, text=True,
+                                  timeout=60).stdout)
+    return [(e["offset"], e["length"], e["type"]) for e in m]
+
+
 def _one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> None:
     assert p.returncode == 2, (p.stdout, p.stderr)
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
@@ -54,19 +61,31 @@ def test_nbdinfo_list_shows_the_export_with_its_chunk_in_human_units(tmp_path):
 
 def test_structured_clients_map_copy_and_see_eio_past_redundancy(tmp_path):
     """nbdinfo --map, qemu-img map and nbdcopy negotiate structured replies
-    and base:allocation on the real array; the array reports data (it keeps
-    no map of never-written regions, and data is the safe answer), nbdcopy
-    copies the image byte for byte, and a read past redundancy is an error
+    and base:allocation on the real array: never-written regions are holes,
+    written ones data; nbdcopy's sparse copy reproduces the image byte for
+    byte; degraded, everything is data; a read past redundancy is an error
     the client sees (a structured ERROR chunk), never wrong bytes."""
     d = make_array(tmp_path, "arr", "5", 4, "1MiB")
     srv = Server(d)
+    size = 3 << 20
+    hz = 3  # NBD_STATE_HOLE | NBD_STATE_ZERO
     try:
-        size = 3 << 20
+        # A fresh array is one hole; one written region (qemu-io) is data between holes.
+        assert nbd_map(srv.uri) == [(0, size, hz)]
+        subprocess.run(["qemu-io", "-f", "raw", "-c", "write -P 0x55 1M 64k", srv.uri], check=True,
+                       capture_output=True, timeout=60)
+        assert nbd_map(srv.uri) == [(0, 1 << 20, hz), (1 << 20, 65536, 0), ((1 << 20) + 65536, size - (1 << 20) - 65536, hz)]
+        q = json.loads(subprocess.run(["qemu-img", "map", "--output=json", "-f", "raw", srv.uri], check=True,
+                                      capture_output=True, text=True, timeout=60).stdout)
+        assert [(e["start"], e["length"], e["data"]) for e in q] == [
+            (0, 1 << 20, False), (1 << 20, 65536, True), ((1 << 20) + 65536, size - (1 << 20) - 65536, False)]
+        sparse = tmp_path / "sparse.bin"
+        subprocess.run(["nbdcopy", srv.uri, str(sparse)], check=True, capture_output=True, timeout=120)
+        assert sparse.read_bytes() == bytes(1 << 20) + b"\x55" * 65536 + bytes(size - (1 << 20) - 65536)
+        # Written all over: all data.
         data = random_file(tmp_path / "in.bin", size, seed=3)
         subprocess.run(["nbdcopy", str(tmp_path / "in.bin"), srv.uri], check=True, capture_output=True, timeout=120)
-        m = json.loads(subprocess.run(["nbdinfo", "--map", "--json", srv.uri], check=True, capture_output=True,
-                                      text=True, timeout=60).stdout)
-        assert [(e["offset"], e["length"], e["type"]) for e in m] == [(0, size, 0)]
+        assert nbd_map(srv.uri) == [(0, size, 0)]
         q = json.loads(subprocess.run(["qemu-img", "map", "--output=json", "-f", "raw", srv.uri], check=True,
                                       capture_output=True, text=True, timeout=60).stdout)
         assert [(e["start"], e["length"], e["data"]) for e in q] == [(0, size, True)]
@@ -75,6 +94,7 @@ def test_structured_clients_map_copy_and_see_eio_past_redundancy(tmp_path):
         assert out.read_bytes() == data
         run("real", "fail", d, "0")
         assert read_export(srv, out) == data  # degraded: still every byte
+        assert nbd_map(srv.uri) == [(0, size, 0)]
         run("real", "fail", d, "1")  # past RAID-5's redundancy
         p = subprocess.run(["nbdcopy", srv.uri, str(tmp_path / "lost.bin")], capture_output=True, text=True,
                            timeout=120)

@@ -78,6 +78,15 @@ impl Export for RealArray {
     fn flush(&self) -> std::result::Result<(), ExportError> {
         RealArray::flush(self).map_err(to_export)
     }
+    /// Never-written blocks are holes (see `alloc`); the rest is data.
+    fn extents(&self, offset: u64, len: u64) -> std::result::Result<Vec<(u64, u32)>, ExportError> {
+        let hz = crate::nbd::STATE_HOLE | crate::nbd::STATE_ZERO;
+        Ok(self
+            .allocation(offset, len)
+            .into_iter()
+            .map(|(n, hole)| (n, if hole { hz } else { 0 }))
+            .collect())
+    }
     fn description(&self) -> String {
         let c = self.config();
         format!(

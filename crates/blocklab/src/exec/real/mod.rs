@@ -24,6 +24,7 @@
 //! else.
 
 mod admin;
+mod alloc;
 pub mod bitmap;
 pub mod control;
 mod gather;
