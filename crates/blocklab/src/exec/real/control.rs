@@ -105,7 +105,7 @@ pub fn human_bytes(n: u64) -> String {
     let units = ["B", "KiB", "MiB", "GiB", "TiB"];
     let mut v = n;
     let mut i = 0;
-    while i + 1 < units.len() && v >= 1024 && v % 1024 == 0 {
+    while i + 1 < units.len() && v >= 1024 && v.is_multiple_of(1024) {
         v /= 1024;
         i += 1;
     }
