@@ -433,6 +433,17 @@ struct Mode {
     allocation: bool,
 }
 
+impl Mode {
+    /// The mode for transmission on `export`: the contexts selected hold
+    /// only if the last SET_META_CONTEXT named that export.
+    fn on(self, export: &str, meta_for: &Option<String>) -> Mode {
+        Mode {
+            allocation: self.allocation && meta_for.as_deref() == Some(export),
+            ..self
+        }
+    }
+}
+
 struct Connection {
     sock: TcpStream,
     shared: Arc<Shared>,
@@ -519,6 +530,8 @@ impl Connection {
         }
         let no_zeroes = client_flags & FLAG_C_NO_ZEROES != 0;
         let mut mode = Mode::default();
+        // The export the last SET_META_CONTEXT named (contexts hold for it only).
+        let mut meta_for: Option<String> = None;
         loop {
             let mut head = [0u8; 16];
             if !read_full(&mut self.sock, &mut head, stop, Some(deadline))? {
@@ -542,9 +555,10 @@ impl Connection {
             }
             match opt {
                 OPT_EXPORT_NAME => {
-                    let Some((_, export)) = shared.export(&data) else {
+                    let Some((export_name, export)) = shared.export(&data) else {
                         return Ok(Handshake::Close); // no way to report an error here
                     };
+                    let mode = mode.on(export_name, &meta_for);
                     let export = export.clone();
                     let mut m = Vec::new();
                     m.extend_from_slice(&export.size().to_be_bytes());
@@ -625,6 +639,7 @@ impl Connection {
                     }
                     self.opt_reply(opt, REP_ACK, &[])?;
                     if opt == OPT_GO {
+                        let mode = mode.on(export_name, &meta_for);
                         return Ok(Handshake::Transmit(export, mode));
                     }
                 }
@@ -658,6 +673,7 @@ impl Connection {
                         || (!set && queries.is_empty());
                     if set {
                         mode.allocation = wanted;
+                        meta_for = shared.export(&name).map(|(n, _)| n.to_string());
                     }
                     if wanted {
                         let mut m = BASE_ALLOCATION_ID.to_be_bytes().to_vec();

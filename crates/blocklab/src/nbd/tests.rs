@@ -750,6 +750,23 @@ fn structured_replies_and_base_allocation() {
     s.write_all(&request_header(CMD_WRITE_ZEROES, 6, 8192, 4096)).unwrap();
     assert_eq!(chunk(&mut s), (REPLY_FLAG_DONE, REPLY_TYPE_NONE, 6, vec![]));
 
+    // Contexts selected for another export do not hold (the empty name is
+    // "blocklab" here, so selecting for it and going to it is fine: above).
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let two: Vec<(String, Arc<dyn Export>)> = vec![("a".into(), self::mem(4096, 0)), ("b".into(), self::mem(4096, 0))];
+    let h2 = serve_exports(l, two, ServerConfig::default()).unwrap();
+    let mut s2 = hello(h2.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s2, OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(rep(&mut s2).1, REP_ACK);
+    opt(&mut s2, OPT_SET_META_CONTEXT, &meta_query(b"a", &[b"base:allocation"]));
+    assert_eq!(rep(&mut s2).1, REP_META_CONTEXT);
+    assert_eq!(rep(&mut s2).1, REP_ACK);
+    assert_eq!(go(&mut s2, b"b"), (REP_INFO, 4096));
+    s2.write_all(&request_header(CMD_BLOCK_STATUS, 1, 0, 4096)).unwrap();
+    let (_, t, _, p) = chunk(&mut s2);
+    assert_eq!((t, &p[..4]), (REPLY_TYPE_ERROR, &u32b(EINVAL)[..]));
+    h2.shutdown();
+
     // Without SET_META_CONTEXT, BLOCK_STATUS is refused.
     let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
     opt(&mut s, OPT_STRUCTURED_REPLY, &[]);
