@@ -50,6 +50,8 @@ pub struct ReplayOptions {
     pub wrap: bool,
     /// Stop after this many requests per stream (0: all).
     pub limit: u64,
+    /// Start a dirty degraded array (`--start-dirty-degraded`).
+    pub start_dirty_degraded: bool,
 }
 
 impl Default for ReplayOptions {
@@ -65,6 +67,7 @@ impl Default for ReplayOptions {
             direct: true,
             wrap: false,
             limit: 0,
+            start_dirty_degraded: false,
         }
     }
 }
@@ -305,6 +308,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                 OpenConfig {
                     direct: opts.direct,
                     faults: None,
+                    start_dirty_degraded: opts.start_dirty_degraded,
                 },
             )?);
             let (size, direct) = (a.size_bytes(), a.status().direct);

@@ -19,7 +19,8 @@ use crate::array::ArrayConfig;
 use crate::error::{Error, Result};
 
 pub const STATE_FILE: &str = "array.json";
-pub const FORMAT: u32 = 1;
+/// 2: members carry an identity block (`identity.rs`) and the state its UUID.
+pub const FORMAT: u32 = 2;
 
 /// A run of member blocks that cannot be read (disk, first block, blocks).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord)]
@@ -32,6 +33,8 @@ pub struct BadRange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub format: u32,
+    /// The array's UUID (32 hex digits), also in every member's identity block.
+    pub uuid: String,
     pub config: ArrayConfig,
     /// Every block carries a checksum (`disk-I.sum`).
     pub checksums: bool,
@@ -54,7 +57,8 @@ pub struct State {
     /// Member blocks a rebuild or repair could not produce.
     #[serde(default)]
     pub bad_blocks: Vec<BadRange>,
-    /// Bumped on every write of the file.
+    /// Bumped on every write of the file, and written to every live member
+    /// before it (the members' events, MD's superblock events).
     pub generation: u64,
 }
 
@@ -156,6 +160,7 @@ mod tests {
         cfg.disk_bytes = 1 << 20;
         State {
             format: FORMAT,
+            uuid: "00112233445566778899aabbccddeeff".into(),
             config: cfg,
             checksums: true,
             failed: vec![2],
