@@ -200,6 +200,7 @@ fn name(p: &Path) -> String {
 /// Read the identities of the present files of `kind` among `disks`,
 /// refuse foreign ones and two claims of one role, and put every file back
 /// under its role's name. Returns each role's identity (None: no file).
+#[allow(clippy::too_many_arguments)]
 fn sort_files(
     dir: &Path,
     kind: Kind,

@@ -572,9 +572,9 @@ impl RealArray {
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
         // Dirty degraded (MD's raid5_run): a member lost now while rows are
         // dirty leaves their parity untrustworthy for reconstructing it.
-        let doubtful = dirty_degraded_units(&array, &bitmap, member_rows, &lost);
+        let (doubtful, data_lost) = dirty_degraded_units(&array, &bitmap, member_rows, &lost);
         if !doubtful.is_empty() {
-            if !opts.start_dirty_degraded {
+            if data_lost && !opts.start_dirty_degraded {
                 return Err(Error::config(format!(
                     "{shown}: dirty degraded array: member(s) {lost:?} {} while {} bitmap region(s) are dirty \
                      (a crash during writes), so the parity of those rows cannot rebuild them; put the member \
@@ -811,25 +811,25 @@ impl RealArray {
     }
 }
 
-/// Dirty degraded: the parity units to list unreadable so that no lost unit
-/// of a dirty row is reconstructed from them. Empty when nothing was lost
-/// now, the level has no parity (a mirror's copy is what it is), or the
-/// lost members hold only parity in the dirty rows (RAID-4's parity disk:
-/// MD's `dirty_parity_disks`).
-fn dirty_degraded_units(array: &Array, bitmap: &Bitmap, member_rows: u64, lost: &[u32]) -> Vec<BadRange> {
+/// Dirty degraded: the parity units to list unreadable so that nothing is
+/// reconstructed from them, and whether a lost unit holds data (then MD
+/// refuses to start). Nothing when nothing was lost now or the level has no
+/// parity (a mirror's copy is what it is). Rows where the lost members hold
+/// only parity (RAID-4's parity disk, MD's `dirty_parity_disks`) lose no
+/// data, but their surviving parity is doubtful too (a resync cannot run on
+/// a degraded row): it is listed, which does not refuse the start.
+fn dirty_degraded_units(array: &Array, bitmap: &Bitmap, member_rows: u64, lost: &[u32]) -> (Vec<BadRange>, bool) {
     let mut out = Vec::new();
+    let mut data_lost = false;
     if lost.is_empty() || !array.level().has_parity() {
-        return out;
+        return (out, false);
     }
     let cb = array.chunk_blocks();
     for region in bitmap.dirty() {
         let rows = (region as u64 * bitmap.rows)..((region as u64 + 1) * bitmap.rows).min(member_rows);
         for row in rows {
-            let map = array.stripe_map(row);
-            let parity = map.parity();
-            if lost.iter().all(|d| parity.contains(d)) {
-                continue;
-            }
+            let parity = array.stripe_map(row).parity();
+            data_lost |= !lost.iter().all(|d| parity.contains(d));
             for p in parity {
                 if !array.is_failed(p) {
                     out.push(BadRange {
@@ -841,7 +841,7 @@ fn dirty_degraded_units(array: &Array, bitmap: &Bitmap, member_rows: u64, lost: 
             }
         }
     }
-    out
+    (out, data_lost)
 }
 
 /// Runs `[start, end)` of the ascending-or-not `rows`.
