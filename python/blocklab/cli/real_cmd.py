@@ -276,6 +276,8 @@ def integrity(
         print(f"  bytes verified    {r['bytes_verified']}")
         print(f"  bytes lost        {r['bytes_lost']}")
         print(f"  stale rows        {r['stale_rows_after_recovery']}")
+        print(f"  dirty degraded    {r['dirty_degraded_refused']} restart(s) refused; forced: "
+              f"{r['dirty_degraded_blocks_read']} blocks read, {r['dirty_degraded_errors']} refused with an error")
         print(f"  beyond: {r['beyond_blocks_read']} blocks read, {r['beyond_errors_reported']} refused with an error, "
               f"{r['beyond_wrong_bytes']} wrong bytes returned")
     bad = r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
