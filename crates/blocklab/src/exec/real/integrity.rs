@@ -662,20 +662,7 @@ fn round(i: u64, seed: u64, base: &Path, via_nbd: bool) -> Result<(Tally, String
                     crash_amid_stream(a, &mut image, &mut alt, &mut rng, &mut t);
                 }
             } else if kind == Kind::CrashWrite {
-                loop {
-                    let b = rng.below(size / 4096);
-                    let n = 1 + rng.below((size / 4096 - b).min(24));
-                    let data = rng.bytes((n * 4096) as usize);
-                    if io.write(b * 4096, &data) {
-                        image[(b * 4096) as usize..][..data.len()].copy_from_slice(&data);
-                        t.written += data.len() as u64;
-                    } else {
-                        for k in 0..n {
-                            alt.insert(b + k, data[(k * 4096) as usize..][..4096].to_vec());
-                        }
-                        break;
-                    }
-                }
+                write_until_crash(&mut io, &mut image, &mut alt, &mut rng, &mut t);
             } else {
                 let stop = AtomicBool::new(false);
                 let opts = RebuildOptions {
@@ -843,8 +830,13 @@ fn crash_mid_write(
     rng: &mut Rng,
     t: &mut Tally,
 ) {
-    let size = image.len() as u64;
     faults.crash_after(1 + rng.below(40), rng.next());
+    write_until_crash(io, image, alt, rng, t);
+}
+
+/// Write random requests until one fails (the crash armed before lands).
+fn write_until_crash(io: &mut Io, image: &mut [u8], alt: &mut BTreeMap<u64, Vec<u8>>, rng: &mut Rng, t: &mut Tally) {
+    let size = image.len() as u64;
     loop {
         let b = rng.below(size / 4096);
         let n = 1 + rng.below((size / 4096 - b).min(24));
