@@ -13,7 +13,7 @@ use crate::to_py;
     chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
     rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000,
     rebuild_order="md", rebuild_idle="simple", fit=None, live_frac=None, live_layout="compact",
-    live_map=None, live_unit=None, allow_loss=false))]
+    live_map=None, live_unit=None, allow_loss=false, synthetic=false, seed=None))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -53,6 +53,8 @@ fn disk_run(
     live_map: Option<String>,
     live_unit: Option<String>,
     allow_loss: bool,
+    synthetic: bool,
+    seed: Option<u64>,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -91,6 +93,8 @@ fn disk_run(
         live_layout: live_layout.into(),
         live_map,
         live_unit,
+        synthetic,
+        seed,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

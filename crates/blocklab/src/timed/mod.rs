@@ -11,6 +11,7 @@ pub mod queue;
 pub mod rebuild;
 pub mod replay;
 pub mod sched;
+pub mod synthio;
 
 #[cfg(test)]
 mod tests;
