@@ -888,9 +888,18 @@ mod runvalid {
         let Some(dir) = crate::device::validate::validation_dir() else {
             return;
         };
-        for (f, want) in LINES {
+        let extra = std::env::var("BLOCKLAB_SYNTH_FILES").unwrap_or_default();
+        let files: Vec<(String, f64)> = if extra.is_empty() {
+            LINES
+                .iter()
+                .map(|(f, w)| (dir.join(format!("{f}.parv")).display().to_string(), *w))
+                .collect()
+        } else {
+            extra.split(',').map(|f| (f.to_string(), 0.0)).collect()
+        };
+        for (f, want) in &files {
             let r = run(&RunOptions {
-                model: dir.join(format!("{f}.parv")).display().to_string(),
+                model: f.clone(),
                 synthetic: true,
                 ..Default::default()
             })
