@@ -544,6 +544,8 @@ struct Proc {
     left: Ns,
     /// Time-limited requests in flight: (deadline, tag).
     limits: Vec<(Ns, u64)>,
+    /// The CPU it runs (or last ran) on.
+    cpu: usize,
 }
 
 /// Wake tokens: the process, and whether it is its issue or a limit check.
@@ -577,6 +579,7 @@ pub fn run(
             at: 0,
             left: 0,
             limits: Vec::new(),
+            cpu: 0,
         })
         .collect();
     let end_ns = ms_to_ns(spec.end_ms);
@@ -592,7 +595,8 @@ pub fn run(
         }
     }
     let mut ready: VecDeque<usize> = (0..procs.len()).collect();
-    let mut free_cpus = spec.cpus;
+    // The process on each CPU (None: idle).
+    let mut cpus: Vec<Option<usize>> = vec![None; spec.cpus];
     let mut done: rustc_hash::FxHashSet<u64> = Default::default();
     let mut next_tag = 0u64;
     let (mut issued, mut reads) = (0u64, 0u64);
@@ -608,19 +612,30 @@ pub fn run(
         }
     }
     let mut now: Ns = 0;
-    let dispatch =
-        |procs: &mut Vec<Proc>, ready: &mut VecDeque<usize>, free: &mut usize, now: Ns, ex: &mut TimedExecutor| {
-            while *free > 0 {
-                let Some(i) = ready.pop_front() else { break };
-                if procs[i].pending.is_none() {
-                    procs[i].state = PState::Stopped;
-                    continue;
-                }
-                *free -= 1;
-                schedule(&mut procs[i], i, now, ex);
+    // CPU `c` takes the head of the dispatch queue, or idles.
+    fn give(
+        c: usize,
+        cpus: &mut [Option<usize>],
+        procs: &mut [Proc],
+        ready: &mut VecDeque<usize>,
+        now: Ns,
+        ex: &mut TimedExecutor,
+    ) {
+        cpus[c] = None;
+        while let Some(i) = ready.pop_front() {
+            if procs[i].pending.is_none() {
+                procs[i].state = PState::Stopped;
+                continue;
             }
-        };
-    dispatch(&mut procs, &mut ready, &mut free_cpus, now, &mut ex);
+            cpus[c] = Some(i);
+            procs[i].cpu = c;
+            schedule(&mut procs[i], i, now, ex);
+            return;
+        }
+    }
+    for c in 0..spec.cpus {
+        give(c, &mut cpus, &mut procs, &mut ready, now, &mut ex);
+    }
     while let Some(step) = ex.next_step() {
         match step {
             Step::BgWake { .. } | Step::BgDone { .. } => {}
@@ -644,8 +659,8 @@ pub fn run(
                         p.limits.retain(|&(_, x)| x != t);
                         p.left = p.at.saturating_sub(time);
                         p.state = PState::Sleeping(t);
-                        free_cpus += 1;
-                        dispatch(&mut procs, &mut ready, &mut free_cpus, now, &mut ex);
+                        let c = p.cpu;
+                        give(c, &mut cpus, &mut procs, &mut ready, now, &mut ex);
                     } else {
                         p.left = p.at.saturating_sub(time);
                         schedule(p, i, time, &mut ex);
@@ -686,8 +701,8 @@ pub fn run(
                 match r.class {
                     Class::TimeCritical => {
                         p.state = PState::Sleeping(tag);
-                        free_cpus += 1;
-                        dispatch(&mut procs, &mut ready, &mut free_cpus, now, &mut ex);
+                        let c = p.cpu;
+                        give(c, &mut cpus, &mut procs, &mut ready, now, &mut ex);
                     }
                     c => {
                         if c == Class::TimeLimited {
@@ -724,7 +739,11 @@ pub fn run(
                     }
                     p.state = PState::Ready;
                     ready.push_back(i);
-                    dispatch(&mut procs, &mut ready, &mut free_cpus, now, &mut ex);
+                    // DiskSim wakes no idle CPU: only CPU 0, which takes
+                    // every interrupt, dispatches when the interrupt ends.
+                    if cpus[0].is_none() {
+                        give(0, &mut cpus, &mut procs, &mut ready, now, &mut ex);
+                    }
                 }
             }
         }
