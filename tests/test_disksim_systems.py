@@ -122,6 +122,7 @@ def synthetic(parv: str, *extra: str) -> dict:
 @pytest.mark.parametrize("parv, disksim", [
     ("synthopen.parv", 10.9),
     ("synthclosed.parv", 87.6),
+    ("synthmixed.parv", 22.08),
     ("3disks.parv", 10.937),
     ("3disks2.parv", 10.937),
 ])
@@ -141,6 +142,16 @@ def test_one_cpu_runs_only_the_last_never_sleeping_generator():
     out = synthetic("synthopen.parv")
     assert [d["ops"] for d in out["devices"]] == [0, 0, out["requests"]]
     assert out["synthetic"]["cpus"] == 1 and out["synthetic"]["processes"] == 3
+
+
+@needs_shared
+def test_woken_processes_share_cpu_zero_as_in_disksim():
+    # synthmixed: five processes, five CPUs, 20 % time-critical. DiskSim wakes
+    # no idle CPU, so the sleepers end up on CPU 0 and offer ~21 requests/s;
+    # with every CPU taking them (before) the disk saturated at 100 ms.
+    out = synthetic("synthmixed.parv")
+    assert out["utilization"] < 0.5, out["utilization"]
+    assert 15 < out["requests"] / (out["sim_time_ms"] / 1000) < 30
 
 
 @needs_shared
