@@ -408,7 +408,7 @@ impl SynthSpec {
             ));
         }
         let end_s = s.num("Maximum time of trace generated")?;
-        if !(end_s > 0.0) {
+        if end_s.is_nan() || end_s <= 0.0 {
             return Err(key_err(
                 s,
                 "Maximum time of trace generated",
