@@ -662,8 +662,11 @@ impl RealArray {
         for &r in &dirty {
             for row in (r as u64 * rows_per)..((r as u64 + 1) * rows_per).min(self.member_rows) {
                 // Started dirty and degraded: the row's parity is listed
-                // unreadable, there is nothing a resync can trust.
+                // unreadable, so nothing is recomputed; but its data units are
+                // settled as resync settles them (a unit written at the crash
+                // may hold new data with its old checksum, or the reverse).
                 if doubtful.iter().any(|&(s, e)| (s..e).contains(&row)) {
+                    self.settle_data_sums(&live, row)?;
                     continue;
                 }
                 let (one, fixes) = {
@@ -685,6 +688,35 @@ impl RealArray {
             self.persist(&live, &bm)?;
         }
         Ok((records, dirty.len() as u64, rep))
+    }
+
+    /// Trust the data of `row`'s surviving data units, as resync does:
+    /// rewrite the checksum of every block whose checksum does not match.
+    /// (The row's parity is doubtful and listed; it is left alone.)
+    fn settle_data_sums(&self, live: &Live, row: u64) -> std::result::Result<(), ReqError> {
+        if !self.checksums {
+            return Ok(());
+        }
+        let cb = live.array.chunk_blocks();
+        let parity = live.array.stripe_map(row).parity();
+        let block = row * cb;
+        let mut buf = crate::exec::buf::AlignedBuf::scratch(cb as usize * self.bs);
+        for (d, m) in live.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            if parity.contains(&(d as u32)) || live.array.is_failed(d as u32) {
+                continue;
+            }
+            let mut states = m.read_blocks(block, &mut buf, self.bs);
+            m.check_sums(block, &buf, self.bs, &mut states);
+            for (i, st) in states.iter().enumerate() {
+                if *st == members::BlockState::BadSum {
+                    let data = &buf[i * self.bs..(i + 1) * self.bs];
+                    m.write_sums(block + i as u64, data, self.bs, &self.faults)
+                        .map_err(io_err)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn env<'a>(&'a self, live: &'a Live, bad: &'a [BadRange]) -> Env<'a> {
