@@ -1016,4 +1016,18 @@ mod pinned_rounds {
         );
         assert_eq!((t.lost, t.stale, t.beyond_wrong), (0, 0, 0));
     }
+
+    /// Seed 1, round 5965: the same on a RAID-4 whose parity member's stale
+    /// copy comes back: no surviving parity at all, so no row was listed
+    /// doubtful and the torn data unit stayed unreadable.
+    #[test]
+    fn a_crash_then_a_stale_raid4_parity_member_loses_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let (t, level, checksums, beyond) = super::round(5965, 1, dir.path(), false).unwrap();
+        assert_eq!(
+            (level.as_str(), checksums, beyond, t.faults.as_slice()),
+            ("raid4", true, false, &["crash-stale"][..])
+        );
+        assert_eq!((t.lost, t.stale, t.beyond_wrong), (0, 0, 0));
+    }
 }

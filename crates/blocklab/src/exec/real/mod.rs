@@ -659,6 +659,13 @@ impl RealArray {
         let rows_per = self.bitmap.lock().unwrap().rows;
         let mut rep = ScrubReport::default();
         let doubtful = &self.recovery.dirty_degraded_rows;
+        let lost_now: Vec<u32> = self
+            .recovery
+            .missing_members
+            .iter()
+            .chain(&self.recovery.stale_members)
+            .copied()
+            .collect();
         for &r in &dirty {
             for row in (r as u64 * rows_per)..((r as u64 + 1) * rows_per).min(self.member_rows) {
                 // Started dirty and degraded: the row's parity is listed
@@ -668,6 +675,14 @@ impl RealArray {
                 if doubtful.iter().any(|&(s, e)| (s..e).contains(&row)) {
                     self.settle_data_sums(&live, row)?;
                     continue;
+                }
+                // The same where the row's only parity was lost at this
+                // open (RAID-4/5's parity member, or both of RAID-6's):
+                // no parity can rebuild a torn unit, and no journal wrote
+                // it (the crash came while the row was whole).
+                let parity = live.array.stripe_map(row).parity();
+                if parity.iter().all(|&p| live.array.is_failed(p)) && parity.iter().any(|p| lost_now.contains(p)) {
+                    self.settle_data_sums(&live, row)?;
                 }
                 let (one, fixes) = {
                     let bad = self.bad.lock().unwrap().clone();
