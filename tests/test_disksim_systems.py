@@ -110,3 +110,87 @@ def test_devices_of_a_tiny_system_run_in_parallel(tmp_path):
     out = json.loads(r.stdout)
     assert abs(out["avg_response_ms"] - 1.0) < 1e-6
     assert [d["ops"] for d in out["devices"]] == [1, 1]
+
+
+def synthetic(parv: str, *extra: str) -> dict:
+    r = run("disk", "run", str(VALID / parv), "--synthetic", "--json", *extra)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+@needs_shared
+@pytest.mark.parametrize("parv, disksim", [
+    ("synthopen.parv", 10.9),
+    ("synthclosed.parv", 87.6),
+    ("synthmixed.parv", 22.08),
+    ("3disks.parv", 10.937),
+    ("3disks2.parv", 10.937),
+])
+def test_runvalid_synthetic_lines_are_within_five_percent(parv, disksim):
+    # runvalid: `disksim FILE.parv OUT ascii 0 1`, "IOdriver Response time average".
+    out = synthetic(parv)
+    assert out["replay"] == "synthetic"
+    assert out["synthetic"]["seed"] == 42  # the file's Real Seed
+    assert out["requests"] >= 9_990  # 10,000 generated; the last ones may still be thinking
+    assert abs(out["avg_response_ms"] - disksim) <= 0.05 * disksim, out["avg_response_ms"]
+
+
+@needs_shared
+def test_one_cpu_runs_only_the_last_never_sleeping_generator():
+    # synthopen: three open generators on one CPU without preemption; DiskSim
+    # dispatches the last one first and it never gives the CPU up.
+    out = synthetic("synthopen.parv")
+    assert [d["ops"] for d in out["devices"]] == [0, 0, out["requests"]]
+    assert out["synthetic"]["cpus"] == 1 and out["synthetic"]["processes"] == 3
+
+
+@needs_shared
+def test_woken_processes_share_cpu_zero_as_in_disksim():
+    # synthmixed: five processes, five CPUs, 20 % time-critical. DiskSim wakes
+    # no idle CPU, so the sleepers end up on CPU 0 and offer ~21 requests/s;
+    # with every CPU taking them (before) the disk saturated at 100 ms.
+    out = synthetic("synthmixed.parv")
+    assert out["utilization"] < 0.5, out["utilization"]
+    assert 15 < out["requests"] / (out["sim_time_ms"] / 1000) < 30
+
+
+@needs_shared
+def test_synthetic_runs_are_seeded():
+    a, b = synthetic("synthclosed.parv", "--seed", "7"), synthetic("synthclosed.parv", "--seed", "7")
+    assert a == b and a["synthetic"]["seed"] == 7
+    assert synthetic("synthclosed.parv", "--seed", "8")["avg_response_ms"] != a["avg_response_ms"]
+
+
+def test_synthetic_needs_a_synthio_block_and_no_trace(tmp_path):
+    (tmp_path / "x.seek").write_text("Seek distances measured: 2\n1, 3.0\n9, 7.0\n")
+    (tmp_path / "x.model").write_text(
+        "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n"
+        " Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n"
+        " Last cylinder number = 9, Blocks per track = 10 } ] },\n"
+        " Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n"
+        " Rotation speed (in rpms) = 6000 }\n}\n")
+    disk = "disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 ] as D\n"
+    (tmp_path / "none.parv").write_text(disk)
+    r = run("disk", "run", str(tmp_path / "none.parv"), "--synthetic")
+    assert r.returncode == 2 and "disksim_synthio" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    gen = ("disksim_synthio S {{\n Number of I/O requests to generate = 50,\n Maximum time of trace generated = 10.0,\n"
+           " Generators = [ disksim_synthgen {{\n Storage capacity per device = 96,\n devices = [ d0 ],\n"
+           " Blocking factor = 2,\n Probability of sequential access = 0.0,\n Probability of local access = 0.0,\n"
+           " Probability of read access = 1.0,\n Probability of time-critical request = 1.0,\n"
+           " Probability of time-limited request = 0.0,\n Time-limited think times = [ normal, 30.0, 1.0 ],\n"
+           " General inter-arrival times = [ {dist} ],\n Sequential inter-arrival times = [ exponential, 0.0, 1.0 ],\n"
+           " Local inter-arrival times = [ exponential, 0.0, 1.0 ],\n Local distances = [ normal, 0.0, 4.0 ],\n"
+           " Sizes = [ uniform, 1.0, 2.0 ]\n }} ]\n}}\n")
+    (tmp_path / "ok.parv").write_text(disk + gen.format(dist="exponential, 0.0, 5.0"))
+    r = run("disk", "run", str(tmp_path / "ok.parv"), "--synthetic", "--json", "--seed", "3")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    # One closed process, 50 requests, one at a time: all 2-sector reads.
+    assert out["requests"] == 50 and out["synthetic"]["reads"] == 50 and out["max_outstanding"] == 1
+    (tmp_path / "bad.parv").write_text(disk + gen.format(dist="gamma, 0.0, 5.0"))
+    r = run("disk", "run", str(tmp_path / "bad.parv"), "--synthetic")
+    assert r.returncode == 2 and "General inter-arrival times" in r.stderr and "gamma" in r.stderr, r.stderr
+    assert "bad.parv" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    r = run("disk", "run", str(tmp_path / "ok.parv"), "--synthetic", "--trace", str(tmp_path / "x.seek"))
+    assert r.returncode == 2 and "--trace" in r.stderr, r.stderr

@@ -394,4 +394,102 @@ def test_integrity_cut(tmp_path):
     assert r["bytes_verified"] > 80 * 1024 * 1024
     assert r["beyond_errors_reported"] > 0
     kinds = set(r["faults"])
-    assert {"fail", "truncate", "flip", "zero", "delete", "crash-write", "crash-rebuild", "fail-beyond"} <= kinds, kinds
+    assert {"fail", "truncate", "flip", "zero", "delete", "crash-write", "crash-rebuild", "fail-beyond",
+            "crash-missing", "crash-stale", "swap-rebuild"} <= kinds, kinds
+    assert r["dirty_degraded_refused"] > 0, r
+
+
+# --- member identity, dirty degraded, the lock ------------------------------
+
+def qemu_read(srv: Server, off: int, n: int) -> bool:
+    """Whether a read through qemu-io succeeds (an EIO reply fails it)."""
+    p = subprocess.run(["qemu-io", "-f", "raw", "-c", f"read {off} {n}", srv.uri],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode == 0 and "error" not in (p.stdout + p.stderr).lower()
+
+
+def test_swapped_and_stale_members_through_the_cli(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "2MiB", "16KiB", "--checksums")
+    data = random_file(tmp_path / "data.bin", 6 * 1024 * 1024, 20)
+    srv = Server(d)
+    try:
+        nbdcopy(str(tmp_path / "data.bin"), srv.uri)
+    finally:
+        srv.stop()
+    # Swapped images (their checksum files stay): put back, every byte right.
+    a, b = d / "disk-0.img", d / "disk-1.img"
+    a.rename(d / "x"), b.rename(a), (d / "x").rename(b)
+    srv = Server(d)
+    try:
+        assert read_export(srv, tmp_path / "out.bin") == data
+        assert js("real", "status", d)["health"] == "healthy"
+    finally:
+        srv.stop()
+    assert "assembled by identity" in srv.p.stderr.read()
+    # A stale copy of disk 2 put back after a rewrite: left out, not served.
+    old = (d / "disk-2.img").read_bytes()
+    data = random_file(tmp_path / "data2.bin", 6 * 1024 * 1024, 21)
+    srv = Server(d)
+    try:
+        nbdcopy(str(tmp_path / "data2.bin"), srv.uri)
+    finally:
+        srv.stop()
+    (d / "disk-2.img").write_bytes(old)
+    srv = Server(d)
+    try:
+        st = js("real", "status", d)
+        assert (st["health"], st["failed"]) == ("degraded", [2]), st
+        assert read_export(srv, tmp_path / "out.bin") == data
+    finally:
+        srv.stop()
+    assert "stale member(s) left out" in srv.p.stderr.read()
+    # A member of another array is refused, naming it (exit 2).
+    e = make_array(tmp_path, "other", "5", 4, "2MiB", "16KiB", "--checksums")
+    (d / "disk-3.img").write_bytes((e / "disk-3.img").read_bytes())
+    p = run("real", "check", d, check=False)
+    assert p.returncode == 2 and "disk-3.img" in p.stderr and "another array" in p.stderr, p.stderr
+
+
+def test_dirty_degraded_start_is_refused_or_serves_eio(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "8MiB", "16KiB")
+    srv = Server(d)
+    fio = subprocess.Popen(["fio", "--name=w", "--ioengine=nbd", f"--uri={srv.uri}", "--rw=randwrite",
+                            "--bsrange=4k-256k", "--size=24M", "--iodepth=16", "--time_based", "--runtime=30"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    srv.kill9()
+    fio.kill()
+    fio.wait()
+    st = json.loads((d / "array.json").read_text().rsplit("\n# crc32", 1)[0])
+    assert st["bitmap"].strip("0"), "the crash left no dirty region"
+    (d / "disk-1.img").rename(tmp_path / "aside.img")
+    for cmd in (("serve", "--listen", "127.0.0.1:0"), ("check",), ("rebuild",)):
+        p = run("real", *cmd[:1], d, *cmd[1:], check=False, timeout=60)
+        assert p.returncode == 2 and "dirty degraded array" in p.stderr, (cmd, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr
+    srv = Server(d, "--start-dirty-degraded")
+    try:
+        # Row 0 (left-symmetric, 4 disks): chunks 0, 1, 2 on disks 0, 1, 2.
+        assert qemu_read(srv, 0, 16384), "a unit on a present member reads"
+        assert not qemu_read(srv, 16384, 4096), "a lost unit of a dirty row must be EIO"
+        st = js("real", "status", d)
+        assert st["unreadable_rows"] and st["unreadable_rows"][0][0] == 0, st
+    finally:
+        srv.stop()
+    assert "started dirty and degraded" in srv.p.stderr.read()
+    chk = js("real", "check", d)
+    assert chk["unreadable_rows"] == st["unreadable_rows"], chk
+
+
+def test_a_deleted_lock_file_never_admits_a_second_server(tmp_path):
+    d = make_array(tmp_path, "arr", "5", 4, "1MiB", "16KiB")
+    srv = Server(d)
+    try:
+        (d / "lock").unlink(missing_ok=True)
+        p = run("real", "serve", d, "--listen", "127.0.0.1:0", check=False, timeout=60)
+        assert p.returncode == 2 and "open in another process" in p.stderr, p.stderr
+    finally:
+        srv.stop()
+    # The lock died with the server: a new one starts at once.
+    srv = Server(d)
+    srv.stop()

@@ -123,8 +123,10 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
              rebuild_min_kbps: int = 1000, rebuild_max_kbps: int = 200000, rebuild_order: str = "md",
              rebuild_idle: str = "simple", fit: str | None = None, live_frac: float | None = None,
              live_layout: str = "compact", live_map=None, live_unit: int | str | None = None,
-             allow_loss: bool = False) -> dict:
+             allow_loss: bool = False, synthetic: bool = False, seed: int | None = None) -> dict:
     """Replay traces in simulated time on a drive model (see `blocklab disk run`); the report as a dict.
+    With ``synthetic=True`` (and ``traces=[]``) a DiskSim ``.parv``'s own ``disksim_synthio`` workload
+    runs instead, seeded by ``seed`` (default: the file's Real Seed); the report's ``synthetic`` entry names it.
     With ``rebuild=True`` the ``failed`` disks are rebuilt onto spares in the background and the
     report has a ``rebuild`` entry; ``rebuild_order`` is ``md``, ``pro``, ``dor`` or ``pro-dor``,
     ``rebuild_idle`` MD's idle test (``simple``, ``md2611``, ``md6``), ``fit`` how trace addresses
@@ -144,7 +146,7 @@ def disk_run(model: str, traces, *, format: str = "auto", replay: str = "open", 
         rebuild_min_kbps=rebuild_min_kbps, rebuild_max_kbps=rebuild_max_kbps, rebuild_order=rebuild_order,
         rebuild_idle=rebuild_idle, fit=fit, live_frac=live_frac, live_layout=live_layout,
         live_map=None if live_map is None else _paths(live_map), live_unit=None if live_unit is None else str(live_unit),
-        allow_loss=allow_loss))
+        allow_loss=allow_loss, synthetic=synthetic, seed=seed))
 
 
 def run_stack(stack, traces, *, format: str = "auto", executor: str = "timed", sets: Sequence[str] = (),

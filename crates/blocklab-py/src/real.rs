@@ -10,7 +10,7 @@ use blocklab::exec::real::control::{self, ServeOptions};
 use blocklab::exec::real::integrity::{self, IntegrityOptions};
 use blocklab::exec::real::rebuild::RebuildOptions;
 use blocklab::exec::real::replay::{self, ReplayOptions};
-use blocklab::exec::real::RealArray;
+use blocklab::exec::real::{OpenConfig, RealArray};
 use pyo3::prelude::*;
 
 use crate::to_py;
@@ -45,7 +45,8 @@ fn real_create(
 /// Serve the array over NBD until interrupted. `ready(info, status,
 /// recovery)` (JSON texts) is called once it accepts connections.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab"))]
+#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab", start_dirty_degraded=false))]
+#[allow(clippy::too_many_arguments)]
 fn real_serve(
     py: Python<'_>,
     dir: PathBuf,
@@ -54,12 +55,14 @@ fn real_serve(
     threads: usize,
     direct: bool,
     name: &str,
+    start_dirty_degraded: bool,
 ) -> PyResult<()> {
     let opts = ServeOptions {
         listen,
         threads,
         direct,
         name: name.to_string(),
+        start_dirty_degraded,
         ..Default::default()
     };
     let serving = py.allow_threads(|| control::serve(&dir, &opts)).map_err(to_py)?;
@@ -102,14 +105,27 @@ fn real_replace(py: Python<'_>, dir: PathBuf, disk: u32) -> PyResult<String> {
     Ok(json(&py.allow_threads(|| control::replace(&dir, disk)).map_err(to_py)?))
 }
 
-#[pyfunction]
-fn real_check(py: Python<'_>, dir: PathBuf, repair: bool) -> PyResult<String> {
-    let d = dir.clone();
-    Ok(json(&interruptible(py, move |_| control::check(&d, repair))?))
+fn open_config(start_dirty_degraded: bool) -> OpenConfig {
+    OpenConfig {
+        start_dirty_degraded,
+        ..Default::default()
+    }
 }
 
 #[pyfunction]
-#[pyo3(signature = (dir, min_kbps=1000, max_kbps=200000, order="md", idle="simple", window=4))]
+#[pyo3(signature = (dir, repair, start_dirty_degraded=false))]
+fn real_check(py: Python<'_>, dir: PathBuf, repair: bool, start_dirty_degraded: bool) -> PyResult<String> {
+    let d = dir.clone();
+    let open = open_config(start_dirty_degraded);
+    Ok(json(&interruptible(py, move |_| {
+        control::check_with(&d, repair, &open)
+    })?))
+}
+
+#[pyfunction]
+#[pyo3(signature = (dir, min_kbps=1000, max_kbps=200000, order="md", idle="simple", window=4,
+    start_dirty_degraded=false))]
+#[allow(clippy::too_many_arguments)]
 fn real_rebuild(
     py: Python<'_>,
     dir: PathBuf,
@@ -118,7 +134,9 @@ fn real_rebuild(
     order: &str,
     idle: &str,
     window: usize,
+    start_dirty_degraded: bool,
 ) -> PyResult<String> {
+    let open = open_config(start_dirty_degraded);
     let opts = RebuildOptions {
         order: order.into(),
         idle: idle.into(),
@@ -128,12 +146,14 @@ fn real_rebuild(
         ..Default::default()
     };
     let d = dir.clone();
-    Ok(json(&interruptible(py, move |stop| control::rebuild(&d, &opts, stop))?))
+    Ok(json(&interruptible(py, move |stop| {
+        control::rebuild_with(&d, &opts, stop, &open)
+    })?))
 }
 
 #[pyfunction]
 #[pyo3(signature = (dir, traces, format="auto", replay="open", speedup=1.0, outstanding=1, threads=32,
-    direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None))]
+    direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None, start_dirty_degraded=false))]
 #[allow(clippy::too_many_arguments)]
 fn real_replay(
     py: Python<'_>,
@@ -149,6 +169,7 @@ fn real_replay(
     limit: u64,
     skip_bad: bool,
     sort_window: Option<f64>,
+    start_dirty_degraded: bool,
 ) -> PyResult<String> {
     let o = ReplayOptions {
         traces,
@@ -162,6 +183,7 @@ fn real_replay(
         wrap,
         limit,
         sort_window,
+        start_dirty_degraded,
     };
     let d = dir.clone();
     Ok(json(&interruptible(py, move |_| replay::replay(&d, &o))?))

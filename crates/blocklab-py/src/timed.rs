@@ -13,7 +13,7 @@ use crate::to_py;
     chunk="64KiB", failed=Vec::new(), block_size=4096, layout=None, disk_size=None, rebuild=false,
     rebuild_at_ms=0.0, rebuild_window=4, rebuild_min_kbps=1000, rebuild_max_kbps=200000,
     rebuild_order="md", rebuild_idle="simple", fit=None, live_frac=None, live_layout="compact",
-    live_map=None, live_unit=None, allow_loss=false, sort_window=None))]
+    live_map=None, live_unit=None, allow_loss=false, sort_window=None, synthetic=false, seed=None))]
 #[allow(clippy::too_many_arguments)]
 fn disk_run(
     py: Python<'_>,
@@ -54,6 +54,8 @@ fn disk_run(
     live_unit: Option<String>,
     allow_loss: bool,
     sort_window: Option<f64>,
+    synthetic: bool,
+    seed: Option<u64>,
 ) -> PyResult<String> {
     let o = RunOptions {
         model,
@@ -93,6 +95,8 @@ fn disk_run(
         live_map,
         live_unit,
         sort_window,
+        synthetic,
+        seed,
     };
     let report = py.allow_threads(|| run(&o)).map_err(to_py)?;
     Ok(report.to_json())

@@ -24,7 +24,9 @@ SUMMARY = ("requests", "avg_response_ms", "p50_ms", "p95_ms", "p99_ms", "max_res
 
 def run(
     model: str = typer.Argument(..., help="Drive model: a DiskSim .parv or a TOML spec; or const:MS, toy:base=MS,cyl=MS,..."),
-    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat to merge several traces as independent streams."),
+    trace: Optional[List[Path]] = typer.Option(None, "--trace", "-t", help="Trace file; repeat to merge several traces as independent streams."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="Run the DiskSim .parv's own disksim_synthio workload (DiskSim's `disksim FILE.parv OUT ascii 0 1`) instead of a trace."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="--synthetic: seed of the generators (default: the file's Real Seed)."),
     format: str = FormatOpt,
     replay: str = typer.Option("open", "--replay", help="open (trace times), closed (N outstanding) or feedback (Hsu-Smith)."),
     speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X; feedback: processor speed-up n."),
@@ -65,6 +67,10 @@ def run(
     json_out: bool = JsonOpt,
 ) -> None:
     """Replay traces in time on a disk; print response times, service time and utilization."""
+    if not trace and not synthetic:
+        fail("give a trace (--trace) or --synthetic (a DiskSim .parv's own workload)")
+    if seed is not None and seed < 0:
+        fail("--seed must be a non-negative integer")
     if replay.lower() not in REPLAYS:
         fail(f"unknown replay discipline `{replay}`; valid: {', '.join(REPLAYS)}")
     try:
@@ -85,7 +91,7 @@ def run(
     if timeseries is not None and interval <= 0:
         interval = 1000.0
     out = json.loads(_core.disk_run(
-        model, [str(t) for t in trace], format=format, replay=replay.lower(), speedup=speedup,
+        model, [str(t) for t in trace or []], format=format, replay=replay.lower(), speedup=speedup,
         outstanding=outstanding, think_ms=think, infinitely_fast=infinitely_fast, window=window, scheduler=scheduler,
         queue_depth=queue_depth, wrap=wrap, interval_ms=interval, xor_ms=xor_ms,
         reference_model=reference, skip_bad=skip_bad, raid=raid, disks=disks, chunk=chunk,
@@ -95,7 +101,7 @@ def run(
         rebuild_order=rebuild_order.lower(), rebuild_idle=rebuild_idle.lower(), fit=fit,
         live_frac=live_frac, live_layout=live_layout.lower(), live_map=None if live_map is None else str(live_map),
         live_unit=live_unit, allow_loss=allow_loss,
-        sort_window=sort_window(sort, sort_window_s),
+        sort_window=sort_window(sort, sort_window_s), synthetic=synthetic, seed=seed,
     ))
     place_timeseries(out, out.pop("timeseries", None), timeseries)
     if json_out:
@@ -103,6 +109,10 @@ def run(
         return
     print(f"replay {out['replay']}, scheduler {out['scheduler']}, {out['streams']} stream(s), "
           f"tenant map {out['tenant_map']}, fit {out['fit']}")
+    syn = out.get("synthetic")
+    if syn:
+        print(f"synthetic workload: seed {syn['seed']}, {syn['processes']} process(es) on {syn['cpus']} CPU(s), "
+              f"{syn['generated']} requests issued ({syn['reads']} reads)")
     served_only = out["response_covers"] == "served"
     if out.get("reordered"):
         print(reordered_line(out["reordered"]))

@@ -27,6 +27,10 @@ app = typer.Typer(
 DirArg = typer.Argument(..., help="The array's directory (member images disk-I.img, state array.json).")
 DiskArg = typer.Argument(None, metavar="DISK", help="Member number (0-based), as in `mdadm --fail`; or --disk.")
 DiskOpt = typer.Option(None, "--disk", help="Member number (0-based); same as the DISK argument.")
+DirtyDegradedOpt = typer.Option(
+    False, "--start-dirty-degraded",
+    help="Start although a member is missing (or stale) while bitmap regions are dirty after a crash (MD's "
+         "start_dirty_degraded): the lost units of those rows then read as errors, never from doubtful parity.")
 
 CHECK_KEYS = ("stripes_checked", "mismatches", "repaired", "unrecoverable")
 
@@ -62,6 +66,13 @@ def _print_status(st: dict) -> None:
     print(f"  checksums        {'yes' if st['checksums'] else 'no'}")
     print(f"  dirty regions    {st['dirty_regions']}")
     print(f"  bad blocks       {st['bad_blocks']}")
+    if st.get("unreadable_rows"):
+        print(f"  unreadable rows  {_runs(st['unreadable_rows'])}")
+
+
+def _runs(runs: list) -> str:
+    """Member-row runs [start, end) as `a-b, c`."""
+    return ", ".join(f"{s}" if e == s + 1 else f"{s}-{e - 1}" for s, e in runs)
 
 
 @app.command("create")
@@ -95,6 +106,7 @@ def serve(
     threads: int = typer.Option(16, "--threads", help="Worker threads shared by all clients (requests served at once)."),
     direct: bool = typer.Option(False, "--direct", help="O_DIRECT on the member files when the file system allows it."),
     name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too)."),
+    start_dirty_degraded: bool = DirtyDegradedOpt,
 ) -> None:
     """Serve the array over NBD until Ctrl-C or SIGTERM (then close it cleanly)."""
     d = _array_dir(dir)
@@ -105,6 +117,14 @@ def serve(
         i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
         print(f"serving {dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
               f"on nbd://{i['nbd']}/{i['export']}", flush=True)
+        for m in rec.get("reassembled", []):
+            print(f"assembled by identity: {m}", file=sys.stderr, flush=True)
+        if rec.get("stale_members"):
+            print(f"stale member(s) left out (older events than the array): {rec['stale_members']}; "
+                  f"replace and rebuild them", file=sys.stderr, flush=True)
+        if rec.get("dirty_degraded_rows"):
+            print(f"started dirty and degraded: the lost units of member rows {_runs(rec['dirty_degraded_rows'])} "
+                  f"read as errors", file=sys.stderr, flush=True)
         if rec["journal_records"] or rec["dirty_regions"] or rec["missing_members"]:
             print(f"recovered from an unclean shutdown: {rec['journal_records']} journal record(s) replayed, "
                   f"{rec['dirty_regions']} bitmap region(s) resynced ({rec['resync']['repaired']} block row(s) "
@@ -115,7 +135,8 @@ def serve(
 
     signal.signal(signal.SIGTERM, on_term)
     try:
-        _core.real_serve(d, listen, ready, threads=threads, direct=direct, name=name)
+        _core.real_serve(d, listen, ready, threads=threads, direct=direct, name=name,
+                         start_dirty_degraded=start_dirty_degraded)
     except KeyboardInterrupt:
         print("stopped; array closed cleanly", file=sys.stderr)
 
@@ -166,6 +187,7 @@ def rebuild(
     rebuild_window: int = typer.Option(4, "--rebuild-window", help="Rebuild steps (chunk rows) in flight at most (DOR bounds its own)."),
     speed_min: int = typer.Option(1000, "--speed-min", "--rebuild-min", help="MD sync_speed_min (KiB/s): the pace kept while users are active."),
     speed_max: int = typer.Option(200000, "--speed-max", "--rebuild-max", help="MD sync_speed_max (KiB/s): the cap."),
+    start_dirty_degraded: bool = DirtyDegradedOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Rebuild the spares in any order of the timed executor, paced by MD's speed rule; resumes where a crash left it."""
@@ -174,7 +196,8 @@ def rebuild(
     if rebuild_window < 1:
         fail("--rebuild-window must be at least 1")
     r = json.loads(_core.real_rebuild(_array_dir(dir), min_kbps=speed_min, max_kbps=speed_max,
-                                      order=rebuild_order.lower(), idle=rebuild_idle.lower(), window=rebuild_window))
+                                      order=rebuild_order.lower(), idle=rebuild_idle.lower(), window=rebuild_window,
+                                      start_dirty_degraded=start_dirty_degraded))
     if json_out:
         print_json(r)
         return
@@ -189,10 +212,14 @@ def rebuild(
 def check(
     dir: Path = DirArg,
     repair: bool = typer.Option(False, "--repair", help="Rewrite what is wrong (MD's repair; RAID-6 and --checksums locate the bad unit)."),
+    start_dirty_degraded: bool = DirtyDegradedOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """MD's check: compare data with parity (or copies, or checksums) on every stripe."""
-    r = json.loads(_core.real_check(_array_dir(dir), repair))
+    d = _array_dir(dir)
+    r = json.loads(_core.real_check(d, repair, start_dirty_degraded=start_dirty_degraded))
+    # The rows whose lost units are unreadable (the bad-block list), as `status` lists them.
+    r["unreadable_rows"] = json.loads(_core.real_status(d)).get("unreadable_rows", [])
     if json_out:
         print_json(r)
         return
@@ -202,6 +229,8 @@ def check(
         more = r["unrecoverable"] - len(r["unrecoverable_at"])
         print(f"  unrecoverable at member block(s) {', '.join(map(str, r['unrecoverable_at']))}"
               + (f" and {more} more" if more > 0 else "") + " (left as they are)")
+    if r["unreadable_rows"]:
+        print(f"  {'unreadable_rows':<18} {_runs(r['unreadable_rows'])}")
 
 
 @app.command("replay")
@@ -219,6 +248,7 @@ def replay(
     sort: bool = SortOpt,
     sort_window_s: Optional[float] = SortWindowOpt,
     skip_bad: bool = SkipBadOpt,
+    start_dirty_degraded: bool = DirtyDegradedOpt,
     json_out: bool = JsonOpt,
 ) -> None:
     """Issue a trace's requests against the array; response times in the timed executor's schema."""
@@ -228,7 +258,8 @@ def replay(
     r = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
                                      speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
                                      wrap=wrap, limit=limit, skip_bad=skip_bad,
-                                     sort_window=sort_window(sort, sort_window_s)))
+                                     sort_window=sort_window(sort, sort_window_s),
+                                     start_dirty_degraded=start_dirty_degraded))
     if json_out:
         print_json(r)
         return
@@ -277,6 +308,8 @@ def integrity(
         print(f"  bytes verified    {r['bytes_verified']}")
         print(f"  bytes lost        {r['bytes_lost']}")
         print(f"  stale rows        {r['stale_rows_after_recovery']}")
+        print(f"  dirty degraded    {r['dirty_degraded_refused']} restart(s) refused; forced: "
+              f"{r['dirty_degraded_blocks_read']} blocks read, {r['dirty_degraded_errors']} refused with an error")
         print(f"  beyond: {r['beyond_blocks_read']} blocks read, {r['beyond_errors_reported']} refused with an error, "
               f"{r['beyond_wrong_bytes']} wrong bytes returned")
     bad = r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]

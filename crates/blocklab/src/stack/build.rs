@@ -72,7 +72,11 @@ fn model_maker(spec: &StackSpec) -> Result<impl Fn() -> Result<Box<dyn DeviceMod
 /// `replay.reference`), without building anything: what a sweep checks of
 /// every cell before the first runs.
 pub fn check_models(spec: &StackSpec) -> Result<()> {
-    model_maker(spec)?;
+    let model = spec.origin.model(&spec.device.model);
+    // A DiskSim system (several disks, an iomap) is loaded by its own target.
+    if !is_system(&model).map_err(|e| spec.origin.err("device.model", e))? {
+        model_maker(spec).map(drop)?;
+    }
     if let Some(reference) = &spec.replay.reference {
         load_model(&spec.origin.model(reference)).map_err(|e| spec.origin.err("replay.reference", e))?;
     }

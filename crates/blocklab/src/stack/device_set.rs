@@ -9,14 +9,13 @@
 
 use super::layer::{Exec, Io, Target};
 use super::result::{DeviceFigures, StackResult};
-use super::target::sector_range;
-use crate::array::plan::{Action, DiskOp, DiskOpKind, IoPlan};
+use super::target::{fold, sector_plan, sector_range};
+use crate::array::plan::IoPlan;
 use crate::device::disksim_system::{DiskSystem, Router};
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
 use crate::exec::count::CountExecutor;
 use crate::trace::blocks::BLOCK_BITS;
-use crate::trace::Op;
 use std::path::PathBuf;
 
 /// Disks of one DiskSim system, addressed per trace device in sectors.
@@ -100,30 +99,11 @@ impl Target for DeviceSet {
                     r.lbn, r.sectors, r.disk
                 )));
             }
-            let f = r.lbn % cap;
-            let head = r.sectors.min(cap - f);
-            [(f, head), (0, r.sectors - head)]
+            fold(r.lbn, r.sectors, cap)
         } else {
             [(r.lbn, r.sectors), (0, 0)]
         };
-        let kind = if io.op == Op::Write {
-            DiskOpKind::Write
-        } else {
-            DiskOpKind::Read
-        };
-        let mut p = IoPlan::default();
-        for (at, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
-            p.push(
-                Action::Disk(DiskOp {
-                    disk: r.disk as u32,
-                    kind,
-                    block: at,
-                    nblocks: n as u32,
-                    cause: io.cause,
-                }),
-                &[],
-            );
-        }
+        let p = sector_plan(r.disk as u32, io.op, pieces, io.cause);
         self.ledger.run(&p);
         Ok(p)
     }

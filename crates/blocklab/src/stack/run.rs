@@ -287,7 +287,7 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
 }
 
 /// The replay settings of a stack.
-fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
+pub(crate) fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
     let r = &spec.replay;
     let discipline = match r.mode.to_ascii_lowercase().as_str() {
         "open" => Discipline::Open { speedup: r.speedup },

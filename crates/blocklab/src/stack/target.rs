@@ -33,7 +33,7 @@ pub fn sector_range(offset: u64, len: u64) -> (u64, u64) {
 
 /// Pieces of `[first, first + n)` folded onto `[0, capacity)`: one piece,
 /// or two when the folded range runs past the end.
-fn fold(first: u64, n: u64, capacity: u64) -> [(u64, u64); 2] {
+pub(crate) fn fold(first: u64, n: u64, capacity: u64) -> [(u64, u64); 2] {
     let f = first % capacity;
     let head = n.min(capacity - f);
     [(f, head), (0, n - head)]
@@ -45,6 +45,25 @@ fn kind(op: Op) -> DiskOpKind {
     } else {
         DiskOpKind::Read
     }
+}
+
+/// The plan of one request on one disk addressed in sectors: an operation
+/// per non-empty piece (one, or two when the range was folded).
+pub(crate) fn sector_plan(disk: u32, op: Op, pieces: [(u64, u64); 2], cause: Cause) -> IoPlan {
+    let mut p = IoPlan::default();
+    for (at, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
+        p.push(
+            Action::Disk(DiskOp {
+                disk,
+                kind: kind(op),
+                block: at,
+                nblocks: n as u32,
+                cause,
+            }),
+            &[],
+        );
+    }
+    p
 }
 
 /// One device addressed in 512-byte sectors (DiskSim's unit).
@@ -127,19 +146,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for SingleDisk<F> {
         } else {
             [(first, count), (0, 0)]
         };
-        let mut p = IoPlan::default();
-        for (at, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
-            p.push(
-                Action::Disk(DiskOp {
-                    disk: 0,
-                    kind: kind(io.op),
-                    block: at,
-                    nblocks: n as u32,
-                    cause: io.cause,
-                }),
-                &[],
-            );
-        }
+        let p = sector_plan(0, io.op, pieces, io.cause);
         self.ledger.run(&p);
         Ok(p)
     }

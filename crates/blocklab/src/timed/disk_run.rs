@@ -85,6 +85,10 @@ pub struct RunOptions {
     /// `--sort`: put times that go back in order within this many seconds
     /// (None: they are an error naming the line).
     pub sort_window: Option<f64>,
+    /// Run the DiskSim file's own `disksim_synthio` workload instead of traces.
+    pub synthetic: bool,
+    /// Seed of the synthetic workload (None: the file's `Real Seed`, else 42).
+    pub seed: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -127,6 +131,8 @@ impl Default for RunOptions {
             live_map: None,
             live_unit: None,
             sort_window: None,
+            synthetic: false,
+            seed: None,
         }
     }
 }
@@ -285,6 +291,9 @@ pub struct DiskRunReport {
     pub tenant_map: String,
     /// `none`, `wrap` or `scale`.
     pub fit: String,
+    /// `--synthetic`: the seed and what the generators issued.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<super::synthio::SynthFigures>,
 }
 
 impl DiskRunReport {
@@ -295,6 +304,12 @@ impl DiskRunReport {
 
 /// Run `o` and report.
 pub fn run(o: &RunOptions) -> Result<DiskRunReport> {
+    if o.synthetic {
+        return run_synthetic(o);
+    }
+    if o.seed.is_some() {
+        return Err(Error::config("--seed needs --synthetic (a trace run draws nothing)"));
+    }
     let spec = stack_spec(o)?;
     let traces: Vec<TraceInput> = o
         .traces
@@ -313,6 +328,46 @@ pub fn run(o: &RunOptions) -> Result<DiskRunReport> {
         tenant_map: result.tenant_map,
         fit: result.fit,
         report,
+        synthetic: None,
+    })
+}
+
+/// `--synthetic`: the DiskSim file's `disksim_synthio` workload on its disks.
+fn run_synthetic(o: &RunOptions) -> Result<DiskRunReport> {
+    use crate::device::disksim_system::DiskSystem;
+    let path = std::path::Path::new(&o.model);
+    if path.extension().and_then(|e| e.to_str()) != Some("parv") {
+        return Err(Error::config(format!(
+            "--synthetic needs a DiskSim parameter file (.parv) with a `disksim_synthio` block, got {}",
+            o.model
+        )));
+    }
+    if !o.traces.is_empty() {
+        return Err(Error::config("--synthetic generates its own requests: give no --trace"));
+    }
+    if o.raid.is_some() || o.replay != "open" {
+        return Err(Error::config(
+            "--synthetic runs the file's own processes: no --raid and no --replay",
+        ));
+    }
+    let sys = DiskSystem::load(path)?;
+    let names: Vec<String> = sys.disks.iter().map(|(n, _)| n.clone()).collect();
+    let synth = super::synthio::SynthSpec::load(path, &names)?;
+    let seed = o.seed.or(synth.file_seed).unwrap_or(42);
+    let spec = stack_spec(o)?;
+    let cfg = crate::stack::run::replay_config(&spec)?;
+    let mut stack =
+        crate::stack::build::build(&spec, crate::stack::build::Executor::Timed, None).map_err(flag_error)?;
+    let (mut report, figures) = super::synthio::run(&mut stack, &cfg.exec, &synth, seed)?;
+    report.replay = "synthetic".into();
+    report.streams = synth.generators.len();
+    Ok(DiskRunReport {
+        unreadable_blocks: 0,
+        response_covers: crate::stack::result::response_covers(report.unreadable).to_string(),
+        tenant_map: spec.tenant_map.name().to_string(),
+        fit: spec.fit_used().name().to_string(),
+        report,
+        synthetic: Some(figures),
     })
 }
 

@@ -12,6 +12,7 @@ pub mod queue;
 pub mod rebuild;
 pub mod replay;
 pub mod sched;
+pub mod synthio;
 
 #[cfg(test)]
 mod tests;

@@ -34,6 +34,18 @@ impl RealArray {
         } else {
             "healthy"
         };
+        // Taken once: a guard in the literal below would live to its end.
+        let (bad_blocks, unreadable_rows) = {
+            let bad = self.bad.lock().unwrap();
+            let cb = a.chunk_blocks();
+            (
+                bad.iter().map(|r| r.blocks).sum(),
+                super::row_runs(
+                    bad.iter()
+                        .flat_map(|r| (r.block / cb)..(r.block + r.blocks).div_ceil(cb)),
+                ),
+            )
+        };
         Status {
             level: self.cfg.level.name().to_string(),
             disks: self.cfg.disks,
@@ -55,7 +67,8 @@ impl RealArray {
             tolerated_failures: a.tolerated_failures(),
             health: health.into(),
             dirty_regions: bm.dirty().len() as u64,
-            bad_blocks: self.bad.lock().unwrap().iter().map(|r| r.blocks).sum(),
+            bad_blocks,
+            unreadable_rows,
             direct: self.direct,
         }
     }
@@ -134,14 +147,9 @@ impl RealArray {
             self.sync_members(&live).map_err(|e| Error::io(&shown, e))?;
             self.checkpoint_journal(&live).map_err(|e| Error::io(&shown, e))?;
             live.members[disk as usize] = None;
-            Member::create(
-                &self.dir,
-                disk,
-                self.cfg.disk_bytes,
-                self.cfg.block_size,
-                self.checksums,
-            )
-            .map_err(|e| Error::io(&shown, e))?;
+            let id = self.identity_of(disk, self.generation.load(Ordering::SeqCst));
+            Member::create(&self.dir, self.cfg.disk_bytes, self.checksums, self.cfg.block_size, &id)
+                .map_err(|e| Error::io(&shown, e))?;
             let m = Member::open(&self.dir, disk, self.checksums, self.direct).map_err(|e| Error::io(&shown, e))?;
             live.members[disk as usize] = Some(m);
             live.array = probe;

@@ -129,6 +129,8 @@ pub struct ServeOptions {
     pub name: String,
     /// MD's bitmap daemon period.
     pub bitmap_interval: Duration,
+    /// Start a dirty degraded array (`--start-dirty-degraded`).
+    pub start_dirty_degraded: bool,
 }
 
 impl Default for ServeOptions {
@@ -139,6 +141,7 @@ impl Default for ServeOptions {
             direct: false,
             name: "blocklab".into(),
             bitmap_interval: Duration::from_secs(2),
+            start_dirty_degraded: false,
         }
     }
 }
@@ -176,6 +179,7 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         OpenConfig {
             direct: opts.direct,
             faults: None,
+            start_dirty_degraded: opts.start_dirty_degraded,
         },
     )?);
     let nbd = nbd_serve(
@@ -490,13 +494,23 @@ fn dispatch<T: serde::de::DeserializeOwned>(
     req: Value,
     local: impl FnOnce(&RealArray) -> Result<T>,
 ) -> Result<T> {
+    dispatch_with(dir, req, &OpenConfig::default(), local)
+}
+
+/// [`dispatch`], opening the array here with `open`.
+fn dispatch_with<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    req: Value,
+    open: &OpenConfig,
+    local: impl FnOnce(&RealArray) -> Result<T>,
+) -> Result<T> {
     match server_of(dir)? {
         Some(info) => {
             let v = request(&info, req)?;
             serde_json::from_value(v).map_err(|e| Error::config(format!("bad answer from the server: {e}")))
         }
         None => {
-            let a = RealArray::open(dir, OpenConfig::default())?;
+            let a = RealArray::open(dir, open.clone())?;
             let r = local(&a)?;
             a.close()?;
             Ok(r)
@@ -517,12 +531,24 @@ pub fn replace(dir: &Path, disk: u32) -> Result<Status> {
 }
 
 pub fn check(dir: &Path, repair: bool) -> Result<ScrubReport> {
-    dispatch(dir, json!({"op": "check", "repair": repair}), |a| a.check(repair))
+    check_with(dir, repair, &OpenConfig::default())
+}
+
+/// [`check`], opening the array here (when not served) with `open`.
+pub fn check_with(dir: &Path, repair: bool, open: &OpenConfig) -> Result<ScrubReport> {
+    dispatch_with(dir, json!({"op": "check", "repair": repair}), open, |a| a.check(repair))
 }
 
 /// Rebuild; `stop` (local runs) ends it early, resumable.
 pub fn rebuild(dir: &Path, opts: &RebuildOptions, stop: &AtomicBool) -> Result<RebuildReport> {
-    dispatch(dir, json!({"op": "rebuild", "opts": opts}), |a| a.rebuild(opts, stop))
+    rebuild_with(dir, opts, stop, &OpenConfig::default())
+}
+
+/// [`rebuild`], opening the array here (when not served) with `open`.
+pub fn rebuild_with(dir: &Path, opts: &RebuildOptions, stop: &AtomicBool, open: &OpenConfig) -> Result<RebuildReport> {
+    dispatch_with(dir, json!({"op": "rebuild", "opts": opts}), open, |a| {
+        a.rebuild(opts, stop)
+    })
 }
 
 /// Run `f` on another thread, calling `poll` every 100 ms; when `poll`

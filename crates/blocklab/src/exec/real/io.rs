@@ -13,7 +13,7 @@ use super::runner::{self, do_reads, plan_rows, read_out, unreadable, write_buffe
 use super::scrub::{scrub_row, Fixes, Mode};
 use super::state::BadRange;
 use super::uring;
-use super::{io_err, rebuild, Live, RealArray, ReqError};
+use super::{identity, io_err, rebuild, Live, RealArray, ReqError};
 use crate::array::IoPlan;
 
 /// Whether a write goes through the gatherer: whole blocks, across a stripe
@@ -104,9 +104,10 @@ impl RealArray {
     /// without checksums is indistinguishable from data.
     pub(super) fn absorb_truncation(&self, live: &Live) -> std::result::Result<(), ReqError> {
         // The common case (no member short) without taking the lock.
+        let full = identity::image_len(self.cfg.disk_bytes);
         let mut short = false;
         for m in live.members.iter().flatten() {
-            short |= m.image_len().map_err(io_err)? < self.cfg.disk_bytes;
+            short |= m.image_len().map_err(io_err)? < full;
         }
         if !short {
             return Ok(());
@@ -114,6 +115,7 @@ impl RealArray {
         let _g = self.truncation.lock().unwrap();
         let bs = self.bs as u64;
         let mut found = Vec::new();
+        let mut grown = false;
         for (d, m) in live.members.iter().enumerate() {
             let Some(m) = m else { continue };
             let len = m.image_len().map_err(io_err)?;
@@ -124,10 +126,15 @@ impl RealArray {
                     block: first,
                     blocks: self.cfg.disk_bytes / bs - first,
                 });
-                m.extend(self.cfg.disk_bytes).map_err(io_err)?;
+            }
+            if len < full {
+                // The identity block went with the tail: `persist` below
+                // writes it again.
+                m.extend(full).map_err(io_err)?;
+                grown = true;
             }
         }
-        if found.is_empty() {
+        if !grown {
             return Ok(());
         }
         {

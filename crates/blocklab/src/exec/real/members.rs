@@ -19,6 +19,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
+use super::identity::{self, Identity};
 pub use crate::exec::buf::{AlignedBuf, ALIGN};
 
 /// What a block read from a member turned out to be.
@@ -144,27 +145,49 @@ fn open_rw(path: &Path, direct: bool) -> io::Result<(File, bool)> {
 }
 
 impl Member {
-    /// Create (or truncate to) a fresh, all-zero member of `bytes` bytes.
-    pub fn create(dir: &Path, disk: u32, bytes: u64, block_size: u64, checksums: bool) -> io::Result<()> {
-        let f = File::create(member_path(dir, disk))?;
-        f.set_len(bytes)?;
+    /// Create (or truncate to) a fresh, all-zero member of `bytes` bytes of
+    /// data, carrying identity `id` (and its checksum file, with checksums).
+    pub fn create(dir: &Path, bytes: u64, checksums: bool, bs: u64, id: &Identity) -> io::Result<()> {
+        let f = File::create(member_path(dir, id.role))?;
+        f.set_len(identity::image_len(bytes))?;
+        identity::write(&f, identity::image_id_offset(bytes), id, identity::Kind::Image)?;
         f.sync_all()?;
         if checksums {
+            let s = File::create(sums_path(dir, id.role))?;
             // Every entry written: a zero entry is never valid.
-            let s = File::create(sums_path(dir, disk))?;
-            let entries = bytes / block_size;
-            let piece: Vec<u8> = block_sum(&vec![0u8; block_size as usize])
-                .to_le_bytes()
-                .repeat(BLOCK_SUM_PIECE);
+            let entries = bytes / bs;
+            let piece: Vec<u8> = block_sum(&vec![0u8; bs as usize]).to_le_bytes().repeat(BLOCK_SUM_PIECE);
             let mut at = 0u64;
             while at < entries {
                 let n = (entries - at).min(BLOCK_SUM_PIECE as u64) as usize;
                 write_all_at(&s, &piece[..4 * n], 4 * at)?;
                 at += n as u64;
             }
+            identity::write(&s, identity::sums_id_offset(bytes, bs), id, identity::Kind::Sums)?;
             s.sync_all()?;
         }
         Ok(())
+    }
+
+    /// Give a checksum file made by [`Member::open`] (it was missing) its identity block.
+    pub fn write_sums_identity(&self, id: &Identity, disk_bytes: u64, bs: u64) -> io::Result<()> {
+        if let Some(s) = &self.sums {
+            identity::write(s, identity::sums_id_offset(disk_bytes, bs), id, identity::Kind::Sums)?;
+            s.sync_data()?;
+        }
+        Ok(())
+    }
+
+    /// Bring the image's identity block to `id` and make it durable (the
+    /// state file's next generation, written before the state file).
+    pub fn write_identity(&self, id: &Identity, disk_bytes: u64) -> io::Result<()> {
+        identity::write(
+            &self.file,
+            identity::image_id_offset(disk_bytes),
+            id,
+            identity::Kind::Image,
+        )?;
+        self.file.sync_data()
     }
 
     pub fn open(dir: &Path, disk: u32, checksums: bool, direct: bool) -> io::Result<Member> {

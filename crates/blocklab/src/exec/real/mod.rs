@@ -9,8 +9,8 @@
 //! A directory holds one array: `array.json` (the state, see `state.rs`),
 //! `disk-I.img` (member images; member block b at byte b × block size),
 //! `disk-I.sum` (checksums, with `--checksums`), `journal` (degraded writes,
-//! see `journal.rs`), `lock` (held by the process that has the array open)
-//! and, while served, `serve.json` (how to reach the server).
+//! see `journal.rs`) and, while served, `serve.json` (how to reach the server).
+//! The process that has the array open holds an flock on the directory.
 //!
 //! Concurrency: requests hold the state lock shared (so the failed set does
 //! not change under them) and lock the member rows (chunk rows) their plans
@@ -28,6 +28,7 @@ mod alloc;
 pub mod bitmap;
 pub mod control;
 mod gather;
+pub mod identity;
 pub mod integrity;
 mod io;
 pub mod journal;
@@ -41,11 +42,14 @@ pub mod state;
 mod uring;
 
 #[cfg(test)]
+mod identity_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::ops::Range;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -102,6 +106,10 @@ pub struct OpenConfig {
     pub direct: bool,
     /// Crash injection (integrity suite); None: no faults.
     pub faults: Option<Arc<Faults>>,
+    /// Start even when a member is missing (or stale) while the bitmap has
+    /// dirty regions (MD's `start_dirty_degraded`): the lost units of those
+    /// rows are listed unreadable instead of reconstructed.
+    pub start_dirty_degraded: bool,
 }
 
 /// What opening the array had to do after an unclean shutdown.
@@ -114,6 +122,17 @@ pub struct Recovery {
     pub resync: ScrubReport,
     /// Members whose image was missing, now failed.
     pub missing_members: Vec<u32>,
+    /// Members whose events were older than the state file's (a stale copy
+    /// put back), left out: now failed.
+    #[serde(default)]
+    pub stale_members: Vec<u32>,
+    /// Member files found under another member's name, put back.
+    #[serde(default)]
+    pub reassembled: Vec<String>,
+    /// Started dirty and degraded (`start_dirty_degraded`): member rows
+    /// `[start, end)` whose lost units are now unreadable.
+    #[serde(default)]
+    pub dirty_degraded_rows: Vec<(u64, u64)>,
 }
 
 /// The array's state, for `real status`.
@@ -141,6 +160,10 @@ pub struct Status {
     pub health: String,
     pub dirty_regions: u64,
     pub bad_blocks: u64,
+    /// Member rows `[start, end)` with units on the bad-block list (reads
+    /// of what cannot be produced there fail).
+    #[serde(default)]
+    pub unreadable_rows: Vec<(u64, u64)>,
     pub direct: bool,
 }
 
@@ -339,11 +362,9 @@ pub struct RealArray {
     epoch: Instant,
     /// What opening had to recover.
     pub recovery: Recovery,
+    /// The array's UUID (in every member's identity block).
+    uuid: u128,
     _lock: File,
-}
-
-fn lock_path(dir: &Path) -> PathBuf {
-    dir.join("lock")
 }
 
 /// Build the array model of a state.
@@ -359,19 +380,26 @@ fn array_of(st: &State) -> Result<Array> {
     Ok(a)
 }
 
-/// Take the directory's lock, or say who holds it.
-fn take_lock(dir: &Path) -> Result<File> {
-    let path = lock_path(dir);
-    let f = OpenOptions::new()
+/// Open the array's directory itself (the lock's object): a directory
+/// cannot be deleted and recreated under a live holder the way a lock file
+/// can, and there is no file left behind to block anyone after a crash.
+/// Rust opens with O_CLOEXEC, so a child that execs drops the descriptor.
+fn open_dir_for_lock(dir: &Path) -> Result<File> {
+    OpenOptions::new()
         .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| Error::io(path.display().to_string(), e))?;
-    // A child this process forks keeps our lock (the open file it shares)
-    // until it execs: a lock released a moment ago may still be held for
-    // a few milliseconds. Another process's lock stays: after a second, say so.
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir)
+        .map_err(|e| Error::io(dir.display().to_string(), e))
+}
+
+/// Take the array's lock (flock on its directory, held by this open file
+/// description until it is closed), or say who holds it.
+fn take_lock(dir: &Path) -> Result<File> {
+    let f = open_dir_for_lock(dir)?;
+    // Between a fork and its exec a child shares our descriptor (O_CLOEXEC
+    // closes it only at the exec), so a lock released a moment ago may still
+    // be held for a few milliseconds by such a child: wait that long. A lock
+    // still held after a second belongs to a live process.
     let deadline = Instant::now() + Duration::from_secs(1);
     loop {
         match f.try_lock() {
@@ -388,9 +416,9 @@ fn take_lock(dir: &Path) -> Result<File> {
     }
 }
 
-/// Whether another process holds the array open.
+/// Whether another process (or another open here) holds the array open.
 pub fn is_open_elsewhere(dir: &Path) -> bool {
-    match File::open(lock_path(dir)) {
+    match open_dir_for_lock(dir) {
         Ok(f) => f.try_lock_shared().is_err(),
         Err(_) => false,
     }
@@ -418,13 +446,20 @@ impl RealArray {
             return Err(Error::config(format!("{shown}: already holds an array (array.json)")));
         }
         let _lock = take_lock(dir)?;
+        let uuid = identity::new_uuid();
         for d in 0..cfg.disks {
-            Member::create(dir, d, cfg.disk_bytes, cfg.block_size, checksums).map_err(|e| Error::io(&shown, e))?;
+            let id = identity::Identity {
+                uuid,
+                role: d,
+                events: 0,
+            };
+            Member::create(dir, cfg.disk_bytes, checksums, cfg.block_size, &id).map_err(|e| Error::io(&shown, e))?;
         }
         File::create(journal::journal_path(dir)).map_err(|e| Error::io(&shown, e))?;
         let bm_rows = bitmap::region_rows(rows, cfg.chunk_bytes);
         let st = State {
             format: state::FORMAT,
+            uuid: identity::uuid_text(uuid),
             config: cfg,
             checksums,
             failed: vec![],
@@ -452,17 +487,56 @@ impl RealArray {
         let probe = Array::new(cfg)?;
         let member_rows = probe.member_rows().unwrap_or(0);
         let capacity_blocks = probe.capacity_blocks().unwrap_or(0);
-        // Members whose image is gone are failed (MD starts degraded).
+        let uuid = identity::parse_uuid(&st.uuid).ok_or_else(|| {
+            Error::parse(
+                state::state_path(dir).display().to_string(),
+                crate::error::Location::Whole,
+                "uuid",
+                "not 32 hex digits",
+            )
+        })?;
+        // Assemble by identity: files back under their roles' names,
+        // foreign ones refused, stale members found.
         let mut recovery = Recovery::default();
-        for d in 0..cfg.disks {
-            if !st.failed.contains(&d) && !members::member_path(dir, d).exists() {
-                st.failed.push(d);
+        let present: Vec<u32> = (0..cfg.disks)
+            .filter(|d| !st.failed.contains(d) || st.recovering.contains(d))
+            .collect();
+        let failed_slots: Vec<u32> = (0..cfg.disks).filter(|d| !present.contains(d)).collect();
+        let asm = identity::assemble(
+            dir,
+            uuid,
+            cfg.disks,
+            st.generation,
+            &present,
+            &failed_slots,
+            cfg.disk_bytes,
+            cfg.block_size,
+            st.checksums,
+        )?;
+        recovery.reassembled = asm.moved;
+        // Members whose image is gone are failed (MD starts degraded);
+        // stale ones too (MD kicks a non-fresh member).
+        for &d in &present {
+            if asm.stale.contains(&d) {
+                recovery.stale_members.push(d);
+            } else if !members::member_path(dir, d).exists() {
                 recovery.missing_members.push(d);
             }
         }
+        let lost: Vec<u32> = recovery
+            .missing_members
+            .iter()
+            .chain(&recovery.stale_members)
+            .copied()
+            .collect();
+        for &d in &lost {
+            if !st.failed.contains(&d) {
+                st.failed.push(d);
+            }
+        }
         st.failed.sort_unstable();
-        st.recovering.retain(|d| !recovery.missing_members.contains(d));
-        if !recovery.missing_members.is_empty() && st.recovering.is_empty() {
+        st.recovering.retain(|d| !lost.contains(d));
+        if !lost.is_empty() && st.recovering.is_empty() {
             st.recovered_rows = 0;
             st.rebuilt_runs.clear();
         }
@@ -477,8 +551,18 @@ impl RealArray {
         for d in 0..cfg.disks {
             let usable = !array.is_failed(d) || recovering[d as usize];
             if usable {
-                let m = Member::open(dir, d, st.checksums, opts.direct)
-                    .map_err(|e| Error::io(members::member_path(dir, d).display().to_string(), e))?;
+                let shown_member = members::member_path(dir, d).display().to_string();
+                let had_sums = members::sums_path(dir, d).exists();
+                let m = Member::open(dir, d, st.checksums, opts.direct).map_err(|e| Error::io(&shown_member, e))?;
+                if st.checksums && !had_sums {
+                    let id = identity::Identity {
+                        uuid,
+                        role: d,
+                        events: st.generation,
+                    };
+                    m.write_sums_identity(&id, cfg.disk_bytes, cfg.block_size)
+                        .map_err(|e| Error::io(&shown_member, e))?;
+                }
                 direct |= m.direct;
                 mem.push(Some(m));
             } else {
@@ -487,6 +571,27 @@ impl RealArray {
         }
         let bm_bits = hex_to_bits(&st.bitmap, member_rows.div_ceil(st.bitmap_rows).max(1) as usize)?;
         let bitmap = Bitmap::new(st.bitmap_rows, member_rows, bm_bits);
+        // Dirty degraded (MD's raid5_run): a member lost now while rows are
+        // dirty leaves their parity untrustworthy for reconstructing it.
+        let (doubtful, data_lost) = dirty_degraded_units(&array, &bitmap, member_rows, &lost);
+        if !doubtful.is_empty() {
+            if data_lost && !opts.start_dirty_degraded {
+                return Err(Error::config(format!(
+                    "{shown}: dirty degraded array: member(s) {lost:?} {} while {} bitmap region(s) are dirty \
+                     (a crash during writes), so the parity of those rows cannot rebuild them; put the member \
+                     back, or start with --start-dirty-degraded (their lost units then read as errors)",
+                    if recovery.stale_members.is_empty() {
+                        "missing"
+                    } else {
+                        "missing or stale"
+                    },
+                    bitmap.dirty().len()
+                )));
+            }
+            recovery.dirty_degraded_rows = row_runs(doubtful.iter().map(|r| r.block / array.chunk_blocks()));
+            st.bad_blocks.extend(doubtful);
+            rebuild::merge_ranges(&mut st.bad_blocks);
+        }
         let member_blocks = cfg.disk_bytes / bs as u64;
         let journal = Journal::open(dir, bs, cfg.disks as u64 * member_blocks).map_err(|e| Error::io(&shown, e))?;
         let journal_shown = journal::journal_path(dir).display().to_string();
@@ -528,6 +633,7 @@ impl RealArray {
             last_user_ns: AtomicU64::new(0),
             epoch: Instant::now(),
             recovery,
+            uuid,
             _lock: lock,
         };
         let (records, regions, resync) = ra
@@ -553,8 +659,32 @@ impl RealArray {
         let dirty = self.bitmap.lock().unwrap().dirty();
         let rows_per = self.bitmap.lock().unwrap().rows;
         let mut rep = ScrubReport::default();
+        let doubtful = &self.recovery.dirty_degraded_rows;
+        let lost_now: Vec<u32> = self
+            .recovery
+            .missing_members
+            .iter()
+            .chain(&self.recovery.stale_members)
+            .copied()
+            .collect();
         for &r in &dirty {
             for row in (r as u64 * rows_per)..((r as u64 + 1) * rows_per).min(self.member_rows) {
+                // Started dirty and degraded: the row's parity is listed
+                // unreadable, so nothing is recomputed; but its data units are
+                // settled as resync settles them (a unit written at the crash
+                // may hold new data with its old checksum, or the reverse).
+                if doubtful.iter().any(|&(s, e)| (s..e).contains(&row)) {
+                    self.settle_data_sums(&live, row)?;
+                    continue;
+                }
+                // The same where the row's only parity was lost at this
+                // open (RAID-4/5's parity member, or both of RAID-6's):
+                // no parity can rebuild a torn unit, and no journal wrote
+                // it (the crash came while the row was whole).
+                let parity = live.array.stripe_map(row).parity();
+                if parity.iter().all(|&p| live.array.is_failed(p)) && parity.iter().any(|p| lost_now.contains(p)) {
+                    self.settle_data_sums(&live, row)?;
+                }
                 let (one, fixes) = {
                     let bad = self.bad.lock().unwrap().clone();
                     let env = self.env(&live, &bad);
@@ -567,12 +697,42 @@ impl RealArray {
         self.sync_members(&live)?;
         self.journal.reset(&self.faults).map_err(io_err)?;
         let mut bm = self.bitmap.lock().unwrap();
-        let needs_save = bm.any_dirty() || !self.recovery.missing_members.is_empty();
+        let needs_save =
+            bm.any_dirty() || !self.recovery.missing_members.is_empty() || !self.recovery.stale_members.is_empty();
         bm.clear_all();
         if needs_save {
             self.persist(&live, &bm)?;
         }
         Ok((records, dirty.len() as u64, rep))
+    }
+
+    /// Trust the data of `row`'s surviving data units, as resync does:
+    /// rewrite the checksum of every block whose checksum does not match.
+    /// (The row's parity is doubtful and listed; it is left alone.)
+    fn settle_data_sums(&self, live: &Live, row: u64) -> std::result::Result<(), ReqError> {
+        if !self.checksums {
+            return Ok(());
+        }
+        let cb = live.array.chunk_blocks();
+        let parity = live.array.stripe_map(row).parity();
+        let block = row * cb;
+        let mut buf = crate::exec::buf::AlignedBuf::scratch(cb as usize * self.bs);
+        for (d, m) in live.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            if parity.contains(&(d as u32)) || live.array.is_failed(d as u32) {
+                continue;
+            }
+            let mut states = m.read_blocks(block, &mut buf, self.bs);
+            m.check_sums(block, &buf, self.bs, &mut states);
+            for (i, st) in states.iter().enumerate() {
+                if *st == members::BlockState::BadSum {
+                    let data = &buf[i * self.bs..(i + 1) * self.bs];
+                    m.write_sums(block + i as u64, data, self.bs, &self.faults)
+                        .map_err(io_err)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     fn env<'a>(&'a self, live: &'a Live, bad: &'a [BadRange]) -> Env<'a> {
@@ -618,6 +778,7 @@ impl RealArray {
         };
         State {
             format: state::FORMAT,
+            uuid: identity::uuid_text(self.uuid),
             config: self.cfg,
             checksums: self.checksums,
             failed: a.failed().to_vec(),
@@ -637,7 +798,24 @@ impl RealArray {
         if self.faults.admit(1).map_err(io_err)?.is_some() {
             return Err(io_err(members::crashed_error()));
         }
+        // The members first: a crash in between leaves them one generation
+        // ahead (accepted), never behind (stale).
+        for (d, m) in live.members.iter().enumerate() {
+            if let Some(m) = m {
+                m.write_identity(&self.identity_of(d as u32, st.generation), self.cfg.disk_bytes)
+                    .map_err(io_err)?;
+            }
+        }
         st.save(&self.dir).map_err(io_err)
+    }
+
+    /// Member `role`'s identity at generation `events`.
+    fn identity_of(&self, role: u32, events: u64) -> identity::Identity {
+        identity::Identity {
+            uuid: self.uuid,
+            role,
+            events,
+        }
     }
 
     fn sync_members(&self, live: &Live) -> std::result::Result<(), ReqError> {
@@ -671,4 +849,50 @@ impl RealArray {
                 .any(|&d| !(live.recovering[d as usize] && durable.is_rebuilt(row)))
         })
     }
+}
+
+/// Dirty degraded: the parity units to list unreadable so that nothing is
+/// reconstructed from them, and whether a lost unit holds data (then MD
+/// refuses to start). Nothing when nothing was lost now or the level has no
+/// parity (a mirror's copy is what it is). Rows where the lost members hold
+/// only parity (RAID-4's parity disk, MD's `dirty_parity_disks`) lose no
+/// data, but their surviving parity is doubtful too (a resync cannot run on
+/// a degraded row): it is listed, which does not refuse the start.
+fn dirty_degraded_units(array: &Array, bitmap: &Bitmap, member_rows: u64, lost: &[u32]) -> (Vec<BadRange>, bool) {
+    let mut out = Vec::new();
+    let mut data_lost = false;
+    if lost.is_empty() || !array.level().has_parity() {
+        return (out, false);
+    }
+    let cb = array.chunk_blocks();
+    for region in bitmap.dirty() {
+        let rows = (region as u64 * bitmap.rows)..((region as u64 + 1) * bitmap.rows).min(member_rows);
+        for row in rows {
+            let parity = array.stripe_map(row).parity();
+            data_lost |= !lost.iter().all(|d| parity.contains(d));
+            for p in parity {
+                if !array.is_failed(p) {
+                    out.push(BadRange {
+                        disk: p,
+                        block: row * cb,
+                        blocks: cb,
+                    });
+                }
+            }
+        }
+    }
+    (out, data_lost)
+}
+
+/// Runs `[start, end)` of the ascending-or-not `rows`.
+fn row_runs(rows: impl Iterator<Item = u64>) -> Vec<(u64, u64)> {
+    let set: BTreeSet<u64> = rows.collect();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for r in set {
+        match out.last_mut() {
+            Some((_, e)) if *e == r => *e = r + 1,
+            _ => out.push((r, r + 1)),
+        }
+    }
+    out
 }

@@ -53,6 +53,8 @@ pub struct ReplayOptions {
     /// Put times that go back in order within this many seconds (None:
     /// they are an error naming the line); see trace::order.
     pub sort_window: Option<f64>,
+    /// Start a dirty degraded array (`--start-dirty-degraded`).
+    pub start_dirty_degraded: bool,
 }
 
 impl Default for ReplayOptions {
@@ -69,6 +71,7 @@ impl Default for ReplayOptions {
             wrap: false,
             limit: 0,
             sort_window: None,
+            start_dirty_degraded: false,
         }
     }
 }
@@ -290,6 +293,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                 OpenConfig {
                     direct: opts.direct,
                     faults: None,
+                    start_dirty_degraded: opts.start_dirty_degraded,
                 },
             )?);
             let (size, direct) = (a.size_bytes(), a.status().direct);

@@ -19,7 +19,8 @@ use crate::array::ArrayConfig;
 use crate::error::{Error, Result};
 
 pub const STATE_FILE: &str = "array.json";
-/// 2: checksum entries are never zero (see `members.rs`).
+/// 2: checksum entries are never zero (see `members.rs`); members carry an
+/// identity block (`identity.rs`) and the state its UUID.
 pub const FORMAT: u32 = 2;
 
 /// Largest member, chunk and block a real array may have: the member size
@@ -54,6 +55,10 @@ pub struct BadRange {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct State {
     pub format: u32,
+    /// The array's UUID (32 hex digits), also in every member's identity block.
+    /// (Absent in format 1, which is refused by its `format`.)
+    #[serde(default)]
+    pub uuid: String,
     pub config: ArrayConfig,
     /// Every block carries a checksum (`disk-I.sum`).
     pub checksums: bool,
@@ -76,7 +81,8 @@ pub struct State {
     /// Member blocks a rebuild or repair could not produce.
     #[serde(default)]
     pub bad_blocks: Vec<BadRange>,
-    /// Bumped on every write of the file.
+    /// Bumped on every write of the file, and written to every live member
+    /// before it (the members' events, MD's superblock events).
     pub generation: u64,
 }
 
@@ -171,13 +177,12 @@ impl State {
                 e.to_string(),
             )
         })?;
-        // Format 1 differs only in its checksums (a zeroed entry passed for
-        // an all-zero block): read without them, refused with them.
-        let readable_old = st.format == 1 && !st.checksums;
-        if st.format != FORMAT && !readable_old {
+        // Format 1 members carry no identity block, and its checksums passed
+        // a zeroed entry for an all-zero block: refused, whatever it holds.
+        if st.format != FORMAT {
             let why = if st.format == 1 {
-                "format 1 checksums cannot tell a zeroed block from an unwritten one; \
-                 copy the data to an array made by this blocklab"
+                "format 1 arrays have no member identity and checksums that cannot tell a zeroed \
+                 block from an unwritten one; copy the data to an array made by this blocklab"
                     .to_string()
             } else {
                 format!("unknown format {}", st.format)
@@ -308,6 +313,7 @@ mod tests {
         cfg.disk_bytes = 1 << 20;
         State {
             format: FORMAT,
+            uuid: "00112233445566778899aabbccddeeff".into(),
             config: cfg,
             checksums: true,
             failed: vec![2],
@@ -348,15 +354,18 @@ mod tests {
     }
 
     #[test]
-    fn format_1_is_read_without_checksums_and_refused_with_them() {
+    fn format_1_is_refused_with_or_without_checksums() {
         let dir = tempfile::tempdir().unwrap();
         let mut st = sample();
         st.format = 1;
-        st.save(dir.path()).unwrap();
-        let e = State::load(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("field `format`: format 1 checksums"), "{e}");
-        st.checksums = false;
-        st.save(dir.path()).unwrap();
-        assert_eq!(State::load(dir.path()).unwrap().format, 1);
+        for checksums in [true, false] {
+            st.checksums = checksums;
+            st.save(dir.path()).unwrap();
+            let e = State::load(dir.path()).unwrap_err().to_string();
+            assert!(
+                e.contains("field `format`: format 1 arrays have no member identity"),
+                "{e}"
+            );
+        }
     }
 }

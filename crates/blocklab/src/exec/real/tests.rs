@@ -48,8 +48,8 @@ fn open_with_faults(dir: &Path, faults: &Arc<Faults>) -> RealArray {
     RealArray::open(
         dir,
         OpenConfig {
-            direct: false,
             faults: Some(faults.clone()),
+            ..Default::default()
         },
     )
     .unwrap()
@@ -608,7 +608,10 @@ fn every_order_rebuilds_the_lost_members_byte_for_byte() {
             let (a, image) = scribbled(dir.path(), c, checksums, &mut seed, 80);
             a.flush().unwrap();
             let files = |d: u32| {
-                let mut f = vec![std::fs::read(member_path(dir.path(), d)).unwrap()];
+                // The data, without the identity block (its events move).
+                let mut image = std::fs::read(member_path(dir.path(), d)).unwrap();
+                image.truncate((rows * 8192) as usize);
+                let mut f = vec![image];
                 if checksums {
                     // A sidecar is sparse: an entry never written reads as
                     // 0, the sum of a zero block.
@@ -994,12 +997,20 @@ fn coalesced_writes_leave_the_same_member_bytes_as_op_by_op_writes() {
             assert!(counts[1] <= counts[0]);
             merged_some |= counts[1] < counts[0];
             for d in 0..disks {
-                let x = std::fs::read(member_path(dirs[0].path(), d)).unwrap();
-                let y = std::fs::read(member_path(dirs[1].path(), d)).unwrap();
+                // The data (the identity blocks differ: two arrays).
+                let data = |p: std::path::PathBuf, len: u64| {
+                    let mut v = std::fs::read(p).unwrap();
+                    v.truncate(len as usize);
+                    v
+                };
+                let bytes = arrays[0].config().disk_bytes;
+                let (img, sums) = (bytes, identity::sums_id_offset(bytes, 4096));
+                let x = data(member_path(dirs[0].path(), d), img);
+                let y = data(member_path(dirs[1].path(), d), img);
                 assert!(x == y, "{level}: member {d} differs after writing {first}+{n}");
                 if checksums {
-                    let x = std::fs::read(sums_path(dirs[0].path(), d)).unwrap();
-                    let y = std::fs::read(sums_path(dirs[1].path(), d)).unwrap();
+                    let x = data(sums_path(dirs[0].path(), d), sums);
+                    let y = data(sums_path(dirs[1].path(), d), sums);
                     assert!(
                         x == y,
                         "{level}: checksums of member {d} differ after writing {first}+{n}"
@@ -1302,20 +1313,28 @@ fn a_checksum_sidecar_cut_short_or_recreated_verifies_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let a = make(d, cfg("raid1", 2, None), true);
-    // Created with every entry written (16 blocks of 4 bytes).
-    assert_eq!(std::fs::metadata(sums_path(d, 0)).unwrap().len(), 64);
+    // Created with every entry written (16 blocks of 4 bytes, none zero),
+    // then the sidecar's identity block.
+    let sums = std::fs::read(sums_path(d, 0)).unwrap();
+    assert!(sums[..64].chunks(4).all(|e| e != [0u8; 4]), "{:?}", &sums[..64]);
     drop(a);
-    // Member 0's sidecar cut short: its blocks (zeroes, as created) no longer verify.
+    // Member 0's sidecar cut short: it lost its identity block, so it is
+    // refused by name rather than trusted.
     OpenOptions::new()
         .write(true)
         .open(sums_path(d, 0))
         .unwrap()
         .set_len(8)
         .unwrap();
+    let e = RealArray::open(d, OpenConfig::default()).err().unwrap().to_string();
+    assert!(e.contains("disk-0.sum") && e.contains("identity"), "{e}");
+    // Moved away: the sidecar is recreated empty and its blocks (zeroes, as
+    // created) no longer verify; check finds and repairs all 16.
+    std::fs::remove_file(sums_path(d, 0)).unwrap();
     let a = RealArray::open(d, OpenConfig::default()).unwrap();
     let rep = a.check(false).unwrap();
-    assert_eq!(rep.mismatches, 14, "{rep:?}");
-    assert_eq!(a.check(true).unwrap().repaired, 14);
+    assert_eq!(rep.mismatches, 16, "{rep:?}");
+    assert_eq!(a.check(true).unwrap().repaired, 16);
     assert_eq!(a.check(false).unwrap().mismatches, 0);
 }
 
