@@ -8,8 +8,11 @@
 //! member holding the block's data (the first copy on mirrors) has a hole
 //! there (SEEK_DATA / SEEK_HOLE). Every write puts its data on that
 //! member, so a hole there means the block was never written and reads as
-//! zeroes. Anything else — an error, a file system without sparse-file
-//! support, a truncated member — is reported as data, the safe answer.
+//! zeroes. With checksums the block's entry must also be an all-zero
+//! block's: a hole punched later in a written block (damage the reads
+//! repair from redundancy) is data, or a sparse copy would skip it. Anything
+//! else — an error, a file system without sparse-file support, a truncated
+//! member — is reported as data, the safe answer.
 
 use super::RealArray;
 
@@ -89,6 +92,7 @@ impl RealArray {
                 (m.raw_fd(), m.image_len().unwrap_or(0))
             })
             .collect();
+        let zero_sum = super::members::block_sum(&vec![0u8; self.bs]);
         let mut known: Vec<Option<Known>> = vec![None; members.len()];
         let end = (offset + len).min((offset / bs + MAX_BLOCKS) * bs);
         let mut runs: Vec<(u64, bool)> = Vec::new();
@@ -106,7 +110,12 @@ impl RealArray {
                     k
                 }
             };
-            let hole = k.hole && pos + bs <= k.hi;
+            let hole = k.hole
+                && pos + bs <= k.hi
+                && live.members[disk]
+                    .as_ref()
+                    .expect("checked above")
+                    .sum_is(p.disk_block, zero_sum);
             match runs.last_mut() {
                 Some(r) if r.1 == hole => r.0 += next - at,
                 _ => runs.push((next - at, hole)),

@@ -169,6 +169,17 @@ impl Member {
         Ok(())
     }
 
+    /// Whether `block`'s checksum entry is `zero_sum`, an all-zero block's
+    /// (always, without checksums). A hole punched in a written block keeps
+    /// the block's own entry (or, punched too, a zero entry that matches
+    /// nothing), so it does not pass for a never-written block.
+    pub fn sum_is(&self, block: u64, zero_sum: u32) -> bool {
+        match &self.sums {
+            None => true,
+            Some(s) => read_sums(s, block, 1)[0] == zero_sum,
+        }
+    }
+
     /// Give a checksum file made by [`Member::open`] (it was missing) its identity block.
     pub fn write_sums_identity(&self, id: &Identity, disk_bytes: u64, bs: u64) -> io::Result<()> {
         if let Some(s) = &self.sums {

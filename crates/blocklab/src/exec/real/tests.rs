@@ -1416,3 +1416,43 @@ fn allocation_reports_holes_only_where_nothing_was_written() {
         assert_eq!(a.allocation(0, size), [(size, false)], "{level}: degraded: all data");
     }
 }
+
+#[test]
+fn a_hole_punched_in_a_written_block_is_data_to_block_status() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut seed = 23;
+    let a = make(d, cfg("raid5", 4, None), true);
+    // Array blocks 0 and 1: the first chunk (8 KiB), on member 0's blocks 0
+    // and 1 (left-symmetric: the first row's parity is on member 3).
+    let data = bytes(&mut seed, 2 * 4096);
+    a.write(0, &data, false).unwrap();
+    a.flush().unwrap();
+    let before = a.allocation(0, 32 * 4096);
+    assert_eq!(
+        before,
+        vec![(2 * 4096, false), (30 * 4096, true)],
+        "never-written blocks are holes"
+    );
+    // Member 0's two blocks punched (its sidecar kept, then punched too):
+    // still data, as the reads rebuild them from parity.
+    let punch = |path: std::path::PathBuf, n: i64| {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        // SAFETY: fallocate on an open descriptor; no memory is passed.
+        let r = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                0,
+                n,
+            )
+        };
+        assert_eq!(r, 0, "this test needs a file system that punches holes");
+    };
+    punch(member_path(d, 0), 2 * 4096);
+    assert_eq!(a.allocation(0, 32 * 4096), before);
+    punch(sums_path(d, 0), 2 * 4);
+    assert_eq!(a.allocation(0, 32 * 4096), before);
+    assert!(read_all(&a).unwrap()[..2 * 4096] == data[..], "and they read back");
+}
