@@ -66,7 +66,7 @@ fn cpu_secs() -> Option<f64> {
     Some(s.split_whitespace().next()?.parse::<f64>().ok()? / 1e9)
 }
 
-fn case(name: &str, make: &dyn Fn() -> Box<dyn DeviceModel>, reqs: &[Request], d: Discipline, sched: &str) {
+fn case(name: &str, make: &(dyn Fn() -> Box<dyn DeviceModel> + Sync), reqs: &[Request], d: Discipline, sched: &str) {
     let cfg = ReplayConfig {
         discipline: d,
         exec: ExecConfig {

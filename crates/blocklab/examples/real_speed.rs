@@ -21,7 +21,15 @@ fn main() {
     let disks = if level == "raid6" { 5 } else { 4 };
     let cfg = ArrayConfig::from_names_sized(&level, disks, 65536, None, 4096, 256 << 20).unwrap();
     RealArray::create(&dir, cfg, false).unwrap();
-    let a = RealArray::open(&dir, OpenConfig { direct, faults: None, ..Default::default() }).unwrap();
+    let a = RealArray::open(
+        &dir,
+        OpenConfig {
+            direct,
+            faults: None,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let size = a.size_bytes();
     let wbytes: usize = std::env::args().nth(4).map_or(1 << 20, |s| s.parse().unwrap());
     let buf = vec![7u8; wbytes];
