@@ -401,8 +401,7 @@ impl Iterator for TraceReader {
             if self.orderer.order() == TimeOrder::Any {
                 return Some(Ok(req));
             }
-            let file = self.path.display().to_string();
-            match self.orderer.admit(req, self.inner.location(), &file) {
+            match self.orderer.admit(req, self.inner.location(), &self.path) {
                 Ok(Some(r)) => return Some(Ok(r)),
                 Ok(None) => {}
                 Err(e) => {

@@ -118,7 +118,7 @@ impl Orderer {
 
     /// Take in a request read at `loc` of `file`: checked (`Strict`), queued
     /// (`Sort`; [`Orderer::pop`] gives it back in order).
-    pub fn admit(&mut self, req: Request, loc: Location, file: &str) -> Result<Option<Request>> {
+    pub fn admit(&mut self, req: Request, loc: Location, file: &std::path::Path) -> Result<Option<Request>> {
         let t = req.time;
         if let Some((latest, at)) = self.latest {
             if t < latest {
@@ -127,7 +127,7 @@ impl Orderer {
                     TimeOrder::Any => {}
                     TimeOrder::Strict => {
                         return Err(Error::parse(
-                            file,
+                            file.display().to_string(),
                             loc,
                             "time",
                             format!(
@@ -140,7 +140,7 @@ impl Orderer {
                     TimeOrder::Sort { window_s } => {
                         if behind > window_s {
                             return Err(Error::parse(
-                                file,
+                                file.display().to_string(),
                                 loc,
                                 "time",
                                 format!(
