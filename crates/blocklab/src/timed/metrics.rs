@@ -81,11 +81,6 @@ impl Responses {
         self.lat.record(r);
     }
 
-    /// The `p` quantile in ms (0 without requests).
-    fn quantile(&self, p: f64) -> f64 {
-        self.lat.quantile_ms(p)
-    }
-
     /// The response time at each percentile 1, 2, ..., 100 (ms; the 100th is
     /// the exact maximum): the distribution as a CDF. Empty without requests.
     fn cdf_ms(&self) -> Vec<f64> {
@@ -336,6 +331,8 @@ impl Recorder {
                 })
                 .collect()
         });
+        // One sort of the responses for the three percentiles.
+        let all = self.all.summary();
         Report {
             replay: String::new(),
             scheduler: String::new(),
@@ -343,9 +340,9 @@ impl Recorder {
             requests: self.measured,
             unreadable: self.unreadable,
             avg_response_ms: self.all.mean_ms(),
-            p50_ms: self.all.quantile(0.50),
-            p95_ms: self.all.quantile(0.95),
-            p99_ms: self.all.quantile(0.99),
+            p50_ms: all.p50_ms,
+            p95_ms: all.p95_ms,
+            p99_ms: all.p99_ms,
             max_response_ms: self.all.max_ms(),
             avg_service_ms: if self.measured > 0 {
                 total_busy as f64 / self.measured as f64 / 1e6
