@@ -249,8 +249,15 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, deadline: Opt
 }
 
 /// Write all of `parts`, waking up every write timeout; once the server is
-/// stopping, give up after `grace` (a peer that does not read).
-fn write_full(s: &TcpStream, parts: &mut [io::IoSlice], stop: &AtomicBool, grace: Duration) -> io::Result<()> {
+/// stopping, give up after `grace` (a peer that does not read), and so at
+/// `deadline` (a handshake whose client does not read its option replies).
+fn write_full(
+    s: &TcpStream,
+    parts: &mut [io::IoSlice],
+    stop: &AtomicBool,
+    grace: Duration,
+    deadline: Option<Instant>,
+) -> io::Result<()> {
     let mut slices: &mut [io::IoSlice] = parts;
     let mut stopping_since: Option<Instant> = None;
     let mut w = s;
@@ -261,6 +268,9 @@ fn write_full(s: &TcpStream, parts: &mut [io::IoSlice], stop: &AtomicBool, grace
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
+        }
+        if !slices.is_empty() && deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "handshake time limit"));
         }
         if stop.load(Ordering::SeqCst) {
             let since = *stopping_since.get_or_insert_with(Instant::now);
@@ -447,6 +457,8 @@ impl Mode {
 struct Connection {
     sock: TcpStream,
     shared: Arc<Shared>,
+    /// When the handshake must be over: its reads and its replies give up then.
+    handshake_deadline: Instant,
 }
 
 impl Shared {
@@ -477,6 +489,7 @@ impl Connection {
         let mut c = Connection {
             sock,
             shared: shared.clone(),
+            handshake_deadline: Instant::now() + shared.cfg.handshake_limit,
         };
         let r = match c.handshake() {
             Ok(Handshake::Transmit(export, mode)) => c.transmit(export, mode),
@@ -494,6 +507,7 @@ impl Connection {
             &mut [io::IoSlice::new(bytes)],
             &self.shared.stop,
             cfg.stop_grace,
+            Some(self.handshake_deadline),
         )
     }
 
@@ -513,8 +527,8 @@ impl Connection {
 
     fn handshake(&mut self) -> io::Result<Handshake> {
         let shared = self.shared.clone();
-        let (cfg, stop) = (&shared.cfg, &*shared.stop);
-        let deadline = Instant::now() + cfg.handshake_limit;
+        let stop = &*shared.stop;
+        let deadline = self.handshake_deadline;
         let mut hello = Vec::new();
         hello.extend_from_slice(&NBDMAGIC.to_be_bytes());
         hello.extend_from_slice(&IHAVEOPT.to_be_bytes());
@@ -993,7 +1007,7 @@ fn write_replies(
         }
         let (head, data) = encode(&r, structured);
         let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
-        if write_full(&sock, &mut parts, stop, grace).is_err() {
+        if write_full(&sock, &mut parts, stop, grace, None).is_err() {
             broken.store(true, Ordering::SeqCst);
             let _ = sock.shutdown(std::net::Shutdown::Both);
         }

@@ -494,6 +494,43 @@ fn a_client_slow_in_the_handshake_is_dropped() {
     h.shutdown();
 }
 
+/// A client that keeps sending options but never reads their replies is
+/// dropped at the handshake limit too: the server's replies fill the socket,
+/// and a reply it cannot send gives up then instead of blocking for good.
+#[test]
+fn a_handshake_client_not_reading_its_option_replies_is_dropped() {
+    let mem = Arc::new(Mem {
+        data: Mutex::new(vec![0; 1 << 16]),
+        flushes: Mutex::new(0),
+    });
+    let cfg = ServerConfig {
+        handshake_limit: std::time::Duration::from_millis(500),
+        ..Default::default()
+    };
+    let h = serve(TcpListener::bind("127.0.0.1:0").unwrap(), mem, cfg).unwrap();
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE);
+    s.set_write_timeout(Some(std::time::Duration::from_millis(100)))
+        .unwrap();
+    let mut one = IHAVEOPT.to_be_bytes().to_vec();
+    one.extend_from_slice(&u32b(OPT_LIST));
+    one.extend_from_slice(&u32b(0));
+    let batch = one.repeat(4096);
+    // Options are written until the server closes the connection.
+    let dropped = within(10, move || loop {
+        match s.write(&batch) {
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => return true,
+        }
+    });
+    assert_eq!(
+        dropped,
+        Some(true),
+        "the server kept a handshake that never reads its replies"
+    );
+    h.shutdown();
+}
+
 /// `NBD_CMD_CACHE` is not advertised, so a client sending it anyway gets
 /// `EINVAL` (and the connection goes on).
 #[test]
