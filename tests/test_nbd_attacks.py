@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from test_real import Server, make_array, run
+from realkit import Server, make_array, run
 
 NBDMAGIC = 0x4E42444D41474943
 IHAVEOPT = 0x49484156454F5054
