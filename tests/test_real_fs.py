@@ -7,10 +7,10 @@ restarted (the array reopened from its member files) and with another
 member failed (so the rebuilt spare's bytes are what parity is solved from).
 
 Needs root, `/dev/fuse` and loop devices (skipped, saying which, only where
-one of them does not exist). `make tools` installs libnbd-bin (nbdfuse),
-fuse3 and e2fsprogs. Every subprocess has a timeout and every mount is
-taken down in `finally` (lazily if need be), so a failure never leaves the
-suite hanging on a mount.
+one of them does not exist). `make tools` installs libnbd-bin (nbdfuse) and
+e2fsprogs; mounts are taken down with `umount` (root needs no fusermount3).
+Every subprocess has a timeout and every mount is taken down in `finally`
+(lazily if need be), so a failure never leaves the suite hanging on a mount.
 """
 
 from __future__ import annotations
