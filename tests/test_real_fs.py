@@ -182,9 +182,10 @@ def check_through_export(uri: str, tmp: Path, tree: Tree) -> None:
         tree.check(ro)
 
 
-@pytest.mark.parametrize("raid,disks", [("5", 4)])
-def test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, raid, disks, stack=None):
-    d, srv = make_served(tmp_path, raid, disks, stack, "64MiB")
+@pytest.mark.parametrize("raid,disks,extra", [("5", 4, ()), ("6", 5, ("--checksums",))],
+                         ids=["raid5", "raid6-checksums"])
+def test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, raid, disks, extra, stack=None):
+    d, srv = make_served(tmp_path, raid, disks, stack, "64MiB", "64KiB", *extra)
     rebuild = None
     try:
         with nbdfuse(srv.uri, tmp_path / "fuse") as dev:
