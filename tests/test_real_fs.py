@@ -207,6 +207,18 @@ class Tree:
         assert not bad, f"{len(bad)} file(s) with wrong contents, e.g. {bad[:5]}"
 
 
+@contextlib.contextmanager
+def new_ext4(uri: str, tmp: Path, seed: int, files: int):
+    """mkfs.ext4 on the export, mounted at tmp/fs, `files` files written and synced."""
+    with nbdfuse(uri, tmp / "fuse") as dev:
+        sh("mkfs.ext4", "-q", "-F", dev, timeout=300)
+        with loop_mounted(dev, tmp / "fs") as fs:
+            tree = Tree(fs, seed)
+            tree.write(files)
+            tree.sync()
+            yield tree
+
+
 def fsck_clean(uri: str, where: Path) -> None:
     with nbdfuse(uri, where, read_only=True) as dev:
         p = sh("e2fsck", "-fn", dev, timeout=300, check=False)
@@ -226,38 +238,33 @@ def test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, ra
     d, srv = make_served(tmp_path, raid, disks, stack, "64MiB", "64KiB", *extra)
     rebuild = None
     try:
-        with nbdfuse(srv.uri, tmp_path / "fuse") as dev:
-            sh("mkfs.ext4", "-q", "-F", dev, timeout=300)
-            with loop_mounted(dev, tmp_path / "fs") as fs:
-                tree = Tree(fs, seed=21)
-                tree.write(250)
-                tree.sync()
-                # A member fails while the file system is mounted; writing goes on.
-                run("real", "fail", d, "1")
-                assert js("real", "status", d)["health"] == "degraded"
-                tree.write(80)
-                tree.churn(40)
-                tree.sync()
-                # A spare, rebuilt by the server while more files are written.
-                run("real", "replace", d, "1")
-                rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--json", "--speed-min", "8000",
-                                            "--speed-max", "16000"], stdout=subprocess.PIPE,
-                                           stderr=subprocess.PIPE, text=True)
-                time.sleep(0.5)
-                assert rebuild.poll() is None, "the rebuild ended before the writes during it began"
-                tree.write(40)
-                tree.sync()
-                still_rebuilding = rebuild.poll() is None
-                tree.write(40)
-                tree.churn(30)
-                tree.sync()
-                out, err = rebuild.communicate(timeout=300)
-                assert rebuild.returncode == 0, err
-                report = json.loads(out)
-                assert report["finished"] and report["user_requests_seen"] > 0, report
-                assert still_rebuilding, "the rebuild finished before the first writes during it reached the array"
-                assert js("real", "status", d)["health"] == "healthy"
-                tree.check(fs)
+        with new_ext4(srv.uri, tmp_path, seed=21, files=250) as tree:
+            # A member fails while the file system is mounted; writing goes on.
+            run("real", "fail", d, "1")
+            assert js("real", "status", d)["health"] == "degraded"
+            tree.write(80)
+            tree.churn(40)
+            tree.sync()
+            # A spare, rebuilt by the server while more files are written.
+            run("real", "replace", d, "1")
+            rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--json", "--speed-min", "8000",
+                                        "--speed-max", "16000"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True)
+            time.sleep(0.5)
+            assert rebuild.poll() is None, "the rebuild ended before the writes during it began"
+            tree.write(40)
+            tree.sync()
+            still_rebuilding = rebuild.poll() is None
+            tree.write(40)
+            tree.churn(30)
+            tree.sync()
+            out, err = rebuild.communicate(timeout=300)
+            assert rebuild.returncode == 0, err
+            report = json.loads(out)
+            assert report["finished"] and report["user_requests_seen"] > 0, report
+            assert still_rebuilding, "the rebuild finished before the first writes during it reached the array"
+            assert js("real", "status", d)["health"] == "healthy"
+            tree.check(tree.root)
         check_through_export(srv.uri, tmp_path, tree)
         chk = js("real", "check", d)
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
@@ -287,22 +294,17 @@ def test_ext4_survives_a_kill9_of_the_server_while_mounted(tmp_path, state, seed
     try:
         if state == "degraded":
             run("real", "fail", d, "2")  # the array's own journal covers every write
-        with nbdfuse(srv.uri, tmp_path / "fuse") as dev:
-            sh("mkfs.ext4", "-q", "-F", dev, timeout=300)
-            with loop_mounted(dev, tmp_path / "fs") as fs:
-                tree = Tree(fs, seed=31)
-                tree.write(100)
-                tree.sync()
-                synced = len(tree.sums)
-                stop = threading.Event()
-                writer = threading.Thread(target=tree.write_durably, args=(stop.is_set,), daemon=True)
-                writer.start()
-                time.sleep(random.Random(seed).uniform(1.0, 2.0))  # the kill: a seeded moment
-                srv.kill9()
-                stop.set()
-                writer.join(120)
-                assert not writer.is_alive(), "a write or fsync hung after the server died"
-                assert len(tree.sums) > synced, "no file was fsync'd before the kill"
+        with new_ext4(srv.uri, tmp_path, seed=31, files=100) as tree:
+            synced = len(tree.sums)
+            stop = threading.Event()
+            writer = threading.Thread(target=tree.write_durably, args=(stop.is_set,), daemon=True)
+            writer.start()
+            time.sleep(random.Random(seed).uniform(1.0, 2.0))  # the kill: a seeded moment
+            srv.kill9()
+            stop.set()
+            writer.join(120)
+            assert not writer.is_alive(), "a write or fsync hung after the server died"
+            assert len(tree.sums) > synced, "no file was fsync'd before the kill"
         print(f"{state}: {len(tree.sums) - synced} files fsync'd before the kill, then {tree.ended}")
         srv = Server(d)
         # Mounting replays ext4's journal.
