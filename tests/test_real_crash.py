@@ -6,6 +6,8 @@ must hold the stamp of its last write made durable (acknowledged before a
 FLUSH that completed, or acknowledged with FUA) or of a later write that
 was sent; never an older stamp, another block's, zeroes after a durable
 write, or garbage. Past the redundancy a read is an EIO, never data.
+Rounds: several levels healthy, a member failed before the crash, the
+server killed during a served rebuild, a member image missing at restart.
 
 Unlike `real integrity` (Rust, in process: a fault hook stops member writes
 at a chosen write, and the API's acknowledgements are the ledger), these
@@ -27,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from nbd_stamp import BLOCK, EIO, Nbd, Stamper, read_all, stamped
-from realkit import Server, js, make_served, run
+from realkit import BLOCKLAB, Server, js, make_served, run
 
 
 def crash_under_writes(srv: Server, seed: int) -> Stamper:
@@ -80,6 +82,7 @@ ROUNDS = [
     ("raid5-failed-before", "5", 4, 6, "failed-before", ()),
     ("raid6-failed-before", "6", 5, 7, "failed-before", ()),
     ("raid5-missing-at-restart", "5", 4, 8, "missing-at-restart", ()),
+    ("raid6-rebuilding", "6", 5, 9, "rebuilding", ()),
 ]
 REDUNDANCY = {"1": 1, "5": 1, "6": 2, "10": 1}
 
@@ -88,9 +91,18 @@ REDUNDANCY = {"1": 1, "5": 1, "6": 2, "10": 1}
 def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks, seed, scenario, extra, stack=None):
     d, srv = make_served(tmp_path, raid, disks, stack, "8MiB", "16KiB", *extra)
     try:
-        if scenario == "failed-before":
+        rebuild = None
+        if scenario in ("failed-before", "rebuilding"):
             run("real", "fail", d, "1")
+        if scenario == "rebuilding":
+            # A served rebuild of a spare, slow enough to be under way at the kill.
+            run("real", "replace", d, "1")
+            rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--speed-min", "1000",
+                                        "--speed-max", "2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            time.sleep(1.5)  # past its first checkpoint (about one a second)
         st = crash_under_writes(srv, seed)
+        if rebuild is not None:
+            rebuild.communicate(timeout=60)  # its server is gone
         if scenario == "missing-at-restart":
             dirty = dirty_bitmap(d)
             (d / "disk-1.img").rename(tmp_path / "disk-1.aside")
@@ -118,6 +130,14 @@ def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks
         else:
             srv = Server(d)
         verify(srv, st)
+        if scenario == "rebuilding":
+            st_ = js("real", "status", d)
+            # Killed mid-rebuild: what was recorded (about once a second) resumes.
+            assert st_["recovering"] == [1] and st_["rebuilt_rows"] < st_["member_rows"], st_
+            print(f"rebuilt rows recorded at the kill: {st_['rebuilt_rows']} of {st_['member_rows']}")
+            r = js("real", "rebuild", d, "--speed-max", "1000000")
+            assert r["finished"] and r["resumed_from"] == st_["rebuilt_rows"], r
+            verify(srv, st)
         chk = js("real", "check", d)
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
         # What the resync left must be what the parity (or the other copy) gives.
@@ -132,6 +152,9 @@ def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks
             assert verify(srv, st, errors_allowed=True) > 0
         srv.stop()
     finally:
+        if rebuild is not None and rebuild.poll() is None:
+            rebuild.kill()
+            rebuild.wait(timeout=30)
         srv.ensure_dead()
 
 
