@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 import subprocess
 import threading
 import time
@@ -131,19 +130,19 @@ def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks
             srv = Server(d)
         verify(srv, st)
         if scenario == "rebuilding":
-            st_ = js("real", "status", d)
+            status = js("real", "status", d)
             # Killed mid-rebuild: what was recorded (about once a second) resumes.
-            assert st_["recovering"] == [1] and st_["rebuilt_rows"] < st_["member_rows"], st_
-            print(f"rebuilt rows recorded at the kill: {st_['rebuilt_rows']} of {st_['member_rows']}")
+            assert status["recovering"] == [1] and status["rebuilt_rows"] < status["member_rows"], status
+            print(f"rebuilt rows recorded at the kill: {status['rebuilt_rows']} of {status['member_rows']}")
             r = js("real", "rebuild", d, "--speed-max", "1000000")
-            assert r["finished"] and r["resumed_from"] == st_["rebuilt_rows"], r
+            assert r["finished"] and r["resumed_from"] == status["rebuilt_rows"], r
             verify(srv, st)
         chk = js("real", "check", d)
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
         # What the resync left must be what the parity (or the other copy) gives.
         failed = js("real", "status", d)["failed"]
-        spare = [i for i in range(disks) if i not in failed]
-        for i in spare[: REDUNDANCY[raid] - len(failed)]:
+        present = [i for i in range(disks) if i not in failed]
+        for i in present[: REDUNDANCY[raid] - len(failed)]:
             run("real", "fail", d, i)
         verify(srv, st)
         # One member more than the level survives: errors, never data.
