@@ -83,6 +83,23 @@ def make_served(tmp: Path, raid: str, disks: int, stack: Path | None = None, siz
     return d, Server(d)
 
 
+def rebuild_in_background(d: Path, speed_min: int, speed_max: int) -> subprocess.Popen:
+    """`real rebuild DIR --json` paced between the two speeds (KiB/s), running
+    while the test goes on (through the server when one serves DIR)."""
+    return subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--json", "--speed-min", str(speed_min),
+                             "--speed-max", str(speed_max)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def tear_down(srv: Server, *procs: subprocess.Popen | None) -> None:
+    """For `finally`: kill what a failed test left running, then its server."""
+    for p in procs:
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait(timeout=30)
+    srv.ensure_dead()
+
+
 def random_file(path: Path, size: int, seed: int) -> bytes:
     data = random.Random(seed).randbytes(size)
     path.write_bytes(data)

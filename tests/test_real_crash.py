@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from nbd_stamp import BLOCK, EIO, Nbd, Stamper, read_all, stamped
-from realkit import BLOCKLAB, Server, js, make_served, run
+from realkit import Server, js, make_served, rebuild_in_background, run, tear_down
 
 
 def crash_under_writes(srv: Server, seed: int) -> Stamper:
@@ -96,8 +96,7 @@ def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks
         if scenario == "rebuilding":
             # A served rebuild of a spare, slow enough to be under way at the kill.
             run("real", "replace", d, "1")
-            rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--speed-min", "1000",
-                                        "--speed-max", "2000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            rebuild = rebuild_in_background(d, 1000, 2000)
             time.sleep(1.5)  # past its first checkpoint (about one a second)
         st = crash_under_writes(srv, seed)
         if rebuild is not None:
@@ -151,10 +150,7 @@ def test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks
             assert verify(srv, st, errors_allowed=True) > 0
         srv.stop()
     finally:
-        if rebuild is not None and rebuild.poll() is None:
-            rebuild.kill()
-            rebuild.wait(timeout=30)
-        srv.ensure_dead()
+        tear_down(srv, rebuild)
 
 
 def test_the_stamp_checker_rejects_stale_foreign_and_garbage_blocks():

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from realkit import BLOCKLAB, js, make_served, run
+from realkit import js, make_served, rebuild_in_background, run, tear_down
 
 SIZE = 16 << 20
 
@@ -71,9 +71,7 @@ def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, st
             fio(srv.uri, tmp_path, 4)
             run("real", "fail", d, "1")
             run("real", "replace", d, "1")
-            rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--json", "--speed-min", "4000",
-                                        "--speed-max", "8000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True)
+            rebuild = rebuild_in_background(d, 4000, 8000)
             passes = 0
             while rebuild.poll() is None and passes < 20:
                 fio(srv.uri, tmp_path, 5 + passes)
@@ -92,7 +90,4 @@ def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, st
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
         srv.stop()
     finally:
-        if rebuild is not None and rebuild.poll() is None:
-            rebuild.kill()
-            rebuild.wait(timeout=30)
-        srv.ensure_dead()
+        tear_down(srv, rebuild)

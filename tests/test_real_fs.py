@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from realkit import BLOCKLAB, Server, js, make_served, run
+from realkit import Server, js, make_served, rebuild_in_background, run, tear_down
 
 MIB = 1 << 20
 
@@ -247,9 +247,7 @@ def test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, ra
             tree.sync()
             # A spare, rebuilt by the server while more files are written.
             run("real", "replace", d, "1")
-            rebuild = subprocess.Popen([*BLOCKLAB, "real", "rebuild", str(d), "--json", "--speed-min", "8000",
-                                        "--speed-max", "16000"], stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True)
+            rebuild = rebuild_in_background(d, 8000, 16000)
             time.sleep(0.5)
             assert rebuild.poll() is None, "the rebuild ended before the writes during it began"
             tree.write(40)
@@ -279,10 +277,7 @@ def test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, ra
     finally:
         for m in ("ro", "fs", "fuse"):
             _umount(tmp_path / m)
-        if rebuild is not None and rebuild.poll() is None:
-            rebuild.kill()
-            rebuild.wait(timeout=30)
-        srv.ensure_dead()
+        tear_down(srv, rebuild)
 
 
 @pytest.mark.parametrize("state,seed", [("healthy", 1), ("degraded", 2)], ids=["healthy", "degraded"])
