@@ -47,8 +47,10 @@ demo: install
 test: install tools test-rust test-python
 
 # The real tools the tests drive, installed once, only when missing: fio's nbd
-# engine, qemu-img / qemu-io, nbdinfo / nbdcopy (the real executor's NBD server),
-# mke2fs / dumpe2fs / debugfs (the ext2 model is checked against real images),
+# engine, qemu-img / qemu-io, nbdinfo / nbdcopy / nbdfuse (the real executor's
+# NBD server; libnbd-bin has all three on Debian bookworm), mke2fs / dumpe2fs /
+# debugfs / e2fsck (the ext2 model is checked against real images; ext4 on a
+# served array is checked with e2fsck),
 # chromium (the sweep report is checked in a real headless browser).
 APT_GET := apt-get install -y --no-install-recommends
 tools:

@@ -22,13 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from test_real import Server, make_array, run
+from nbd_stamp import CMD_READ, CMD_WRITE, IHAVEOPT, NBDMAGIC, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC, recv_exact
+from realkit import Server, make_array, run
 
-NBDMAGIC = 0x4E42444D41474943
-IHAVEOPT = 0x49484156454F5054
-REQUEST_MAGIC = 0x25609513
-SIMPLE_REPLY_MAGIC = 0x67446698
-CMD_READ, CMD_WRITE = 0, 1
 MIB = 1 << 20
 
 
@@ -48,15 +44,6 @@ def transmitting(srv: Server) -> socket.socket:
     s.sendall(struct.pack(">QII", IHAVEOPT, 1, len(name)) + name)
     recv_exact(s, 10)  # size, transmission flags
     return s
-
-
-def recv_exact(s: socket.socket, n: int) -> bytes:
-    b = b""
-    while len(b) < n:
-        k = s.recv(n - len(b))
-        assert k, "server closed the connection"
-        b += k
-    return b
 
 
 def header(typ: int, cookie: int, offset: int, length: int) -> bytes:

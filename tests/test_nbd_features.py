@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 
-from test_real import Server, js, make_array, random_file, read_export, run
+from realkit import Server, js, make_array, random_file, read_export, run
 
 
 def nbd_map(uri: str) -> list:

@@ -8,82 +8,24 @@ the server mid-write and of a rebuild; the integrity suite (a cut).
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-BLOCKLAB = [sys.executable, "-c", "from blocklab.cli import main; main()"]
+from realkit import BLOCKLAB, Server, js, make_array, nbdcopy, random_file, read_export, run
+
 TOOLS = ("fio", "qemu-img", "qemu-io", "nbdinfo", "nbdcopy")
-
-
-def run(*args, check=True, timeout=300) -> subprocess.CompletedProcess:
-    p = subprocess.run([*BLOCKLAB, *map(str, args)], capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"blocklab {' '.join(map(str, args))} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def js(*args) -> dict:
-    return json.loads(run(*args, "--json").stdout)
 
 
 @pytest.fixture(scope="module", autouse=True)
 def tools_present():
     missing = [t for t in TOOLS if subprocess.run(["sh", "-c", f"command -v {t}"], capture_output=True).returncode]
     assert not missing, f"missing {missing}: `make test` installs fio, qemu-utils and libnbd-bin"
-
-
-class Server:
-    """`blocklab real serve DIR --listen 127.0.0.1:0`, its address parsed from its first line."""
-
-    def __init__(self, d: Path, *extra: str):
-        self.p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0", *extra],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", line)
-        assert m, f"no address in {line!r}: {self.p.stderr.read() if self.p.poll() is not None else ''}"
-        self.host, self.port, self.name = m.group(1), int(m.group(2)), m.group(3)
-        self.uri = f"nbd://{self.host}:{self.port}/{self.name}"
-
-    def stop(self) -> None:
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            self.p.wait(timeout=60)
-        assert self.p.returncode == 0, self.p.stderr.read()
-
-    def kill9(self) -> None:
-        self.p.send_signal(signal.SIGKILL)
-        self.p.wait(timeout=30)
-
-
-def make_array(tmp: Path, name: str, raid: str, disks: int, size: str = "4MiB", chunk: str = "64KiB", *extra) -> Path:
-    d = tmp / name
-    run("real", "create", d, "--raid", raid, "--disks", disks, "--chunk", chunk, "--disk-size", size, *extra)
-    return d
-
-
-def random_file(path: Path, size: int, seed: int) -> bytes:
-    data = random.Random(seed).randbytes(size)
-    path.write_bytes(data)
-    return data
-
-
-def nbdcopy(src: str, dst: str) -> None:
-    subprocess.run(["nbdcopy", src, dst], check=True, capture_output=True, timeout=120)
-
-
-def read_export(srv: Server, out: Path) -> bytes:
-    if out.exists():
-        out.unlink()
-    nbdcopy(srv.uri, str(out))
-    return out.read_bytes()
 
 
 # --- the command line --------------------------------------------------------
