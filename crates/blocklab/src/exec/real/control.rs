@@ -112,7 +112,7 @@ pub fn human_bytes(n: u64) -> String {
     format!("{v} {}", units[i])
 }
 
-fn to_export(e: ReqError) -> ExportError {
+pub(super) fn to_export(e: ReqError) -> ExportError {
     match e {
         ReqError::OutOfRange(m) => ExportError::OutOfRange(m),
         ReqError::Unreadable(m) | ReqError::Io(m) => ExportError::Io(m),
