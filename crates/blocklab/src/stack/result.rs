@@ -243,6 +243,12 @@ pub struct RealFigures {
     pub partial_block_reads: u64,
     /// FLUSH requests served (each destages every dirty block).
     pub flushes: u64,
+    /// `real replay`: its discipline, the requests the stack refused (not
+    /// in the response times), and the wall time.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub replay: String,
+    pub errors: u64,
+    pub wall_s: f64,
 }
 
 /// Figures of a timed run beside the response times.

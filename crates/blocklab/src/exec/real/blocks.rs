@@ -124,11 +124,11 @@ impl Blocks {
     /// above `layer`, if any: newer than anything below. (A request may
     /// evict a dirty block, then miss on it before the destage goes below:
     /// the counted decisions read below first, the bytes must be these.)
-    fn staged_above(&self, layer: usize, block: u64) -> Option<&Box<[u8]>> {
+    fn staged_above(&self, layer: usize, block: u64) -> Option<&[u8]> {
         if self.staged.is_empty() {
             return None;
         }
-        (0..layer).find_map(|l| self.staged.get(&(l, block)))
+        (0..layer).find_map(|l| self.staged.get(&(l, block)).map(|c| &c[..]))
     }
 
     fn top(&mut self) -> &mut Frame {
@@ -143,7 +143,7 @@ impl DataPath for Blocks {
             .get(layer)
             .and_then(|s| s.get(&block))
             .ok_or_else(|| missing("hit on", layer, block))?;
-        let c = self.staged_above(layer, block).unwrap_or(held).clone();
+        let c: Box<[u8]> = self.staged_above(layer, block).unwrap_or(held).into();
         self.top().insert(block, c);
         Ok(())
     }
@@ -217,10 +217,7 @@ impl DataPath for Blocks {
                 let layers = self.stores.len();
                 for (i, c) in buf.chunks_exact(bs).enumerate() {
                     let b = io.first + i as u64;
-                    let c: Box<[u8]> = match self.staged_above(layers, b) {
-                        Some(newer) => newer.clone(),
-                        None => c.into(),
-                    };
+                    let c: Box<[u8]> = self.staged_above(layers, b).unwrap_or(c).into();
                     self.top().insert(b, c);
                 }
             }

@@ -40,6 +40,7 @@ pub mod replay;
 pub mod runner;
 pub mod scrub;
 pub mod stack;
+pub mod stack_replay;
 pub mod state;
 mod uring;
 

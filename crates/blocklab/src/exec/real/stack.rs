@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::blocks::{Blocks, RealExec};
-use super::{RealArray, ReqError};
+use super::{RealArray, ReqError, Status};
 use crate::array::shared::SharedArray;
 use crate::array::{parse_bytes, ArrayConfig};
 use crate::error::{Error, Result};
@@ -184,9 +184,22 @@ pub fn array_config(spec: &StackSpec, disk_bytes: u64) -> Result<ArrayConfig> {
     Ok(cfg)
 }
 
-/// The stack of `spec` as the real executor runs it over `array`: the
-/// counted stack, sized by the real array, its own array model healthy (the
-/// real one's state is copied in before each request).
+/// The stack file as the counted stack the real executor runs over an
+/// array of `real`: sized by it, one volume, a device model that only
+/// sizes the members (never timed).
+fn real_spec(spec: &StackSpec, real: &ArrayConfig) -> StackSpec {
+    let mut s = spec.clone();
+    if let Some(a) = &mut s.array {
+        a.disk_size = Some(crate::stack::spec::NumOrStr::Int(real.disk_bytes));
+    }
+    s.tenant_map = TenantMap::Ignore;
+    s.device.model = format!("toy:base=0,cap={}", real.disk_bytes.div_ceil(512).max(1));
+    s
+}
+
+/// The stack of `spec` as the real executor runs it over `array` (its
+/// own array model starts healthy: the real one's state is copied in before
+/// each request).
 fn composed(spec: &StackSpec, array: &RealArray) -> Result<Composed> {
     check_real(spec)?;
     let cfg = array_config(spec, array.config().disk_bytes)?;
@@ -204,14 +217,52 @@ fn composed(spec: &StackSpec, array: &RealArray) -> Result<Composed> {
             ),
         ));
     }
-    let mut s = spec.clone();
-    if let Some(a) = &mut s.array {
-        a.disk_size = Some(crate::stack::spec::NumOrStr::Int(real.disk_bytes));
+    build(&real_spec(spec, real), Executor::Count, None)
+}
+
+/// `real create DIR --stack FILE`: lay out the array of the stack's
+/// `[array]` (members of `disk_bytes`, else `array.disk_size`) and keep the
+/// stack file in `dir`. Returns the array's status and the notes on keys
+/// ignored.
+pub fn create_stack(
+    dir: &Path,
+    file: &Path,
+    disk_bytes: Option<u64>,
+    checksums: bool,
+) -> Result<(Status, Vec<String>)> {
+    let spec = StackSpec::load(file, &[])?;
+    check_real(&spec)?;
+    let cfg = array_config(&spec, disk_bytes.unwrap_or(0))?;
+    cfg.validate().map_err(|e| spec.origin.err("array", e))?;
+    // The stack must build over an array of this size (cache sizes...)
+    // before any file is made.
+    let probe = crate::array::Array::new(cfg).map_err(|e| spec.origin.err("array", e))?;
+    if probe.capacity_blocks().unwrap_or(0) > 0 {
+        build(&real_spec(&spec, &cfg), Executor::Count, None)?;
     }
-    // One volume; a device model that only sizes the members (never timed).
-    s.tenant_map = TenantMap::Ignore;
-    s.device.model = format!("toy:base=0,cap={}", real.disk_bytes.div_ceil(512).max(1));
-    build(&s, Executor::Count, None)
+    let shown = dir.display().to_string();
+    if dir.join(STACK_FILE).exists() {
+        return Err(Error::config(format!("{shown}: already holds a stack ({STACK_FILE})")));
+    }
+    let st = RealArray::create(dir, cfg, checksums)?;
+    std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
+    Ok((st, ignored_keys(&spec)))
+}
+
+/// The stack of `dir` and its figures (live from the server when it is
+/// served; else the layers as configured, counters at zero), None without one.
+pub fn stack_status(dir: &Path) -> Result<Option<serde_json::Value>> {
+    if stack_file(dir).is_none() {
+        return Ok(None);
+    }
+    if let Some(info) = super::control::server_of(dir)? {
+        return super::control::request(&info, serde_json::json!({"op": "stack"})).map(Some);
+    }
+    let array = Arc::new(RealArray::open(dir, super::OpenConfig::default())?);
+    let r = RealStack::load(dir, &array)?.map(|s| s.result());
+    let array = Arc::try_unwrap(array).map_err(|_| Error::config("array still in use"))?;
+    array.close()?;
+    Ok(r.map(|r| serde_json::to_value(&r).expect("a stack result serializes")))
 }
 
 struct Inner {
@@ -423,6 +474,7 @@ impl RealStack {
         out.real = Some(crate::stack::result::RealFigures {
             partial_block_reads: inner.exec.blocks.partial_block_reads,
             flushes: inner.flushes,
+            ..Default::default()
         });
         out.finish();
         out

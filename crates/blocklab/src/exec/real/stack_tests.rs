@@ -66,7 +66,7 @@ fn synthetic(seed: u64, n: usize, size: u64, write_share: u64, partial: bool) ->
             let nb = 1 + rng(&mut s) % 4;
             let b = b.min(blocks - nb);
             let (mut offset, mut len) = (b * 4096, nb * 4096);
-            if partial && rng(&mut s) % 3 == 0 {
+            if partial && rng(&mut s).is_multiple_of(3) {
                 // Part of the first and of the last block.
                 let (head, tail) = (rng(&mut s) % 4 * 512, rng(&mut s) % 4 * 512 + 512);
                 offset += head;
@@ -261,11 +261,11 @@ fn verify_workload(st: &RealStack, image: &mut [u8], seed: u64, n: usize, span: 
         match r.op {
             Op::Write => {
                 let data: Vec<u8> = (0..l).map(|_| rng(&mut s) as u8).collect();
-                if rng(&mut s) % 10 == 0 {
+                if rng(&mut s).is_multiple_of(10) {
                     st.write_zeroes(r.offset, r.len, false).unwrap();
                     image[o..o + l].fill(0);
                 } else {
-                    st.write(r.offset, &data, rng(&mut s) % 20 == 0).unwrap();
+                    st.write(r.offset, &data, rng(&mut s).is_multiple_of(20)).unwrap();
                     image[o..o + l].copy_from_slice(&data);
                 }
             }
@@ -281,7 +281,7 @@ fn verify_workload(st: &RealStack, image: &mut [u8], seed: u64, n: usize, span: 
                 }
             }
         }
-        if rng(&mut s) % 200 == 0 {
+        if rng(&mut s).is_multiple_of(200) {
             st.flush().unwrap();
         }
     }
