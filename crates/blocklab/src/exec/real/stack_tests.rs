@@ -389,3 +389,20 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
         }
     }
 }
+
+#[test]
+fn base_allocation_reports_a_block_held_dirty_in_a_cache_as_data() {
+    use crate::nbd::{Export, STATE_HOLE, STATE_ZERO};
+    let s = spec(&stack_text("raid5", 4, &cache("lru", 64, "back")), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_array(dir.path(), &s);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    st.write(10 * 4096 + 512, &[7u8; 1024], false).unwrap();
+    let hz = STATE_HOLE | STATE_ZERO;
+    // Only in the cache: the array alone still says hole.
+    assert_eq!(a.allocation(0, 64 * 4096), vec![(64 * 4096, true)]);
+    let ext = Export::extents(&st, 0, 64 * 4096).unwrap();
+    assert_eq!(ext, vec![(10 * 4096, hz), (4096, 0), (53 * 4096, hz)]);
+    let ext = Export::extents(&st, 10 * 4096 + 100, 8000).unwrap();
+    assert_eq!(ext, vec![(4096 - 100, 0), (8000 - 3996, hz)]);
+}
