@@ -229,7 +229,8 @@ fn real_replay(
 /// Run the integrity suite; `progress(round, report_json)` is called every
 /// `every` rounds.
 #[pyfunction]
-#[pyo3(signature = (rounds, seed=1, dir=None, nbd_every=4, progress=None, every=100))]
+#[pyo3(signature = (rounds, seed=1, dir=None, nbd_every=4, progress=None, every=100, stack_every=0))]
+#[allow(clippy::too_many_arguments)]
 fn real_integrity(
     py: Python<'_>,
     rounds: u64,
@@ -238,12 +239,14 @@ fn real_integrity(
     nbd_every: u64,
     progress: Option<PyObject>,
     every: u64,
+    stack_every: u64,
 ) -> PyResult<String> {
     let o = IntegrityOptions {
         rounds,
         seed,
         dir,
         nbd_every,
+        stack_every,
     };
     let mut interrupted: Option<PyErr> = None;
     let rep = py

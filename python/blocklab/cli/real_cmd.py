@@ -339,12 +339,15 @@ def integrity(
     seed: int = typer.Option(1, "--seed", help="Seed of the rounds (same seed, same rounds)."),
     dir: Optional[Path] = typer.Option(None, "--dir", help="Scratch directory (default: a temporary one)."),
     nbd_every: int = typer.Option(4, "--nbd-every", help="Every n-th round goes through an NBD server (0: none)."),
+    stack_every: int = typer.Option(0, "--stack-every", help="After every n-th round, a stack round: a write-back host cache in front of an array, writes and FLUSHes, a crash; nothing a completed FLUSH covered may be lost (0: none)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Seeded rounds of write, inject faults, recover, verify every byte. Exit 1 if anything was lost."""
     if rounds < 1:
         fail("--rounds must be at least 1")
+    if stack_every < 0:
+        fail("--stack-every must be >= 0")
 
     def progress(i: int, rep: str) -> None:
         r = json.loads(rep)
@@ -352,7 +355,8 @@ def integrity(
               file=sys.stderr, flush=True)
 
     r = json.loads(_core.real_integrity(rounds, seed=seed, dir=str(dir) if dir else None, nbd_every=nbd_every,
-                                        progress=None if json_out else progress, every=max(1, rounds // 10)))
+                                        progress=None if json_out else progress, every=max(1, rounds // 10),
+                                        stack_every=stack_every))
     if out:
         out.write_text(json.dumps(r, indent=2) + "\n")
     if json_out:
@@ -360,6 +364,8 @@ def integrity(
     else:
         print(f"integrity: {r['rounds']} rounds (seed {r['seed']}, {r['nbd_rounds']} through NBD) in {r['seconds']:.1f} s")
         print(f"  levels            {', '.join(f'{k} {v}' for k, v in r['rounds_by_level'].items())}")
+        if r.get("stack_rounds"):
+            print(f"  stack rounds      {r['stack_rounds']} (failed: {r['failed_stack_rounds'][:20] or 'none'})")
         print(f"  faults            {', '.join(f'{k} {v}' for k, v in r['faults'].items())}")
         print(f"  within / beyond   {r['within_redundancy_rounds']} / {r['beyond_redundancy_rounds']} rounds")
         print(f"  bytes written     {r['bytes_written']}")
@@ -370,7 +376,8 @@ def integrity(
               f"{r['dirty_degraded_blocks_read']} blocks read, {r['dirty_degraded_errors']} refused with an error")
         print(f"  beyond: {r['beyond_blocks_read']} blocks read, {r['beyond_errors_reported']} refused with an error, "
               f"{r['beyond_wrong_bytes']} wrong bytes returned")
-    bad = r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
+    bad = (r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
+           or r.get("failed_stack_rounds"))
     if bad:
         print(f"integrity: FAILED rounds {r['failed_rounds'][:20]}", file=sys.stderr)
         raise typer.Exit(1)
