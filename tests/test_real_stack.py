@@ -242,3 +242,12 @@ def test_kill9_loses_only_writes_no_flush_covered(tmp_path):
     c.close()
     srv.stop()
     assert lost == 0, f"{lost} blocks lost what a completed FLUSH covered"
+
+
+def test_integrity_stack_rounds_cut(tmp_path):
+    r = js("real", "integrity", "--rounds", "6", "--stack-every", "2", "--nbd-every", "0", "--seed", "5",
+           "--dir", tmp_path)
+    assert r["stack_rounds"] == 3 and r["faults"]["crash-stack"] == 3
+    assert r["failed_stack_rounds"] == [] and r["bytes_lost"] == 0 and r["stale_rows_after_recovery"] == 0
+    p = run("real", "integrity", "--rounds", "2", "--stack-every", "-1", check=False)
+    assert p.returncode == 2 and "--stack-every" in p.stderr

@@ -184,6 +184,12 @@ fn counted_and_real_decide_alike_over_levels_policies_and_write_modes() {
         // Two layers stacked: a small write-back over a larger write-through.
         ("raid5", 4, cache("lru", 24, "back") + &cache("arc", 96, "through")),
         ("raid5", 3, cache("s3fifo", 32, "back") + &cache("lru", 64, "back")),
+        // Writes are not cache accesses: they drop a cached copy.
+        (
+            "raid5",
+            4,
+            "[[cache]]\npolicy = \"lru\"\nsize = 64\nreads_only = true\n".to_string(),
+        ),
     ];
     for (i, (level, disks, caches)) in cases.iter().enumerate() {
         let s = spec(&stack_text(level, *disks, caches), &[]);
@@ -299,8 +305,12 @@ fn assert_array_holds(a: &RealArray, image: &[u8], span: u64) {
 
 #[test]
 fn every_read_returns_the_reference_healthy_degraded_and_during_a_rebuild() {
-    for write in ["back", "through", "around"] {
-        let caches = cache("lru", 40, write) + &cache("arc", 80, "back");
+    for write in ["back", "through", "around", "reads-only"] {
+        let top = match write {
+            "reads-only" => "[[cache]]\npolicy = \"lru\"\nsize = 40\nreads_only = true\n".to_string(),
+            w => cache("lru", 40, w),
+        };
+        let caches = top + &cache("arc", 80, "back");
         let s = spec(&stack_text("raid5", 4, &caches), &[]);
         let dir = tempfile::tempdir().unwrap();
         let a = real_array(dir.path(), &s);
