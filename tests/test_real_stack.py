@@ -251,3 +251,37 @@ def test_integrity_stack_rounds_cut(tmp_path):
     assert r["failed_stack_rounds"] == [] and r["bytes_lost"] == 0 and r["stale_rows_after_recovery"] == 0
     p = run("real", "integrity", "--rounds", "2", "--stack-every", "-1", check=False)
     assert p.returncode == 2 and "--stack-every" in p.stderr
+
+
+def test_nbdcopy_through_a_served_stack_degraded_and_after_a_clean_stop(tmp_path):
+    import shutil
+
+    import pytest
+
+    if not (shutil.which("nbdcopy") and shutil.which("nbdinfo")):
+        pytest.skip("libnbd-bin (nbdcopy, nbdinfo) is not installed: `make test` installs it")
+    s = stack_file(tmp_path, "wb", cache("lru", 1024, "back") + cache("arc", 512, "through"))
+    d = tmp_path / "wb"
+    run("real", "create", d, "--stack", s)
+    data = random.Random(4).randbytes(12 << 20)
+    src = tmp_path / "in.bin"
+    src.write_bytes(data)
+    srv = Server(d)
+    uri = f"nbd://{srv.host}:{srv.port}/{srv.name}"
+    info = subprocess.run(["nbdinfo", uri], capture_output=True, text=True, check=True).stdout
+    assert "blocklab stack" in info and "12582912" in info
+    for step in ("healthy", "degraded"):
+        if step == "degraded":
+            run("real", "fail", d, "1")
+        else:
+            subprocess.run(["nbdcopy", str(src), uri], check=True, capture_output=True, timeout=120)
+        out = tmp_path / f"{step}.bin"
+        subprocess.run(["nbdcopy", uri, str(out)], check=True, capture_output=True, timeout=120)
+        assert out.read_bytes() == data, step
+    srv.stop()  # SIGTERM: the dirty blocks are destaged before the array closes
+    srv = Server(d)
+    uri = f"nbd://{srv.host}:{srv.port}/{srv.name}"
+    out = tmp_path / "restarted.bin"
+    subprocess.run(["nbdcopy", uri, str(out)], check=True, capture_output=True, timeout=120)
+    srv.stop()
+    assert out.read_bytes() == data
