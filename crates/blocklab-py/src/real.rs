@@ -10,6 +10,8 @@ use blocklab::exec::real::control::{self, ServeOptions};
 use blocklab::exec::real::integrity::{self, IntegrityOptions};
 use blocklab::exec::real::rebuild::RebuildOptions;
 use blocklab::exec::real::replay::{self, ReplayOptions};
+use blocklab::exec::real::stack as real_stack;
+use blocklab::exec::real::stack_replay;
 use blocklab::exec::real::{OpenConfig, RealArray};
 use pyo3::prelude::*;
 
@@ -40,6 +42,38 @@ fn real_create(
         .allow_threads(|| RealArray::create(&dir, cfg, checksums))
         .map_err(to_py)?;
     Ok(json(&st))
+}
+
+/// Create an array laid out by a stack file's `[array]` and keep the stack
+/// in `dir`; returns `{"status", "notes"}` as JSON.
+#[pyfunction]
+#[pyo3(signature = (dir, stack, disk_bytes=None, checksums=false))]
+fn real_create_stack(
+    py: Python<'_>,
+    dir: PathBuf,
+    stack: PathBuf,
+    disk_bytes: Option<u64>,
+    checksums: bool,
+) -> PyResult<String> {
+    let (st, notes) = py
+        .allow_threads(|| real_stack::create_stack(&dir, &stack, disk_bytes, checksums))
+        .map_err(to_py)?;
+    Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
+}
+
+/// The stack of `dir` and its figures as JSON (None: no stack there).
+#[pyfunction]
+fn real_stack_status(py: Python<'_>, dir: PathBuf) -> PyResult<Option<String>> {
+    Ok(py
+        .allow_threads(|| real_stack::stack_status(&dir))
+        .map_err(to_py)?
+        .map(|v| v.to_string()))
+}
+
+/// Whether `dir` keeps a stack file (`real create --stack`).
+#[pyfunction]
+fn real_has_stack(dir: PathBuf) -> bool {
+    real_stack::stack_file(&dir).is_some()
 }
 
 /// Serve the array over NBD until interrupted. `ready(info, status,
@@ -186,13 +220,17 @@ fn real_replay(
         start_dirty_degraded,
     };
     let d = dir.clone();
+    if real_stack::stack_file(&dir).is_some() {
+        return Ok(json(&interruptible(py, move |_| stack_replay::replay_stack(&d, &o))?));
+    }
     Ok(json(&interruptible(py, move |_| replay::replay(&d, &o))?))
 }
 
 /// Run the integrity suite; `progress(round, report_json)` is called every
 /// `every` rounds.
 #[pyfunction]
-#[pyo3(signature = (rounds, seed=1, dir=None, nbd_every=4, progress=None, every=100))]
+#[pyo3(signature = (rounds, seed=1, dir=None, nbd_every=4, progress=None, every=100, stack_every=0))]
+#[allow(clippy::too_many_arguments)]
 fn real_integrity(
     py: Python<'_>,
     rounds: u64,
@@ -201,12 +239,14 @@ fn real_integrity(
     nbd_every: u64,
     progress: Option<PyObject>,
     every: u64,
+    stack_every: u64,
 ) -> PyResult<String> {
     let o = IntegrityOptions {
         rounds,
         seed,
         dir,
         nbd_every,
+        stack_every,
     };
     let mut interrupted: Option<PyErr> = None;
     let rep = py
@@ -244,6 +284,9 @@ fn real_exists(dir: PathBuf) -> bool {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real_create, m)?)?;
+    m.add_function(wrap_pyfunction!(real_create_stack, m)?)?;
+    m.add_function(wrap_pyfunction!(real_stack_status, m)?)?;
+    m.add_function(wrap_pyfunction!(real_has_stack, m)?)?;
     m.add_function(wrap_pyfunction!(real_serve, m)?)?;
     m.add_function(wrap_pyfunction!(real_status, m)?)?;
     m.add_function(wrap_pyfunction!(real_fail, m)?)?;

@@ -78,20 +78,44 @@ def _runs(runs: list) -> str:
 @app.command("create")
 def create(
     dir: Path = DirArg,
-    raid: str = typer.Option(..., "--raid", help="RAID level: 0, 1, 10, 4, 5, 6 (or raid5, ...)."),
-    disks: int = typer.Option(..., "--disks", help="Number of member files."),
-    chunk: str = typer.Option("64KiB", "--chunk", help="Chunk size (65536, 64KiB, ...)."),
-    disk_size: str = typer.Option(..., "--disk-size", help="Size of each member file (64MiB, 1GiB, ...)."),
+    raid: Optional[str] = typer.Option(None, "--raid", help="RAID level: 0, 1, 10, 4, 5, 6 (or raid5, ...)."),
+    disks: Optional[int] = typer.Option(None, "--disks", help="Number of member files."),
+    chunk: Optional[str] = typer.Option(None, "--chunk", help="Chunk size (65536, 64KiB, ...; default 64KiB)."),
+    disk_size: Optional[str] = typer.Option(None, "--disk-size", help="Size of each member file (64MiB, 1GiB, ...); with --stack, instead of the stack's array.disk_size."),
     layout: Optional[str] = typer.Option(None, "--layout", help="MD layout (mdadm names): RAID-5/6 left-symmetric (default), ...; RAID-10 n2 (default), f2, o2, ..."),
     checksums: bool = typer.Option(False, "--checksums", help="Keep a checksum per block (disk-I.sum): silent corruption is found and repaired on read, on any level."),
-    block_size: int = typer.Option(4096, "--block-size", help="Array block size in bytes."),
+    block_size: Optional[int] = typer.Option(None, "--block-size", help="Array block size in bytes (default 4096)."),
+    stack: Optional[Path] = typer.Option(None, "--stack", help="A stack file (as for `blocklab run`): lay out its [array] and serve its host cache layers in front of it (kept as DIR/stack.toml)."),
     json_out: bool = JsonOpt,
 ) -> None:
-    """Make the member files and the state file of a new array."""
+    """Make the member files and the state file of a new array (or of a stack file's array, with its caches)."""
+    if stack is not None:
+        given = [f for f, v in (("--raid", raid), ("--disks", disks), ("--chunk", chunk), ("--layout", layout),
+                                ("--block-size", block_size)) if v is not None]
+        if given:
+            fail(f"{given[0]}: the stack file's [array] says it; give one or the other")
+        if not stack.exists():
+            fail(f"{stack}: no such file")
+        r = json.loads(_core.real_create_stack(str(dir), str(stack),
+                                               disk_bytes=_core.parse_bytes(disk_size) if disk_size else None,
+                                               checksums=checksums))
+        for n in r["notes"]:
+            print(f"note: {n}", file=sys.stderr)
+        st = r["status"]
+        if json_out:
+            print_json(st)
+            return
+        print(f"created {dir} (stack {stack}, kept as {dir / 'stack.toml'})")
+        _print_status(st)
+        return
+    missing = [f for f, v in (("--raid", raid), ("--disks", disks), ("--disk-size", disk_size)) if v is None]
+    if missing:
+        fail(f"real create: {missing[0]} is needed (or --stack STACK.toml)")
     if disks < 1:
         fail("--disks must be at least 1")
-    st = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk), _core.parse_bytes(disk_size),
-                                      layout=layout, checksums=checksums, block_size=block_size))
+    st = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
+                                      _core.parse_bytes(disk_size), layout=layout, checksums=checksums,
+                                      block_size=block_size or 4096))
     if json_out:
         print_json(st)
         return
@@ -115,7 +139,8 @@ def serve(
 
     def ready(info: str, status: str, recovery: str) -> None:
         i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
-        print(f"serving {dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
+        what = "the stack of " if _core.real_has_stack(d) else ""
+        print(f"serving {what}{dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
               f"on nbd://{i['nbd']}/{i['export']}", flush=True)
         for m in rec.get("reassembled", []):
             print(f"assembled by identity: {m}", file=sys.stderr, flush=True)
@@ -143,12 +168,26 @@ def serve(
 
 @app.command("status")
 def status(dir: Path = DirArg, json_out: bool = JsonOpt) -> None:
-    """The array's state: health, failed and recovering members, dirty bitmap regions."""
-    st = json.loads(_core.real_status(_array_dir(dir)))
+    """The array's state: health, failed and recovering members, dirty bitmap regions; a stack's layers."""
+    d = _array_dir(dir)
+    st = json.loads(_core.real_status(d))
+    stack = _core.real_stack_status(d)
+    if stack is not None:
+        st["stack"] = json.loads(stack)
     if json_out:
         print_json(st)
-    else:
-        _print_status(st)
+        return
+    _print_status(st)
+    if stack is not None:
+        _print_layers(st["stack"])
+
+
+def _print_layers(s: dict) -> None:
+    """A stack's cache layers and what they did (since the server started, when served)."""
+    print(f"  stack            {len(s['layers'])} cache layer(s) (stack.toml)")
+    for l in s["layers"]:
+        print(f"    {l['name']:<14} {l['policy']} {l['write']}, {l['cache_blocks']} blocks: {l['accesses']} accesses, "
+              f"{l['hits']} hits, {l['dirty_evictions']} dirty evictions, {l['flushed_blocks']} flushed")
 
 
 @app.command("fail")
@@ -251,10 +290,15 @@ def replay(
     start_dirty_degraded: bool = DirtyDegradedOpt,
     json_out: bool = JsonOpt,
 ) -> None:
-    """Issue a trace's requests against the array; response times in the timed executor's schema."""
+    """Issue a trace's requests against the array; response times in the timed executor's schema. On a stack
+    directory: through the stack, reported in `blocklab run`'s schema (executor `real`)."""
     for t in trace:
         if not t.exists():
             fail(f"{t}: no such file")
+    if _core.real_has_stack(str(dir)):
+        _replay_stack(dir, trace, format, replay, speedup, outstanding, direct, wrap, limit, skip_bad,
+                      sort_window(sort, sort_window_s), start_dirty_degraded, json_out)
+        return
     r = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
                                      speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
                                      wrap=wrap, limit=limit, skip_bad=skip_bad,
@@ -275,18 +319,35 @@ def replay(
               f"p99 {s['p99_ms']:.3f}  max {s['max_ms']:.3f}")
 
 
+def _replay_stack(dir, trace, format, replay, speedup, outstanding, direct, wrap, limit, skip_bad, window,
+                  start_dirty_degraded, json_out) -> None:
+    from blocklab.cli.run_cmd import print_result
+
+    out = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
+                                       speedup=speedup, outstanding=outstanding, direct=direct, wrap=wrap,
+                                       limit=limit, skip_bad=skip_bad, sort_window=window,
+                                       start_dirty_degraded=start_dirty_degraded))
+    if json_out:
+        print_json(out)
+        return
+    print_result(out, dir / "stack.toml")
+
+
 @app.command("integrity")
 def integrity(
     rounds: int = typer.Option(10000, "--rounds", help="Seeded rounds."),
     seed: int = typer.Option(1, "--seed", help="Seed of the rounds (same seed, same rounds)."),
     dir: Optional[Path] = typer.Option(None, "--dir", help="Scratch directory (default: a temporary one)."),
     nbd_every: int = typer.Option(4, "--nbd-every", help="Every n-th round goes through an NBD server (0: none)."),
+    stack_every: int = typer.Option(0, "--stack-every", help="After every n-th round, a stack round: a write-back host cache in front of an array, writes and FLUSHes, a crash; nothing a completed FLUSH covered may be lost (0: none)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Also write the JSON report to this file."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Seeded rounds of write, inject faults, recover, verify every byte. Exit 1 if anything was lost."""
     if rounds < 1:
         fail("--rounds must be at least 1")
+    if stack_every < 0:
+        fail("--stack-every must be >= 0")
 
     def progress(i: int, rep: str) -> None:
         r = json.loads(rep)
@@ -294,7 +355,8 @@ def integrity(
               file=sys.stderr, flush=True)
 
     r = json.loads(_core.real_integrity(rounds, seed=seed, dir=str(dir) if dir else None, nbd_every=nbd_every,
-                                        progress=None if json_out else progress, every=max(1, rounds // 10)))
+                                        progress=None if json_out else progress, every=max(1, rounds // 10),
+                                        stack_every=stack_every))
     if out:
         out.write_text(json.dumps(r, indent=2) + "\n")
     if json_out:
@@ -302,6 +364,8 @@ def integrity(
     else:
         print(f"integrity: {r['rounds']} rounds (seed {r['seed']}, {r['nbd_rounds']} through NBD) in {r['seconds']:.1f} s")
         print(f"  levels            {', '.join(f'{k} {v}' for k, v in r['rounds_by_level'].items())}")
+        if r.get("stack_rounds"):
+            print(f"  stack rounds      {r['stack_rounds']} (failed: {r['failed_stack_rounds'][:20] or 'none'})")
         print(f"  faults            {', '.join(f'{k} {v}' for k, v in r['faults'].items())}")
         print(f"  within / beyond   {r['within_redundancy_rounds']} / {r['beyond_redundancy_rounds']} rounds")
         print(f"  bytes written     {r['bytes_written']}")
@@ -312,7 +376,8 @@ def integrity(
               f"{r['dirty_degraded_blocks_read']} blocks read, {r['dirty_degraded_errors']} refused with an error")
         print(f"  beyond: {r['beyond_blocks_read']} blocks read, {r['beyond_errors_reported']} refused with an error, "
               f"{r['beyond_wrong_bytes']} wrong bytes returned")
-    bad = r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
+    bad = (r["bytes_lost"] or r["beyond_wrong_bytes"] or r["stale_rows_after_recovery"] or r["failed_rounds"]
+           or r.get("failed_stack_rounds"))
     if bad:
         print(f"integrity: FAILED rounds {r['failed_rounds'][:20]}", file=sys.stderr)
         raise typer.Exit(1)

@@ -117,12 +117,19 @@ def print_result(out: dict, stack) -> None:
             s = r[k]
             t.add_row(k, f"{s['requests']:,}", *(f"{s[m]:.3f}" for m in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
         con.print(t)
-        tm = out["timing"]
-        if r["covers"] == "served":
-            con.print(f"  response times of served requests only: {tm['unreadable']:,} unreadable requests "
-                      f"({(a or {}).get('unreadable_blocks', 0):,} blocks) left out")
-        con.print(f"simulated {tm['sim_time_ms']:.1f} ms, utilization {tm['utilization']:.3f}, "
-                  f"replay {tm['replay']}, scheduler {tm['scheduler']}")
+        tm = out.get("timing")
+        real = out.get("real")
+        if tm:
+            if r["covers"] == "served":
+                con.print(f"  response times of served requests only: {tm['unreadable']:,} unreadable requests "
+                          f"({(a or {}).get('unreadable_blocks', 0):,} blocks) left out")
+            con.print(f"simulated {tm['sim_time_ms']:.1f} ms, utilization {tm['utilization']:.3f}, "
+                      f"replay {tm['replay']}, scheduler {tm['scheduler']}")
+        elif real:
+            if r["covers"] == "served":
+                con.print(f"  response times of served requests only: {real['errors']:,} refused requests left out")
+            con.print(f"wall {real['wall_s']:.3f} s, replay {real['replay']}, {real['partial_block_reads']:,} blocks "
+                      f"read to complete partial writes, {real['flushes']:,} flushes")
     rb = out.get("rebuild")
     if rb:
         state = f"{rb['rebuild_ms']:.1f} ms" if rb["finished"] else "unfinished"

@@ -25,6 +25,14 @@
 //! Writes cover whole blocks: a write of part of a block is taken as a write
 //! of the block (no read of the rest).
 //!
+//! On real bytes (the real executor, `Cx::data`), each move of a block's
+//! contents is told to the data path where the decision is made (one call
+//! per move, `stack::data`): a read hit, a fill after a miss, a write into
+//! the cache, an eviction (a dirty one hands its contents to the destage),
+//! an invalidation, a flush. The prefetch paths (fetch units, read-ahead,
+//! the prefetch buffer, opportunistic blocks) keep blocks before their
+//! contents arrive: the real executor refuses them.
+//!
 //! Prefetch (Hsu & Smith §4, configured by [`PrefetchConfig`]; what to
 //! prefetch is `stack::prefetch`'s):
 //! * a read request *misses* when one of its blocks is in neither the cache
@@ -51,6 +59,7 @@ use std::sync::Arc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::data::layer_of;
 use super::layer::{Below, Class, Cx, Exec, Io, Layer};
 use super::miss_trace::MissTrace;
 use super::prefetch::{fetch_range, Prefetcher};
@@ -71,6 +80,9 @@ pub struct CacheLayer {
     merge_misses: bool,
     /// Tag of this layer's background work (see `runtime::layer_tag`).
     tag: u64,
+    /// The layer's index in the stack: the address of its store in a data
+    /// path (executors that move real bytes).
+    index: usize,
     dirty: FxHashSet<u64>,
     /// Timed runs: cached blocks whose fetch has not completed, by the plan fetching them.
     inflight: FxHashMap<u64, PlanId>,
@@ -144,6 +156,7 @@ impl CacheLayer {
             hit_ns: c.hit_ns,
             merge_misses: c.merge_misses,
             tag: c.tag,
+            index: layer_of(c.tag),
             dirty: FxHashSet::default(),
             inflight: FxHashMap::default(),
             next_use: c.next_use.map(|v| (v, 0)),
@@ -173,16 +186,39 @@ impl CacheLayer {
         Ok(n)
     }
 
-    /// The policy evicted a block for the one just inserted.
-    fn evicted(&mut self) {
+    /// The policy evicted a block for the one just inserted (a dirty one
+    /// is destaged at the end of the request: its contents leave the store now).
+    fn evicted(&mut self, cx: &mut Cx) -> Result<()> {
         if let Some(v) = self.policy.evicted() {
             self.forget_fetch(v);
             // (Empty in counted, reads-only runs: skip the hashing.)
-            if !self.dirty.is_empty() && self.dirty.remove(&v) {
+            let dirty = !self.dirty.is_empty() && self.dirty.remove(&v);
+            if dirty {
                 self.stats.dirty_evictions += 1;
                 self.destage.push(v);
             }
+            if let Some(d) = cx.data() {
+                if dirty {
+                    d.evict_dirty(self.index, v, None)?;
+                } else {
+                    d.forget(self.index, v, None);
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// After the misses of a read were fetched below: the blocks the
+    /// policy still holds keep the fetched contents.
+    fn keep_fetched(&mut self, misses: &[u64], cx: &mut Cx) -> Result<()> {
+        if let Some(d) = cx.data() {
+            for &b in misses {
+                if self.policy.contains(b) {
+                    d.keep(self.index, b, None)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Block `b` is no longer on its way in (evicted, overwritten, dropped).
@@ -320,8 +356,9 @@ impl CacheLayer {
     }
 
     /// Keep block `b` read ahead (not held anywhere): in the prefetch buffer
-    /// when `to_buffer` and there is one, else in the cache.
-    fn keep_prefetched(&mut self, b: u64, to_buffer: bool) {
+    /// when `to_buffer` and there is one, else in the cache. (Its contents
+    /// arrive after it is kept: the real executor refuses prefetch.)
+    fn keep_prefetched(&mut self, b: u64, to_buffer: bool, cx: &mut Cx) -> Result<()> {
         let next_use = NEVER;
         if let Some(buf) = self.pf.as_mut().and_then(|p| p.buffer.as_mut()).filter(|_| to_buffer) {
             buf.access(&Access {
@@ -332,14 +369,14 @@ impl CacheLayer {
             if let Some(v) = buf.evicted() {
                 self.forget_fetch(v);
             }
-            return;
+            return Ok(());
         }
         self.policy.access(&Access {
             block: b,
             next_use,
             write: false,
         });
-        self.evicted();
+        self.evicted(cx)
     }
 
     /// A read with prefetch configured (see the module comment).
@@ -372,7 +409,7 @@ impl CacheLayer {
             if !requested {
                 // The rest of a fetch unit: kept when held nowhere.
                 if !self.policy.contains(b) && !self.buffered(b) {
-                    self.keep_prefetched(b, false);
+                    self.keep_prefetched(b, false, cx)?;
                     self.stats.prefetched_blocks += 1;
                     self.fetch(b, cx);
                 }
@@ -390,7 +427,7 @@ impl CacheLayer {
                 write: false,
             });
             if !hit {
-                self.evicted();
+                self.evicted(cx)?;
             }
             if hit || from_buffer {
                 self.stats.hits += 1;
@@ -448,7 +485,7 @@ impl CacheLayer {
             if let (Some(_), Some(&z)) = (kept.first(), kept.last()) {
                 let a = ps;
                 for &b in &kept {
-                    self.keep_prefetched(b, holds_all);
+                    self.keep_prefetched(b, holds_all, cx)?;
                 }
                 self.stats.prefetched_blocks += kept.len() as u64;
                 self.stats.prefetch_ops += 1;
@@ -487,6 +524,9 @@ impl CacheLayer {
         for b in io.first..io.first + io.nblocks {
             if self.policy.remove(b) {
                 self.dirty.remove(&b);
+                if let Some(d) = cx.data() {
+                    d.forget(self.index, b, None);
+                }
             }
             self.forget_fetch(b);
         }
@@ -573,7 +613,13 @@ impl Layer for CacheLayer {
                     write,
                 });
                 if !hit {
-                    self.evicted();
+                    self.evicted(cx)?;
+                }
+                if write {
+                    // The cache's copy (new, or updated) takes the written contents.
+                    if let Some(d) = cx.data() {
+                        d.keep(self.index, b, None)?;
+                    }
                 }
                 hit
             };
@@ -583,6 +629,9 @@ impl Layer for CacheLayer {
                 if !write {
                     self.stats.read_hits += 1;
                     self.wait_for_fetch(b, cx);
+                    if let Some(d) = cx.data() {
+                        d.hit(self.index, b, None)?;
+                    }
                 }
             } else {
                 self.trace_miss(b, io.op, cx)?;
@@ -616,6 +665,7 @@ impl Layer for CacheLayer {
                 self.stats.fetched_blocks += len;
                 below.handle(&Io::blocks(Op::Read, first, len, io.cause), cx)?;
             }
+            self.keep_fetched(&misses, cx)?;
             self.misses = misses;
         }
         if write && self.write != WritePolicy::Back {
@@ -646,6 +696,12 @@ impl Layer for CacheLayer {
         self.stats.flushed_blocks += d.len() as u64;
         // The flush is nobody's request: its work is submitted at once.
         let mut cx = Cx::new(exec);
+        if let Some(data) = cx.data() {
+            // The blocks stay cached, clean: a copy of each goes below.
+            for &b in &d {
+                data.stage(self.index, b, None)?;
+            }
+        }
         self.write_back(&d, &mut cx, below)?;
         cx.finish_background()
     }
@@ -660,7 +716,7 @@ impl Layer for CacheLayer {
             if self.policy.contains(b) || self.buffered(b) || self.write_pending(b, &*cx.exec) {
                 continue;
             }
-            self.keep_prefetched(b, true);
+            self.keep_prefetched(b, true, cx)?;
             self.stats.opportunistic_blocks += 1;
         }
         if !self.destage.is_empty() {
@@ -670,6 +726,10 @@ impl Layer for CacheLayer {
             self.destage = d;
         }
         Ok(())
+    }
+
+    fn resident(&self) -> Option<usize> {
+        Some(self.policy.len())
     }
 
     fn reset_stats(&mut self) {

@@ -13,6 +13,7 @@
 //! plan completes at once).
 
 use crate::array::plan::{Action, Cause, IoPlan};
+use crate::array::shared::SharedArray;
 use crate::cache::fault::FaultMap;
 use crate::device::DeviceModel;
 use crate::error::Result;
@@ -22,6 +23,8 @@ use crate::timed::executor::{PlanId, Step, TimedExecutor};
 use crate::timed::rebuild::RebuildReport;
 use crate::trace::{FsTag, Op};
 use std::sync::Arc;
+
+use super::data::DataPath;
 
 /// A range of stack blocks to read or write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +78,11 @@ pub trait Exec {
     fn bg_wake_at(&mut self, _at: Ns, _token: u64) {}
     /// A reserved id that will never be submitted (its plan came out empty).
     fn release(&mut self, _id: PlanId) {}
+    /// The data path, when this executor moves real bytes (see
+    /// `stack::data`); counted and timed runs have none.
+    fn data(&mut self) -> Option<&mut dyn DataPath> {
+        None
+    }
 }
 
 /// How background work competes with user requests at the devices.
@@ -170,6 +178,8 @@ pub struct Cx<'a> {
     /// Whether plans take time (`exec.timed()`, asked once: layers ask it
     /// for every block).
     pub timed: bool,
+    /// Whether the executor moves real bytes (`exec.data()`, asked once).
+    pub moves_data: bool,
     /// The user request being served (None for background work).
     pub origin: Option<Origin>,
     /// Background work made while serving the request: submitted after the
@@ -189,11 +199,13 @@ impl<'a> Cx<'a> {
     pub fn new(exec: &'a mut dyn Exec) -> Self {
         let id = exec.reserve();
         let timed = exec.timed();
+        let moves_data = exec.data().is_some();
         Cx {
             exec,
             plan: IoPlan::default(),
             id,
             timed,
+            moves_data,
             origin: None,
             deferred: Vec::new(),
         }
@@ -227,6 +239,16 @@ impl<'a> Cx<'a> {
     pub fn delay(&mut self, ns: Ns) {
         if self.timed && ns > 0 {
             self.plan.push(Action::Delay { ns }, &[]);
+        }
+    }
+
+    /// The data path, when the executor moves real bytes.
+    #[inline]
+    pub fn data(&mut self) -> Option<&mut dyn DataPath> {
+        if self.moves_data {
+            self.exec.data()
+        } else {
+            None
         }
     }
 
@@ -265,6 +287,10 @@ pub trait Layer: Send {
     fn accept_free(&mut self, _first: u64, _n: u64, _cx: &mut Cx, _below: &mut Below) -> Result<()> {
         Ok(())
     }
+    /// Blocks the layer holds now (a host cache's policy), if it keeps blocks.
+    fn resident(&self) -> Option<usize> {
+        None
+    }
     /// The warm-up is over: the layer's counters start afresh.
     fn reset_stats(&mut self) {}
     /// Add this layer's figures to the result.
@@ -286,6 +312,11 @@ pub trait Target: Send {
     fn capacity_blocks(&self) -> Option<u64>;
     /// What fault-aware caches above need to know of the array (None: no array).
     fn faults(&self) -> Option<Arc<dyn FaultMap>> {
+        None
+    }
+    /// The array the target plans on (None: no array), which the real
+    /// executor keeps in step with the array of member files.
+    fn shared_array(&self) -> Option<Arc<SharedArray>> {
         None
     }
     /// The configured disks fail now (`array.fail_at`); in time (`ex`), a
@@ -349,6 +380,9 @@ impl Below<'_> {
             None => {
                 let plan = self.target.plan(io, &*cx.exec)?;
                 cx.add(plan);
+                if let Some(d) = cx.data() {
+                    d.target(io)?;
+                }
                 Ok(())
             }
         }
@@ -359,8 +393,14 @@ impl Below<'_> {
     /// plan, and `tag` comes back to the caller when it completes.
     pub fn background(&mut self, ios: &[Io], cx: &mut Cx, tag: u64, class: Class) -> Result<()> {
         let mut child = Cx::new(&mut *cx.exec);
+        if let Some(d) = child.data() {
+            d.begin_background(super::data::layer_of(tag), ios);
+        }
         for io in ios {
             self.handle(io, &mut child)?;
+        }
+        if let Some(d) = child.data() {
+            d.end_background();
         }
         let (plan, id) = (std::mem::take(&mut child.plan), child.id);
         let mut later = std::mem::take(&mut child.deferred);

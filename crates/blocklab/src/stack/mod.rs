@@ -6,6 +6,7 @@
 //! * `spec` — the stack file, strict parsing, `--set` overrides;
 //! * `address` — the stack's address space (tenants) and the pre-pass over a trace;
 //! * `layer` — `Io`, the `Layer` and `Target` traits, the executor seen by layers;
+//!   `data` — what layers tell an executor that moves real bytes about block contents;
 //! * `cache_layer` — host cache layers (with `prefetch`: what they read
 //!   ahead); `write_buffer` — a cache layer's write buffer; `tier` — the SSD
 //!   tier; `target` — one disk, or an array; `device_set` — the disks of a DiskSim
@@ -20,6 +21,7 @@ pub mod address;
 pub mod batch;
 pub mod build;
 pub mod cache_layer;
+pub mod data;
 pub mod device_set;
 pub mod dgraid_target;
 pub mod failure;

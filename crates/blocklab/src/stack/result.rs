@@ -230,6 +230,25 @@ pub struct StackResult {
     /// A D-GRAID array (`raid = "dgraid0" | "dgraid1"`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dgraid: Option<super::dgraid_target::DgraidReport>,
+    /// What only the real executor does beside the stack's decisions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real: Option<RealFigures>,
+}
+
+/// The real executor's own figures (executor `real`).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RealFigures {
+    /// Blocks read to complete writes of part of a block (outside the
+    /// layers' policies: no layer counts them).
+    pub partial_block_reads: u64,
+    /// FLUSH requests served (each destages every dirty block).
+    pub flushes: u64,
+    /// `real replay`: its discipline, the requests the stack refused (not
+    /// in the response times), and the wall time.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub replay: String,
+    pub errors: u64,
+    pub wall_s: f64,
 }
 
 /// Figures of a timed run beside the response times.

@@ -289,6 +289,29 @@ impl Composed {
         self.target.faults()
     }
 
+    /// The array the target plans on (None: no array).
+    pub fn shared_array(&self) -> Option<Arc<crate::array::shared::SharedArray>> {
+        self.target.shared_array()
+    }
+
+    /// Blocks each layer holds now (None for layers that keep none).
+    pub fn resident(&self) -> Vec<Option<usize>> {
+        self.layers.iter().map(|l| l.resident()).collect()
+    }
+
+    /// The real executor: one request with the counted semantics, `exec`
+    /// being an `AtOnce` that also moves the bytes (its data path).
+    pub fn real_request(&mut self, req: &Request, exec: &mut dyn Exec) -> Result<()> {
+        self.before(req, None)?;
+        self.route(req, &mut Cx::new(exec))
+    }
+
+    /// The real executor: every layer writes back what only it holds (a
+    /// FLUSH, and the end of a replay); the blocks stay cached, clean.
+    pub fn real_flush(&mut self, exec: &mut dyn Exec) -> Result<()> {
+        self.flush(exec)
+    }
+
     /// The figures of the pass (layers, array, devices).
     pub fn result(&self, executor: &str) -> StackResult {
         let mut out = StackResult {

@@ -502,6 +502,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         }))
     }
 
+    fn shared_array(&self) -> Option<Arc<SharedArray>> {
+        Some(self.array.clone())
+    }
+
     fn fail_now(&mut self, ex: Option<&mut TimedExecutor>) -> Result<()> {
         {
             let mut a = self.array.get_mut();

@@ -114,6 +114,7 @@ impl RealArray {
                 }
             }
             live.members[disk as usize] = None;
+            self.array_changed();
             let bm = self.bitmap.lock().unwrap();
             self.persist(&live, &bm).map_err(|e| Error::io(&shown, e))?;
         }
@@ -154,6 +155,7 @@ impl RealArray {
             live.members[disk as usize] = Some(m);
             live.array = probe;
             self.membership.fetch_add(1, Ordering::SeqCst);
+            self.array_changed();
             self.durable.lock().unwrap().clear();
             self.monitor.on.store(true, Ordering::SeqCst);
             for &d in &targets {

@@ -35,6 +35,7 @@ use serde_json::{json, Value};
 
 use super::rebuild::{RebuildOptions, RebuildReport};
 use super::scrub::ScrubReport;
+use super::stack::RealStack;
 use super::{is_open_elsewhere, OpenConfig, RealArray, ReqError, Status};
 use crate::error::{Error, Result};
 use crate::nbd::server::{serve as nbd_serve, ServerConfig, ServerHandle};
@@ -112,7 +113,7 @@ pub fn human_bytes(n: u64) -> String {
     format!("{v} {}", units[i])
 }
 
-fn to_export(e: ReqError) -> ExportError {
+pub(super) fn to_export(e: ReqError) -> ExportError {
     match e {
         ReqError::OutOfRange(m) => ExportError::OutOfRange(m),
         ReqError::Unreadable(m) | ReqError::Io(m) => ExportError::Io(m),
@@ -146,9 +147,10 @@ impl Default for ServeOptions {
     }
 }
 
-/// A served array.
+/// A served array (with the stack in front of it, when its directory has one).
 pub struct Serving {
     array: Arc<RealArray>,
+    stack: Option<Arc<RealStack>>,
     nbd: Option<ServerHandle>,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -182,9 +184,14 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
             start_dirty_degraded: opts.start_dirty_degraded,
         },
     )?);
+    let stack = RealStack::load(dir, &array)?.map(Arc::new);
+    let export: Arc<dyn Export> = match &stack {
+        Some(s) => s.clone(),
+        None => array.clone(),
+    };
     let nbd = nbd_serve(
         listener,
-        array.clone(),
+        export,
         ServerConfig {
             name: opts.name.clone(),
             threads: opts.threads,
@@ -221,8 +228,10 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     {
-        let (array, stop, token) = (array.clone(), stop.clone(), info.token.clone());
-        threads.push(std::thread::spawn(move || control_loop(control, array, stop, token)));
+        let (array, stack, stop, token) = (array.clone(), stack.clone(), stop.clone(), info.token.clone());
+        threads.push(std::thread::spawn(move || {
+            control_loop(control, array, stack, stop, token)
+        }));
     }
     {
         let (array, stop, every) = (array.clone(), stop.clone(), opts.bitmap_interval);
@@ -243,6 +252,7 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     }
     Ok(Serving {
         array,
+        stack,
         nbd: Some(nbd),
         stop,
         threads,
@@ -256,7 +266,13 @@ impl Serving {
         &self.array
     }
 
-    /// Stop serving: requests in flight finish, the array is closed cleanly.
+    /// The stack served in front of the array, if any.
+    pub fn stack(&self) -> Option<&Arc<RealStack>> {
+        self.stack.as_ref()
+    }
+
+    /// Stop serving: requests in flight finish, the stack's dirty blocks
+    /// are destaged, the array is closed cleanly.
     pub fn shutdown(mut self) -> Result<()> {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(n) = self.nbd.take() {
@@ -265,21 +281,36 @@ impl Serving {
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
+        if let Some(s) = self.stack.take() {
+            s.flush().map_err(|e| Error::io(self.dir.display().to_string(), e))?;
+        }
         let _ = fs::remove_file(self.dir.join(SERVE_FILE));
         let array = Arc::try_unwrap(self.array).map_err(|_| Error::config("array still in use at shutdown"))?;
         array.close()
     }
 }
 
-fn control_loop(listener: TcpListener, array: Arc<RealArray>, stop: Arc<AtomicBool>, token: String) {
+fn control_loop(
+    listener: TcpListener,
+    array: Arc<RealArray>,
+    stack: Option<Arc<RealStack>>,
+    stop: Arc<AtomicBool>,
+    token: String,
+) {
     let rebuilding = Arc::new(Mutex::new(()));
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((sock, _)) => {
-                let (array, stop, token, rebuilding) = (array.clone(), stop.clone(), token.clone(), rebuilding.clone());
+                let (array, stack, stop, token, rebuilding) = (
+                    array.clone(),
+                    stack.clone(),
+                    stop.clone(),
+                    token.clone(),
+                    rebuilding.clone(),
+                );
                 conns.push(std::thread::spawn(move || {
-                    let _ = handle_control(sock, &array, &stop, &token, &rebuilding);
+                    let _ = handle_control(sock, &array, stack.as_deref(), &stop, &token, &rebuilding);
                 }));
                 conns.retain(|h| !h.is_finished());
             }
@@ -294,6 +325,7 @@ fn control_loop(listener: TcpListener, array: Arc<RealArray>, stop: Arc<AtomicBo
 fn handle_control(
     mut sock: TcpStream,
     array: &RealArray,
+    stack: Option<&RealStack>,
     stop: &AtomicBool,
     token: &str,
     rebuilding: &Mutex<()>,
@@ -325,7 +357,7 @@ fn handle_control(
         Ok(line) => match serde_json::from_str::<Value>(&line) {
             Err(e) => json!({"ok": false, "error": format!("bad control request: {e}")}),
             Ok(req) if req["token"].as_str() != Some(token) => json!({"ok": false, "error": "bad control token"}),
-            Ok(req) => match run_op(array, &req, stop, rebuilding) {
+            Ok(req) => match run_op(array, stack, &req, stop, rebuilding) {
                 Ok(v) => json!({"ok": true, "result": v}),
                 Err(e) => json!({"ok": false, "error": e.to_string()}),
             },
@@ -403,16 +435,28 @@ fn arg_disk(array: &RealArray, req: &Value) -> Result<u32> {
     Ok(disk as u32)
 }
 
-fn run_op(array: &RealArray, req: &Value, stop: &AtomicBool, rebuilding: &Mutex<()>) -> Result<Value> {
+fn run_op(
+    array: &RealArray,
+    stack: Option<&RealStack>,
+    req: &Value,
+    stop: &AtomicBool,
+    rebuilding: &Mutex<()>,
+) -> Result<Value> {
     match req["op"].as_str().unwrap_or("") {
         "status" => Ok(to(&array.status())),
+        "stack" => match stack {
+            Some(s) => Ok(to(&s.result())),
+            None => Err(Error::config("this server serves an array without a stack")),
+        },
         "fail" => Ok(to(&array.fail(arg_disk(array, req)?)?)),
         "replace" => Ok(to(&array.replace(arg_disk(array, req)?)?)),
         "check" => Ok(to(&array.check(req["repair"].as_bool().unwrap_or(false))?)),
         "flush" => {
-            array
-                .flush()
-                .map_err(|e| Error::io(array.dir().display().to_string(), e))?;
+            match stack {
+                Some(s) => s.flush(),
+                None => array.flush(),
+            }
+            .map_err(|e| Error::io(array.dir().display().to_string(), e))?;
             Ok(json!({}))
         }
         "rebuild" => {

@@ -65,6 +65,8 @@ use crate::array::{ArrayConfig, Level};
 use crate::error::{Error, Result};
 use crate::nbd::client::Client;
 
+mod stack_rounds;
+
 #[derive(Debug, Clone)]
 pub struct IntegrityOptions {
     pub rounds: u64,
@@ -73,6 +75,9 @@ pub struct IntegrityOptions {
     pub dir: Option<PathBuf>,
     /// Every n-th round goes through an NBD server (0: none).
     pub nbd_every: u64,
+    /// After every n-th round, a stack round (a write-back host cache in
+    /// front, a crash; `integrity/stack_rounds.rs`); 0: none.
+    pub stack_every: u64,
 }
 
 impl Default for IntegrityOptions {
@@ -82,6 +87,7 @@ impl Default for IntegrityOptions {
             seed: 1,
             dir: None,
             nbd_every: 4,
+            stack_every: 0,
         }
     }
 }
@@ -120,6 +126,12 @@ pub struct IntegrityReport {
     pub dirty_degraded_blocks_read: u64,
     #[serde(default)]
     pub dirty_degraded_errors: u64,
+    /// Stack rounds run (`stack_every`), counted in `rounds` too; a failed
+    /// one is listed in `failed_stack_rounds` by the round it followed.
+    #[serde(default)]
+    pub stack_rounds: u64,
+    #[serde(default)]
+    pub failed_stack_rounds: Vec<u64>,
     /// Rounds where something was lost or wrong, for replaying them.
     pub failed_rounds: Vec<u64>,
     pub seconds: f64,
@@ -957,6 +969,33 @@ pub fn run(
         if t.lost > 0 || t.stale > 0 || t.beyond_wrong > 0 {
             rep.failed_rounds.push(i);
         }
+        if opts.stack_every > 0 && i % opts.stack_every == opts.stack_every - 1 {
+            match stack_rounds::stack_round(i, opts.seed, &base) {
+                Ok((t, level, checksums)) => {
+                    rep.rounds += 1;
+                    rep.stack_rounds += 1;
+                    rep.within_redundancy_rounds += 1;
+                    *rep.rounds_by_level.entry(level).or_default() += 1;
+                    rep.checksummed_rounds += checksums as u64;
+                    for f in &t.faults {
+                        *rep.faults.entry((*f).to_string()).or_default() += 1;
+                    }
+                    rep.bytes_written += t.written;
+                    rep.bytes_verified += t.verified;
+                    rep.bytes_lost += t.lost;
+                    rep.stale_rows_after_recovery += t.stale;
+                    if t.lost > 0 || t.stale > 0 {
+                        rep.failed_stack_rounds.push(i);
+                    }
+                }
+                Err(e) => {
+                    eprintln!("blocklab: integrity stack round after {i}: {e}");
+                    rep.rounds += 1;
+                    rep.stack_rounds += 1;
+                    rep.failed_stack_rounds.push(i);
+                }
+            }
+        }
         if !progress(i, &rep) {
             break;
         }
@@ -981,6 +1020,7 @@ mod tests {
                 seed: 7,
                 dir: Some(dir.path().to_path_buf()),
                 nbd_every: 4,
+                stack_every: 0,
             },
             &mut |_, _| true,
         )
@@ -1029,5 +1069,34 @@ mod pinned_rounds {
             ("raid4", true, false, &["crash-stale"][..])
         );
         assert_eq!((t.lost, t.stale, t.beyond_wrong), (0, 0, 0));
+    }
+}
+
+#[cfg(test)]
+mod stack_round_tests {
+    use super::*;
+
+    #[test]
+    fn stack_rounds_lose_nothing_a_completed_flush_covered() {
+        let dir = tempfile::tempdir().unwrap();
+        let rep = run(
+            &IntegrityOptions {
+                rounds: 24,
+                seed: 3,
+                dir: Some(dir.path().to_path_buf()),
+                nbd_every: 0,
+                stack_every: 1,
+            },
+            &mut |_, _| true,
+        )
+        .unwrap();
+        assert_eq!(rep.stack_rounds, 24);
+        assert!(
+            rep.failed_stack_rounds.is_empty() && rep.failed_rounds.is_empty(),
+            "{rep:#?}"
+        );
+        assert_eq!((rep.bytes_lost, rep.stale_rows_after_recovery), (0, 0));
+        assert_eq!(rep.faults["crash-stack"], 24);
+        assert!(rep.bytes_verified > 0);
     }
 }

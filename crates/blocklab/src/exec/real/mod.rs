@@ -26,6 +26,7 @@
 mod admin;
 mod alloc;
 pub mod bitmap;
+pub mod blocks;
 pub mod control;
 mod gather;
 pub mod identity;
@@ -38,11 +39,15 @@ pub mod rebuild;
 pub mod replay;
 pub mod runner;
 pub mod scrub;
+pub mod stack;
+pub mod stack_replay;
 pub mod state;
 mod uring;
 
 #[cfg(test)]
 mod identity_tests;
+#[cfg(test)]
+mod stack_tests;
 #[cfg(test)]
 mod tests;
 
@@ -337,6 +342,9 @@ pub struct RealArray {
     /// Bumped when the failed or recovering members change (a rebuild in
     /// progress starts over from the map).
     membership: AtomicU64,
+    /// Bumped whenever the array model changes (failed, recovering,
+    /// rebuilt rows): what a stack in front keeps in step with.
+    array_version: AtomicU64,
     pending: Pending,
     monitor: Monitor,
     rows: RowLocks,
@@ -613,6 +621,7 @@ impl RealArray {
             }),
             durable: Mutex::new(durable),
             membership: AtomicU64::new(0),
+            array_version: AtomicU64::new(0),
             pending: Pending::default(),
             monitor: Monitor {
                 on: AtomicBool::new(!st.recovering.is_empty()),
@@ -765,6 +774,22 @@ impl RealArray {
 
     pub fn member_rows(&self) -> u64 {
         self.member_rows
+    }
+
+    /// How many times the array model changed since open (see [`Self::array_model`]).
+    pub fn array_version(&self) -> u64 {
+        self.array_version.load(Ordering::SeqCst)
+    }
+
+    /// The array model now (failed and recovering members, rebuilt rows)
+    /// and its version: what fault-aware caches in front must see.
+    pub fn array_model(&self) -> (u64, Array) {
+        let live = self.live.read().unwrap();
+        (self.array_version.load(Ordering::SeqCst), live.array.clone())
+    }
+
+    fn array_changed(&self) {
+        self.array_version.fetch_add(1, Ordering::SeqCst);
     }
 
     /// The state file's contents for the current state.

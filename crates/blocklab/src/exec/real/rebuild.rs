@@ -373,6 +373,7 @@ impl RealArray {
         self.sync_members(live)?;
         self.checkpoint_journal(live)?;
         live.array.finish_recovery();
+        self.array_changed();
         self.durable.lock().unwrap().clear();
         live.recovering.iter_mut().for_each(|r| *r = false);
         self.membership.fetch_add(1, Ordering::SeqCst);
@@ -580,6 +581,7 @@ impl Run<'_> {
             };
             if step.plan.nodes.is_empty() {
                 strategy.complete(step.tag, &mut live.array, a.now_ns());
+                a.array_changed();
             } else {
                 first = Some(step);
                 break;
@@ -634,6 +636,9 @@ impl Run<'_> {
                     .as_ref()
                     .is_some_and(|s| s.membership != a.membership.load(Ordering::SeqCst));
                 // Publish what completed.
+                if !arrived.is_empty() {
+                    a.array_changed();
+                }
                 for (tag, membership, out) in arrived.drain(..) {
                     let kib = in_flight.remove(&tag).unwrap_or(0);
                     in_flight_kib -= kib;
@@ -723,6 +728,7 @@ impl Run<'_> {
                     if step.plan.nodes.is_empty() {
                         // A row rebuilt already, or one without data.
                         s.strategy.complete(step.tag, &mut live.array, a.now_ns());
+                        a.array_changed();
                         continue;
                     }
                     s.pacing.issued(step.rows * self.row_kib);

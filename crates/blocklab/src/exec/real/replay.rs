@@ -189,7 +189,7 @@ struct Totals {
 }
 
 /// A request placed on the array: (op, offset, len).
-fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
+pub(super) fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
     let len = r.len.max(512);
     if len > size {
         return Err(Error::config(format!(
@@ -215,6 +215,11 @@ pub fn pattern_for_tests(buf: &mut [u8], offset: u64) {
 }
 
 /// Fill a write's buffer with a pattern of its offset.
+/// The contents a replayed write carries (derived from its offset).
+pub(super) fn fill_pattern(buf: &mut [u8], offset: u64) {
+    pattern(buf, offset)
+}
+
 fn pattern(buf: &mut [u8], offset: u64) {
     let mut x = offset ^ 0x9E37_79B9_7F4A_7C15;
     for c in buf.chunks_mut(8) {

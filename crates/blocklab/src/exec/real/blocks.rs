@@ -1,0 +1,267 @@
+//! The data path of a stack on real bytes (`stack::data::DataPath`): the
+//! host cache layers' stores in memory, the frames of block contents of the
+//! request being served and of its background pieces, and the array of
+//! member files at the bottom.
+//!
+//! The executor seen by the layers is the counted one (`AtOnce`: every plan
+//! completes when it is made), so every decision is a counted run's; this
+//! module only moves the bytes those decisions name.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::RealArray;
+use crate::array::IoPlan;
+use crate::error::{Error, Result};
+use crate::stack::data::DataPath;
+use crate::stack::layer::{AtOnce, Class, Exec, Io};
+use crate::timed::engine::Ns;
+use crate::timed::executor::PlanId;
+use crate::trace::Op;
+
+type Frame = FxHashMap<u64, Box<[u8]>>;
+
+/// Block contents of a stack on real bytes.
+pub struct Blocks {
+    array: Arc<RealArray>,
+    bs: usize,
+    /// Each layer's store (by the layer's index): a host cache's blocks in memory.
+    stores: Vec<Frame>,
+    /// The request's frame first, then one per background piece being handled.
+    frames: Vec<Frame>,
+    /// Contents of evicted or flushed dirty blocks, waiting for their
+    /// destage, by (layer, block): two layers may destage one block.
+    staged: FxHashMap<(usize, u64), Box<[u8]>>,
+    /// Blocks read to complete a write of part of a block (outside the layers' policies).
+    pub partial_block_reads: u64,
+}
+
+fn missing(what: &str, layer: usize, block: u64) -> Error {
+    Error::config(format!(
+        "internal: layer {layer} {what} block {block} whose contents are not at hand (a data-path bug)"
+    ))
+}
+
+impl Blocks {
+    pub fn new(array: Arc<RealArray>) -> Self {
+        let bs = array.block_size();
+        Blocks {
+            array,
+            bs,
+            stores: Vec::new(),
+            frames: vec![Frame::default()],
+            staged: FxHashMap::default(),
+            partial_block_reads: 0,
+        }
+    }
+
+    pub fn block_size(&self) -> usize {
+        self.bs
+    }
+
+    /// A new request: an empty frame (what an error left behind is dropped).
+    pub fn begin_request(&mut self) {
+        self.frames.truncate(1);
+        self.frames[0].clear();
+        self.staged.clear();
+    }
+
+    /// The request's contents of `block` (a read's result), if at hand.
+    pub fn get(&self, block: u64) -> Option<&[u8]> {
+        self.frames[0].get(&block).map(|b| &b[..])
+    }
+
+    /// The request writes `bytes` to `block`.
+    pub fn put(&mut self, block: u64, bytes: Box<[u8]>) {
+        self.frames[0].insert(block, bytes);
+    }
+
+    /// The newest contents of `block`: the topmost store holding it, else
+    /// the array (to complete a write of part of it; no policy sees this).
+    pub fn newest(&mut self, block: u64) -> Result<Box<[u8]>> {
+        self.partial_block_reads += 1;
+        if let Some(c) = self.stores.iter().find_map(|s| s.get(&block)) {
+            return Ok(c.clone());
+        }
+        let mut buf = vec![0u8; self.bs].into_boxed_slice();
+        self.array
+            .read(block * self.bs as u64, &mut buf)
+            .map_err(|e| Error::io(self.array.dir().display().to_string(), e))?;
+        Ok(buf)
+    }
+
+    /// Blocks held by layer `layer`'s store.
+    pub fn store_len(&self, layer: usize) -> usize {
+        self.stores.get(layer).map_or(0, |s| s.len())
+    }
+
+    /// Whether any layer's store holds `block`.
+    pub fn held(&self, block: u64) -> bool {
+        self.stores.iter().any(|s| s.contains_key(&block))
+    }
+
+    /// Blocks of `[first, end)` held by any store, ascending.
+    pub fn held_in(&self, first: u64, end: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .stores
+            .iter()
+            .flat_map(|s| s.keys().copied().filter(|&b| b >= first && b < end))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    fn store(&mut self, layer: usize) -> &mut Frame {
+        if self.stores.len() <= layer {
+            self.stores.resize_with(layer + 1, Frame::default);
+        }
+        &mut self.stores[layer]
+    }
+
+    /// The contents of `block` staged for a destage by the topmost layer
+    /// above `layer`, if any: newer than anything below. (A request may
+    /// evict a dirty block, then miss on it before the destage goes below:
+    /// the counted decisions read below first, the bytes must be these.)
+    fn staged_above(&self, layer: usize, block: u64) -> Option<&[u8]> {
+        if self.staged.is_empty() {
+            return None;
+        }
+        (0..layer).find_map(|l| self.staged.get(&(l, block)).map(|c| &c[..]))
+    }
+
+    fn top(&mut self) -> &mut Frame {
+        self.frames.last_mut().expect("the request's frame")
+    }
+}
+
+impl DataPath for Blocks {
+    fn hit(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+        let held = self
+            .stores
+            .get(layer)
+            .and_then(|s| s.get(&block))
+            .ok_or_else(|| missing("hit on", layer, block))?;
+        let c: Box<[u8]> = self.staged_above(layer, block).unwrap_or(held).into();
+        self.top().insert(block, c);
+        Ok(())
+    }
+
+    fn keep(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+        let c = self
+            .top()
+            .get(&block)
+            .ok_or_else(|| missing("keeps", layer, block))?
+            .clone();
+        self.store(layer).insert(block, c);
+        Ok(())
+    }
+
+    fn forget(&mut self, layer: usize, block: u64, _slot: Option<u64>) {
+        if let Some(s) = self.stores.get_mut(layer) {
+            s.remove(&block);
+        }
+    }
+
+    fn evict_dirty(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+        let c = self
+            .stores
+            .get_mut(layer)
+            .and_then(|s| s.remove(&block))
+            .ok_or_else(|| missing("evicts dirty", layer, block))?;
+        self.staged.insert((layer, block), c);
+        Ok(())
+    }
+
+    fn stage(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+        let c = self
+            .stores
+            .get(layer)
+            .and_then(|s| s.get(&block))
+            .ok_or_else(|| missing("destages", layer, block))?
+            .clone();
+        self.staged.insert((layer, block), c);
+        Ok(())
+    }
+
+    fn begin_background(&mut self, layer: usize, ios: &[Io]) {
+        let mut f = Frame::default();
+        for io in ios {
+            for b in io.first..io.first + io.nblocks {
+                if let Some(c) = self.staged.remove(&(layer, b)) {
+                    f.insert(b, c);
+                }
+            }
+        }
+        self.frames.push(f);
+    }
+
+    fn end_background(&mut self) {
+        if self.frames.len() > 1 {
+            self.frames.pop();
+        }
+    }
+
+    fn target(&mut self, io: &Io) -> Result<()> {
+        if io.nblocks == 0 {
+            return Ok(());
+        }
+        let bs = self.bs;
+        let shown = || self.array.dir().display().to_string();
+        let at = io.first * bs as u64;
+        match io.op {
+            Op::Read => {
+                let mut buf = vec![0u8; io.nblocks as usize * bs];
+                self.array.read(at, &mut buf).map_err(|e| Error::io(shown(), e))?;
+                let layers = self.stores.len();
+                for (i, c) in buf.chunks_exact(bs).enumerate() {
+                    let b = io.first + i as u64;
+                    let c: Box<[u8]> = self.staged_above(layers, b).unwrap_or(c).into();
+                    self.top().insert(b, c);
+                }
+            }
+            Op::Write => {
+                let top = self.frames.last().expect("the request's frame");
+                let mut buf = Vec::with_capacity(io.nblocks as usize * bs);
+                for b in io.first..io.first + io.nblocks {
+                    let c = top.get(&b).ok_or_else(|| missing("writes below", usize::MAX, b))?;
+                    buf.extend_from_slice(c);
+                }
+                self.array.write(at, &buf, false).map_err(|e| Error::io(shown(), e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The executor a stack on real bytes sees: the counted one (nothing waits,
+/// every plan completes when made) with a data path.
+pub struct RealExec {
+    pub at: AtOnce,
+    pub blocks: Blocks,
+}
+
+impl Exec for RealExec {
+    fn timed(&self) -> bool {
+        false
+    }
+    fn now(&self) -> Ns {
+        self.at.now()
+    }
+    fn pending(&self, _disk: usize) -> usize {
+        0
+    }
+    fn reserve(&mut self) -> PlanId {
+        self.at.reserve()
+    }
+    fn is_done(&self, _id: PlanId) -> bool {
+        true
+    }
+    fn submit_background(&mut self, _plan: IoPlan, _id: PlanId, _tag: u64, _class: Class) -> Result<()> {
+        Ok(())
+    }
+    fn data(&mut self) -> Option<&mut dyn DataPath> {
+        Some(&mut self.blocks)
+    }
+}

@@ -1,0 +1,567 @@
+//! A stack on real bytes: the stack file's host cache layers in front of
+//! the array of member files, served as one NBD export or driven by
+//! `real replay`.
+//!
+//! "A layer decides, an executor only moves bytes": the stack is the one
+//! the counted executor runs (`stack::build`, `Composed`), under the counted
+//! `Exec` semantics, so its layers decide exactly as in a counted run; the
+//! data path (`blocks.rs`) moves the contents those decisions name, and the
+//! array model the target plans on (and fault-aware policies read) is kept
+//! in step with the real array's (failed members, spares, rebuilt rows).
+//!
+//! Requests are served one at a time under one mutex (decision, bytes and
+//! the array's I/O). A FLUSH destages every dirty block of every layer (the
+//! blocks stay cached, clean), then flushes the array; a FUA write does a
+//! whole FLUSH after its write.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::blocks::{Blocks, RealExec};
+use super::{RealArray, ReqError, Status};
+use crate::array::shared::SharedArray;
+use crate::array::{parse_bytes, ArrayConfig};
+use crate::error::{Error, Result};
+use crate::nbd::{Export, ExportError};
+use crate::stack::build::{build, Executor};
+use crate::stack::layer::AtOnce;
+use crate::stack::result::StackResult;
+use crate::stack::runtime::Composed;
+use crate::stack::spec::{is_dgraid, Fit, PrefetchKind, StackSpec, TenantMap};
+use crate::trace::{Op, Request};
+
+/// The stack file kept in an array directory made with `real create --stack`.
+pub const STACK_FILE: &str = "stack.toml";
+
+/// The stack file of the array directory `dir`, if it has one.
+pub fn stack_file(dir: &Path) -> Option<PathBuf> {
+    let p = dir.join(STACK_FILE);
+    p.exists().then_some(p)
+}
+
+/// Keys of a stack file that mean nothing on real hardware (device timing
+/// models, a cache's hit time): ignored, with these notes.
+pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
+    let mut notes = vec![format!(
+        "{}: device.model: ignored (the members are files; timing is the real one)",
+        spec.origin.file
+    )];
+    for (i, c) in spec.cache.iter().enumerate() {
+        if c.hit_ms != 0.0 {
+            notes.push(format!(
+                "{}: cache.{i}.hit_ms: ignored (a hit takes what it takes)",
+                spec.origin.file
+            ));
+        }
+    }
+    if spec.array.as_ref().is_some_and(|a| a.xor_ms != 0.0) {
+        notes.push(format!("{}: array.xor_ms: ignored (real XOR)", spec.origin.file));
+    }
+    notes
+}
+
+/// Refuse what the real executor cannot honour, where ignoring it would
+/// change results: one error naming the file and the key.
+pub fn check_real(spec: &StackSpec) -> Result<()> {
+    let o = &spec.origin;
+    let refuse = |key: &str, why: &str| Err(o.err(key, format!("the real executor {why}")));
+    if spec.tier.is_some() {
+        return refuse("tier", "does not run the SSD tier yet");
+    }
+    let Some(a) = &spec.array else {
+        return refuse(
+            "array",
+            "runs over an array of member files: the stack needs an [array]",
+        );
+    };
+    if is_dgraid(&a.raid.text()) {
+        return refuse("array.raid", "does not run D-GRAID");
+    }
+    if !a.failed.is_empty() {
+        return refuse(
+            "array.failed",
+            "starts the array healthy: fail members with `blocklab real fail`",
+        );
+    }
+    if a.fail_at.is_some() {
+        return refuse(
+            "array.fail_at",
+            "fails members when told (`blocklab real fail`), not on a schedule",
+        );
+    }
+    if a.rebuild.is_some() {
+        return refuse(
+            "array.rebuild",
+            "rebuilds when told (`blocklab real rebuild`), not on a schedule",
+        );
+    }
+    if a.wrap || spec.device.wrap {
+        return refuse(
+            "array.wrap",
+            "does not fold addresses (`real replay --wrap` folds a trace's offsets)",
+        );
+    }
+    if spec.fit() == Fit::Scale {
+        return refuse("array.fit", "does not scale addresses");
+    }
+    if spec.tenant_map == TenantMap::Key {
+        return refuse(
+            "tenant_map",
+            "serves one volume (tenants share it, as with \"ignore\"); \"key\" would put them out of the array",
+        );
+    }
+    if spec.device.short_stroke < 1.0 {
+        return refuse("device.short_stroke", "uses the whole member file");
+    }
+    for (i, c) in spec.cache.iter().enumerate() {
+        let key = |k: &str| format!("cache.{i}.{k}");
+        let policy = c.policy.to_ascii_lowercase();
+        if policy == "opt" {
+            return refuse(
+                &key("policy"),
+                "cannot see the future (`opt` needs a pass over a trace)",
+            );
+        }
+        if c.size.text().trim().ends_with('%') || c.size.text().trim().ends_with("%used") {
+            return refuse(
+                &key("size"),
+                "needs a size in blocks or bytes (a share needs a pass over a trace)",
+            );
+        }
+        if c.miss_trace.is_some() {
+            return refuse(&key("miss_trace"), "does not write miss traces yet");
+        }
+        if c.write_buffer.is_some() {
+            return refuse(&key("write_buffer"), "does not run write buffers on real bytes yet");
+        }
+        if c.fetch_unit.is_some() {
+            return refuse(&key("fetch_unit"), "does not prefetch on real bytes yet");
+        }
+        if c.prefetch != PrefetchKind::None {
+            return refuse(&key("prefetch"), "does not prefetch on real bytes yet");
+        }
+        if c.prefetch_buffer.is_some() {
+            return refuse(&key("prefetch_buffer"), "does not prefetch on real bytes yet");
+        }
+        if c.opportunistic() {
+            return refuse(
+                &key("preemptible_readahead"),
+                "has no device reading opportunistically (preemptible_readahead, read_any_free_blocks, jit_seek)",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The array of a stack file, with members of `disk_bytes` (0: the stack's
+/// `array.disk_size`, which must then be given).
+pub fn array_config(spec: &StackSpec, disk_bytes: u64) -> Result<ArrayConfig> {
+    let o = &spec.origin;
+    let a = spec.array.as_ref().ok_or_else(|| {
+        o.err(
+            "array",
+            "the real executor runs over an array: the stack needs an [array]",
+        )
+    })?;
+    let level = ArrayConfig::parse_level(&a.raid.text()).map_err(|e| o.err("array.raid", e))?;
+    let mut cfg = ArrayConfig::new(level, a.disks);
+    cfg.chunk_bytes = parse_bytes(&a.chunk.text()).map_err(|e| o.err("array.chunk", e))?;
+    cfg.block_size = spec.block_size();
+    if let Some(l) = &a.layout {
+        cfg.set_layout(l).map_err(|e| o.err("array.layout", e))?;
+    }
+    cfg.disk_bytes = match (disk_bytes, &a.disk_size) {
+        (n, _) if n > 0 => n,
+        (_, Some(s)) => parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))?,
+        (_, None) => {
+            return Err(o.err(
+                "array.disk_size",
+                "the member size is needed: give --disk-size, or array.disk_size in the stack file",
+            ))
+        }
+    };
+    Ok(cfg)
+}
+
+/// The stack file as the counted stack the real executor runs over an
+/// array of `real`: sized by it, one volume, a device model that only
+/// sizes the members (never timed).
+fn real_spec(spec: &StackSpec, real: &ArrayConfig) -> StackSpec {
+    let mut s = spec.clone();
+    if let Some(a) = &mut s.array {
+        a.disk_size = Some(crate::stack::spec::NumOrStr::Int(real.disk_bytes));
+    }
+    s.tenant_map = TenantMap::Ignore;
+    s.device.model = format!("toy:base=0,cap={}", real.disk_bytes.div_ceil(512).max(1));
+    s
+}
+
+/// The stack of `spec` as the real executor runs it over `array` (its
+/// own array model starts healthy: the real one's state is copied in before
+/// each request).
+fn composed(spec: &StackSpec, array: &RealArray) -> Result<Composed> {
+    check_real(spec)?;
+    let cfg = array_config(spec, array.config().disk_bytes)?;
+    let real = array.config();
+    if cfg != *real {
+        return Err(spec.origin.err(
+            "array",
+            format!(
+                "does not match the array in {} ({} of {} disks, chunk {} B, block {} B)",
+                array.dir().display(),
+                real.level.name(),
+                real.disks,
+                real.chunk_bytes,
+                real.block_size
+            ),
+        ));
+    }
+    build(&real_spec(spec, real), Executor::Count, None)
+}
+
+/// `real create DIR --stack FILE`: lay out the array of the stack's
+/// `[array]` (members of `disk_bytes`, else `array.disk_size`) and keep the
+/// stack file in `dir`. Returns the array's status and the notes on keys
+/// ignored.
+pub fn create_stack(
+    dir: &Path,
+    file: &Path,
+    disk_bytes: Option<u64>,
+    checksums: bool,
+) -> Result<(Status, Vec<String>)> {
+    let spec = StackSpec::load(file, &[])?;
+    check_real(&spec)?;
+    let cfg = array_config(&spec, disk_bytes.unwrap_or(0))?;
+    cfg.validate().map_err(|e| spec.origin.err("array", e))?;
+    // The stack must build over an array of this size (cache sizes...)
+    // before any file is made.
+    let probe = crate::array::Array::new(cfg).map_err(|e| spec.origin.err("array", e))?;
+    if probe.capacity_blocks().unwrap_or(0) > 0 {
+        build(&real_spec(&spec, &cfg), Executor::Count, None)?;
+    }
+    let shown = dir.display().to_string();
+    if dir.join(STACK_FILE).exists() {
+        return Err(Error::config(format!("{shown}: already holds a stack ({STACK_FILE})")));
+    }
+    let st = RealArray::create(dir, cfg, checksums)?;
+    std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
+    Ok((st, ignored_keys(&spec)))
+}
+
+/// The stack of `dir` and its figures (live from the server when it is
+/// served; else the layers as configured, counters at zero), None without one.
+pub fn stack_status(dir: &Path) -> Result<Option<serde_json::Value>> {
+    if stack_file(dir).is_none() {
+        return Ok(None);
+    }
+    if let Some(info) = super::control::server_of(dir)? {
+        return super::control::request(&info, serde_json::json!({"op": "stack"})).map(Some);
+    }
+    let array = Arc::new(RealArray::open(dir, super::OpenConfig::default())?);
+    let r = RealStack::load(dir, &array)?.map(|s| s.result());
+    let array = Arc::try_unwrap(array).map_err(|_| Error::config("array still in use"))?;
+    array.close()?;
+    Ok(r.map(|r| serde_json::to_value(&r).expect("a stack result serializes")))
+}
+
+struct Inner {
+    composed: Composed,
+    exec: RealExec,
+    shared: Option<Arc<SharedArray>>,
+    /// The real array's model version copied into `shared` last.
+    seen: Option<u64>,
+    started: Instant,
+    flushes: u64,
+}
+
+/// A stack on real bytes (see the module comment).
+pub struct RealStack {
+    array: Arc<RealArray>,
+    inner: Mutex<Inner>,
+    size: u64,
+    bs: u64,
+    file: String,
+}
+
+fn req_err(e: Error) -> ReqError {
+    ReqError::Io(e.to_string())
+}
+
+impl RealStack {
+    /// The stack of `spec` in front of `array`.
+    pub fn new(spec: &StackSpec, array: Arc<RealArray>) -> Result<RealStack> {
+        let composed = composed(spec, &array)?;
+        let shared = composed.shared_array();
+        let blocks = Blocks::new(array.clone());
+        Ok(RealStack {
+            size: array.size_bytes(),
+            bs: array.block_size() as u64,
+            file: spec.origin.file.clone(),
+            inner: Mutex::new(Inner {
+                composed,
+                exec: RealExec {
+                    at: AtOnce::default(),
+                    blocks,
+                },
+                shared,
+                seen: None,
+                started: Instant::now(),
+                flushes: 0,
+            }),
+            array,
+        })
+    }
+
+    /// The stack kept in `dir` (`real create --stack`) in front of `array`,
+    /// if the directory has one.
+    pub fn load(dir: &Path, array: &Arc<RealArray>) -> Result<Option<RealStack>> {
+        match stack_file(dir) {
+            None => Ok(None),
+            Some(p) => {
+                let spec = StackSpec::load(&p, &[])?;
+                Ok(Some(RealStack::new(&spec, array.clone())?))
+            }
+        }
+    }
+
+    pub fn array(&self) -> &Arc<RealArray> {
+        &self.array
+    }
+
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Copy the real array's model into the stack's when it changed.
+    fn sync(&self, inner: &mut Inner) {
+        let Some(shared) = &inner.shared else { return };
+        if inner.seen == Some(self.array.array_version()) {
+            return;
+        }
+        let (v, a) = self.array.array_model();
+        *shared.get_mut() = a;
+        inner.seen = Some(v);
+    }
+
+    fn check_range(&self, offset: u64, len: u64) -> std::result::Result<(), ReqError> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(ReqError::OutOfRange(format!(
+                "bytes {offset}+{len} are past the end of the stack ({} bytes)",
+                self.size
+            ))),
+        }
+    }
+
+    /// Serve one request through the stack. A write's `data` (None: zeroes)
+    /// enters the request's frame first, a partial block merged with its
+    /// newest contents; a read's bytes come from the frame into `out`.
+    fn request(
+        &self,
+        op: Op,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+        out: Option<&mut [u8]>,
+    ) -> std::result::Result<(), ReqError> {
+        self.check_range(offset, len)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        self.sync(inner);
+        let bs = self.bs;
+        let blocks = &mut inner.exec.blocks;
+        blocks.begin_request();
+        let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
+        if op == Op::Write {
+            for b in first..end {
+                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
+                let mut c = if hi - lo == bs {
+                    vec![0u8; bs as usize].into_boxed_slice()
+                } else {
+                    blocks.newest(b).map_err(req_err)?
+                };
+                if let Some(d) = data {
+                    let from = (lo - offset) as usize;
+                    c[(lo - b * bs) as usize..(hi - b * bs) as usize]
+                        .copy_from_slice(&d[from..from + (hi - lo) as usize]);
+                } else {
+                    c[(lo - b * bs) as usize..(hi - b * bs) as usize].fill(0);
+                }
+                blocks.put(b, c);
+            }
+        }
+        let req = Request {
+            time: inner.started.elapsed().as_secs_f64(),
+            op,
+            offset,
+            len,
+            tenant: 0,
+            fs: Default::default(),
+        };
+        (inner.exec.at.t0, inner.exec.at.time) = (0.0, req.time);
+        inner.composed.real_request(&req, &mut inner.exec).map_err(req_err)?;
+        if let Some(out) = out {
+            let blocks = &inner.exec.blocks;
+            for b in first..end {
+                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
+                let c = blocks
+                    .get(b)
+                    .ok_or_else(|| ReqError::Io(format!("internal: block {b} was read from nowhere")))?;
+                out[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&c[(lo - b * bs) as usize..(hi - b * bs) as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ReqError> {
+        let len = buf.len() as u64;
+        self.request(Op::Read, offset, len, None, Some(buf))
+    }
+
+    /// Write `data` at `offset`; with `fua`, a whole FLUSH follows.
+    pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), ReqError> {
+        self.request(Op::Write, offset, data.len() as u64, Some(data), None)?;
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes through the stack (NBD WRITE_ZEROES and TRIM), in pieces of
+    /// at most 1 MiB (one request each).
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ReqError> {
+        self.check_range(offset, len)?;
+        let piece = 1u64 << 20;
+        let mut at = offset;
+        while at < offset + len {
+            let n = (offset + len - at).min(piece - at % piece);
+            self.request(Op::Write, at, n, None, None)?;
+            at += n;
+        }
+        if fua {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Destage every dirty block of every layer (they stay cached, clean),
+    /// then make the array durable.
+    pub fn flush(&self) -> std::result::Result<(), ReqError> {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        self.sync(inner);
+        inner.exec.blocks.begin_request();
+        inner.composed.real_flush(&mut inner.exec).map_err(req_err)?;
+        inner.flushes += 1;
+        self.array.flush()
+    }
+
+    /// The stack's figures now, in `blocklab run`'s schema (executor `real`).
+    pub fn result(&self) -> StackResult {
+        let inner = self.lock();
+        let mut out = inner.composed.result("real");
+        out.tenant_map = "ignore".into();
+        out.fit = "none".into();
+        out.real = Some(crate::stack::result::RealFigures {
+            partial_block_reads: inner.exec.blocks.partial_block_reads,
+            flushes: inner.flushes,
+            ..Default::default()
+        });
+        out.finish();
+        out
+    }
+
+    /// Blocks each layer's policy holds and each layer's store holds (tests:
+    /// they are equal).
+    pub fn residency(&self) -> Vec<(usize, usize)> {
+        let inner = self.lock();
+        inner
+            .composed
+            .resident()
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.map(|n| (n, inner.exec.blocks.store_len(i))))
+            .collect()
+    }
+}
+
+impl Export for RealStack {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ExportError> {
+        RealStack::read(self, offset, buf).map_err(super::control::to_export)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), ExportError> {
+        RealStack::write(self, offset, data, fua).map_err(super::control::to_export)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ExportError> {
+        RealStack::write_zeroes(self, offset, len, fua).map_err(super::control::to_export)
+    }
+    fn flush(&self) -> std::result::Result<(), ExportError> {
+        RealStack::flush(self).map_err(super::control::to_export)
+    }
+    /// The array's allocation, where every block a cache holds is data
+    /// (it may be dirty, whatever the array says).
+    fn extents(&self, offset: u64, len: u64) -> std::result::Result<Vec<(u64, u32)>, ExportError> {
+        let hz = crate::nbd::STATE_HOLE | crate::nbd::STATE_ZERO;
+        let runs = self.array.allocation(offset, len);
+        let bs = self.bs;
+        let held = {
+            let inner = self.lock();
+            inner.exec.blocks.held_in(offset / bs, (offset + len).div_ceil(bs))
+        };
+        let mut out: Vec<(u64, u32)> = Vec::new();
+        let mut push = |n: u64, flags: u32| {
+            if n == 0 {
+                return;
+            }
+            match out.last_mut() {
+                Some((m, f)) if *f == flags => *m += n,
+                _ => out.push((n, flags)),
+            }
+        };
+        let mut at = offset;
+        for (n, hole) in runs {
+            let end = at + n;
+            if !hole {
+                push(n, 0);
+            } else {
+                // Carve the held blocks out of the hole.
+                let mut p = at;
+                for &b in held.iter().filter(|&&b| b * bs < end && (b + 1) * bs > at) {
+                    let (lo, hi) = ((b * bs).max(at), ((b + 1) * bs).min(end));
+                    if lo > p {
+                        push(lo - p, hz);
+                    }
+                    push(hi - lo.max(p), 0);
+                    p = hi.max(p);
+                }
+                if end > p {
+                    push(end - p, hz);
+                }
+            }
+            at = end;
+        }
+        Ok(out)
+    }
+    fn description(&self) -> String {
+        let c = self.array.config();
+        format!(
+            "blocklab stack {} over {} of {} ({})",
+            self.file,
+            c.level.name(),
+            c.disks,
+            self.array.dir().display()
+        )
+    }
+}

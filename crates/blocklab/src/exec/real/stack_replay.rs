@@ -1,0 +1,159 @@
+//! `real replay` of a stack directory: a trace's requests through the
+//! stack on real bytes, reported in `blocklab run`'s schema (`layers`,
+//! `array`, `devices`, `response`; executor `real`), so that a counted, a
+//! timed and a real run of one stack file sit side by side.
+//!
+//! The stack serves one request at a time, so one issuer replays the trace
+//! in its order: `closed` issues each request when the previous one
+//! completed; `open` issues each at its trace time (divided by `speedup`)
+//! and measures its response from then. The run ends with a FLUSH (the
+//! counted run's end-of-run flush), whose destages are in the figures.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::control::server_of;
+use super::replay::{fill_pattern, place, ReplayOptions};
+use super::stack::{stack_file, RealStack};
+use super::{OpenConfig, RealArray};
+use crate::error::{Error, Result};
+use crate::stack::result::{response_covers, Response, StackResult};
+use crate::stack::spec::StackSpec;
+use crate::timed::latency::Latencies;
+use crate::timed::metrics::ResponseSummary;
+use crate::trace::{self, Op, TraceOptions};
+
+fn summary(l: &Latencies) -> ResponseSummary {
+    let q = l.quantiles_ms(&[0.50, 0.95, 0.99]);
+    ResponseSummary {
+        requests: l.count(),
+        avg_ms: l.mean_ms(),
+        p50_ms: q[0],
+        p95_ms: q[1],
+        p99_ms: q[2],
+        max_ms: l.max_ms(),
+    }
+}
+
+/// Replay `opts.traces` (one) through the stack kept in `dir`.
+pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
+    let file = stack_file(dir).ok_or_else(|| Error::config(format!("{}: no stack here", dir.display())))?;
+    let open = match opts.replay.to_ascii_lowercase().as_str() {
+        "open" => true,
+        "closed" => false,
+        other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
+    };
+    if open && !(opts.speedup.is_finite() && opts.speedup > 0.0) {
+        return Err(Error::config(format!(
+            "speed-up must be a positive number, got {}",
+            opts.speedup
+        )));
+    }
+    let [trace_path] = opts.traces.as_slice() else {
+        return Err(Error::config(
+            "real replay of a stack takes one trace (the stack serves one request at a time; \
+             merge traces with `blocklab trace merge`)",
+        ));
+    };
+    if opts.outstanding != 1 && !open {
+        return Err(Error::config(
+            "--outstanding: a stack serves one request at a time; replay it with --outstanding 1",
+        ));
+    }
+    if server_of(dir)?.is_some() {
+        return Err(Error::config(format!(
+            "{}: the stack is being served; stop the server to replay it here (its figures live in the server)",
+            dir.display()
+        )));
+    }
+    let spec = StackSpec::load(&file, &[])?;
+    let topts = TraceOptions {
+        format: opts.format.clone(),
+        skip_bad: opts.skip_bad,
+        order: match opts.sort_window {
+            Some(window_s) => crate::trace::order::TimeOrder::Sort { window_s },
+            None => crate::trace::order::TimeOrder::Strict,
+        },
+        ..Default::default()
+    };
+    let mut reader = trace::open(Path::new(trace_path), &topts)?;
+    let array = Arc::new(RealArray::open(
+        dir,
+        OpenConfig {
+            direct: opts.direct,
+            faults: None,
+            start_dirty_degraded: opts.start_dirty_degraded,
+        },
+    )?);
+    let stack = RealStack::new(&spec, array.clone())?;
+    let size = array.size_bytes();
+    let (mut reads, mut writes) = (Latencies::new(), Latencies::new());
+    let mut errors = 0u64;
+    let t0 = Instant::now();
+    let mut base: Option<f64> = None;
+    let mut buf = Vec::new();
+    let run: Result<()> = (|| {
+        for (i, r) in reader.by_ref().enumerate() {
+            if opts.limit > 0 && i as u64 >= opts.limit {
+                break;
+            }
+            let r = r?;
+            let due = if open {
+                let b = *base.get_or_insert(r.time);
+                let due = t0 + Duration::from_secs_f64((r.time - b).max(0.0) / opts.speedup);
+                let now = Instant::now();
+                if due > now {
+                    std::thread::sleep(due - now);
+                }
+                due
+            } else {
+                Instant::now()
+            };
+            let (op, off, len) = place(&r, size, opts.wrap, trace_path)?;
+            buf.resize(len as usize, 0);
+            let ok = match op {
+                Op::Read => stack.read(off, &mut buf).is_ok(),
+                Op::Write => {
+                    fill_pattern(&mut buf, off);
+                    stack.write(off, &buf, false).is_ok()
+                }
+            };
+            let ns = due.elapsed().as_nanos() as u64;
+            match (ok, op) {
+                (false, _) => errors += 1,
+                (true, Op::Read) => reads.record(ns),
+                (true, Op::Write) => writes.record(ns),
+            }
+        }
+        stack.flush().map_err(|e| Error::io(dir.display().to_string(), e))
+    })();
+    let wall_s = t0.elapsed().as_secs_f64();
+    let mut out = stack.result();
+    drop(stack);
+    let array = Arc::try_unwrap(array).map_err(|_| Error::config("array still in use after the replay"))?;
+    array.close()?;
+    run?;
+    let mut all = Latencies::new();
+    all.merge(&reads);
+    all.merge(&writes);
+    let a = summary(&all);
+    out.response = Some(Response {
+        avg_ms: a.avg_ms,
+        p50_ms: a.p50_ms,
+        p95_ms: a.p95_ms,
+        p99_ms: a.p99_ms,
+        max_ms: a.max_ms,
+        reads: summary(&reads),
+        writes: summary(&writes),
+        cdf_ms: Vec::new(),
+        covers: response_covers(errors).to_string(),
+    });
+    out.reordered = reader.reordered();
+    if let Some(real) = &mut out.real {
+        real.errors = errors;
+        real.wall_s = wall_s;
+        real.replay = if open { "open" } else { "closed" }.into();
+    }
+    Ok(out)
+}
