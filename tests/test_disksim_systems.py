@@ -64,7 +64,6 @@ def test_hplajw_parv_splits_devices_and_takes_the_drivers_sstf():
     ("syntharrays.parv", ["disksim_logorg", "Addressing mode", "Array"]),
     ("synthcachemem.parv", ["disksim_ctlr", "type", "controller type 3"]),
     ("synthcachedev.parv", ["disksim_ctlr", "type", "controller type 3"]),
-    ("synthsimpledisk.parv", ["disksim_simpledisk", "not modelled"]),
 ])
 def test_unmodelled_blocks_are_one_line_errors_naming_block_and_key(parv, names):
     r = run("disk", "run", str(VALID / parv), "--trace", str(VALID / "ascii.trace"), "--format", "disksim")
@@ -125,6 +124,7 @@ def synthetic(parv: str, *extra: str) -> dict:
     ("synthmixed.parv", 22.08),
     ("3disks.parv", 10.937),
     ("3disks2.parv", 10.937),
+    ("synthsimpledisk.parv", 13.5),
 ])
 def test_runvalid_synthetic_lines_are_within_five_percent(parv, disksim):
     # runvalid: `disksim FILE.parv OUT ascii 0 1`, "IOdriver Response time average".

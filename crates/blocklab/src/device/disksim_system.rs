@@ -22,9 +22,11 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::disksim_load::build_disk;
+use super::disksim_load::{build_disk, bus_times};
 use super::disksim_params::{parse_file, Block, Param, ParamFile, Value};
+use super::disksim_simpledisk::SimpleDisk;
 use super::hdd::Hdd;
+use super::DeviceModel;
 use crate::error::{Error, Location, Result};
 
 /// One `disksim_iomap` entry.
@@ -107,10 +109,32 @@ impl Router {
     }
 }
 
+/// One device of a system: a mechanical disk or DiskSim's simple disk.
+pub enum Drive {
+    Hdd(Hdd),
+    Simple(SimpleDisk),
+}
+
+impl Drive {
+    pub fn capacity_sectors(&self) -> u64 {
+        match self {
+            Drive::Hdd(d) => d.capacity_sectors(),
+            Drive::Simple(d) => d.capacity_sectors(),
+        }
+    }
+
+    pub fn into_model(self) -> Box<dyn DeviceModel> {
+        match self {
+            Drive::Hdd(d) => Box::new(d),
+            Drive::Simple(d) => Box::new(d),
+        }
+    }
+}
+
 /// The disks of a parameter file (in device order) and its iomap.
 pub struct DiskSystem {
-    /// Each disk's instance name (`disk0`, `quantum`, ...) and model.
-    pub disks: Vec<(String, Hdd)>,
+    /// Each disk's instance name (`disk0`, `quantum`, `sd0`, ...) and model.
+    pub disks: Vec<(String, Drive)>,
     pub router: Router,
     /// The device driver's `Scheduling policy` and where it was written.
     driver_policy: Option<(u32, String, u64)>,
@@ -141,14 +165,14 @@ impl DiskSystem {
         for inst in &pf.instances {
             let Some(b) = pf.block(&inst.type_name) else { continue };
             match b.type_name.as_str() {
-                "disksim_disk" => names.extend(inst.names.iter().map(|n| (n.clone(), b))),
-                "disksim_simpledisk" | "disksim_ssd" | "disksim_mems" => {
+                "disksim_disk" | "disksim_simpledisk" => names.extend(inst.names.iter().map(|n| (n.clone(), b))),
+                "disksim_ssd" | "disksim_mems" => {
                     return Err(Error::parse(
                         &b.file,
                         Location::Line(b.line),
                         &b.type_name,
                         format!(
-                            "`{}` ({}) is not modelled: only `disksim_disk` drives are",
+                            "`{}` ({}) is not modelled: only `disksim_disk` and `disksim_simpledisk` drives are",
                             b.name.as_deref().unwrap_or(""),
                             inst.names.join(", ")
                         ),
@@ -167,7 +191,13 @@ impl DiskSystem {
         }
         let mut disks = Vec::with_capacity(names.len());
         for (name, b) in &names {
-            disks.push((name.clone(), build_disk(&pf, b, dir)?));
+            let drive = if b.type_name == "disksim_simpledisk" {
+                let (br, bw) = bus_times(&pf, b)?;
+                Drive::Simple(SimpleDisk::from_block(b, br, bw)?)
+            } else {
+                Drive::Hdd(build_disk(&pf, b, dir)?)
+            };
+            disks.push((name.clone(), drive));
         }
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
         let maps = iomaps(&pf, &index)?;
@@ -202,9 +232,9 @@ impl DiskSystem {
         }
     }
 
-    /// One disk and no iomap: a drive model rather than a system.
+    /// One mechanical disk and no iomap: a drive model rather than a system.
     pub fn is_single(&self) -> bool {
-        self.disks.len() == 1 && self.router.maps.is_empty()
+        self.disks.len() == 1 && self.router.maps.is_empty() && matches!(self.disks[0].1, Drive::Hdd(_))
     }
 }
 
@@ -594,10 +624,10 @@ pub(crate) mod tests {
             "disksim_syncset s0",
         );
         refused(
-            "simple",
-            "disksim_simpledisk S {\n Block count = 100\n}\ninstantiate [ s0 ] as S\n",
+            "ssd",
+            "disksim_ssd S {\n Block count = 100\n}\ninstantiate [ s0 ] as S\n",
             5,
-            "disksim_simpledisk",
+            "disksim_ssd",
         );
         refused("map", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d7, locScale = 512, sizeScale = 1 } ]\n}\n", 6, "simdev");
         refused("scale", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d0, locScale = 300, sizeScale = 1 } ]\n}\n", 6, "locScale");
@@ -637,13 +667,17 @@ pub(crate) mod tests {
                 .unwrap(),
             Some("fcfs")
         );
-        for unmodelled in [
-            "synthraid5",
-            "syntharrays",
-            "synthcachemem",
-            "synthcachedev",
-            "synthsimpledisk",
-        ] {
+        // synthsimpledisk: one simple disk, 0.5 + 9.5 ms an access.
+        let sd = DiskSystem::load(&dir.join("synthsimpledisk.parv")).unwrap();
+        assert!(!sd.is_single(), "a simple disk is no drive model of its own");
+        match &sd.disks[..] {
+            [(name, Drive::Simple(d))] => {
+                assert_eq!(name, "sd0");
+                assert_eq!((d.blocks, d.access_ms, d.overhead_ms), (100_000, 9.5, 0.5));
+            }
+            _ => panic!("synthsimpledisk: one simple disk"),
+        }
+        for unmodelled in ["synthraid5", "syntharrays", "synthcachemem", "synthcachedev"] {
             let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
             assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
         }

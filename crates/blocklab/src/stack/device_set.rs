@@ -70,11 +70,7 @@ impl Target for DeviceSet {
     fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
         self.ledger = CountExecutor::new(self.ndisks());
         let sys = DiskSystem::load(&self.path)?;
-        Ok(sys
-            .disks
-            .into_iter()
-            .map(|(_, d)| Box::new(d) as Box<dyn DeviceModel>)
-            .collect())
+        Ok(sys.disks.into_iter().map(|(_, d)| d.into_model()).collect())
     }
 
     fn sectors_per_block(&self) -> u64 {

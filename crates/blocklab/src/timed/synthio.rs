@@ -899,6 +899,7 @@ mod runvalid {
         ("synthmixed", 22.08),
         ("3disks", 10.937),
         ("3disks2", 10.937),
+        ("synthsimpledisk", 13.5),
     ];
 
     #[test]
