@@ -11,10 +11,11 @@
 //! A device the iomap does not name goes to the disk of that number, as in
 //! DiskSim, where the devno is kept.
 //!
-//! Only what this laboratory models is accepted: disks (`disksim_disk`),
-//! pass-through controllers (type 1), buses (their transfer times), and
-//! logical organisations that leave requests where they are (Parts, Asis,
-//! Noredun). Anything else is an error naming the block and its key, so a
+//! Only what this laboratory models is accepted: disks (`disksim_disk`,
+//! `disksim_simpledisk`), pass-through controllers (type 1), buses (their
+//! transfer times), synchronised spindles, and logical organisations that
+//! leave requests where they are (Parts, Asis, Noredun) or are arrays MD
+//! lays out the same way (`disksim_logorg`). Anything else is an error naming the block and its key, so a
 //! file is never run as something other than what it describes. A
 //! `disksim_synthio` workload is not run: with a trace, DiskSim ignores it
 //! too (`synthgen` 0).
@@ -23,6 +24,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::disksim_load::{build_disk, bus_times};
+use super::disksim_logorg::{logorgs, Logorg};
 use super::disksim_params::{parse_file, Block, Param, ParamFile, Value};
 use super::disksim_simpledisk::SimpleDisk;
 use super::hdd::Hdd;
@@ -103,6 +105,11 @@ impl Router {
         self.disks
     }
 
+    /// Whether the iomap names trace device `devno`.
+    pub fn maps_device(&self, devno: u32) -> bool {
+        self.maps.contains_key(&devno)
+    }
+
     /// Whether the file has an iomap.
     pub fn has_maps(&self) -> bool {
         !self.maps.is_empty()
@@ -136,6 +143,9 @@ pub struct DiskSystem {
     /// Each disk's instance name (`disk0`, `quantum`, `sd0`, ...) and model.
     pub disks: Vec<(String, Drive)>,
     pub router: Router,
+    /// The file's logorgs in order (DiskSim's `sysorgs`); `Some`: an
+    /// Array-addressed one, the logical device of that number.
+    pub orgs: Vec<Option<Logorg>>,
     /// The device driver's `Scheduling policy` and where it was written.
     driver_policy: Option<(u32, String, u64)>,
 }
@@ -201,9 +211,12 @@ impl DiskSystem {
         }
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
         let maps = iomaps(&pf, &index)?;
+        let sectors: Vec<u64> = disks.iter().map(|(_, d)| d.capacity_sectors()).collect();
+        let orgs = logorgs(&pf, &index, &sectors)?;
         let driver_policy = driver_policy(&pf)?;
         Ok(DiskSystem {
             driver_policy,
+            orgs,
             router: Router {
                 file: shown,
                 maps,
@@ -232,9 +245,17 @@ impl DiskSystem {
         }
     }
 
-    /// One mechanical disk and no iomap: a drive model rather than a system.
+    /// One mechanical disk, no iomap and no array: a drive model rather than a system.
     pub fn is_single(&self) -> bool {
-        self.disks.len() == 1 && self.router.maps.is_empty() && matches!(self.disks[0].1, Drive::Hdd(_))
+        self.disks.len() == 1
+            && self.router.maps.is_empty()
+            && matches!(self.disks[0].1, Drive::Hdd(_))
+            && self.orgs.iter().all(Option::is_none)
+    }
+
+    /// Whether any logorg is an array (a logical device over several disks).
+    pub fn has_arrays(&self) -> bool {
+        self.orgs.iter().any(Option::is_some)
     }
 }
 
@@ -264,13 +285,7 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         )
     };
     // The most telling first: how requests are laid out, then the controllers.
-    let order = [
-        "disksim_logorg",
-        "disksim_ctlr",
-        "disksim_iodriver",
-        "disksim_iosim",
-        "disksim_syncset",
-    ];
+    let order = ["disksim_ctlr", "disksim_iodriver", "disksim_iosim", "disksim_syncset"];
     for b in order.iter().flat_map(|t| pf.blocks_of(t)) {
         match b.type_name.as_str() {
             "disksim_ctlr" if used(b) => {
@@ -303,33 +318,10 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
                     ));
                 }
             }
-            "disksim_logorg" => {
-                for (key, want) in [
-                    ("Addressing mode", "Parts"),
-                    ("Distribution scheme", "Asis"),
-                    ("Redundancy scheme", "Noredun"),
-                ] {
-                    if let Some(p) = b.get(key) {
-                        let v = word(p)?;
-                        if !v.eq_ignore_ascii_case(want) {
-                            return Err(unmodelled(
-                                b,
-                                key,
-                                format!(
-                                    "`{v}` is not modelled: only {want} (logical organisations that leave requests on their disks)"
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            "disksim_syncset" => {
-                return Err(unmodelled(
-                    b,
-                    "devices",
-                    "synchronised spindles are not modelled".into(),
-                ));
-            }
+            // Synchronised spindles: every disk here turns in phase with
+            // the clock (its angle is time / period), so disks of one speed
+            // already are; logorgs are read by `disksim_logorg`.
+            "disksim_syncset" => {}
             "disksim_iosim" => {
                 let s = b.num_or("I/O Trace Time Scale", 1.0)?;
                 if s != 1.0 {
@@ -607,21 +599,15 @@ pub(crate) mod tests {
         );
         refused(
             "raid",
-            "disksim_logorg org0 {\n Addressing mode = Array,\n Distribution scheme = Striped,\n Redundancy scheme = Parity_rotated\n}\n",
-            6,
-            "disksim_logorg org0: Addressing mode",
+            "disksim_logorg org0 {\n Addressing mode = Parts,\n Distribution scheme = Striped,\n Redundancy scheme = Noredun\n}\n",
+            7,
+            "disksim_logorg org0: Distribution scheme",
         );
         refused(
             "redun",
             "disksim_logorg org0 {\n Addressing mode = Parts,\n Distribution scheme = Asis,\n Redundancy scheme = Shadowed\n}\n",
             8,
             "Redundancy scheme",
-        );
-        refused(
-            "sync",
-            "disksim_syncset s0 {\n devices = [ d0 ]\n}\n",
-            6,
-            "disksim_syncset s0",
         );
         refused(
             "ssd",
@@ -677,7 +663,7 @@ pub(crate) mod tests {
             }
             _ => panic!("synthsimpledisk: one simple disk"),
         }
-        for unmodelled in ["synthraid5", "syntharrays", "synthcachemem", "synthcachedev"] {
+        for unmodelled in ["synthcachemem", "synthcachedev"] {
             let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
             assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
         }

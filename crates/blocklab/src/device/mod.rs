@@ -111,6 +111,7 @@ pub struct TimeSplit {
 }
 
 pub mod disksim_load;
+pub mod disksim_logorg;
 pub mod disksim_params;
 pub mod disksim_simpledisk;
 pub mod disksim_system;

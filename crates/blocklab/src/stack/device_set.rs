@@ -11,6 +11,7 @@ use super::layer::{Exec, Io, Target};
 use super::result::{DeviceFigures, StackResult};
 use super::target::{fold, sector_plan, sector_range};
 use crate::array::plan::IoPlan;
+use crate::device::disksim_logorg::Logorg;
 use crate::device::disksim_system::{DiskSystem, Router};
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
@@ -22,6 +23,8 @@ use std::path::PathBuf;
 pub struct DeviceSet {
     path: PathBuf,
     router: Router,
+    /// Array-addressed logorgs by device number (DiskSim's `arraydisk`).
+    orgs: Vec<Option<Logorg>>,
     /// Each disk's capacity in sectors.
     capacity: Vec<u64>,
     /// Fold addresses beyond a disk's capacity back onto it.
@@ -40,6 +43,7 @@ impl DeviceSet {
         Ok(DeviceSet {
             path,
             router: sys.router,
+            orgs: sys.orgs,
             capacity,
             wrap,
             block_size,
@@ -79,6 +83,24 @@ impl Target for DeviceSet {
 
     fn plan(&mut self, io: &Io, _exec: &dyn Exec) -> Result<IoPlan> {
         let (devno, first, count) = self.locate(io);
+        if let Some(Some(org)) = self
+            .orgs
+            .get(devno as usize)
+            .filter(|_| !self.router.maps_device(devno))
+        {
+            if first + count > org.capacity {
+                return Err(Error::config(format!(
+                    "device {devno}: sector {first} ({count} sectors) is beyond the {} sectors of its array {}",
+                    org.capacity, org.name
+                )));
+            }
+            let mut p = org.plan(io.op == crate::trace::Op::Write, first, count);
+            if io.cause != crate::array::plan::Cause::User {
+                p.retag(crate::array::plan::Cause::User, io.cause);
+            }
+            self.ledger.run(&p);
+            return Ok(p);
+        }
         let r = self.router.route(devno, first, count)?;
         let cap = self.capacity[r.disk];
         if r.sectors > cap || r.sectors > u32::MAX as u64 {
