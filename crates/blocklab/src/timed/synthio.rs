@@ -903,6 +903,76 @@ mod tests {
 }
 
 #[cfg(test)]
+mod file_streams {
+    use super::*;
+    use crate::device::disksim_system::DiskSystem;
+
+    /// Each runvalid file's generators, drawn 60,000 times each on their
+    /// own: read share, think (inter-arrival) and size means against what
+    /// the file's parameters give.
+    #[test]
+    fn every_runvalid_generator_draws_its_files_parameters() {
+        let Some(dir) = crate::device::validate::validation_dir() else {
+            eprintln!("skipped: ../shared/disk-models is absent");
+            return;
+        };
+        let n = 60_000;
+        for f in [
+            "synthopen",
+            "synthclosed",
+            "synthmixed",
+            "synthraid5",
+            "syntharrays",
+            "synthsimpledisk",
+            "3disks",
+        ] {
+            let path = dir.join(format!("{f}.parv"));
+            let names: Vec<String> = DiskSystem::load(&path)
+                .unwrap()
+                .disks
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect();
+            let spec = SynthSpec::load(&path, &names).unwrap();
+            for (i, g) in spec.generators.iter().enumerate() {
+                let mut r = Rand48::new(1000 + i as u64);
+                let mut gen = Generator::new(g.clone());
+                let reqs: Vec<SynthReq> = (0..n).map(|_| gen.next(&mut r)).collect();
+                let reads = reqs.iter().filter(|q| q.read).count() as f64 / n as f64;
+                assert!((reads - g.p_read).abs() < 0.015, "{f} #{i}: read share {reads}");
+                // Sequential, local and random requests think with their own distributions.
+                let p_rand = 1.0 - g.p_seq - g.p_local;
+                let nonneg = |d: &Distr| match *d {
+                    Distr::Normal { mean, sd } if sd == 0.0 => mean.max(0.0),
+                    _ => d.mean(),
+                };
+                let think =
+                    g.p_seq * nonneg(&g.sequential) + g.p_local * nonneg(&g.local) + p_rand * nonneg(&g.general);
+                let got = reqs.iter().map(|q| q.think_ms).sum::<f64>() / n as f64;
+                assert!(
+                    (got - think).abs() <= 0.03 * think.max(0.1),
+                    "{f} #{i}: think {got} vs {think}"
+                );
+                // Sizes: ceil(int(size) / bf) blocks, redrawn at 0: the file's
+                // distribution sampled on its own gives the mean to expect.
+                let mut r2 = Rand48::new(7);
+                let mut sizes = Vec::new();
+                while sizes.len() < 200_000 {
+                    let b = size_blocks(g.size.draw(&mut r2), g.block_factor);
+                    if b > 0 {
+                        sizes.push((b as u64 * g.block_factor) as f64);
+                    }
+                }
+                let want = sizes.iter().sum::<f64>() / sizes.len() as f64;
+                let got = reqs.iter().map(|q| q.sectors as f64).sum::<f64>() / n as f64;
+                assert!((got - want).abs() < 0.03 * want, "{f} #{i}: size {got} vs {want}");
+                assert!(reqs.iter().all(|q| g.devices.contains(&q.devno)));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
 mod runvalid {
     use crate::timed::disk_run::{run, RunOptions};
 
