@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::disksim_cachemem::{CacheMem, CacheMemParams};
 use super::disksim_load::{build_disk, bus_times};
 use super::disksim_logorg::{logorgs, Logorg};
 use super::disksim_params::{parse_file, Block, Param, ParamFile, Value};
@@ -120,6 +121,8 @@ impl Router {
 pub enum Drive {
     Hdd(Hdd),
     Simple(SimpleDisk),
+    /// A disk behind a smart controller's memory cache.
+    Cached(CacheMem),
 }
 
 impl Drive {
@@ -127,6 +130,7 @@ impl Drive {
         match self {
             Drive::Hdd(d) => d.capacity_sectors(),
             Drive::Simple(d) => d.capacity_sectors(),
+            Drive::Cached(d) => d.capacity_sectors(),
         }
     }
 
@@ -134,6 +138,7 @@ impl Drive {
         match self {
             Drive::Hdd(d) => Box::new(d),
             Drive::Simple(d) => Box::new(d),
+            Drive::Cached(d) => Box::new(d),
         }
     }
 }
@@ -208,6 +213,12 @@ impl DiskSystem {
                 Drive::Hdd(build_disk(&pf, b, dir)?)
             };
             disks.push((name.clone(), drive));
+        }
+        if let Some(cache) = controller_cache(&pf)? {
+            disks = disks
+                .into_iter()
+                .map(|(n, d)| (n, Drive::Cached(CacheMem::new(d.into_model(), cache))))
+                .collect();
         }
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
         let maps = iomaps(&pf, &index)?;
@@ -290,15 +301,23 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         match b.type_name.as_str() {
             "disksim_ctlr" if used(b) => {
                 let t = b.num_or("type", 1.0)?;
-                if t != 1.0 {
+                if t == 3.0 {
+                    smart_controller(pf, b)?;
+                } else if t != 1.0 {
                     return Err(unmodelled(
                         b,
                         "type",
-                        format!("controller type {t} (a smart controller, its cache) is not modelled; only type 1 (pass-through)"),
+                        format!(
+                            "controller type {t} is not modelled; only 1 (pass-through) and 3 (smart, with a \
+                             `disksim_cachemem` cache)"
+                        ),
                     ));
-                }
-                if b.get("Cache").is_some() {
-                    return Err(unmodelled(b, "Cache", "controller caches are not modelled".into()));
+                } else if b.get("Cache").is_some() {
+                    return Err(unmodelled(
+                        b,
+                        "Cache",
+                        "only a smart controller (type 3) has a cache".into(),
+                    ));
                 }
             }
             "disksim_iodriver" if used(b) => {
@@ -336,6 +355,60 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The controllers the file instantiates: (block, instance names).
+fn controllers(pf: &ParamFile) -> Vec<(&Block, &[String])> {
+    pf.instances
+        .iter()
+        .filter_map(|i| {
+            let b = pf.block(&i.type_name)?;
+            (b.type_name == "disksim_ctlr").then_some((b, i.names.as_slice()))
+        })
+        .collect()
+}
+
+/// A smart controller (type 3) is modelled as a memory cache in front of
+/// its disks that takes one request at a time: the file's only controller
+/// (its disks are all the file's), `Maximum queue length = 0`, and a
+/// `disksim_cachemem` cache. Its parameters, or an error naming the key.
+fn smart_controller(pf: &ParamFile, b: &Block) -> Result<CacheMemParams> {
+    let err = |key: &str, what: &str| {
+        let p = b.get(key);
+        Error::parse(
+            p.map_or(&b.file, |p| &p.file),
+            Location::Line(p.map_or(b.line, |p| p.line)),
+            format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
+            what,
+        )
+    };
+    let n: usize = controllers(pf).iter().map(|(_, names)| names.len()).sum();
+    if n != 1 {
+        return Err(err(
+            "type",
+            "a smart controller is modelled only as the file's one controller (the topology is not read)",
+        ));
+    }
+    if b.num_or("Maximum queue length", 0.0)? != 0.0 {
+        return Err(err(
+            "Maximum queue length",
+            "only 0 is modelled (the driver hands the controller one request at a time)",
+        ));
+    }
+    match super::disksim_cachemem::of_controller(b)? {
+        Some(p) => Ok(p),
+        None => Err(err("Cache", "a smart controller needs a `disksim_cachemem` cache here")),
+    }
+}
+
+/// The cache of the file's smart controller, if it has one.
+fn controller_cache(pf: &ParamFile) -> Result<Option<CacheMemParams>> {
+    for (b, _) in controllers(pf) {
+        if b.num_or("type", 1.0)? == 3.0 {
+            return smart_controller(pf, b).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// The instantiated device driver's `Scheduler` `Scheduling policy`.
@@ -593,9 +666,34 @@ pub(crate) mod tests {
     fn unmodelled_blocks_name_block_and_key() {
         refused(
             "ctlr",
-            "disksim_ctlr C {\n type = 3,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
+            "disksim_ctlr C {\n type = 2,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
             6,
             "disksim_ctlr C: type",
+        );
+        refused(
+            "smart",
+            "disksim_ctlr C {\n type = 3,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
+            5,
+            "disksim_ctlr C: Cache",
+        );
+        refused(
+            "smartq",
+            "disksim_ctlr C {\n type = 3,\n Maximum queue length = 4\n}\ninstantiate [ c0 ] as C\n",
+            7,
+            "disksim_ctlr C: Maximum queue length",
+        );
+        refused(
+            "smart2",
+            "disksim_ctlr C {\n type = 3\n}\ninstantiate [ c0 .. c1 ] as C\n",
+            6,
+            "disksim_ctlr C: type",
+        );
+        refused(
+            "cmem",
+            "disksim_ctlr C {\n type = 3,\n Cache = disksim_cachemem {\n Cache size = 64,\n Line size = 8,\n Write scheme = 1\n }\n}\n\
+             instantiate [ c0 ] as C\n",
+            10,
+            "disksim_cachemem : Write scheme",
         );
         refused(
             "raid",
@@ -663,7 +761,10 @@ pub(crate) mod tests {
             }
             _ => panic!("synthsimpledisk: one simple disk"),
         }
-        for unmodelled in ["synthcachemem", "synthcachedev"] {
+        // synthcachemem: one disk behind a controller cache of 128 lines of 64 sectors.
+        let cm = DiskSystem::load(&dir.join("synthcachemem.parv")).unwrap();
+        assert!(matches!(&cm.disks[..], [(_, Drive::Cached(_))]));
+        for unmodelled in ["synthcachedev"] {
             let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
             assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
         }

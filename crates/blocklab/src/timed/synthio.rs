@@ -988,6 +988,7 @@ mod runvalid {
         ("synthraid5", 22.8),
         // runvalid reads the overall figure here (`overall_response_ms`).
         ("syntharrays", 34.3),
+        ("synthcachemem", 24.6),
     ];
 
     #[test]
