@@ -23,6 +23,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use super::disksim_cachedev::{CacheDev, CacheDevParams};
 use super::disksim_cachemem::{CacheMem, CacheMemParams};
 use super::disksim_load::{build_disk, bus_times};
 use super::disksim_logorg::{logorgs, Logorg};
@@ -123,6 +124,10 @@ pub enum Drive {
     Simple(SimpleDisk),
     /// A disk behind a smart controller's memory cache.
     Cached(CacheMem),
+    /// A disk cached on another disk by a smart controller.
+    CachedOn(CacheDev),
+    /// The cache device of a `CachedOn` disk: it takes no requests of its own.
+    CacheDevice,
 }
 
 impl Drive {
@@ -131,6 +136,8 @@ impl Drive {
             Drive::Hdd(d) => d.capacity_sectors(),
             Drive::Simple(d) => d.capacity_sectors(),
             Drive::Cached(d) => d.capacity_sectors(),
+            Drive::CachedOn(d) => d.capacity_sectors(),
+            Drive::CacheDevice => 0,
         }
     }
 
@@ -139,6 +146,16 @@ impl Drive {
             Drive::Hdd(d) => Box::new(d),
             Drive::Simple(d) => Box::new(d),
             Drive::Cached(d) => Box::new(d),
+            Drive::CachedOn(d) => Box::new(d),
+            Drive::CacheDevice => Box::new(SimpleDisk {
+                blocks: 0,
+                access_ms: 0.0,
+                overhead_ms: 0.0,
+                bus_latency_ms: 0.0,
+                sector_read_ms: 0.0,
+                sector_write_ms: 0.0,
+                never_disconnect: false,
+            }),
         }
     }
 }
@@ -214,11 +231,36 @@ impl DiskSystem {
             };
             disks.push((name.clone(), drive));
         }
-        if let Some(cache) = controller_cache(&pf)? {
-            disks = disks
-                .into_iter()
-                .map(|(n, d)| (n, Drive::Cached(CacheMem::new(d.into_model(), cache))))
-                .collect();
+        match controller_cache(&pf)? {
+            Some(ControllerCache::Mem(cache)) => {
+                disks = disks
+                    .into_iter()
+                    .map(|(n, d)| (n, Drive::Cached(CacheMem::new(d.into_model(), cache))))
+                    .collect();
+            }
+            Some(ControllerCache::Dev(p, b)) => {
+                let find = |key: &str, name: &str| {
+                    disks.iter().position(|(n, _)| n == name).ok_or_else(|| {
+                        let p = b.get(key).expect("read by CacheDevParams");
+                        p.err(format!("`{name}` is not an instantiated disk"))
+                    })
+                };
+                let (real, cache) = (
+                    find("Cached device", &p.cached_device)?,
+                    find("Cache device", &p.cache_device)?,
+                );
+                if real == cache {
+                    return Err(b
+                        .get("Cache device")
+                        .expect("read")
+                        .err("the cache device is the cached device"));
+                }
+                let take = |d: &mut Drive| std::mem::replace(d, Drive::CacheDevice).into_model();
+                let c = take(&mut disks[cache].1);
+                let r = take(&mut disks[real].1);
+                disks[real].1 = Drive::CachedOn(CacheDev::new(r, c, &p));
+            }
+            None => {}
         }
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
         let maps = iomaps(&pf, &index)?;
@@ -309,7 +351,7 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
                         "type",
                         format!(
                             "controller type {t} is not modelled; only 1 (pass-through) and 3 (smart, with a \
-                             `disksim_cachemem` cache)"
+                             `disksim_cachemem` or `disksim_cachedev` cache)"
                         ),
                     ));
                 } else if b.get("Cache").is_some() {
@@ -371,8 +413,9 @@ fn controllers(pf: &ParamFile) -> Vec<(&Block, &[String])> {
 /// A smart controller (type 3) is modelled as a memory cache in front of
 /// its disks that takes one request at a time: the file's only controller
 /// (its disks are all the file's), `Maximum queue length = 0`, and a
-/// `disksim_cachemem` cache. Its parameters, or an error naming the key.
-fn smart_controller(pf: &ParamFile, b: &Block) -> Result<CacheMemParams> {
+/// `disksim_cachemem` or `disksim_cachedev` cache. Its parameters, or an
+/// error naming the key.
+fn smart_controller<'a>(pf: &ParamFile, b: &'a Block) -> Result<ControllerCache<'a>> {
     let err = |key: &str, what: &str| {
         let p = b.get(key);
         Error::parse(
@@ -395,14 +438,26 @@ fn smart_controller(pf: &ParamFile, b: &Block) -> Result<CacheMemParams> {
             "only 0 is modelled (the driver hands the controller one request at a time)",
         ));
     }
-    match super::disksim_cachemem::of_controller(b)? {
-        Some(p) => Ok(p),
-        None => Err(err("Cache", "a smart controller needs a `disksim_cachemem` cache here")),
+    if let Some(p) = super::disksim_cachemem::of_controller(b)? {
+        return Ok(ControllerCache::Mem(p));
+    }
+    match super::disksim_cachedev::of_controller(b)? {
+        Some((p, block)) => Ok(ControllerCache::Dev(p, block)),
+        None => Err(err(
+            "Cache",
+            "a smart controller needs a `disksim_cachemem` or `disksim_cachedev` cache here",
+        )),
     }
 }
 
+/// A smart controller's cache: memory, or a cache device (with its block).
+enum ControllerCache<'a> {
+    Mem(CacheMemParams),
+    Dev(CacheDevParams, &'a Block),
+}
+
 /// The cache of the file's smart controller, if it has one.
-fn controller_cache(pf: &ParamFile) -> Result<Option<CacheMemParams>> {
+fn controller_cache(pf: &ParamFile) -> Result<Option<ControllerCache<'_>>> {
     for (b, _) in controllers(pf) {
         if b.num_or("type", 1.0)? == 3.0 {
             return smart_controller(pf, b).map(Some);
@@ -764,9 +819,11 @@ pub(crate) mod tests {
         // synthcachemem: one disk behind a controller cache of 128 lines of 64 sectors.
         let cm = DiskSystem::load(&dir.join("synthcachemem.parv")).unwrap();
         assert!(matches!(&cm.disks[..], [(_, Drive::Cached(_))]));
-        for unmodelled in ["synthcachedev"] {
-            let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
-            assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
-        }
+        // synthcachedev: `disk` cached on `cache_disk`.
+        let cd = DiskSystem::load(&dir.join("synthcachedev.parv")).unwrap();
+        assert!(matches!(
+            &cd.disks[..],
+            [(_, Drive::CachedOn(_)), (_, Drive::CacheDevice)]
+        ));
     }
 }

@@ -110,6 +110,7 @@ pub struct TimeSplit {
     pub transfer_ms: f64,
 }
 
+pub mod disksim_cachedev;
 pub mod disksim_cachemem;
 pub mod disksim_load;
 pub mod disksim_logorg;

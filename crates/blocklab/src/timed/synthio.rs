@@ -989,6 +989,7 @@ mod runvalid {
         // runvalid reads the overall figure here (`overall_response_ms`).
         ("syntharrays", 34.3),
         ("synthcachemem", 24.6),
+        ("synthcachedev", 28.9),
     ];
 
     #[test]
@@ -1010,6 +1011,7 @@ mod runvalid {
             let r = run(&RunOptions {
                 model: f.clone(),
                 synthetic: true,
+                seed: std::env::var("BLOCKLAB_SYNTH_SEED").ok().and_then(|s| s.parse().ok()),
                 ..Default::default()
             })
             .unwrap();
