@@ -141,7 +141,6 @@ def _runvalid_params():
     # Measured outside 5 % (docs/disk-validation.md says what is believed missing).
     outside = {
         "synthraid5": "IOdriver 25.28 ms against 22.8 (+10.9 %)",
-        "synthcachedev": "30.36 ms against 28.9 (+5.04 %; seeds 1-6 give 28.7-30.6)",
     }
     return [pytest.param(ln, id=ln.parv, marks=[pytest.mark.xfail(strict=True, reason=outside[ln.parv])]
                          if ln.parv in outside else []) for ln in RUNVALID]

@@ -16,8 +16,9 @@
 //!   completes with it (valid and dirty); a write past it goes to the disk.
 //! * `Flush idle delay` after the cached disk's last access, if neither
 //!   disk has work, the first run of dirty sectors is read from the cache
-//!   device and written to the disk; while both stay idle the next run
-//!   follows at once. A request for the disk cancels the wait.
+//!   device and then written to the disk (after a request that reached the
+//!   idle disk meanwhile); while both stay idle the next run follows at
+//!   once. A request for the disk cancels the wait.
 //!
 //! Each disk serves its accesses in the order they are issued.
 
@@ -130,6 +131,9 @@ pub struct CacheDev {
     dirty: BTreeSet<u64>,
     /// When the idle flush is due (None: not armed).
     idle_at: Option<f64>,
+    /// A flush read from the cache disk: (when it is read, first, count);
+    /// its write to the disk is issued then, after what reached the disk before.
+    flush_write: Option<(f64, u64, u64)>,
 }
 
 impl CacheDev {
@@ -148,6 +152,7 @@ impl CacheDev {
             valid: HashMap::new(),
             dirty: BTreeSet::new(),
             idle_at: None,
+            flush_write: None,
         }
     }
 
@@ -168,32 +173,42 @@ impl CacheDev {
         Some((first, n as u64))
     }
 
-    /// Idle flushes due before `now` (a request arrives at `now`).
-    fn flush_until(&mut self, now: f64) {
-        while let Some(t) = self.idle_at.filter(|&t| t < now) {
+    /// Background work due before `now` (a request arrives at `now`), in
+    /// time order: a flush's write to the disk once its read from the cache
+    /// disk is done, and the idle wait's expiry.
+    fn settle(&mut self, now: f64) {
+        loop {
+            if let Some((ready, first, n)) = self.flush_write.filter(|f| f.0 < now) {
+                self.flush_write = None;
+                let done = self.disk.access(ready, DiskOpKind::Write, first, n);
+                for s in first..first + n {
+                    self.dirty.remove(&s);
+                }
+                self.disk_done(done);
+                // Both idle when it ends: the next run follows at once.
+                if done < now {
+                    self.idle_at = Some(done);
+                }
+                continue;
+            }
+            let Some(t) = self.idle_at.filter(|&t| t < now) else {
+                return;
+            };
             self.idle_at = None;
             // Either disk still busy: the wait is over without a flush.
-            if self.disk.free_at > t || self.cache.free_at > t {
-                return;
+            if self.disk.free_at > t || self.cache.free_at > t || self.flush_write.is_some() {
+                continue;
             }
-            let Some((first, n)) = self.dirty_run() else { return };
+            let Some((first, n)) = self.dirty_run() else { continue };
             let read = self.cache.access(t, DiskOpKind::Read, first, n);
-            let done = self.disk.access(read, DiskOpKind::Write, first, n);
-            for s in first..first + n {
-                self.dirty.remove(&s);
-            }
-            self.disk_done(done);
-            // Both idle when it ends: the next run follows at once.
-            if done < now {
-                self.idle_at = Some(done);
-            }
+            self.flush_write = Some((read, first, n));
         }
     }
 }
 
 impl DeviceModel for CacheDev {
     fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
-        self.flush_until(now_ms);
+        self.settle(now_ms);
         let (lbn, n) = (req.lbn, req.sectors.max(1) as u64);
         let fits = lbn + n < self.size;
         let done = match req.kind {
@@ -338,5 +353,27 @@ mod tests {
             ]
         );
         assert!(c.dirty.is_empty());
+    }
+
+    #[test]
+    fn a_request_reaching_the_idle_disk_during_a_flush_read_goes_before_its_write() {
+        let (mut c, log) = pair(Some(100.0));
+        c.service(0.0, &rq(W, 20, 6)); // dirty 20..26 on the cache device
+        c.service(600.0, &rq(R, 70, 1)); // a miss: the disk is done at 601.1
+                                         // 701.1: the flush reads 20..26 from the cache device until 702.7; a
+                                         // miss at 702.0 finds the disk idle and is read first (702.0..703.1),
+                                         // the flush's write follows.
+        assert!((c.service(702.0, &rq(R, 80, 1)) - 1.1).abs() < 1e-9);
+        c.service(2000.0, &rq(R, 20, 1));
+        let l = log.lock().unwrap();
+        let disk: Vec<_> = l
+            .iter()
+            .filter(|e| e.0 == "disk" && e.4 > 700.0 && e.4 < 2000.0)
+            .map(|e| (e.1, e.2, e.4))
+            .collect();
+        assert_eq!(disk.len(), 2, "{disk:?}");
+        assert_eq!((disk[0].0, disk[0].1), (R, 80));
+        assert_eq!((disk[1].0, disk[1].1), (W, 20));
+        assert!((disk[1].2 - 703.1).abs() < 1e-9, "{disk:?}");
     }
 }
