@@ -37,7 +37,7 @@ pub fn load_parv(path: &Path) -> Result<Hdd> {
         ));
     }
     match sys.disks.into_iter().next().expect("one disk").1 {
-        super::disksim_system::Drive::Hdd(d) => Ok(d),
+        super::disksim_system::Drive::Hdd(d) => Ok(*d),
         _ => unreachable!("is_single: a mechanical disk"),
     }
 }

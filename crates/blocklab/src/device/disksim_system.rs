@@ -120,7 +120,7 @@ impl Router {
 
 /// One device of a system: a mechanical disk or DiskSim's simple disk.
 pub enum Drive {
-    Hdd(Hdd),
+    Hdd(Box<Hdd>),
     Simple(SimpleDisk),
     /// A disk behind a smart controller's memory cache.
     Cached(CacheMem),
@@ -143,7 +143,7 @@ impl Drive {
 
     pub fn into_model(self) -> Box<dyn DeviceModel> {
         match self {
-            Drive::Hdd(d) => Box::new(d),
+            Drive::Hdd(d) => d,
             Drive::Simple(d) => Box::new(d),
             Drive::Cached(d) => Box::new(d),
             Drive::CachedOn(d) => Box::new(d),
@@ -227,7 +227,7 @@ impl DiskSystem {
                 let (br, bw) = bus_times(&pf, b)?;
                 Drive::Simple(SimpleDisk::from_block(b, br, bw)?)
             } else {
-                Drive::Hdd(build_disk(&pf, b, dir)?)
+                Drive::Hdd(Box::new(build_disk(&pf, b, dir)?))
             };
             disks.push((name.clone(), drive));
         }

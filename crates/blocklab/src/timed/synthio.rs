@@ -943,7 +943,7 @@ mod file_streams {
                 // Sequential, local and random requests think with their own distributions.
                 let p_rand = 1.0 - g.p_seq - g.p_local;
                 let nonneg = |d: &Distr| match *d {
-                    Distr::Normal { mean, sd } if sd == 0.0 => mean.max(0.0),
+                    Distr::Normal { mean, sd: 0.0 } => mean.max(0.0),
                     _ => d.mean(),
                 };
                 let think =
