@@ -52,6 +52,9 @@ pub struct DeviceReport {
     pub overhead_ms: f64,
     /// Busy time of read operations.
     pub read_busy_ms: f64,
+    /// Mean time of this device's operations from their arrival in its
+    /// queue to their completion (waiting included).
+    pub avg_response_ms: f64,
 }
 
 /// Response times of one class of requests (all, reads, writes).
@@ -311,6 +314,11 @@ impl Recorder {
                 transfer_ms: ns_to_ms(d.transfer_ns),
                 overhead_ms: ns_to_ms(d.overhead_ns),
                 read_busy_ms: ns_to_ms(d.read_busy_ns),
+                avg_response_ms: if d.completed > 0 {
+                    d.response_ns as f64 / 1e6 / d.completed as f64
+                } else {
+                    0.0
+                },
             })
             .collect();
         let ndev = devices.len().max(1) as f64;

@@ -51,6 +51,10 @@ pub struct DeviceStats {
     pub overhead_ns: u64,
     /// Busy time of read operations (demand and prefetch).
     pub read_busy_ns: u64,
+    /// Operations completed, and the sum of their times from arrival here
+    /// to completion (DiskSim's per-device IOdriver response time).
+    pub completed: u64,
+    pub response_ns: u128,
 }
 
 pub struct DevQueue {
@@ -171,6 +175,8 @@ impl DevQueue {
     pub fn complete(&mut self, now: Ns) -> (u64, Option<(u64, Ns)>) {
         self.account(now);
         let done = self.in_service.take().expect("completion of an idle device");
+        self.stats.completed += 1;
+        self.stats.response_ns += now.saturating_sub(done.arrival) as u128;
         (done.tag, self.start_next(now))
     }
 
