@@ -32,6 +32,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
     pub scheduler: String,
+    /// SATF: the requests nearest the head whose access time is estimated
+    /// per choice (`sched::DEFAULT_SATF_WINDOW`).
+    pub satf_window: usize,
     /// Requests handed to a device at once (its command queue), in-service included.
     pub queue_depth: usize,
     /// Compute time of an XOR node.
@@ -51,6 +54,7 @@ impl Default for ExecConfig {
     fn default() -> Self {
         ExecConfig {
             scheduler: "fcfs".into(),
+            satf_window: sched::DEFAULT_SATF_WINDOW,
             queue_depth: usize::MAX,
             xor_ns: 0,
             pq_ns: 0,
@@ -163,7 +167,10 @@ impl TimedExecutor {
         }
         let devs = models
             .into_iter()
-            .map(|m| Ok(DevQueue::new(m, sched::build(&cfg.scheduler)?, cfg.queue_depth)))
+            .map(|m| {
+                let make = || sched::build_windowed(&cfg.scheduler, cfg.satf_window);
+                Ok(DevQueue::new(m, make()?, make()?, cfg.queue_depth))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(TimedExecutor {
             engine: Engine::new(),
