@@ -42,12 +42,14 @@ fn main() {
         }
         other => panic!("unknown mode `{other}`"),
     };
+    let wall = t.elapsed().as_secs_f64();
+    // FNV-1a of the whole report: two builds agree bit for bit iff these do.
+    let json = serde_json::to_string(&report).unwrap();
+    let digest = json.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+    });
     println!(
-        "{:.3} s wall, {} requests, {} events, mean response {:.1} ms, max outstanding {}",
-        t.elapsed().as_secs_f64(),
-        report.requests,
-        report.events,
-        report.avg_response_ms,
-        report.max_outstanding
+        "{wall:.3} s wall, {} requests, {} events, mean response {:.1} ms, max outstanding {}, report {digest:016x}",
+        report.requests, report.events, report.avg_response_ms, report.max_outstanding
     );
 }

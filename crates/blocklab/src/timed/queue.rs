@@ -72,8 +72,10 @@ pub struct DevQueue {
     /// Idle-class requests, served (by a scheduler of the same rule) only
     /// when no normal request waits.
     idle_sched: Box<dyn Scheduler>,
-    /// Writes waiting in any of the three queues, by sector.
-    writes: WaitingWrites,
+    /// Writes waiting in any of the three queues, by sector; kept from the
+    /// first time the model reads sectors for free (only opportunistic
+    /// models do: an index nobody asks would cost every write a lookup).
+    writes: Option<WaitingWrites>,
     in_service: Option<Pending>,
     head_cyl: u64,
     seq: u64,
@@ -98,7 +100,7 @@ impl DevQueue {
             depth: depth.max(1),
             host_q: VecDeque::new(),
             idle_sched,
-            writes: WaitingWrites::default(),
+            writes: None,
             in_service: None,
             head_cyl: 0,
             seq: 0,
@@ -165,7 +167,9 @@ impl DevQueue {
             // Sectors read after the write arrived would be older than it.
             let t = ns_to_ms(now);
             trim(&mut self.free, req.lbn, req.sectors.max(1) as u64, |r| r.at_ms > t);
-            self.writes.insert(&p);
+            if let Some(w) = &mut self.writes {
+                w.insert(&p);
+            }
         }
         let held = self.sched.len() + self.in_service.is_some() as usize;
         if idle {
@@ -214,8 +218,8 @@ impl DevQueue {
             &mut self.sched
         };
         let p = sched.pop(&ctx)?;
-        if p.req.kind == DiskOpKind::Write {
-            self.writes.remove(&p);
+        if let (DiskOpKind::Write, Some(w)) = (p.req.kind, &mut self.writes) {
+            w.remove(&p);
         }
         let d = Dispatch {
             demand: p.demand,
@@ -265,11 +269,23 @@ impl DevQueue {
             return;
         }
         let mut fresh = self.free.split_off(start);
+        let writes = self.writes.get_or_insert_with(|| {
+            let mut w = WaitingWrites::default();
+            let mut add = |p: &Pending| {
+                if p.req.kind == DiskOpKind::Write {
+                    w.insert(p)
+                }
+            };
+            self.sched.for_each(&mut add);
+            self.idle_sched.for_each(&mut add);
+            self.host_q.iter().for_each(add);
+            w
+        });
         // What is left of a run does not depend on the order the writes are
         // cut out in, so only the writes that overlap a run need be looked at.
         let mut overlapping = Vec::new();
         for r in &fresh {
-            self.writes.overlapping(r.lbn, r.sectors, &mut overlapping);
+            writes.overlapping(r.lbn, r.sectors, &mut overlapping);
         }
         for (lbn, n) in overlapping {
             trim(&mut fresh, lbn, n, |_| true);
@@ -422,6 +438,24 @@ mod tests {
         q.take_free(5 * MS, &mut out);
         let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
         assert_eq!(got, vec![(0, 30), (40, 60)]);
+    }
+
+    #[test]
+    fn writes_waiting_before_the_first_free_read_are_left_out() {
+        const MS: Ns = 1_000_000;
+        let fcfs = || sched::build("fcfs").unwrap();
+        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), fcfs(), fcfs(), 4);
+        // A write in service, then a read and a write of 10..20 waiting: the
+        // read (served at 1 ms) is the device's first free read, and the
+        // write still waits behind it.
+        q.arrive(0, 1, rq(DiskOpKind::Write, 50, 10));
+        q.arrive(MS / 10, 2, rq(DiskOpKind::Read, 500, 8));
+        q.arrive(MS / 5, 3, rq(DiskOpKind::Write, 10, 10));
+        assert_eq!(q.complete(MS).1.map(|(tag, _)| tag), Some(2));
+        let mut out = Vec::new();
+        q.take_free(2 * MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 10), (20, 80)]);
     }
 
     #[test]
