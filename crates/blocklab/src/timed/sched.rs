@@ -443,10 +443,4 @@ mod tests {
             assert_eq!(s.pop(&ctx).unwrap().req.lbn, want, "window {window}");
         }
     }
-
-    #[test]
-    fn unknown_scheduler_is_named() {
-        let e = build("elevator").err().unwrap().to_string();
-        assert!(e.contains("elevator") && e.contains("clook"), "{e}");
-    }
 }
