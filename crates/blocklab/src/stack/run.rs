@@ -312,6 +312,7 @@ pub(crate) fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
         discipline,
         exec: ExecConfig {
             scheduler: scheduler.clone(),
+            satf_window: spec.device.satf_window,
             queue_depth: if depth == 0 { usize::MAX } else { depth },
             xor_ns: ms_to_ns(xor_ms),
             pq_ns: ms_to_ns(xor_ms),

@@ -582,6 +582,10 @@ pub struct DeviceSpec {
     pub model: String,
     #[serde(default = "default_scheduler")]
     pub scheduler: String,
+    /// SATF: how many waiting requests, the nearest the head, it estimates
+    /// per choice (`timed::sched::DEFAULT_SATF_WINDOW`).
+    #[serde(default = "default_satf_window")]
+    pub satf_window: usize,
     /// Requests handed to the device at once (0: unlimited).
     #[serde(default)]
     pub queue_depth: usize,
@@ -610,6 +614,10 @@ impl DeviceSpec {
 
 fn default_scheduler() -> String {
     "fcfs".into()
+}
+
+fn default_satf_window() -> usize {
+    crate::timed::sched::DEFAULT_SATF_WINDOW
 }
 
 /// A whole stack file.
@@ -828,6 +836,9 @@ impl StackSpec {
             }
         }
         crate::timed::sched::build(&self.device.scheduler).map_err(|e| o.err("device.scheduler", e))?;
+        if self.device.satf_window == 0 {
+            return Err(o.err("device.satf_window", "must be at least 1 (requests SATF compares)"));
+        }
         let ss = self.device.short_stroke;
         if !(ss.is_finite() && ss > 0.0 && ss <= 1.0) {
             return Err(o.err("device.short_stroke", "must be a share of the device in (0, 1]"));
@@ -1614,6 +1625,11 @@ mod tests {
         );
         let e = err(BASE, &["device.scheduler=elevator"]);
         assert!(e.starts_with("s.toml: key `device.scheduler`"), "{e}");
+        let e = err(BASE, &["device.satf_window=0"]);
+        assert!(
+            e.starts_with("s.toml: key `device.satf_window`: must be at least 1"),
+            "{e}"
+        );
         let e = err(BASE, &["array.raid=0", "array.rebuild.at=0"]);
         assert!(e.contains("array.failed") || e.contains("array.rebuild"), "{e}");
         let e = err("[array]\nraid = 5\ndisks = 4\n", &[]);
