@@ -84,10 +84,20 @@ pub fn write_record(
 /// `None` otherwise, and the generic reader then reports what is wrong, as
 /// it always has). A file truncated by another process while mapped would
 /// fault; traces are not written while they are simulated.
+///
+/// Memory stays flat in trace length: every [`RELEASE`] bytes read, the pages
+/// behind are dropped from the process (they stay in the page cache), so the
+/// resident map is at most that window, not the file.
 pub struct MappedKeys {
     map: memmap2::Mmap,
     pos: usize,
+    /// Bytes before this are released; the next release is due at `released + RELEASE`.
+    released: usize,
 }
+
+/// Bytes of the map read between two releases of what is behind (a whole
+/// number of pages on every platform).
+pub const RELEASE: usize = 16 << 20;
 
 impl MappedKeys {
     /// Map `path` if it is a regular, non-empty file of whole records.
@@ -105,7 +115,29 @@ impl MappedKeys {
         // the type's note on files truncated under it.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(name(), e))?;
         let _ = map.advise(memmap2::Advice::Sequential);
-        Ok(Some(MappedKeys { map, pos: 0 }))
+        Ok(Some(MappedKeys {
+            map,
+            pos: 0,
+            released: 0,
+        }))
+    }
+
+    /// Drop the pages of `[released, released + RELEASE)` from the process.
+    #[cold]
+    fn release(&mut self) {
+        // SAFETY: MADV_DONTNEED on a private read-only file mapping: a later
+        // read of these pages would fetch them from the file again, and none
+        // is made (keys are copied out, the position only moves forward).
+        let _ = unsafe {
+            self.map
+                .unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, self.released, RELEASE)
+        };
+        self.released += RELEASE;
+    }
+
+    /// Bytes of the map released so far.
+    pub fn released(&self) -> usize {
+        self.released
     }
 }
 
@@ -114,8 +146,12 @@ impl Iterator for MappedKeys {
     #[inline]
     fn next(&mut self) -> Option<u64> {
         let rec = self.map.get(self.pos..self.pos + RECORD)?;
+        let key = u64::from_le_bytes(rec[4..12].try_into().unwrap());
         self.pos += RECORD;
-        Some(u64::from_le_bytes(rec[4..12].try_into().unwrap()))
+        if self.pos >= self.released + 2 * RELEASE {
+            self.release();
+        }
+        Some(key)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -158,6 +194,24 @@ mod tests {
         let mapped: Vec<u64> = MappedKeys::open(&p).unwrap().unwrap().collect();
         assert_eq!(mapped, ids);
         assert_eq!(mapped, generic);
+        std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
+    }
+
+    /// The pages read are released a window behind: the keys are unchanged.
+    #[test]
+    fn keys_survive_the_releases_behind_the_reader() {
+        let n = (3 * RELEASE / RECORD + 77) as u64;
+        let mut buf = Vec::with_capacity(n as usize * RECORD);
+        for i in 0..n {
+            write_record(&mut buf, 0, i * 31, 4096, -1).unwrap();
+        }
+        let p = file("release", &buf);
+        let mut keys = MappedKeys::open(&p).unwrap().unwrap();
+        for i in 0..n {
+            assert_eq!(keys.next(), Some(i * 31), "record {i}");
+        }
+        assert_eq!(keys.next(), None);
+        assert_eq!(keys.released(), 2 * RELEASE);
         std::fs::remove_dir_all(p.parent().unwrap()).unwrap();
     }
 
