@@ -244,16 +244,26 @@ pub fn next_uses_in_place(keys: &mut [u64]) {
 
 /// Next-use index of every access of a block stream (8 bytes per access).
 pub fn next_uses(stream: BlockStream) -> Result<Vec<u64>> {
-    let mut keys: Vec<u64> = stream.map(|a| a.map(|a| a.key)).collect::<Result<_>>()?;
+    next_uses_of_keys(stream.map(|a| a.map(|a| a.key)))
+}
+
+/// Next-use index of every key of a key sequence (8 bytes per access).
+pub fn next_uses_of_keys(keys: impl Iterator<Item = Result<u64>>) -> Result<Vec<u64>> {
+    let mut keys: Vec<u64> = keys.collect::<Result<_>>()?;
     next_uses_in_place(&mut keys);
     Ok(keys)
 }
 
 /// Distinct cache keys of a block stream (a counting pre-pass).
 pub fn count_unique(stream: BlockStream) -> Result<u64> {
+    count_unique_keys(stream.map(|a| a.map(|a| a.key)))
+}
+
+/// Distinct keys of a key sequence.
+pub fn count_unique_keys(keys: impl Iterator<Item = Result<u64>>) -> Result<u64> {
     let mut seen: FxHashSet<u64> = FxHashSet::default();
-    for a in stream {
-        seen.insert(a?.key);
+    for k in keys {
+        seen.insert(k?);
     }
     Ok(seen.len() as u64)
 }
@@ -364,15 +374,22 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
     let open = || open_blocks(path, &cfg.trace, cfg.blocks);
+    // The keys alone, for the pre-passes: by memory map when the file allows.
+    let keys = || -> Result<Box<dyn Iterator<Item = Result<u64>>>> {
+        Ok(match mapped_oracle(path, cfg)? {
+            Some(keys) => Box::new(keys.map(Ok)),
+            None => Box::new(open()?.map(|a| a.map(|a| a.key))),
+        })
+    };
     let unique = if sizes::needs_unique(&cfg.sizes) {
-        Some(count_unique(open()?)?)
+        Some(count_unique_keys(keys()?)?)
     } else {
         None
     };
     let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
     let cells = cells(&policies, &sizes);
     let next_use = if policies.iter().any(|p| is_offline(p)) {
-        Some(next_uses(open()?)?)
+        Some(next_uses_of_keys(keys()?)?)
     } else {
         None
     };
