@@ -87,7 +87,7 @@ pub fn write_record(
 ///
 /// Memory stays flat in trace length: every [`RELEASE`] bytes read, the pages
 /// behind are dropped from the process (they stay in the page cache), so the
-/// resident map is at most that window, not the file.
+/// resident map is at most two such windows, not the file.
 pub struct MappedKeys {
     map: memmap2::Mmap,
     pos: usize,
@@ -97,7 +97,7 @@ pub struct MappedKeys {
 
 /// Bytes of the map read between two releases of what is behind (a whole
 /// number of pages on every platform).
-pub const RELEASE: usize = 16 << 20;
+pub const RELEASE: usize = 4 << 20;
 
 impl MappedKeys {
     /// Map `path` if it is a regular, non-empty file of whole records.
