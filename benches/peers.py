@@ -25,9 +25,11 @@ LCS_URL = "https://github.com/1a1a11a/libCacheSim"
 
 
 def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
-    """Wall time, CPU time (user + system), stdout and peak RSS (KiB) of one child process."""
+    """Wall time, CPU time (user + system), stdout and peak RSS (KiB) of one child process
+    (run in out/bench/: `cachesim` writes a result file into its working directory)."""
+    OUT.mkdir(parents=True, exist_ok=True)
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=OUT)
     out = p.stdout.read()
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t
