@@ -276,7 +276,9 @@ pub struct Accesses {
 }
 
 /// Where the accesses come from: any trace through the generic readers, or
-/// an oracleGeneral file's keys straight from a memory map.
+/// an oracleGeneral file's keys straight from a memory map. (One per run:
+/// its size does not matter, an indirection on every access would.)
+#[allow(clippy::large_enum_variant)]
 enum Keys {
     Stream(BlockStream),
     Oracle(MappedKeys),
