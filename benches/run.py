@@ -1,14 +1,15 @@
-"""`make bench`: blocklab against libCacheSim, whole process against whole process.
+"""`make bench`: blocklab's speed, against its peers where it has them.
 
 Generates (once, cached under out/bench/) a 10-million-access Zipf(1.0) trace
-over 1 million blocks as a libCacheSim oracleGeneral file, then alternates
-  blocklab cache FILE --format oracle --policy lru --size 100000 --json
-and a Python process running libCacheSim's LRU `process_trace` (cache of
-100,000 bytes, every object of size 1, i.e. 100,000 objects) on the same file,
-takes the medians, and writes BENCHMARKS.md with the machine, the commands,
-the times and ratio, accesses/s of every policy (one blocklab run, per-cell
-time measured by the engine) and bytes per cached block of LRU (peak RSS
-difference between two cache sizes).
+over 1 million blocks as a libCacheSim oracleGeneral file, then writes
+BENCHMARKS.md: start-up (`startup.py`: every `COMMAND --help` and a one-access
+run, whole process); `blocklab cache` against libCacheSim's `cachesim` built
+here, runs alternating (`counted.py`: the LRU cell of 100,000 blocks, then
+every policy both have, and the engine's own rate per policy from `cargo
+bench`); accesses/s of every policy (one blocklab run, per-cell time measured
+by the engine); bytes per cached block of LRU (peak RSS difference between two
+cache sizes); SHARDS accuracy, the timed engine, the composed stack, the real
+executor over NBD and sweeps.
 
 Timings are real measurements of this machine at this moment; the load
 average is recorded next to them because the machine may be shared.
@@ -17,9 +18,9 @@ The real executor section (`real_nbd`) serves RAID-5 and RAID-6 arrays of
 member files with `blocklab real serve --direct` and drives them with fio's
 nbd engine, against fio on the raw member files (O_DIRECT, libaio) on the
 same file system. `python benches/run.py real` (or `stack`: the composed stack against `rgr` and
-`cache`, and the timed stack's speed; or `runvalid`: each line of DiskSim's runvalid table;
-or `overload`: doubling an overloaded trace)
-runs only that section and replaces it in BENCHMARKS.md.
+`cache`, and the timed stack's speed; `startup`; `counted`: the libCacheSim
+comparison and the engine's rates; `sweeps`; `runvalid`: each line of DiskSim's runvalid table;
+`overload`: doubling an overloaded trace) runs only that section and replaces it in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ import sys
 import time
 from pathlib import Path
 
+import counted
+import startup
+
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "bench"
 VENV_BIN = ROOT / ".venv" / "bin"
@@ -49,15 +53,6 @@ SEED = 42
 CACHE = 100_000
 RUNS = int(os.environ.get("BENCH_RUNS", 5))
 TRACE = OUT / f"zipf{ALPHA}-{ACCESSES}-{UNIVERSE}-seed{SEED}.oracleGeneral"
-
-LIBCACHESIM = """
-import sys
-import libcachesim as lcs
-reader = lcs.TraceReader(sys.argv[1], lcs.TraceType.ORACLE_GENERAL_TRACE)
-cache = lcs.LRU(int(sys.argv[2]))
-obj_miss_ratio, byte_miss_ratio = cache.process_trace(reader)
-print(obj_miss_ratio)
-"""
 
 
 def ensure_trace() -> None:
@@ -119,32 +114,6 @@ def shards_accuracy() -> list[str]:
         errs = [abs(a["miss_ratio"] - b["miss_ratio"]) for a, b in zip(exact, pts)]
         rows.append(f"| {label} | {sum(errs) / len(errs):.4f} | {max(errs):.4f} | {dt:.2f} |")
     return rows + [""]
-
-
-def criterion_rates() -> list[str]:
-    """Per-policy throughput from the last `cargo bench -p blocklab --bench policies`, if it ran."""
-    base = ROOT / "target" / "criterion"
-    rows = []
-    for group, label in (("policy access", "policy"), ("mrc", "MRC")):
-        d = base / group
-        if not d.is_dir():
-            continue
-        for bench in sorted(d.iterdir()):
-            est = bench / "new" / "estimates.json"
-            if est.exists():
-                ns = json.loads(est.read_text())["median"]["point_estimate"]
-                rows.append(f"| {label} | {bench.name} | {1_000_000 / (ns / 1e9) / 1e6:.1f} |")
-    if not rows:
-        return []
-    return [
-        "Each policy alone, from the last `cargo bench -p blocklab --bench policies` (criterion, median of 10 "
-        "samples; 1,000,000 accesses of Zipf(1.0) over 100,000 blocks, cache 10,000 blocks, accesses in memory):",
-        "",
-        "| kind | name | M accesses/s |",
-        "|---|---|---|",
-        *rows,
-        "",
-    ]
 
 
 def cpu_model() -> str:
@@ -868,105 +837,27 @@ def sweep_bench() -> list[str]:
 
 def main() -> None:
     ensure_trace()
-    from blocklab import _core
-
-    bl_cmd = [BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(CACHE), "--json"]
-    lc_cmd = [PYTHON, "-c", LIBCACHESIM, str(TRACE), str(CACHE)]
     load_before = os.getloadavg()
-
-    # Warm the page cache once for both.
-    timed_rss(bl_cmd)
-    timed_rss(lc_cmd)
-    bl_times, lc_times, bl_cpu, lc_cpu = [], [], [], []
-    bl_mr = lc_mr = None
-    for i in range(RUNS):
-        w, _, out, cpu = timed_rss(bl_cmd)
-        bl_times.append(w)
-        bl_cpu.append(cpu)
-        bl_mr = json.loads(out)[0]["miss_ratio"]
-        w, _, out, cpu = timed_rss(lc_cmd)
-        lc_times.append(w)
-        lc_cpu.append(cpu)
-        lc_mr = float(out.strip())
-        print(f"run {i + 1}: blocklab {bl_times[-1]:.3f} s ({bl_cpu[-1]:.3f} s CPU), "
-              f"libCacheSim {lc_times[-1]:.3f} s ({lc_cpu[-1]:.3f} s CPU)", file=sys.stderr)
-    bl, lc = statistics.median(bl_times), statistics.median(lc_times)
-    blc, lcc = statistics.median(bl_cpu), statistics.median(lc_cpu)
-
-    # Start-up: the same command on a one-access trace.
-    tiny = OUT / "one.csv"
-    tiny.write_text("timestamp,op,offset,size\n0,R,0,4096\n")
-    startup = statistics.median(timed_rss([BLOCKLAB, "cache", str(tiny), "--format", "csv", "--size", "1", "--json"])[0]
-                                for _ in range(5))
-    lc_import = statistics.median(timed_rss([PYTHON, "-c", "import libcachesim"])[0] for _ in range(5))
-
-    # Accesses/s of every policy, one run, per-cell time measured by the engine.
-    policies = list(_core.cache_policies())
-    script = ("import sys, json; from blocklab import _core; "
-              "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
-    w_all, _, out, _ = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
-    per_policy = json.loads(out)["cells"]
-
-    # Bytes per cached block of LRU: peak RSS at two sizes.
-    small, big = 100_000, 500_000
-    rss = {}
-    for s in (small, big):
-        rss[s] = min(timed_rss([BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(s),
-                                "--json"])[1] for _ in range(2))
-    bytes_per_block = (rss[big] - rss[small]) * 1024 / (big - small)
+    body = startup.section(BLOCKLAB)
+    for section in counted_sections():
+        body += section
     load_after = os.getloadavg()
-
-    ratio = bl / lc
     lines = [
         "# Benchmarks",
         "",
-        "Measured by `make bench` (`benches/run.py`); every number below is from the last run.",
+        "Measured by `make bench` (`benches/run.py`); each section says when and at which commit it was measured "
+        "where it differs from the run below (`python benches/run.py SECTION` re-runs one part).",
         "",
-        f"- Machine: {cpu_model()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
-        "(the machine may be shared: compare the two tools within one run, not across runs).",
+        f"- Run of {startup.peers.today()} at blocklab {startup.peers.commit()}.",
+        f"- Machine: {cpu_model()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after the counted "
+        "sections (the machine may be shared: compare the two tools within one run, not across runs).",
         f"- Trace: {ACCESSES:,} accesses, Zipf(alpha={ALPHA}) over {UNIVERSE:,} blocks, seed {SEED}, "
         f"libCacheSim oracleGeneral (`{TRACE.relative_to(ROOT)}`, {TRACE.stat().st_size / 2**20:.0f} MiB), "
-        "generated by `blocklab._core.write_zipf_oracle`.",
-        f"- Cache: LRU, {CACHE:,} blocks (libCacheSim: {CACHE:,} bytes with every object of size 1).",
+        "generated by `blocklab trace synth --to oracle`.",
+        f"- Cache: {CACHE:,} blocks (libCacheSim: {CACHE:,} objects, `--ignore-obj-size 1`).",
         "",
-        "## blocklab against libCacheSim (whole process against whole process)",
-        "",
-        "| tool | command | median wall time (s) | wall times of the runs (s) | median CPU time, user+sys (s) | miss ratio |",
-        "|---|---|---|---|---|---|",
-        f"| blocklab | `blocklab cache TRACE --format oracle --policy lru --size {CACHE} --json` | {bl:.3f} | "
-        f"{', '.join(f'{t:.3f}' for t in bl_times)} | {blc:.3f} | {bl_mr:.7f} |",
-        f"| libCacheSim {_lcs_version()} | `python -c '...LRU({CACHE}).process_trace(TraceReader(TRACE, ORACLE_GENERAL_TRACE))'` | "
-        f"{lc:.3f} | {', '.join(f'{t:.3f}' for t in lc_times)} | {lcc:.3f} | {lc_mr:.7f} |",
-        "",
-        f"Runs alternate between the tools (one warm-up run each first). **Ratio blocklab / libCacheSim: {ratio:.2f} "
-        f"in wall time, {blc / lcc:.2f} in CPU time** (target: at most 0.5). "
-        f"blocklab: {ACCESSES / bl / 1e6:.1f} M accesses/s whole process; libCacheSim: {ACCESSES / lc / 1e6:.1f} M accesses/s.",
-        "",
-        f"Start-up: `blocklab cache` on a one-access trace takes {startup:.3f} s (Python interpreter, typer, "
-        f"the extension); `python -c 'import libcachesim'` takes {lc_import:.3f} s.",
-        "",
-        "## Accesses per second of every policy",
-        "",
-        f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
-        "in parallel on the cores); the rate is accesses divided by the wall time the engine spent feeding that "
-        "cell (on a loaded or shared machine this undercounts; `cargo bench -p blocklab --bench policies` "
-        "measures each policy alone). `opt`'s next-use pre-pass (8 bytes per access) is not in its cell time.",
-        "",
-        "| policy | miss ratio | M accesses/s |",
-        "|---|---|---|",
+        *body,
     ]
-    for c in per_policy:
-        rate = c["accesses"] / c["seconds"] / 1e6 if c.get("seconds") else float("nan")
-        lines.append(f"| {c['policy']} | {c['miss_ratio']:.6f} | {rate:.1f} |")
-    lines += [""] + criterion_rates()
-    lines += [
-        "## Memory",
-        "",
-        f"LRU peak RSS: {rss[small] / 1024:.1f} MiB at {small:,} blocks, {rss[big] / 1024:.1f} MiB at {big:,} blocks: "
-        f"**{bytes_per_block:.1f} bytes per cached block** (target: 64 or less).",
-        "",
-    ]
-    lines += shards_accuracy()
     lines += timed_engine()
     lines += runvalid_bench()
     lines += stack_bench()
@@ -978,27 +869,79 @@ def main() -> None:
     print(text)
 
 
-def _lcs_version() -> str:
-    try:
-        from importlib.metadata import version
+def in_process_rates() -> list[str]:
+    """Accesses/s of every policy, one run of all cells, per-cell time measured by the engine."""
+    from blocklab import _core
 
-        return version("libcachesim")
-    except Exception:
-        return ""
+    policies = list(_core.cache_policies())
+    script = ("import sys, json; from blocklab import _core; "
+              "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
+    w_all, _, out, _ = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
+    lines = [
+        "## Accesses per second of every policy",
+        "",
+        f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
+        "in parallel on the cores; measured {today}); the rate is accesses divided by the wall time the engine spent "
+        "feeding that cell (on a loaded or shared machine this undercounts). `opt`'s next-use pre-pass (8 bytes per "
+        "access) is not in its cell time.".replace("{today}", startup.peers.today()),
+        "",
+        "| policy | miss ratio | M accesses/s |",
+        "|---|---|---|",
+    ]
+    for c in json.loads(out)["cells"]:
+        rate = c["accesses"] / c["seconds"] / 1e6 if c.get("seconds") else float("nan")
+        lines.append(f"| {c['policy']} | {c['miss_ratio']:.6f} | {rate:.1f} |")
+    return lines + [""]
 
 
-SECTIONS = {"real": lambda: real_nbd(), "stack": lambda: stack_bench(), "sweeps": lambda: sweep_bench(),
-            "runvalid": lambda: runvalid_bench(), "overload": lambda: overload_bench()}
+def memory() -> list[str]:
+    """Bytes per cached block of LRU: peak RSS at two sizes."""
+    small, big = 100_000, 500_000
+    rss = {}
+    for s in (small, big):
+        rss[s] = min(timed_rss([BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(s),
+                                "--json"])[1] for _ in range(2))
+    bytes_per_block = (rss[big] - rss[small]) * 1024 / (big - small)
+    return [
+        "## Memory",
+        "",
+        f"LRU peak RSS ({startup.peers.today()}): {rss[small] / 1024:.1f} MiB at {small:,} blocks, "
+        f"{rss[big] / 1024:.1f} MiB at {big:,} blocks: **{bytes_per_block:.1f} bytes per cached block** "
+        "(target: 64 or less; the mapped trace file is shared page cache, counted in RSS as it is read).",
+        "",
+    ]
+
+
+def counted_sections() -> list[list[str]]:
+    """The sections `python benches/run.py counted` re-runs: blocklab against libCacheSim's
+    `cachesim` (LRU, then every shared policy), the rates of every policy (in one run, and
+    the engine alone from `cargo bench`), memory and SHARDS."""
+    ensure_trace()
+    return [counted.lru_cell(BLOCKLAB, PYTHON, TRACE, ACCESSES, CACHE),
+            counted.every_policy(BLOCKLAB, TRACE, ACCESSES, CACHE),
+            in_process_rates(),
+            [*ENGINE_TITLE, *counted.engine_rates()],
+            memory(),
+            shards_accuracy()]
+
+
+ENGINE_TITLE = ["## The engine alone, per policy", ""]
+
+
+SECTIONS = {"real": lambda: [real_nbd()], "stack": lambda: [stack_bench()], "sweeps": lambda: [sweep_bench()],
+            "startup": lambda: [startup.section(BLOCKLAB)], "counted": counted_sections,
+            "runvalid": lambda: [runvalid_bench()], "overload": lambda: [overload_bench()]}
 
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] in SECTIONS:
-        # One section alone, put in place of the same section of BENCHMARKS.md.
+        # One section (or a few) alone, each put in place of the same section of BENCHMARKS.md.
         if sys.argv[1] == "stack":
             ensure_trace()
-        lines = SECTIONS[sys.argv[1]]()
         path = ROOT / "BENCHMARKS.md"
-        text = replace_section(path.read_text() if path.exists() else "# Benchmarks\n", lines)
+        text = path.read_text() if path.exists() else "# Benchmarks\n"
+        for lines in SECTIONS[sys.argv[1]]():
+            text = replace_section(text, lines)
+            print("\n".join(lines))
         path.write_text(text)
-        print("\n".join(lines))
     else:
         main()
