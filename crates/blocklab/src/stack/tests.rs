@@ -440,7 +440,7 @@ proptest! {
     #[test]
     fn no_failure_rgr_is_the_miss_ratio(seq in prop::collection::vec(0u64..400, 1..300), cap in 1u64..64, n in 3u32..9) {
         let reqs = reads(&seq.iter().map(|b| b * 7).collect::<Vec<_>>());
-        for p in ["lru", "lfu", "vdf-lru", "vdf-lfu", "gds", "vdf-clock"] {
+        for p in ["lru", "lfu", "vdf-lru", "vdf-lfu", "gds", "vdf-clock", "vdf-arc"] {
             let r = counted(&rgr_stack(p, cap, n, &[], None), &reqs);
             prop_assert_eq!(surviving(&r), (r.layers[0].misses, 0));
             prop_assert_eq!(r.array.unwrap().rgr, r.layers[0].miss_ratio);
