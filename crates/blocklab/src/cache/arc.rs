@@ -36,16 +36,16 @@ use super::list::{Ends, Links32};
 use super::slab::Slab;
 use super::{Access, Policy};
 
-pub(crate) const T1: u8 = 0;
-pub(crate) const T2: u8 = 1;
+pub const T1: u8 = 0;
+pub const T2: u8 = 1;
 const B1: u8 = 2;
 const B2: u8 = 3;
 /// Not on any list (a new slot, or a forgotten one).
-pub(crate) const NONE: u8 = 4;
+pub const NONE: u8 = 4;
 
 /// Which block of T1 or T2 ARC demotes (or drops), and what it needs to know
 /// to decide: every move of a slot between lists.
-pub(crate) trait Victim: Send {
+pub trait Victim: Send {
     /// Slot `s` (holding `block`) moved from list `from` to list `to`
     /// (either may be [`NONE`]; `from == to` for a hit in T2, moved to its
     /// head). A move into T1 or T2 is an access of `block`.
@@ -56,7 +56,7 @@ pub(crate) trait Victim: Send {
 }
 
 /// Plain ARC's choice: the LRU end.
-pub(crate) struct Tail;
+pub struct Tail;
 
 impl Victim for Tail {
     #[inline]
@@ -88,7 +88,7 @@ impl Arc {
 }
 
 impl<V: Victim> ArcOf<V> {
-    pub(crate) fn with_victim(capacity: usize, victim: V) -> Self {
+    pub fn with_victim(capacity: usize, victim: V) -> Self {
         let reserve = (2 * capacity).min(1 << 21);
         ArcOf {
             victim,

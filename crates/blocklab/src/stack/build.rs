@@ -594,7 +594,8 @@ pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Resul
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;
     let mut c = Composed::new(target, layers, addr, fail_at(spec)?)?;
     c.seed = spec.seed;
-    c.warmup_ns = secs_to_ns(spec.replay.warmup);
+    c.warmup_ns = secs_to_ns(spec.replay.warmup_secs());
+    c.warmup_requests = spec.replay.warmup_requests();
     if exec == Executor::Timed {
         c.opportunism = opportunism(spec)?;
     }

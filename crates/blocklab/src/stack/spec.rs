@@ -97,10 +97,11 @@ pub struct ReplaySpec {
     pub interval: f64,
     /// Drop writes from the trace (the VDF paper's setting).
     pub reads_only: bool,
-    /// Warm-up: the first `warmup` seconds of each trace (its own clock)
-    /// are replayed but not measured (response times, layer, array and
-    /// device counters start afresh after it).
-    pub warmup: f64,
+    /// Warm-up: the first `warmup` seconds of each trace (its own clock),
+    /// or with `"Nreq"` the run's first N requests, are replayed but not
+    /// measured (response times, layer, array and device counters start
+    /// afresh after it). See [`Warmup`].
+    pub warmup: NumOrStr,
     /// Times that go back are put in order within `sort_window` seconds
     /// (absent: they are an error naming the line); see trace::order.
     pub sort: bool,
@@ -120,14 +121,58 @@ impl Default for ReplaySpec {
             reference: None,
             interval: 0.0,
             reads_only: false,
-            warmup: 0.0,
+            warmup: NumOrStr::Int(0),
             sort: false,
             sort_window: 1.0,
         }
     }
 }
 
+/// When the warm-up of `replay.warmup` ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Warmup {
+    /// After this many seconds of each trace's own clock (0: no warm-up).
+    Secs(f64),
+    /// After the run's first N requests (after `replay.reads_only`), in the
+    /// order they are issued: the VDF paper warmed its cache with a number
+    /// of blocks.
+    Requests(u64),
+}
+
+impl Warmup {
+    /// `1.5`, `1.5s` (seconds) or `1000req` (requests).
+    pub fn parse(v: &NumOrStr) -> std::result::Result<Warmup, &'static str> {
+        use crate::stack::failure::FailAt;
+        match FailAt::parse(&v.text()) {
+            Ok(FailAt::Time(x)) => Ok(Warmup::Secs(x)),
+            Ok(FailAt::Request(n)) => Ok(Warmup::Requests(n)),
+            _ => Err("must be non-negative seconds (`1.5`, `1.5s`) or a number of requests (`1000req`)"),
+        }
+    }
+}
+
 impl ReplaySpec {
+    /// The warm-up (checked when the spec was read; unreadable: none).
+    pub fn warmup(&self) -> Warmup {
+        Warmup::parse(&self.warmup).unwrap_or(Warmup::Secs(0.0))
+    }
+
+    /// Seconds of trace time replayed as warm-up (0 for a warm-up in requests).
+    pub fn warmup_secs(&self) -> f64 {
+        match self.warmup() {
+            Warmup::Secs(x) => x,
+            Warmup::Requests(_) => 0.0,
+        }
+    }
+
+    /// Requests replayed as warm-up (0 for a warm-up in seconds).
+    pub fn warmup_requests(&self) -> u64 {
+        match self.warmup() {
+            Warmup::Requests(n) => n,
+            Warmup::Secs(_) => 0,
+        }
+    }
+
     /// What the trace readers of a run in time do with times that go back.
     pub fn time_order(&self) -> crate::trace::order::TimeOrder {
         use crate::trace::order::TimeOrder;
@@ -972,8 +1017,8 @@ impl StackSpec {
         if !(r.interval.is_finite() && r.interval >= 0.0) {
             return Err(o.err("replay.interval", "must be a non-negative number of ms"));
         }
-        if !(r.warmup.is_finite() && r.warmup >= 0.0) {
-            return Err(o.err("replay.warmup", "must be a non-negative number of seconds"));
+        if let Err(e) = Warmup::parse(&r.warmup) {
+            return Err(o.err("replay.warmup", e));
         }
         if !(r.sort_window.is_finite() && r.sort_window >= 0.0) {
             return Err(o.err("replay.sort_window", "must be a non-negative number of seconds"));

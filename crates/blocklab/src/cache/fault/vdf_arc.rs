@@ -20,7 +20,7 @@
 //! ghost). The mode is read at every eviction (`--fail-at` switches it).
 
 use super::{AgeOverPenaltyPick, FaultMap};
-use crate::cache::arc::{ArcOf, Victim, NONE, T1, T2};
+use crate::cache::arc::{ArcOf, Victim, NONE, T2};
 use crate::cache::list::{Ends, Links32, NIL};
 use std::sync::Arc;
 
