@@ -143,6 +143,9 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
     if fail_at.is_some() {
         t = t.failing_later(a.failed.clone());
     }
+    if a.stripe_cache > 0 {
+        t = t.with_stripe_cache(a.stripe_cache as usize);
+    }
     if spec.fit() == Fit::Scale {
         let span = survey
             .map(|s| stack_span(spec.tenant_map, bs, s))

@@ -565,6 +565,11 @@ pub struct ArraySpec {
     /// Compute time of an XOR / P+Q step (ms).
     #[serde(default)]
     pub xor_ms: f64,
+    /// MD's stripe cache for reads of a degraded RAID-4/5/6, in stripe heads
+    /// (one 4 KiB page per member; MD's `stripe_cache_size`, 256 by
+    /// default there); 0 (default): none. See `array::stripe_cache`.
+    #[serde(default)]
+    pub stripe_cache: u64,
     #[serde(default)]
     pub rebuild: Option<RebuildSpec>,
     /// `[array.dgraid]`: the D-GRAID array's own keys (`raid = "dgraid0" | "dgraid1"`).
@@ -1028,6 +1033,18 @@ impl StackSpec {
 
     fn check_array(&self, a: &ArraySpec) -> Result<()> {
         let o = &self.origin;
+        if a.stripe_cache > 0 {
+            let parity = crate::array::Level::parse(&a.raid.text()).is_ok_and(|l| {
+                use crate::array::Level::*;
+                matches!(l, Raid4 | Raid5 | Raid6)
+            });
+            if !parity {
+                return Err(o.err(
+                    "array.stripe_cache",
+                    "only RAID-4/5/6 arrays (MD's raid5 personality) have one",
+                ));
+            }
+        }
         if is_dgraid(&a.raid.text()) {
             return self.check_dgraid(a);
         }

@@ -607,3 +607,36 @@ proptest! {
         prop_assert_eq!(t.response.as_ref().unwrap().reads.requests, (seq.len() - k) as u64);
     }
 }
+
+// ---- MD's stripe cache ----------------------------------------------------
+
+#[test]
+fn stripe_cache_reconstructs_a_stripe_once_counted_and_timed() {
+    // 5-disk RAID-5, one-block chunks, disk 0 failed, a 1-block host LRU.
+    // Stripe 3 holds blocks 12..15, parity on disk 1 (left-symmetric), block
+    // 15 on disk 0. Reads 15, 12, 15: without the stripe cache 4 + 1 + 4
+    // surviving reads; with it the first reconstruction reads the stripe's
+    // 4 other pages once and both later reads are served from it.
+    let reqs = reads(&[15, 12, 15]);
+    let mut s = rgr_stack("lru", 1, 5, &[0], None);
+    assert_eq!(surviving(&counted(&s, &reqs)), (9, 0));
+    s.array.as_mut().unwrap().stripe_cache = 256;
+    assert_eq!(surviving(&counted(&s, &reqs)), (4, 0));
+    let t = timed(&s, &reqs);
+    assert_eq!(surviving(&t), (4, 0));
+    // The host cache still misses 3 times: the stripe cache is below it.
+    assert_eq!(t.layers[0].misses, 3);
+    // No failure: reads bypass it (MD's chunk-aligned reads).
+    let mut healthy = rgr_stack("lru", 1, 5, &[], None);
+    healthy.array.as_mut().unwrap().stripe_cache = 256;
+    assert_eq!(surviving(&counted(&healthy, &reqs)), (3, 0));
+}
+
+#[test]
+fn stripe_cache_is_for_parity_arrays_only() {
+    let base = "tenant_map = \"ignore\"\n[array]\nraid = 1\ndisks = 2\n[device]\nmodel = \"const:1\"\n";
+    let e = StackSpec::from_str_with(base, &["array.stripe_cache=16".into()], Origin::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key `array.stripe_cache`"), "{e}");
+}
