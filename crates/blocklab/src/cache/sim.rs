@@ -18,7 +18,7 @@
 //! oracleGeneral `next_access` field) can skip that pass by feeding
 //! [`simulate_accesses`] directly with `Access::next_use` filled in.
 
-use super::{build, sizes, Access, Policy, NEVER, POLICIES};
+use super::{sizes, Access, Policy, NEVER};
 use crate::error::{Error, Result};
 use crate::trace::blocks::{BlockOptions, BlockStream};
 use crate::trace::input::compression_ext;
@@ -86,8 +86,16 @@ pub fn cells(policies: &[String], sizes: &[u64]) -> Vec<Cell> {
 }
 
 /// Split and check a comma-separated policy list (unknown names list the valid ones).
+/// The fault-aware policies (`vdf-lru`, `vdf-arc`, ...) are accepted too: over
+/// a single device that never fails each behaves as its base policy.
 pub fn parse_policies(list: &str) -> Result<Vec<String>> {
-    parse_policy_list(list, POLICIES)
+    parse_policy_list(list, &super::fault::all_policies())
+}
+
+/// A policy of the simulator by name: plain, or fault-aware over a device
+/// that never fails.
+fn build_any(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
+    super::fault::build_fault_aware(name, capacity, std::sync::Arc::new(super::fault::NoFaults))
 }
 
 /// Split a comma-separated policy list and check every name against `valid`
@@ -141,7 +149,7 @@ where
         .map(|c| {
             let cap = usize::try_from(c.cache_blocks).map_err(|_| Error::config("cache size too large"))?;
             Ok(CellState {
-                policy: build(&c.policy, cap)?,
+                policy: build_any(&c.policy, cap)?,
                 accesses: 0,
                 hits: 0,
                 seconds: 0.0,
@@ -411,6 +419,7 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::build;
     use proptest::prelude::*;
 
     fn acc(keys: &[u64]) -> Vec<Access> {
@@ -516,6 +525,24 @@ mod tests {
             policies: super::super::POLICIES.join(","),
             sizes: "10,400KiB,25%".into(),
         };
+        // The fault-aware names run too: on one device each is its base policy.
+        let vdf = SimConfig {
+            policies: "vdf-arc,arc,vdf-lru,lru".into(),
+            ..cfg.clone()
+        };
+        let r = simulate_trace(&path, &vdf, &mut |_| Ok(())).unwrap();
+        for pair in r.cells.chunks(6) {
+            let (v, b) = pair.split_at(3);
+            for (x, y) in v.iter().zip(b) {
+                assert_eq!(
+                    (x.cache_blocks, x.hits),
+                    (y.cache_blocks, y.hits),
+                    "{} vs {}",
+                    x.policy,
+                    y.policy
+                );
+            }
+        }
         let mut calls = 0;
         let rep = simulate_trace(&path, &cfg, &mut |_| {
             calls += 1;

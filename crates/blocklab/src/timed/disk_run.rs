@@ -180,6 +180,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         wrap: o.wrap,
         fit: o.fit.clone(),
         xor_ms: o.xor_ms,
+        stripe_cache: 0,
         rebuild: o.rebuild.then(|| RebuildSpec {
             at: o.rebuild_at_ms,
             window: o.rebuild_window,

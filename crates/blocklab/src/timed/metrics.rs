@@ -139,6 +139,9 @@ pub struct Report {
     pub utilization: f64,
     /// Simulated time from 0 (first arrival) to the last completion.
     pub sim_time_ms: f64,
+    /// Simulated time measured: from the end of the warm-up (0 without
+    /// one) to the last completion (what rates per second divide by).
+    pub measured_ms: f64,
     pub mean_outstanding: f64,
     pub max_outstanding: u64,
     /// Requests whose trace timestamp went backwards (issued at once instead).
@@ -363,6 +366,7 @@ impl Recorder {
                 0.0
             },
             sim_time_ms: ns_to_ms(end),
+            measured_ms: ns_to_ms(end - self.start),
             mean_outstanding: if measured_span {
                 self.outstanding_area as f64 / span
             } else {
