@@ -55,6 +55,13 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
             ));
         }
     }
+    if spec.tier.as_ref().is_some_and(|t| t.model.is_some()) {
+        notes.push(format!(
+            "{}: tier.model: ignored (the cache device is {}; timing is the real one)",
+            spec.origin.file,
+            super::tier_store::TIER_FILE
+        ));
+    }
     if spec.array.as_ref().is_some_and(|a| a.xor_ms != 0.0) {
         notes.push(format!("{}: array.xor_ms: ignored (real XOR)", spec.origin.file));
     }
@@ -66,9 +73,7 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
 pub fn check_real(spec: &StackSpec) -> Result<()> {
     let o = &spec.origin;
     let refuse = |key: &str, why: &str| Err(o.err(key, format!("the real executor {why}")));
-    if spec.tier.is_some() {
-        return refuse("tier", "does not run the SSD tier yet");
-    }
+    super::tier_store::check_tier(spec)?;
     let Some(a) = &spec.array else {
         return refuse(
             "array",
@@ -245,6 +250,9 @@ pub fn create_stack(
         return Err(Error::config(format!("{shown}: already holds a stack ({STACK_FILE})")));
     }
     let st = RealArray::create(dir, cfg, checksums)?;
+    if let Some(frames) = super::tier_store::frames(&spec)? {
+        super::tier_store::create(dir, frames, cfg.block_size as u64)?;
+    }
     std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
     Ok((st, ignored_keys(&spec)))
 }
@@ -293,7 +301,13 @@ impl RealStack {
     pub fn new(spec: &StackSpec, array: Arc<RealArray>) -> Result<RealStack> {
         let composed = composed(spec, &array)?;
         let shared = composed.shared_array();
-        let blocks = Blocks::new(array.clone());
+        let mut blocks = Blocks::new(array.clone());
+        if let Some(frames) = super::tier_store::frames(spec)? {
+            // The tier is the last layer; its map starts empty.
+            let layer = composed.resident().len() - 1;
+            let store = super::tier_store::TierStore::open(array.dir(), frames, array.block_size(), array.is_direct())?;
+            blocks.set_tier(layer, store);
+        }
         Ok(RealStack {
             size: array.size_bytes(),
             bs: array.block_size() as u64,

@@ -376,7 +376,7 @@ fn a_write_back_cache_loses_only_what_no_flush_covered() {
 #[test]
 fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
     let refused = [
-        ("[tier]\nsize = 64\n", "tier"),
+        ("[tier]\nsize = 64\n", "tier.write_policy"),
         ("", "array.f"),
         ("", "cache.0.prefetch"),
         ("", "cache.0.write_buffer"),
@@ -394,8 +394,9 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
         let s = spec(&text, sets);
         let e = super::stack::check_real(&s).unwrap_err().to_string();
         assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
-        if *key == "tier" {
-            assert!(e.contains("does not run the SSD tier yet"), "{e}");
+        if *key == "tier.write_policy" {
+            // The default policy, write-back, needs a crash-consistent map.
+            assert!(e.contains("crash-consistent"), "{e}");
         }
     }
 }
@@ -415,4 +416,183 @@ fn base_allocation_reports_a_block_held_dirty_in_a_cache_as_data() {
     assert_eq!(ext, vec![(10 * 4096, hz), (4096, 0), (53 * 4096, hz)]);
     let ext = Export::extents(&st, 10 * 4096 + 100, 8000).unwrap();
     assert_eq!(ext, vec![(4096 - 100, 0), (8000 - 3996, hz)]);
+}
+
+// ---- The SSD tier on a real cache device (clean policies) ----
+
+/// A `[tier]` table: `size` frames, write policy `policy`, more keys in `extra`.
+fn tier(policy: &str, size: u64, extra: &str) -> String {
+    format!("[tier]\nsize = {size}\nwrite_policy = \"{policy}\"\nmodel = \"const:0.1\"\n{extra}")
+}
+
+/// The real array of `s` in `dir` and the cache device of its tier, as
+/// `real create --stack` lays them out.
+fn real_tier_array(dir: &Path, s: &StackSpec) -> Arc<RealArray> {
+    let a = real_array(dir, s);
+    let frames = super::tier_store::frames(s).unwrap().unwrap();
+    super::tier_store::create(dir, frames, 4096).unwrap();
+    a
+}
+
+#[test]
+fn counted_and_real_decide_alike_with_an_ssd_tier() {
+    let cases: Vec<(&str, u32, String)> = vec![
+        ("raid5", 4, tier("wt", 96, "")),
+        ("raid5", 4, cache("lru", 32, "back") + &tier("wt", 128, "")),
+        ("raid6", 5, cache("arc", 48, "through") + &tier("ro", 96, "")),
+        ("raid5", 4, tier("wa", 64, "promote_after = 2\n")),
+        (
+            "raid10",
+            4,
+            cache("lru", 24, "back") + &tier("wt", 80, "sequential_cutoff = \"32KiB\"\n"),
+        ),
+        ("raid5", 3, cache("lru", 32, "back") + &tier("pt", 64, "")),
+    ];
+    for (i, (level, disks, layers)) in cases.iter().enumerate() {
+        let s = spec(&stack_text(level, *disks, layers), &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let a = real_tier_array(dir.path(), &s);
+        let size = a.size_bytes();
+        for (name, reqs) in [
+            ("wsrch", wsrch(1500, size)),
+            ("zipf", synthetic(17 + i as u64, 1500, size.min(2 << 20), 40, true)),
+        ] {
+            let what = format!("{level} {layers} {name}");
+            let st = RealStack::new(&s, a.clone()).unwrap();
+            let r = real(&st, &reqs);
+            let c = counted(&s, &reqs);
+            let (ct, rt) = (c.tier.as_ref().unwrap(), r.tier.as_ref().unwrap());
+            if !layers.contains("\"pt\"") {
+                assert!(
+                    ct.counts.read_hits > 0 && ct.counts.array_reads > 0,
+                    "{what}: a test that exercises the tier"
+                );
+            }
+            assert_eq!(ct.counts, rt.counts, "{what}: the tier's counts");
+            assert_eq!(
+                (ct.ssd_read_ops, ct.ssd_write_ops),
+                (rt.ssd_read_ops, rt.ssd_write_ops),
+                "{what}: SSD operations"
+            );
+            assert_same(&c, &r, &what);
+            assert_resident(&st);
+        }
+    }
+}
+
+#[test]
+fn every_read_through_a_clean_tier_returns_the_reference_healthy_and_degraded() {
+    for policy in ["wt", "ro", "wa", "pt"] {
+        for above in ["", "back"] {
+            let layers = match above {
+                "" => tier(policy, 48, ""),
+                w => cache("lru", 24, w) + &tier(policy, 64, ""),
+            };
+            let s = spec(&stack_text("raid5", 4, &layers), &[]);
+            let dir = tempfile::tempdir().unwrap();
+            let a = real_tier_array(dir.path(), &s);
+            let span = 1 << 20;
+            let mut image = vec![0u8; a.size_bytes() as usize];
+            let st = RealStack::new(&s, a.clone()).unwrap();
+            verify_workload(&st, &mut image, 5, 1500, span);
+            assert_resident(&st);
+            st.flush().unwrap();
+            assert_array_holds(&a, &image, span);
+            a.fail(2).unwrap();
+            verify_workload(&st, &mut image, 6, 1500, span);
+            st.flush().unwrap();
+            assert_array_holds(&a, &image, span);
+            assert_resident(&st);
+            let t = st.result().tier.unwrap();
+            if policy != "pt" {
+                assert!(t.counts.read_hits > 0, "{policy} {above}: the tier served reads");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_cache_device_is_never_read_for_a_block_overwritten_elsewhere() {
+    let s = spec(&stack_text("raid5", 4, &tier("wt", 64, "")), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_tier_array(dir.path(), &s);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let old = vec![0xa1u8; 4096];
+    st.write(5 * 4096, &old, false).unwrap();
+    let mut buf = vec![0u8; 4096];
+    st.read(5 * 4096, &mut buf).unwrap();
+    assert_eq!(buf, old);
+    assert_eq!(st.result().tier.unwrap().counts.read_hits, 1, "served by the tier");
+    drop(st);
+    // The cache device still holds the old contents...
+    let img = std::fs::read(dir.path().join(super::tier_store::TIER_FILE)).unwrap();
+    assert!(
+        img.chunks_exact(4096).any(|c| c == &old[..]),
+        "the frame holds the old copy"
+    );
+    // ...when the block is overwritten behind the stack's back (the array
+    // served alone, between two runs of the stack).
+    let new = vec![0x5eu8; 4096];
+    a.write(5 * 4096, &new, false).unwrap();
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    st.read(5 * 4096, &mut buf).unwrap();
+    assert_eq!(buf, new, "the tier's map starts empty: its stale frame is not returned");
+    // And a read-only tier drops its copy on a write through the stack.
+    drop(st);
+    let s = spec(&stack_text("raid5", 4, &tier("ro", 64, "")), &[]);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    st.read(9 * 4096, &mut buf).unwrap(); // filled into the tier
+    st.write(9 * 4096, &old, false).unwrap();
+    st.read(9 * 4096, &mut buf).unwrap();
+    assert_eq!(buf, old, "the write reached the array; the tier's copy was dropped");
+    let t = st.result().tier.unwrap();
+    assert_eq!((t.counts.read_hits, t.counts.array_reads), (0, 2));
+}
+
+#[test]
+fn a_cache_device_of_the_wrong_size_or_missing_is_one_error_naming_it() {
+    let s = spec(&stack_text("raid5", 4, &tier("wt", 64, "")), &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_array(dir.path(), &s);
+    let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
+    assert!(e.contains("tier.img") && e.contains("real create --stack"), "{e}");
+    super::tier_store::create(dir.path(), 32, 4096).unwrap();
+    let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
+    assert!(e.contains("tier.img") && e.contains("tier.size"), "{e}");
+    assert!(!e.contains('\n'), "{e}");
+}
+
+#[test]
+fn real_create_with_a_tier_lays_out_its_cache_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, stack_text("raid5", 4, &tier("wt", 100, ""))).unwrap();
+    let arr = dir.path().join("arr");
+    let (_, notes) = super::stack::create_stack(&arr, &file, Some(MEMBER), false).unwrap();
+    let len = std::fs::metadata(arr.join(super::tier_store::TIER_FILE)).unwrap().len();
+    assert_eq!(len, 100 * 4096);
+    assert!(notes.iter().any(|n| n.contains("tier.model: ignored")), "{notes:?}");
+    for (extra, key) in [
+        ("write_policy = \"wo\"\n", "tier.write_policy"),
+        ("write_policy = \"adaptive\"\n", "tier.write_policy"),
+        ("partitioner = \"eci\"\n", "tier.partitioner"),
+        ("partitioner = \"static\"\n", "tier.partitioner"),
+        ("size = \"10%\"\n", "tier.size"),
+    ] {
+        let text = stack_text("raid5", 4, &format!("[tier]\n{extra}"));
+        let text = if extra.starts_with("size") {
+            text
+        } else {
+            text.replace("[tier]\n", "[tier]\nsize = 64\n")
+        };
+        // (Per-tenant partitioners need tenants: the spec refuses them with `ignore`.)
+        let text = if extra.starts_with("partitioner") {
+            text.replace("\"ignore\"", "\"concat\"")
+        } else {
+            text
+        };
+        let s = spec(&text, &[]);
+        let e = super::stack::check_real(&s).unwrap_err().to_string();
+        assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
+    }
 }
