@@ -60,6 +60,20 @@ impl Blocks {
         }
     }
 
+    /// Commit the tier's dirty blocks `dirty` to its journal (a FLUSH, once
+    /// the array is durable).
+    pub fn commit_tier(&mut self, dirty: &[u64]) -> Result<()> {
+        match &mut self.tier {
+            Some((_, t)) => t.commit(dirty),
+            None => Ok(()),
+        }
+    }
+
+    /// The tier's layer index, if the stack has one.
+    pub fn tier_layer(&self) -> Option<usize> {
+        self.tier.as_ref().map(|t| t.0)
+    }
+
     /// The SSD tier (layer `layer`) keeps its frames in `store`.
     pub fn set_tier(&mut self, layer: usize, store: TierStore) {
         self.tier = Some((layer, store));

@@ -42,6 +42,7 @@ pub mod scrub;
 pub mod stack;
 pub mod stack_replay;
 pub mod state;
+pub mod tier_journal;
 pub mod tier_store;
 mod uring;
 

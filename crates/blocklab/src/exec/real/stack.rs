@@ -290,6 +290,8 @@ pub struct RealStack {
     size: u64,
     bs: u64,
     file: String,
+    /// Dirty blocks of the SSD tier a crash left, written back at open.
+    pub tier_recovered: u64,
 }
 
 fn req_err(e: Error) -> ReqError {
@@ -302,16 +304,24 @@ impl RealStack {
         let composed = composed(spec, &array)?;
         let shared = composed.shared_array();
         let mut blocks = Blocks::new(array.clone());
+        let mut tier_recovered = 0;
         if let Some(frames) = super::tier_store::frames(spec)? {
             // The tier is the last layer; its map starts empty.
             let layer = composed.resident().len() - 1;
-            let store = super::tier_store::TierStore::open(array.dir(), frames, array.block_size(), array.is_direct())?;
+            let bs = array.block_size();
+            let mut store = super::tier_store::TierStore::open(array.dir(), frames, bs, array.is_direct())?;
+            // Dirty blocks a crash left in the tier go back to the array first.
+            let (journal, recovered) =
+                super::tier_journal::TierJournal::open_and_recover(array.dir(), bs, frames, &array)?;
+            store.set_journal(journal);
             blocks.set_tier(layer, store);
+            tier_recovered = recovered;
         }
         Ok(RealStack {
             size: array.size_bytes(),
             bs: array.block_size() as u64,
             file: spec.origin.file.clone(),
+            tier_recovered,
             inner: Mutex::new(Inner {
                 composed,
                 exec: RealExec {
@@ -476,7 +486,13 @@ impl RealStack {
         inner.exec.blocks.begin_request();
         inner.composed.real_flush(&mut inner.exec).map_err(req_err)?;
         inner.flushes += 1;
-        self.array.flush()
+        self.array.flush()?;
+        // The tier's dirty blocks, committed once the array is durable.
+        if let Some(l) = inner.exec.blocks.tier_layer() {
+            let dirty = inner.composed.persistent_dirty(l);
+            inner.exec.blocks.commit_tier(&dirty).map_err(req_err)?;
+        }
+        Ok(())
     }
 
     /// The stack's figures now, in `blocklab run`'s schema (executor `real`).

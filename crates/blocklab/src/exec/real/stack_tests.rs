@@ -376,7 +376,7 @@ fn a_write_back_cache_loses_only_what_no_flush_covered() {
 #[test]
 fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
     let refused = [
-        ("[tier]\nsize = 64\n", "tier.write_policy"),
+        ("[tier]\nsize = \"10%\"\n", "tier.size"),
         ("", "array.f"),
         ("", "cache.0.prefetch"),
         ("", "cache.0.write_buffer"),
@@ -394,9 +394,8 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
         let s = spec(&text, sets);
         let e = super::stack::check_real(&s).unwrap_err().to_string();
         assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
-        if *key == "tier.write_policy" {
-            // The default policy, write-back, needs a crash-consistent map.
-            assert!(e.contains("crash-consistent"), "{e}");
+        if *key == "tier.size" {
+            assert!(e.contains("a share needs a pass over a trace"), "{e}");
         }
     }
 }
@@ -447,6 +446,14 @@ fn counted_and_real_decide_alike_with_an_ssd_tier() {
             cache("lru", 24, "back") + &tier("wt", 80, "sequential_cutoff = \"32KiB\"\n"),
         ),
         ("raid5", 3, cache("lru", 32, "back") + &tier("pt", 64, "")),
+        ("raid5", 4, tier("wb", 96, "")),
+        ("raid6", 5, cache("lru", 32, "back") + &tier("wo", 80, "")),
+        (
+            "raid5",
+            4,
+            tier("wb", 64, "clean_high = 0.5\nclean_low = 0.25\nflush = true\n"),
+        ),
+        ("raid5", 4, cache("arc", 32, "through") + &tier("adaptive", 96, "")),
     ];
     for (i, (level, disks, layers)) in cases.iter().enumerate() {
         let s = spec(&stack_text(level, *disks, layers), &[]);
@@ -481,8 +488,8 @@ fn counted_and_real_decide_alike_with_an_ssd_tier() {
 }
 
 #[test]
-fn every_read_through_a_clean_tier_returns_the_reference_healthy_and_degraded() {
-    for policy in ["wt", "ro", "wa", "pt"] {
+fn every_read_through_a_tier_returns_the_reference_healthy_and_degraded() {
+    for policy in ["wt", "ro", "wa", "pt", "wb", "wo", "adaptive"] {
         for above in ["", "back"] {
             let layers = match above {
                 "" => tier(policy, 48, ""),
@@ -494,19 +501,34 @@ fn every_read_through_a_clean_tier_returns_the_reference_healthy_and_degraded() 
             let span = 1 << 20;
             let mut image = vec![0u8; a.size_bytes() as usize];
             let st = RealStack::new(&s, a.clone()).unwrap();
-            verify_workload(&st, &mut image, 5, 1500, span);
+            // A write-back tier keeps dirty blocks past a FLUSH (journaled):
+            // the array alone holds everything only once they are written back.
+            let back = ["wb", "wo", "adaptive"].contains(&policy);
+            verify_workload(&st, &mut image, 5, 800, span);
             assert_resident(&st);
             st.flush().unwrap();
-            assert_array_holds(&a, &image, span);
+            if !back {
+                assert_array_holds(&a, &image, span);
+            }
             a.fail(2).unwrap();
-            verify_workload(&st, &mut image, 6, 1500, span);
+            verify_workload(&st, &mut image, 6, 800, span);
             st.flush().unwrap();
-            assert_array_holds(&a, &image, span);
+            if !back {
+                assert_array_holds(&a, &image, span);
+            }
             assert_resident(&st);
             let t = st.result().tier.unwrap();
             if policy != "pt" {
                 assert!(t.counts.read_hits > 0, "{policy} {above}: the tier served reads");
             }
+            if back {
+                assert!(t.dirty_blocks > 0, "{policy} {above}: the tier held dirty blocks");
+            }
+            // After a crash (degraded), the dirty blocks go back at open.
+            let a = crash(dir.path(), st, a);
+            let st = RealStack::new(&s, a.clone()).unwrap();
+            assert_eq!(st.tier_recovered > 0, back, "{policy} {above}");
+            assert_array_holds(&a, &image, span);
         }
     }
 }
@@ -573,8 +595,6 @@ fn real_create_with_a_tier_lays_out_its_cache_device() {
     assert_eq!(len, 100 * 4096);
     assert!(notes.iter().any(|n| n.contains("tier.model: ignored")), "{notes:?}");
     for (extra, key) in [
-        ("write_policy = \"wo\"\n", "tier.write_policy"),
-        ("write_policy = \"adaptive\"\n", "tier.write_policy"),
         ("partitioner = \"eci\"\n", "tier.partitioner"),
         ("partitioner = \"static\"\n", "tier.partitioner"),
         ("size = \"10%\"\n", "tier.size"),
@@ -595,4 +615,113 @@ fn real_create_with_a_tier_lays_out_its_cache_device() {
         let e = super::stack::check_real(&s).unwrap_err().to_string();
         assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
     }
+}
+
+/// A write-back tier large enough to keep everything: what was written
+/// stays dirty in the cache device, the array alone does not hold it.
+fn wb_tier_stack(dir: &Path) -> (StackSpec, Arc<RealArray>) {
+    let s = spec(
+        &stack_text("raid5", 4, &(cache("lru", 32, "back") + &tier("wb", 512, ""))),
+        &[],
+    );
+    let a = real_tier_array(dir, &s);
+    (s, a)
+}
+
+/// The process dies: the stack dropped without a FLUSH, the array as a
+/// crash leaves it; then opened again.
+fn crash(dir: &Path, st: RealStack, a: Arc<RealArray>) -> Arc<RealArray> {
+    drop(st);
+    drop(Arc::try_unwrap(a).ok().unwrap());
+    Arc::new(RealArray::open(dir, OpenConfig::default()).unwrap())
+}
+
+fn array_bytes(a: &RealArray, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    a.read(0, &mut buf).unwrap();
+    buf
+}
+
+#[test]
+fn a_write_back_tier_keeps_every_flushed_write_across_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let (s, a) = wb_tier_stack(dir.path());
+    let span = 1 << 20;
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let mut image = vec![0u8; a.size_bytes() as usize];
+    verify_workload(&st, &mut image, 21, 1200, span);
+    st.flush().unwrap();
+    let flushed = image[..span as usize].to_vec();
+    // Unflushed writes, acknowledged: they may be lost, nothing else may.
+    let late = |i: u64| vec![(i as u8) | 0x81; 4096];
+    for i in 0..64u64 {
+        st.write(i * 4096, &late(i), false).unwrap();
+    }
+    let a = crash(dir.path(), st, a);
+    assert!(
+        array_bytes(&a, span as usize) != flushed,
+        "a test where the tier held flushed writes the array alone did not"
+    );
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    assert!(st.tier_recovered > 0, "dirty blocks found at open");
+    let check = |got: &[u8], what: &str| {
+        for b in 0..span / 4096 {
+            let r = (b * 4096) as usize..((b + 1) * 4096) as usize;
+            let ok = got[r.clone()] == flushed[r.clone()] || (b < 64 && got[r] == late(b)[..]);
+            assert!(ok, "{what}: block {b} holds neither its flushed nor a later write");
+        }
+    };
+    // Written back at open: the array alone holds them, and so does the stack.
+    check(&array_bytes(&a, span as usize), "the array after the tier's write-back");
+    let mut buf = vec![0u8; span as usize];
+    st.read(0, &mut buf).unwrap();
+    check(&buf, "read through the stack");
+    // A second crash right away finds nothing more to write back.
+    let a = crash(dir.path(), st, a);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    assert_eq!(st.tier_recovered, 0);
+}
+
+#[test]
+fn a_torn_or_crafted_tier_journal_is_lost_for_the_cache_never_wrong_bytes() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let (s, a) = wb_tier_stack(dir.path());
+    let log = dir.path().join(super::tier_journal::JOURNAL_FILE);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let (one, two) = (vec![0x11u8; 4096], vec![0x22u8; 4096]);
+    st.write(3 * 4096, &one, false).unwrap();
+    st.flush().unwrap();
+    let after_first = std::fs::metadata(&log).unwrap().len();
+    st.write(3 * 4096, &two, false).unwrap();
+    st.write(4 * 4096, &two, false).unwrap();
+    st.flush().unwrap();
+    let a = crash(dir.path(), st, a);
+    // The second commit torn (the crash hit its append): the first one holds.
+    let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+    let len = f.metadata().unwrap().len();
+    assert!(len > after_first);
+    f.set_len(len - 5).unwrap();
+    // Garbage after it, and a record with a checksum that does not match.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    f.write_all(&[0xee; 300]).unwrap();
+    drop(f);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    assert_eq!(st.tier_recovered, 1, "block 3 of the first commit");
+    let mut buf = vec![0u8; 8192];
+    st.read(3 * 4096, &mut buf).unwrap();
+    assert_eq!(&buf[..4096], &one[..], "the last complete commit's contents");
+    assert_eq!(
+        &buf[4096..],
+        &[0u8; 4096][..],
+        "block 4 lost for the cache (never committed)"
+    );
+    // A journal that is not this tier's: one error naming it.
+    let a = crash(dir.path(), st, a);
+    std::fs::write(&log, b"not a journal at all, 24+ bytes long").unwrap();
+    let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
+    assert!(
+        e.contains("tier.log") && e.contains("not a journal of this tier"),
+        "{e}"
+    );
 }

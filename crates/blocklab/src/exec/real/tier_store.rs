@@ -5,8 +5,9 @@
 //! The store mirrors the tier's map (block → frame) from the hooks, so that
 //! a partial write finds a block's newest contents and NBD's allocation
 //! query sees what the tier holds. The mirror starts empty on every open:
-//! the file's contents from an earlier run are never returned (the tier
-//! policies run on real bytes hold no dirty data, see docs/real.md).
+//! the file's contents from an earlier run are never returned: the dirty
+//! blocks a crash left are found in the journal (`tier_journal.rs`) and
+//! written back to the array before the stack serves.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -15,10 +16,10 @@ use std::path::{Path, PathBuf};
 use rustc_hash::FxHashMap;
 
 use super::members::write_all_at;
+use super::tier_journal::TierJournal;
 use crate::error::{Error, Result};
 use crate::exec::buf::AlignedBuf;
 use crate::stack::spec::StackSpec;
-use crate::stack::tier::mode::ModeRule;
 use crate::stack::tier::partitioner::PartitionerKind;
 
 /// The cache device file in an array directory made with `real create --stack`.
@@ -34,7 +35,8 @@ pub fn create(dir: &Path, frames: u64, bs: u64) -> Result<()> {
     let shown = p.display().to_string();
     let f = File::create(&p).map_err(|e| Error::io(&shown, e))?;
     f.set_len(frames * bs).map_err(|e| Error::io(&shown, e))?;
-    f.sync_all().map_err(|e| Error::io(&shown, e))
+    f.sync_all().map_err(|e| Error::io(&shown, e))?;
+    super::tier_journal::create(dir, bs, frames)
 }
 
 /// The tier's frames in a file, and which block each holds now.
@@ -47,6 +49,8 @@ pub struct TierStore {
     map: FxHashMap<u64, u64>,
     /// Whether the file is open with O_DIRECT (`--direct`, where allowed).
     pub direct: bool,
+    /// The journal of dirty blocks (what a FLUSH commits).
+    journal: Option<TierJournal>,
 }
 
 impl TierStore {
@@ -87,7 +91,31 @@ impl TierStore {
             frames,
             map: FxHashMap::default(),
             direct,
+            journal: None,
         })
+    }
+
+    /// Journal the dirty blocks in `journal` from now on.
+    pub fn set_journal(&mut self, journal: TierJournal) {
+        self.journal = Some(journal);
+    }
+
+    /// Commit the tier's dirty blocks `dirty` to the journal (after the
+    /// array was made durable).
+    pub fn commit(&mut self, dirty: &[u64]) -> Result<()> {
+        let Some(mut j) = self.journal.take() else {
+            return Ok(());
+        };
+        let r = j.commit(dirty, |b| {
+            let f = self.frame_of(b).ok_or_else(|| {
+                Error::config(format!(
+                    "internal: the tier's dirty block {b} is in no frame (a data-path bug)"
+                ))
+            })?;
+            self.read(f)
+        });
+        self.journal = Some(j);
+        r
     }
 
     fn check(&self, frame: u64) -> Result<u64> {
@@ -123,12 +151,19 @@ impl TierStore {
         self.map.get(&block).copied()
     }
 
+    /// `block` is in `frame` with new contents.
     pub fn set(&mut self, block: u64, frame: u64) {
         self.map.insert(block, frame);
+        if let Some(j) = &mut self.journal {
+            j.written(block);
+        }
     }
 
     pub fn unset(&mut self, block: u64) {
         self.map.remove(&block);
+        if let Some(j) = &mut self.journal {
+            j.dropped(block);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -143,10 +178,6 @@ impl TierStore {
         self.map.keys().copied()
     }
 }
-
-/// The write policies the real tier runs: the clean ones (the tier never
-/// holds the only copy of a block, so an empty map at open loses nothing).
-pub const CLEAN_POLICIES: &[&str] = &["wt", "ro", "wa", "pt"];
 
 /// Refuse the `[tier]` keys the real executor cannot honour yet: one error
 /// naming the file and the key.
@@ -167,20 +198,6 @@ pub fn check_tier(spec: &StackSpec) -> Result<()> {
             "tier.partitioner",
             "serves one volume: the tier is `global` (per-tenant partitions need one export per tenant: not yet)",
         );
-    }
-    let clean = |rule: &str| match ModeRule::parse(rule) {
-        Ok(ModeRule::Fixed(m)) => CLEAN_POLICIES.contains(&m.name()),
-        _ => false,
-    };
-    let not_yet = "runs the clean tier policies (wt, ro, wa, pt); write-back ones (wb, wo, adaptive) need a crash-consistent map of the cache device: not yet";
-    if !clean(&t.write_policy) {
-        ModeRule::parse(&t.write_policy).map_err(|e| o.err("tier.write_policy", e))?;
-        return refuse("tier.write_policy", not_yet);
-    }
-    for (tenant, rule) in &t.tenant_write_policy {
-        if !clean(rule) {
-            return refuse(&format!("tier.tenant_write_policy.{tenant}"), not_yet);
-        }
     }
     Ok(())
 }

@@ -932,6 +932,10 @@ impl Layer for TierLayer {
         Some(self.frames.used() as usize)
     }
 
+    fn persistent_dirty(&self) -> Vec<u64> {
+        self.dirty_blocks()
+    }
+
     fn devices(&mut self, base: u32, sectors_per_block: u64) -> Result<Vec<Box<dyn DeviceModel>>> {
         let o = &self.cfg.origin;
         let model = self.cfg.model.as_ref().ok_or_else(|| {
