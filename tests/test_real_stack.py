@@ -148,10 +148,10 @@ class Server:
 
 
 def test_create_refuses_what_it_cannot_honour_in_one_line(tmp_path):
-    s = stack_file(tmp_path, "tier", cache("lru", 64, "back") + "[tier]\nsize = 64\n")
+    s = stack_file(tmp_path, "tier", cache("lru", 64, "back") + "[tier]\nsize = \"10%\"\n")
     p = run("real", "create", tmp_path / "a", "--stack", s, check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert "tier.toml" in p.stderr and "`tier`" in p.stderr and "does not run the SSD tier yet" in p.stderr
+    assert "tier.toml" in p.stderr and "`tier.size`" in p.stderr and "a share needs a pass" in p.stderr
     assert not (tmp_path / "a" / "array.json").exists()
     s = stack_file(tmp_path, "failat", cache("lru", 64, "back"))
     p = run("real", "create", tmp_path / "b", "--stack", s, "--raid", "5", check=False)
