@@ -31,6 +31,8 @@ pub struct Blocks {
     stores: Vec<Frame>,
     /// The request's frame first, then one per background piece being handled.
     frames: Vec<Frame>,
+    /// The layer whose background piece each frame after the request's is.
+    frame_layers: Vec<usize>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
     staged: FxHashMap<(usize, u64), Box<[u8]>>,
@@ -54,6 +56,7 @@ impl Blocks {
             bs,
             stores: Vec::new(),
             frames: vec![Frame::default()],
+            frame_layers: Vec::new(),
             staged: FxHashMap::default(),
             tier: None,
             partial_block_reads: 0,
@@ -112,6 +115,7 @@ impl Blocks {
     pub fn begin_request(&mut self) {
         self.frames.truncate(1);
         self.frames[0].clear();
+        self.frame_layers.clear();
         self.staged.clear();
     }
 
@@ -293,11 +297,13 @@ impl DataPath for Blocks {
             }
         }
         self.frames.push(f);
+        self.frame_layers.push(layer);
     }
 
     fn end_background(&mut self) {
         if self.frames.len() > 1 {
             self.frames.pop();
+            self.frame_layers.pop();
         }
     }
 
@@ -325,6 +331,21 @@ impl DataPath for Blocks {
                 for b in io.first..io.first + io.nblocks {
                     let c = top.get(&b).ok_or_else(|| missing("writes below", usize::MAX, b))?;
                     buf.extend_from_slice(c);
+                }
+                // A copy staged for a destage by a layer below the writer
+                // (the request's frame: every layer) is older than these
+                // bytes: its destage, which goes after, must write them
+                // (a tier's write not admitted after it evicted the block).
+                if !self.staged.is_empty() {
+                    let writer = self.frame_layers.last().copied();
+                    for (i, c) in buf.chunks_exact(bs).enumerate() {
+                        let b = io.first + i as u64;
+                        for ((l, sb), sc) in self.staged.iter_mut() {
+                            if *sb == b && writer.is_none_or(|w| *l > w) {
+                                sc.copy_from_slice(c);
+                            }
+                        }
+                    }
                 }
                 self.array.write(at, &buf, false).map_err(|e| Error::io(shown(), e))?;
             }

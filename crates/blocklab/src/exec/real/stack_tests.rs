@@ -725,3 +725,42 @@ fn a_torn_or_crafted_tier_journal_is_lost_for_the_cache_never_wrong_bytes() {
         "{e}"
     );
 }
+
+#[test]
+fn a_write_not_admitted_after_its_block_was_evicted_dirty_is_not_undone_by_the_destage() {
+    // A write-back tier of 2 frames that promotes at the 3rd miss once half full.
+    let s = spec(
+        &stack_text("raid5", 4, &tier("wb", 2, "promote_after = 3\npromote_trigger = 0.5\n")),
+        &[],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_tier_array(dir.path(), &s);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let fill = |v: u8| vec![v; 4096];
+    st.write(4096, &fill(1), false).unwrap(); // block 1: admitted, dirty (the LRU)
+    for _ in 0..3 {
+        st.write(2 * 4096, &fill(2), false).unwrap(); // block 2: admitted at the 3rd
+    }
+    for _ in 0..2 {
+        st.write(0, &fill(3), false).unwrap(); // block 0: two misses not admitted
+    }
+    // Blocks 0 and 1 in one write: block 0 is admitted and evicts dirty
+    // block 1 (its old contents staged for the destage), whose new contents
+    // are not admitted and go to the array before that destage.
+    let mut new = fill(4);
+    new.extend(fill(5));
+    st.write(0, &new, false).unwrap();
+    let mut buf = vec![0u8; 8192];
+    st.read(0, &mut buf).unwrap();
+    assert!(buf[..4096] == new[..4096], "block 0");
+    assert!(
+        buf[4096..] == new[4096..],
+        "block 1 reads its newest contents, not the destage's older ones"
+    );
+    let t = st.result().tier.unwrap();
+    assert_eq!(t.counts.destaged, 1, "the scenario: block 1 destaged");
+    st.flush().unwrap();
+    let mut buf = vec![0u8; 4096];
+    a.read(4096, &mut buf).unwrap();
+    assert!(buf == fill(5), "the array holds block 1's newest contents");
+}
