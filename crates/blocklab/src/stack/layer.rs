@@ -291,6 +291,11 @@ pub trait Layer: Send {
     fn resident(&self) -> Option<usize> {
         None
     }
+    /// Blocks whose newest contents only this layer's persistent store
+    /// holds (an SSD tier's dirty blocks): what the real executor journals.
+    fn persistent_dirty(&self) -> Vec<u64> {
+        Vec::new()
+    }
     /// The warm-up is over: the layer's counters start afresh.
     fn reset_stats(&mut self) {}
     /// Add this layer's figures to the result.

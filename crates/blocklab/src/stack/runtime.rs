@@ -304,6 +304,11 @@ impl Composed {
         self.target.shared_array()
     }
 
+    /// The dirty blocks of layer `layer`'s persistent store (`Layer::persistent_dirty`).
+    pub fn persistent_dirty(&self, layer: usize) -> Vec<u64> {
+        self.layers.get(layer).map(|l| l.persistent_dirty()).unwrap_or_default()
+    }
+
     /// Blocks each layer holds now (None for layers that keep none).
     pub fn resident(&self) -> Vec<Option<usize>> {
         self.layers.iter().map(|l| l.resident()).collect()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::tier_store::TierStore;
 use super::RealArray;
 use crate::array::IoPlan;
 use crate::error::{Error, Result};
@@ -30,9 +31,13 @@ pub struct Blocks {
     stores: Vec<Frame>,
     /// The request's frame first, then one per background piece being handled.
     frames: Vec<Frame>,
+    /// The layer whose background piece each frame after the request's is.
+    frame_layers: Vec<usize>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
     staged: FxHashMap<(usize, u64), Box<[u8]>>,
+    /// The SSD tier's cache device and its layer index (hooks with a `slot`).
+    tier: Option<(usize, TierStore)>,
     /// Blocks read to complete a write of part of a block (outside the layers' policies).
     pub partial_block_reads: u64,
 }
@@ -51,9 +56,55 @@ impl Blocks {
             bs,
             stores: Vec::new(),
             frames: vec![Frame::default()],
+            frame_layers: Vec::new(),
             staged: FxHashMap::default(),
+            tier: None,
             partial_block_reads: 0,
         }
+    }
+
+    /// Commit the tier's dirty blocks `dirty` to its journal (a FLUSH, once
+    /// the array is durable).
+    pub fn commit_tier(&mut self, dirty: &[u64]) -> Result<()> {
+        match &mut self.tier {
+            Some((_, t)) => t.commit(dirty),
+            None => Ok(()),
+        }
+    }
+
+    /// The tier's layer index, if the stack has one.
+    pub fn tier_layer(&self) -> Option<usize> {
+        self.tier.as_ref().map(|t| t.0)
+    }
+
+    /// The SSD tier (layer `layer`) keeps its frames in `store`.
+    pub fn set_tier(&mut self, layer: usize, store: TierStore) {
+        self.tier = Some((layer, store));
+    }
+
+    /// Layers with a store (memory or file): staged contents of any of them
+    /// are newer than the array's.
+    fn layers(&self) -> usize {
+        self.stores.len().max(self.tier.as_ref().map_or(0, |t| t.0 + 1))
+    }
+
+    /// The tier's store, when layer `layer` addressing `slot` is the tier.
+    fn tier_at(&mut self, layer: usize, slot: Option<u64>) -> Option<&mut TierStore> {
+        match (&mut self.tier, slot) {
+            (Some((l, t)), Some(_)) if *l == layer => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The tier's copy of `block`, which the tier says is in `frame`.
+    fn tier_read(&mut self, layer: usize, block: u64, frame: u64, what: &str) -> Result<Box<[u8]>> {
+        let t = self
+            .tier_at(layer, Some(frame))
+            .ok_or_else(|| missing(what, layer, block))?;
+        if t.frame_of(block) != Some(frame) {
+            return Err(missing(what, layer, block));
+        }
+        t.read(frame)
     }
 
     pub fn block_size(&self) -> usize {
@@ -64,6 +115,7 @@ impl Blocks {
     pub fn begin_request(&mut self) {
         self.frames.truncate(1);
         self.frames[0].clear();
+        self.frame_layers.clear();
         self.staged.clear();
     }
 
@@ -84,6 +136,11 @@ impl Blocks {
         if let Some(c) = self.stores.iter().find_map(|s| s.get(&block)) {
             return Ok(c.clone());
         }
+        if let Some((_, t)) = &self.tier {
+            if let Some(f) = t.frame_of(block) {
+                return t.read(f);
+            }
+        }
         let mut buf = vec![0u8; self.bs].into_boxed_slice();
         self.array
             .read(block * self.bs as u64, &mut buf)
@@ -93,12 +150,16 @@ impl Blocks {
 
     /// Blocks held by layer `layer`'s store.
     pub fn store_len(&self, layer: usize) -> usize {
-        self.stores.get(layer).map_or(0, |s| s.len())
+        match &self.tier {
+            Some((l, t)) if *l == layer => t.len(),
+            _ => self.stores.get(layer).map_or(0, |s| s.len()),
+        }
     }
 
     /// Whether any layer's store holds `block`.
     pub fn held(&self, block: u64) -> bool {
         self.stores.iter().any(|s| s.contains_key(&block))
+            || self.tier.as_ref().is_some_and(|t| t.1.frame_of(block).is_some())
     }
 
     /// Blocks of `[first, end)` held by any store, ascending.
@@ -106,7 +167,9 @@ impl Blocks {
         let mut v: Vec<u64> = self
             .stores
             .iter()
-            .flat_map(|s| s.keys().copied().filter(|&b| b >= first && b < end))
+            .flat_map(|s| s.keys().copied())
+            .chain(self.tier.iter().flat_map(|t| t.1.blocks()))
+            .filter(|&b| b >= first && b < end)
             .collect();
         v.sort_unstable();
         v.dedup();
@@ -137,7 +200,16 @@ impl Blocks {
 }
 
 impl DataPath for Blocks {
-    fn hit(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+    fn hit(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
+        if let Some(f) = slot {
+            let held = self.tier_read(layer, block, f, "hit on")?;
+            let c: Box<[u8]> = match self.staged_above(layer, block) {
+                Some(c) => c.into(),
+                None => held,
+            };
+            self.top().insert(block, c);
+            return Ok(());
+        }
         let held = self
             .stores
             .get(layer)
@@ -148,7 +220,20 @@ impl DataPath for Blocks {
         Ok(())
     }
 
-    fn keep(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+    fn keep(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
+        if let Some(f) = slot {
+            let frames = self.frames.len();
+            let c = self.frames[frames - 1]
+                .get(&block)
+                .ok_or_else(|| missing("keeps", layer, block))?;
+            let t = match &mut self.tier {
+                Some((l, t)) if *l == layer => t,
+                _ => return Err(missing("keeps", layer, block)),
+            };
+            t.write(f, c)?;
+            t.set(block, f);
+            return Ok(());
+        }
         let c = self
             .top()
             .get(&block)
@@ -158,13 +243,25 @@ impl DataPath for Blocks {
         Ok(())
     }
 
-    fn forget(&mut self, layer: usize, block: u64, _slot: Option<u64>) {
+    fn forget(&mut self, layer: usize, block: u64, slot: Option<u64>) {
+        if let Some(t) = self.tier_at(layer, slot) {
+            t.unset(block);
+            return;
+        }
         if let Some(s) = self.stores.get_mut(layer) {
             s.remove(&block);
         }
     }
 
-    fn evict_dirty(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+    fn evict_dirty(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
+        if let Some(f) = slot {
+            let c = self.tier_read(layer, block, f, "evicts dirty")?;
+            if let Some(t) = self.tier_at(layer, slot) {
+                t.unset(block);
+            }
+            self.staged.insert((layer, block), c);
+            return Ok(());
+        }
         let c = self
             .stores
             .get_mut(layer)
@@ -174,7 +271,12 @@ impl DataPath for Blocks {
         Ok(())
     }
 
-    fn stage(&mut self, layer: usize, block: u64, _slot: Option<u64>) -> Result<()> {
+    fn stage(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
+        if let Some(f) = slot {
+            let c = self.tier_read(layer, block, f, "destages")?;
+            self.staged.insert((layer, block), c);
+            return Ok(());
+        }
         let c = self
             .stores
             .get(layer)
@@ -195,11 +297,13 @@ impl DataPath for Blocks {
             }
         }
         self.frames.push(f);
+        self.frame_layers.push(layer);
     }
 
     fn end_background(&mut self) {
         if self.frames.len() > 1 {
             self.frames.pop();
+            self.frame_layers.pop();
         }
     }
 
@@ -214,7 +318,7 @@ impl DataPath for Blocks {
             Op::Read => {
                 let mut buf = vec![0u8; io.nblocks as usize * bs];
                 self.array.read(at, &mut buf).map_err(|e| Error::io(shown(), e))?;
-                let layers = self.stores.len();
+                let layers = self.layers();
                 for (i, c) in buf.chunks_exact(bs).enumerate() {
                     let b = io.first + i as u64;
                     let c: Box<[u8]> = self.staged_above(layers, b).unwrap_or(c).into();
@@ -227,6 +331,21 @@ impl DataPath for Blocks {
                 for b in io.first..io.first + io.nblocks {
                     let c = top.get(&b).ok_or_else(|| missing("writes below", usize::MAX, b))?;
                     buf.extend_from_slice(c);
+                }
+                // A copy staged for a destage by a layer below the writer
+                // (the request's frame: every layer) is older than these
+                // bytes: its destage, which goes after, must write them
+                // (a tier's write not admitted after it evicted the block).
+                if !self.staged.is_empty() {
+                    let writer = self.frame_layers.last().copied();
+                    for (i, c) in buf.chunks_exact(bs).enumerate() {
+                        let b = io.first + i as u64;
+                        for ((l, sb), sc) in self.staged.iter_mut() {
+                            if *sb == b && writer.is_none_or(|w| *l > w) {
+                                sc.copy_from_slice(c);
+                            }
+                        }
+                    }
                 }
                 self.array.write(at, &buf, false).map_err(|e| Error::io(shown(), e))?;
             }

@@ -42,6 +42,8 @@ pub mod scrub;
 pub mod stack;
 pub mod stack_replay;
 pub mod state;
+pub mod tier_journal;
+pub mod tier_store;
 mod uring;
 
 #[cfg(test)]
@@ -770,6 +772,11 @@ impl RealArray {
     /// The array's size in bytes.
     pub fn size_bytes(&self) -> u64 {
         self.capacity_blocks * self.bs as u64
+    }
+
+    /// Whether the member images are open with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.direct
     }
 
     pub fn member_rows(&self) -> u64 {

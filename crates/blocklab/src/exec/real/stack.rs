@@ -55,6 +55,13 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
             ));
         }
     }
+    if spec.tier.as_ref().is_some_and(|t| t.model.is_some()) {
+        notes.push(format!(
+            "{}: tier.model: ignored (the cache device is {}; timing is the real one)",
+            spec.origin.file,
+            super::tier_store::TIER_FILE
+        ));
+    }
     if spec.array.as_ref().is_some_and(|a| a.xor_ms != 0.0) {
         notes.push(format!("{}: array.xor_ms: ignored (real XOR)", spec.origin.file));
     }
@@ -66,9 +73,7 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
 pub fn check_real(spec: &StackSpec) -> Result<()> {
     let o = &spec.origin;
     let refuse = |key: &str, why: &str| Err(o.err(key, format!("the real executor {why}")));
-    if spec.tier.is_some() {
-        return refuse("tier", "does not run the SSD tier yet");
-    }
+    super::tier_store::check_tier(spec)?;
     let Some(a) = &spec.array else {
         return refuse(
             "array",
@@ -259,6 +264,9 @@ pub fn create_stack(
         return Err(Error::config(format!("{shown}: already holds a stack ({STACK_FILE})")));
     }
     let st = RealArray::create(dir, cfg, checksums)?;
+    if let Some(frames) = super::tier_store::frames(&spec)? {
+        super::tier_store::create(dir, frames, cfg.block_size as u64)?;
+    }
     std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
     Ok((st, ignored_keys(&spec)))
 }
@@ -296,6 +304,8 @@ pub struct RealStack {
     size: u64,
     bs: u64,
     file: String,
+    /// Dirty blocks of the SSD tier a crash left, written back at open.
+    pub tier_recovered: u64,
 }
 
 fn req_err(e: Error) -> ReqError {
@@ -307,11 +317,25 @@ impl RealStack {
     pub fn new(spec: &StackSpec, array: Arc<RealArray>) -> Result<RealStack> {
         let composed = composed(spec, &array)?;
         let shared = composed.shared_array();
-        let blocks = Blocks::new(array.clone());
+        let mut blocks = Blocks::new(array.clone());
+        let mut tier_recovered = 0;
+        if let Some(frames) = super::tier_store::frames(spec)? {
+            // The tier is the last layer; its map starts empty.
+            let layer = composed.resident().len() - 1;
+            let bs = array.block_size();
+            let mut store = super::tier_store::TierStore::open(array.dir(), frames, bs, array.is_direct())?;
+            // Dirty blocks a crash left in the tier go back to the array first.
+            let (journal, recovered) =
+                super::tier_journal::TierJournal::open_and_recover(array.dir(), bs, frames, &array)?;
+            store.set_journal(journal);
+            blocks.set_tier(layer, store);
+            tier_recovered = recovered;
+        }
         Ok(RealStack {
             size: array.size_bytes(),
             bs: array.block_size() as u64,
             file: spec.origin.file.clone(),
+            tier_recovered,
             inner: Mutex::new(Inner {
                 composed,
                 exec: RealExec {
@@ -476,7 +500,13 @@ impl RealStack {
         inner.exec.blocks.begin_request();
         inner.composed.real_flush(&mut inner.exec).map_err(req_err)?;
         inner.flushes += 1;
-        self.array.flush()
+        self.array.flush()?;
+        // The tier's dirty blocks, committed once the array is durable.
+        if let Some(l) = inner.exec.blocks.tier_layer() {
+            let dirty = inner.composed.persistent_dirty(l);
+            inner.exec.blocks.commit_tier(&dirty).map_err(req_err)?;
+        }
+        Ok(())
     }
 
     /// The stack's figures now, in `blocklab run`'s schema (executor `real`).

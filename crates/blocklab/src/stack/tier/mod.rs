@@ -218,6 +218,11 @@ pub struct TierLayer {
     fills: Vec<u32>,
     destage: Vec<(u64, u32)>,
     touched: Vec<usize>,
+    /// Real bytes: (block, frame) of the read misses filled, kept once the
+    /// request's contents are in.
+    kept: Vec<(u64, u32)>,
+    /// The layer's index in the stack: the address of its store in a data path.
+    layer: usize,
 }
 
 /// Contiguous runs `(first, length)` of sorted values.
@@ -280,6 +285,8 @@ impl TierLayer {
             fills: Vec::new(),
             destage: Vec::new(),
             touched: Vec::new(),
+            kept: Vec::new(),
+            layer: super::data::layer_of(cfg.tag),
             cfg,
         })
     }
@@ -338,8 +345,17 @@ impl TierLayer {
         t.held.set(v, self.now);
     }
 
-    /// A block left the SSD (evicted, given back, invalidated).
-    fn gone(&mut self, v: &Victim, destage: bool) {
+    /// A block left the SSD (evicted, given back, invalidated). On real
+    /// bytes, a dirty block to destage leaves its frame now (the frame may
+    /// be reused before the destage goes below).
+    fn gone(&mut self, v: &Victim, destage: bool, cx: &mut Cx) -> Result<()> {
+        if let Some(d) = cx.data() {
+            if v.dirty && destage {
+                d.evict_dirty(self.layer, v.block, Some(v.frame as u64))?;
+            } else {
+                d.forget(self.layer, v.block, Some(v.frame as u64));
+            }
+        }
         self.held_change(v.owner as usize, false);
         self.inflight.remove(&v.block);
         if v.dirty && destage {
@@ -349,6 +365,7 @@ impl TierLayer {
             c.array_writes += 1;
             self.destage.push((v.block, v.frame));
         }
+        Ok(())
     }
 
     /// Whether a miss of `block` by tenant `ti` may be inserted now.
@@ -363,11 +380,11 @@ impl TierLayer {
     }
 
     /// Insert `block` for tenant `ti` (admitted); returns its frame.
-    fn insert(&mut self, ti: usize, block: u64, dirty: bool) -> Result<u32> {
+    fn insert(&mut self, ti: usize, block: u64, dirty: bool, cx: &mut Cx) -> Result<u32> {
         let p = self.tenants[ti].part;
         let (frame, victim) = self.frames.insert(p, block, ti as u32, dirty)?;
         if let Some(v) = victim {
-            self.gone(&v, true);
+            self.gone(&v, true, cx)?;
         }
         self.held_change(ti, true);
         self.tenants[ti].counts.ssd_writes += 1;
@@ -420,7 +437,7 @@ impl TierLayer {
             self.tenants[ti].quota.set(q, now);
         }
         for v in &victims {
-            self.gone(v, true);
+            self.gone(v, true, cx)?;
         }
         for (t, p) in &profiles {
             let ti = self.tenant(*t)?;
@@ -559,8 +576,18 @@ impl TierLayer {
             } else {
                 None
             };
-            for &(first, n) in chunk {
-                below.handle(&Io::blocks(Op::Write, first, n, Cause::Destage), &mut child)?;
+            let ios: Vec<Io> = chunk
+                .iter()
+                .map(|&(first, n)| Io::blocks(Op::Write, first, n, Cause::Destage))
+                .collect();
+            if let Some(d) = child.data() {
+                d.begin_background(self.layer, &ios);
+            }
+            for io in &ios {
+                below.handle(io, &mut child)?;
+            }
+            if let Some(d) = child.data() {
+                d.end_background();
             }
             let array = std::mem::take(&mut child.plan);
             if let Some(j) = join {
@@ -590,23 +617,29 @@ impl TierLayer {
 
     /// Cleaning: a partition more than `high` dirty writes its oldest dirty
     /// blocks back until at most `low` is.
-    fn clean(&mut self, p: usize) {
-        let Some((high, low)) = self.cfg.clean else { return };
+    fn clean(&mut self, p: usize, cx: &mut Cx) -> Result<()> {
+        let Some((high, low)) = self.cfg.clean else {
+            return Ok(());
+        };
         let q = self.frames.quota(p) as f64;
         if (self.frames.dirty_len(p) as f64) <= high * q {
-            return;
+            return Ok(());
         }
         while self.frames.dirty_len(p) as f64 > low * q {
             let Some((f, b)) = self.frames.oldest_dirty(p) else {
                 break;
             };
             self.frames.set_dirty(f, false);
+            if let Some(d) = cx.data() {
+                d.stage(self.layer, b, Some(f as u64))?;
+            }
             let c = &mut self.tenants[self.frames.owner(f) as usize].counts;
             c.destaged += 1;
             c.ssd_reads += 1;
             c.array_writes += 1;
             self.destage.push((b, f));
         }
+        Ok(())
     }
 
     /// Send blocks below, the whole `io` when all of its blocks go (a tier
@@ -643,6 +676,7 @@ impl Layer for TierLayer {
         self.ssd_writes.clear();
         self.fills.clear();
         self.touched.clear();
+        self.kept.clear();
         let mut last: Option<(u32, usize)> = None;
         for b in io.first..io.first + io.nblocks {
             let tenant = self.cfg.addr.tenant_of(b);
@@ -673,6 +707,9 @@ impl Layer for TierLayer {
                     c.ssd_reads += 1;
                     self.frames.touch(f);
                     self.hit_frames.push(f);
+                    if let Some(d) = cx.data() {
+                        d.hit(self.layer, b, Some(f as u64))?;
+                    }
                     match self.inflight.get(&b) {
                         Some(&id) if !cx.exec.is_done(id) => self.waits.push(id),
                         _ => {
@@ -684,8 +721,11 @@ impl Layer for TierLayer {
                     self.array_reads.push(b);
                     if mode.fills_reads() {
                         if self.admit(ti, b, bypass) {
-                            let f = self.insert(ti, b, false)?;
+                            let f = self.insert(ti, b, false, cx)?;
                             self.fills.push(f);
+                            if cx.moves_data {
+                                self.kept.push((b, f));
+                            }
                             if timed {
                                 self.inflight.insert(b, cx.id);
                             }
@@ -706,6 +746,9 @@ impl Layer for TierLayer {
                     self.frames.touch(f);
                     self.frames.set_dirty(f, true);
                     self.ssd_writes.push(f);
+                    if let Some(d) = cx.data() {
+                        d.keep(self.layer, b, Some(f as u64))?;
+                    }
                 }
                 (Mode::WriteThrough | Mode::WriteAround, Some(f)) => {
                     c.hits += 1;
@@ -715,6 +758,9 @@ impl Layer for TierLayer {
                     self.frames.set_dirty(f, false);
                     self.ssd_writes.push(f);
                     self.array_writes.push(b);
+                    if let Some(d) = cx.data() {
+                        d.keep(self.layer, b, Some(f as u64))?;
+                    }
                 }
                 (Mode::ReadOnly | Mode::PassThrough, Some(_)) => {
                     c.array_writes += 1;
@@ -724,13 +770,16 @@ impl Layer for TierLayer {
                     self.array_writes.push(b);
                     // The new data is in the array: the SSD's copy (dirty or not) is stale.
                     let v = self.frames.remove(b).expect("the block is cached");
-                    self.gone(&v, false);
+                    self.gone(&v, false, cx)?;
                 }
                 (Mode::WriteBack | Mode::WriteOnly | Mode::WriteThrough, None) => {
                     let through = mode == Mode::WriteThrough;
                     if self.admit(ti, b, false) {
-                        let f = self.insert(ti, b, !through)?;
+                        let f = self.insert(ti, b, !through, cx)?;
                         self.ssd_writes.push(f);
+                        if let Some(d) = cx.data() {
+                            d.keep(self.layer, b, Some(f as u64))?;
+                        }
                         if through {
                             self.tenants[ti].counts.array_writes += 1;
                             self.array_writes.push(b);
@@ -808,6 +857,18 @@ impl Layer for TierLayer {
             Self::pass_below(io, &r, cx, below)?;
             self.array_reads = r;
         }
+        // Real bytes: the fills still in their frames keep what was read.
+        if !self.kept.is_empty() {
+            let kept = std::mem::take(&mut self.kept);
+            for &(b, f) in &kept {
+                if self.frames.lookup(b) == Some(f) {
+                    if let Some(d) = cx.data() {
+                        d.keep(self.layer, b, Some(f as u64))?;
+                    }
+                }
+            }
+            self.kept = kept;
+        }
         if !self.array_writes.is_empty() {
             let w = std::mem::take(&mut self.array_writes);
             Self::pass_below(io, &w, cx, below)?;
@@ -839,7 +900,7 @@ impl Layer for TierLayer {
         }
         let touched = std::mem::take(&mut self.touched);
         for &p in &touched {
-            self.clean(p);
+            self.clean(p, cx)?;
         }
         self.touched = touched;
         self.flush_destages(cx, below)
@@ -849,18 +910,30 @@ impl Layer for TierLayer {
         if !self.cfg.flush {
             return Ok(());
         }
+        // The flush is nobody's request: its work is submitted at once.
+        let mut cx = Cx::new(exec);
         for (b, f, owner) in self.frames.dirty_blocks() {
             self.frames.set_dirty(f, false);
+            if let Some(d) = cx.data() {
+                d.stage(self.layer, b, Some(f as u64))?;
+            }
             let c = &mut self.tenants[owner as usize].counts;
             c.destaged += 1;
             c.ssd_reads += 1;
             c.array_writes += 1;
             self.destage.push((b, f));
         }
-        // The flush is nobody's request: its work is submitted at once.
-        let mut cx = Cx::new(exec);
         self.flush_destages(&mut cx, below)?;
         cx.submit_deferred()
+    }
+
+    /// Blocks in the SSD (the real executor checks its cache device holds as many).
+    fn resident(&self) -> Option<usize> {
+        Some(self.frames.used() as usize)
+    }
+
+    fn persistent_dirty(&self) -> Vec<u64> {
+        self.dirty_blocks()
     }
 
     fn devices(&mut self, base: u32, sectors_per_block: u64) -> Result<Vec<Box<dyn DeviceModel>>> {

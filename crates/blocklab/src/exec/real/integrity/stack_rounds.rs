@@ -6,6 +6,10 @@
 //! what the last completed FLUSH covered, or the one write acknowledged (or
 //! in flight) after it: each block is written at most once between flushes,
 //! so those are its only two right values.
+//!
+//! Half the rounds put an SSD tier (`[tier]`, write-back mostly) under the
+//! host caches: its dirty blocks survive the crash in its journal and are
+//! written back when the stack is opened again, before the array is checked.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -46,6 +50,11 @@ fn stack_spec(cfg: &ArrayConfig, rng: &mut Rng) -> Result<StackSpec> {
         text += &format!("layout = \"{}\"\n", cfg.layout_name());
     }
     text += "[device]\nmodel = \"const:0\"\n";
+    if rng.chance(0.5) {
+        let policies = ["wb", "wb", "wo", "adaptive", "wt"];
+        let policy = policies[rng.below(policies.len() as u64) as usize];
+        text += &format!("[tier]\nsize = {}\nwrite_policy = \"{policy}\"\n", 16 + rng.below(240));
+    }
     StackSpec::from_str_with(
         &text,
         &[],
@@ -140,11 +149,21 @@ pub(super) fn stack_round(i: u64, seed: u64, base: &Path) -> Result<(Tally, Stri
     let size = a.size_bytes();
     let mut image = vec![0u8; size as usize];
     let mut alt: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-    let st = RealStack::new(&stack_spec(&cfg, &mut rng)?, a.clone())?;
+    let spec = stack_spec(&cfg, &mut rng)?;
+    let tier = super::super::tier_store::frames(&spec)?;
+    if let Some(frames) = tier {
+        super::super::tier_store::create(&dir, frames, spec.block_size())?;
+        t.faults.push("crash-tier");
+    }
+    let st = RealStack::new(&spec, a.clone())?;
     write_until_crash(&st, &faults, &mut image, &mut alt, &mut rng, &mut t);
-    drop(st); // kill -9: the cache's contents are gone
+    drop(st); // kill -9: the host caches' contents are gone
     drop(a);
     let a = Arc::new(RealArray::open(&dir, OpenConfig::default())?);
+    if tier.is_some() {
+        // The tier's journal: its dirty blocks go back to the array at open.
+        drop(RealStack::new(&spec, a.clone())?);
+    }
     let mut io = Io::Api(a);
     let (v, l) = verify(&mut io, &image, &alt);
     t.verified += v;
