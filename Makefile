@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python tools integrity bench bench-sweeps clean
+.PHONY: install demo test test-rust test-python test-real-matrix tools integrity bench bench-sweeps clean
 
 install: .stamp-install
 
@@ -76,6 +76,11 @@ test-rust: tools
 
 test-python: install tools
 	$(BIN)/python -m pytest tests -q
+
+# The real-tool tests (fio, ext4, kill -9) through every host cache mode in
+# every array state, not only the cut `make test` runs (several minutes more).
+test-real-matrix: install tools
+	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py -q -k stack
 
 # Speed, recorded in BENCHMARKS.md: the counted simulator against libCacheSim,
 # every policy, memory, SHARDS accuracy, and the timed engine on a Cheetah 9LP.
