@@ -20,7 +20,12 @@ use crate::timed::engine::Ns;
 use crate::timed::executor::PlanId;
 use crate::trace::Op;
 
-type Frame = FxHashMap<u64, Box<[u8]>>;
+/// One block's contents, shared: a hit puts the store's block in the
+/// request's frame and a fill puts the frame's in the store without a copy
+/// (a hit must never cost more than a miss). Never changed once made.
+pub type Block = Arc<[u8]>;
+
+type Frame = FxHashMap<u64, Block>;
 
 /// Block contents of a stack on real bytes.
 pub struct Blocks {
@@ -32,7 +37,7 @@ pub struct Blocks {
     frames: Vec<Frame>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
-    staged: FxHashMap<(usize, u64), Box<[u8]>>,
+    staged: FxHashMap<(usize, u64), Block>,
     /// Blocks read to complete a write of part of a block (outside the layers' policies).
     pub partial_block_reads: u64,
 }
@@ -73,7 +78,7 @@ impl Blocks {
     }
 
     /// The request writes `bytes` to `block`.
-    pub fn put(&mut self, block: u64, bytes: Box<[u8]>) {
+    pub fn put(&mut self, block: u64, bytes: Block) {
         self.frames[0].insert(block, bytes);
     }
 
@@ -82,7 +87,7 @@ impl Blocks {
     pub fn newest(&mut self, block: u64) -> Result<Box<[u8]>> {
         self.partial_block_reads += 1;
         if let Some(c) = self.stores.iter().find_map(|s| s.get(&block)) {
-            return Ok(c.clone());
+            return Ok(Box::from(&c[..]));
         }
         let mut buf = vec![0u8; self.bs].into_boxed_slice();
         self.array
@@ -124,11 +129,11 @@ impl Blocks {
     /// above `layer`, if any: newer than anything below. (A request may
     /// evict a dirty block, then miss on it before the destage goes below:
     /// the counted decisions read below first, the bytes must be these.)
-    fn staged_above(&self, layer: usize, block: u64) -> Option<&[u8]> {
+    fn staged_above(&self, layer: usize, block: u64) -> Option<&Block> {
         if self.staged.is_empty() {
             return None;
         }
-        (0..layer).find_map(|l| self.staged.get(&(l, block)).map(|c| &c[..]))
+        (0..layer).find_map(|l| self.staged.get(&(l, block)))
     }
 
     fn top(&mut self) -> &mut Frame {
@@ -143,7 +148,7 @@ impl DataPath for Blocks {
             .get(layer)
             .and_then(|s| s.get(&block))
             .ok_or_else(|| missing("hit on", layer, block))?;
-        let c: Box<[u8]> = self.staged_above(layer, block).unwrap_or(held).into();
+        let c = self.staged_above(layer, block).unwrap_or(held).clone();
         self.top().insert(block, c);
         Ok(())
     }
@@ -217,7 +222,10 @@ impl DataPath for Blocks {
                 let layers = self.stores.len();
                 for (i, c) in buf.chunks_exact(bs).enumerate() {
                     let b = io.first + i as u64;
-                    let c: Box<[u8]> = self.staged_above(layers, b).unwrap_or(c).into();
+                    let c = match self.staged_above(layers, b) {
+                        Some(staged) => staged.clone(),
+                        None => Block::from(c),
+                    };
                     self.top().insert(b, c);
                 }
             }
