@@ -79,7 +79,7 @@ test-python: install tools
 
 # The real-tool tests of a served stack, with fio's verify job through every
 # host cache mode in every array state, not only the cut `make test` runs
-# (about four minutes).
+# (about two minutes).
 test-real-matrix: install tools
 	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py -q -k stack
 
