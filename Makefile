@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python test-real-matrix tools integrity bench bench-sweeps clean
+.PHONY: install demo test test-rust test-python test-real-matrix tools bench-tools integrity bench bench-sweeps clean
 
 install: .stamp-install
 
@@ -83,10 +83,20 @@ test-python: install tools
 test-real-matrix: install tools
 	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py -q -k stack
 
-# Speed, recorded in BENCHMARKS.md: the counted simulator against libCacheSim,
-# every policy, memory, SHARDS accuracy, and the timed engine on a Cheetah 9LP.
-bench: install
+# Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
+# libCacheSim's cachesim (built here from its source: benches/peers.py), every
+# policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP, the
+# stack, the NBD server, a host cache's hits on real bytes and sweeps.
+# `python benches/run.py counted` (or startup, stack, real, real-stack,
+# sweeps) re-runs one part.
+bench: install bench-tools
 	$(BIN)/python benches/run.py
+
+# What building libCacheSim needs, installed once, only when missing.
+bench-tools:
+	@command -v cmake >/dev/null || $(APT_GET) cmake || (apt-get update && $(APT_GET) cmake)
+	@pkg-config --exists glib-2.0 2>/dev/null || $(APT_GET) pkg-config libglib2.0-dev || (apt-get update && $(APT_GET) pkg-config libglib2.0-dev)
+	@test -f /usr/include/zstd.h || $(APT_GET) libzstd-dev || (apt-get update && $(APT_GET) libzstd-dev)
 
 clean:
 	rm -rf target $(VENV) .stamp-install

@@ -88,6 +88,13 @@ def test_repro_disks_writes_the_table_and_the_plot(tmp_path):
     md = (out / "disks-validation.md").read_text()
     assert md in r.stdout and "IBM 18ES" in md and "2 of 2 drives" in md
     assert (out / "disks-cdf.png").stat().st_size > 10_000
+    # Then DiskSim's runvalid table beside the values it states.
+    rv = (out / "disks-runvalid.md").read_text()
+    assert rv in r.stdout
+    assert "| ASCII input | ascii.parv | avg_response_ms | 13.8 |" in rv
+    assert "| Set of disk arrays at device driver | syntharrays.parv | overall_response_ms | 34.3 |" in rv
+    rt = pd.read_csv(out / "disks-runvalid.csv")
+    assert len(rt) == 12 and rt["within_5pct"].sum() >= 10
 
 
 def test_repro_disks_bad_options_exit_2(tmp_path):

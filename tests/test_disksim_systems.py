@@ -58,16 +58,33 @@ def test_hplajw_parv_splits_devices_and_takes_the_drivers_sstf():
     assert abs(out["avg_response_ms"] - 48.8) <= 0.05 * 48.8, out["avg_response_ms"]
 
 
+def _copy_with(tmp_path: Path, parv: str, old: str, new: str) -> Path:
+    """`parv` and its HP C3323A files in tmp_path, `old` replaced by `new` in the parv."""
+    import shutil
+
+    for f in VALID.glob("hp_c3323a*"):
+        shutil.copy(f, tmp_path / f.name)
+    text = (VALID / parv).read_text()
+    assert old in text, old
+    out = tmp_path / parv
+    out.write_text(text.replace(old, new))
+    return out
+
+
 @needs_shared
-@pytest.mark.parametrize("parv, names", [
-    ("synthraid5.parv", ["disksim_logorg", "Addressing mode", "Array"]),
-    ("syntharrays.parv", ["disksim_logorg", "Addressing mode", "Array"]),
-    ("synthcachemem.parv", ["disksim_ctlr", "type", "controller type 3"]),
-    ("synthcachedev.parv", ["disksim_ctlr", "type", "controller type 3"]),
-    ("synthsimpledisk.parv", ["disksim_simpledisk", "not modelled"]),
+@pytest.mark.parametrize("parv, old, new, names", [
+    # DiskSim itself aborts on rotation types 2-4 ("Unknown parity rotation type").
+    ("synthraid5.parv", "Parity rotation type =  1", "Parity rotation type =  2",
+     ["disksim_logorg org0", "Parity rotation type", "left-symmetric"]),
+    ("synthraid5.parv", "Parity stripe unit =  64", "Parity stripe unit =  128",
+     ["disksim_logorg org0", "Parity stripe unit"]),
+    ("synthcachemem.parv", "Write scheme = 3", "Write scheme = 1", ["disksim_cachemem", "Write scheme"]),
+    ("synthcachemem.parv", "Replacement policy = 2", "Replacement policy = 3", ["disksim_cachemem", "Replacement policy"]),
+    ("synthcachedev.parv", "Write scheme = 3", "Write scheme = 2", ["disksim_cachedev", "Write scheme"]),
 ])
-def test_unmodelled_blocks_are_one_line_errors_naming_block_and_key(parv, names):
-    r = run("disk", "run", str(VALID / parv), "--trace", str(VALID / "ascii.trace"), "--format", "disksim")
+def test_what_is_still_not_modelled_is_a_one_line_error_naming_block_and_key(tmp_path, parv, old, new, names):
+    f = _copy_with(tmp_path, parv, old, new)
+    r = run("disk", "run", str(f), "--synthetic")
     assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
@@ -118,21 +135,54 @@ def synthetic(parv: str, *extra: str) -> dict:
     return json.loads(r.stdout)
 
 
+def _runvalid_params():
+    from blocklab.repro.disks import RUNVALID
+
+    # Measured outside 5 % (docs/disk-validation.md says what is believed missing).
+    outside = {
+        "synthraid5": "IOdriver 25.28 ms against 22.8 (+10.9 %)",
+    }
+    return [pytest.param(ln, id=ln.parv, marks=[pytest.mark.xfail(strict=True, reason=outside[ln.parv])]
+                         if ln.parv in outside else []) for ln in RUNVALID]
+
+
 @needs_shared
-@pytest.mark.parametrize("parv, disksim", [
-    ("synthopen.parv", 10.9),
-    ("synthclosed.parv", 87.6),
-    ("synthmixed.parv", 22.08),
-    ("3disks.parv", 10.937),
-    ("3disks2.parv", 10.937),
-])
-def test_runvalid_synthetic_lines_are_within_five_percent(parv, disksim):
-    # runvalid: `disksim FILE.parv OUT ascii 0 1`, "IOdriver Response time average".
-    out = synthetic(parv)
-    assert out["replay"] == "synthetic"
-    assert out["synthetic"]["seed"] == 42  # the file's Real Seed
-    assert out["requests"] >= 9_990  # 10,000 generated; the last ones may still be thinking
-    assert abs(out["avg_response_ms"] - disksim) <= 0.05 * disksim, out["avg_response_ms"]
+@pytest.mark.parametrize("line", _runvalid_params())
+def test_every_runvalid_line_is_within_five_percent_of_what_runvalid_states(line):
+    # Each .parv unchanged, run as runvalid runs it (`ascii 0 1`: the file's
+    # synthetic workload; or its trace), the figure runvalid greps.
+    from blocklab.repro.disks import runvalid_line
+
+    if line.trace and not (SHARED / line.trace).exists():
+        pytest.skip(f"{line.trace} not present")
+    row = runvalid_line(VALID, line)
+    assert row["error"] == "", row["error"]
+    assert abs(row["ours_ms"] - line.disksim_ms) <= 0.05 * line.disksim_ms, row
+
+
+@needs_shared
+def test_json_has_disksims_two_response_figures():
+    # syntharrays: runvalid reads the overall (logical) figure; the IOdriver
+    # figure averages the member disks' operations, parity reads and writes included.
+    out = synthetic("syntharrays.parv")
+    assert out["overall_response_ms"] != out["avg_response_ms"]
+    assert abs(out["overall_response_ms"] - 34.3) <= 0.05 * 34.3, out["overall_response_ms"]
+    assert sum(d["ops"] for d in out["devices"]) > out["requests"]
+    # One disk, one operation per request: the two figures are one.
+    out = synthetic("synthsimpledisk.parv")
+    assert out["overall_response_ms"] == out["avg_response_ms"]
+    assert all(d["avg_response_ms"] > 0 for d in out["devices"])
+
+
+@needs_shared
+def test_runvalid_table_is_printed_beside_disksims_values():
+    from blocklab.repro.disks import RUNVALID, runvalid, runvalid_markdown
+
+    lines = [ln for ln in RUNVALID if ln.parv in ("synthsimpledisk", "synthcachemem")]
+    table = runvalid(VALID, lines)
+    md = runvalid_markdown(table)
+    assert "| Simpledisk instead of original model | synthsimpledisk.parv | avg_response_ms | 13.5 |" in md
+    assert "2 of 2 runvalid lines within 5 %" in md
 
 
 @needs_shared

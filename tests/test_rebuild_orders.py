@@ -219,7 +219,7 @@ def test_repro_vdf_timed_runs_as_a_sweep(tmp_path, monkeypatch, capsys):
     t = _small_trace(tmp_path)
     out = tmp_path / "o"
     code, stdout, err = cli(monkeypatch, capsys, "repro", "vdf", "--timed", "--traces", f"{t}:csv", "--disks", "4",
-                            "--sizes", "20%", "--threads", "4", "--speedup", "1", "--out", str(out))
+                            "--sizes", "20%", "--threads", "4", "--speedup", "1", "--warmup", "1", "--out", str(out))
     assert code in (0, None), err
     assert "| 4 | 20% |" in stdout and "The paper reports:" in stdout
     df = _assert_one_row_per_cell_with_provenance(out, 4 * 3)
@@ -229,11 +229,13 @@ def test_repro_vdf_timed_runs_as_a_sweep(tmp_path, monkeypatch, capsys):
     assert list(s["base"]) == ["lru", "lfu"] and "rate_4" in s.columns
     # The rebuild cell of VDF-LFU is the stack with its keys, run alone.
     alone = blocklab.run_stack(vt.STACK, t, format="csv", executor="timed", sets=[
-        "replay.speedup=1.0", "array.disks=4", "cache.0.size=20%", "cache.0.policy=vdf-lfu",
-        "array.rebuild.at=0.0", "array.rebuild.min=100000", "array.rebuild.max=100000"])
+        "replay.speedup=1.0", "replay.warmup=1.0", "array.stripe_cache=256", "array.disks=4", "cache.0.size=20%",
+        "cache.0.policy=vdf-lfu", "array.rebuild.at=1000.0", "array.rebuild.min=100000", "array.rebuild.max=100000"])
     r = runs[(runs["policy"] == "vdf-lfu") & (runs["kind"] == "rebuild")].iloc[0]
     assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3 and r["rgr"] == alone["array"]["rgr"]
     surv = [d["utilization"] for d in alone["devices"][1:]]
     assert r["u_survivors"] == sum(surv) / len(surv)
+    # The first second (requests 0..249) is the warm-up: of the 1,250 after it, 1,000 are reads.
+    assert alone["requests"] == 1000 and r["requests"] == alone["requests"]
     for f in ("vdf-timed-summary.csv", "vdf-timed.png", "vdf-timed-report.md"):
         assert (out / f).stat().st_size > 0, f

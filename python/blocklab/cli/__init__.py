@@ -1,14 +1,18 @@
-"""The `blocklab` command line. Each command group lives in its own module."""
+"""The `blocklab` command line. Each command group lives in its own module,
+imported only when that command runs (`commands.py` lists them)."""
 
 from __future__ import annotations
 
 import typer
 
-from blocklab.cli import (array_cmd, cache_cmd, cachesim_cmd, dgraid_cmd, disk_cmd, disk_run_cmd, fs_cmd, real_cmd,
-                          repro_cmd, rgr_cmd, run_cmd, sweep_cmd, trace_cmd)
+from blocklab.cli import light_help
+from blocklab.cli.commands import LazyGroup
 from blocklab.cli.common import run_guarded
 
+light_help.install()
+
 app = typer.Typer(
+    cls=LazyGroup,
     name="blocklab",
     help="A laboratory for block storage: replay block traces through caches, arrays and disks.",
     no_args_is_help=True,
@@ -33,19 +37,6 @@ def _main(
                                  help="Print the version and exit."),
 ) -> None:
     """A laboratory for block storage: replay block traces through caches, arrays and disks."""
-app.add_typer(trace_cmd.app, name="trace")
-cache_cmd.register(app)
-cachesim_cmd.register(app)
-array_cmd.register(app)
-disk_cmd.register(app)
-disk_run_cmd.register(app)
-repro_cmd.register(app)
-rgr_cmd.register(app)
-run_cmd.register(app)
-fs_cmd.register(app)
-dgraid_cmd.register(app)
-real_cmd.register(app)
-sweep_cmd.register(app)
 
 
 def main() -> None:

@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from blocklab._core import BlocklabError
-
 EXIT_BAD_INPUT = 2
 
 
@@ -19,12 +17,19 @@ def fail(message: str) -> None:
 def run_guarded(app) -> None:
     try:
         app(standalone_mode=True)
-    except BlocklabError as e:
-        fail(str(e))
     except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
         fail(f"{e.filename}: {e.strerror}")
-    except ValueError as e:
-        fail(str(e))
+    except Exception as e:
+        if _is_engine_error(e) or isinstance(e, ValueError):
+            fail(str(e))
+        raise
+
+
+def _is_engine_error(e: BaseException) -> bool:
+    # The engine is not imported by commands that never call it (`--help`);
+    # then none of its errors can have been raised.
+    core = sys.modules.get("blocklab._core")
+    return core is not None and isinstance(e, core.BlocklabError)
 
 
 def print_json(obj) -> None:

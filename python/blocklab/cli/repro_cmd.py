@@ -64,6 +64,8 @@ def vdf(
     timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
     speedup: float = typer.Option(0.2, "--speedup", help="--timed: replay the trace at this times its rate."),
     threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
+    warmup: float = typer.Option(15.0, "--warmup", help="--timed: seconds of the trace replayed to warm the cache, not measured (the rebuild starts after them); 0: none."),
+    stripe_cache: int = typer.Option(256, "--stripe-cache", help="--timed: MD's stripe cache of the degraded array, in stripe heads (MD's default 256); 0: none."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only.
     With --timed, §6: the same caches in front of the degraded array in simulated time."""
@@ -76,7 +78,7 @@ def vdf(
     from blocklab.repro import vdf as rv
 
     if timed:
-        _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray)
+        _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray, warmup, stripe_cache)
         return
     out = out or "repro-vdf"
     sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
@@ -104,7 +106,8 @@ def vdf(
     red.to_csv(outdir / "vdf-reduction.csv", index=False)
     rv.plot(red, outdir / "vdf-reduction.png")
     verdict = rv.verdict(red)
-    (outdir / "vdf-report.md").write_text(rv.markdown(red, verdict))
+    claim_rows = rv.claims(red)
+    (outdir / "vdf-report.md").write_text(rv.markdown(red, verdict, claim_rows))
 
     table = Table(title="RGR reduction by VDF (RAID-5, one failed disk, reads only)")
     for col in ("trace", "disks", "size", "cache blocks", "LRU", "VDF-LRU", "red. %", "LFU", "VDF-LFU", "red. %"):
@@ -121,6 +124,9 @@ def vdf(
     out_console.print("[bold]Our numbers:[/bold]")
     for line in verdict:
         out_console.print(f"  - {line}")
+    from blocklab.repro.verdicts import print_table
+
+    print_table(claim_rows, out_console)
     out_console.print(f"wrote {outdir}/results.parquet, report.html, vdf-reduction.csv, vdf-reduction.png, vdf-report.md")
     sys.stdout.flush()
 
@@ -134,7 +140,8 @@ def _ints(text: str, flag: str) -> list[int]:
         fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
 
 
-def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray) -> None:
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray,
+               warmup: float = 15.0, stripe_cache: int = 256) -> None:
     from pathlib import Path
 
     from blocklab.cli.common import fail
@@ -158,17 +165,22 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
         fail("--threads: at least 1 request outstanding")
     if not speedup > 0:
         fail("--speedup must be positive")
+    if not warmup >= 0:
+        fail(f"--warmup: {warmup} is not a number of seconds >= 0")
+    if stripe_cache < 0:
+        fail(f"--stripe-cache: {stripe_cache} is not a number of stripe heads >= 0")
     if jobs is not None and jobs < 1:
         fail(f"--jobs must be at least 1, not {jobs}")
     size_list = [s.strip() for s in (sizes or ",".join(vt.SIZES)).split(",") if s.strip()]
     outdir = Path(out)
     df = _run_recipe(outdir, lambda command: vt.run(trace, outdir, disks=ndisks, sizes=size_list, threads=nthreads,
-                                                    speedup=speedup, workers=jobs or 2, ray=ray, command=command),
+                                                    speedup=speedup, workers=jobs or 2, ray=ray, command=command,
+                                                    warmup_s=warmup, stripe_cache=stripe_cache),
                      failed_runs="case")
     s = vt.summary(df)
     s.to_csv(outdir / "vdf-timed-summary.csv", index=False)
     vt.plot(s, outdir / "vdf-timed.png")
-    md = vt.markdown(trace, s, vt.verdict(s))
+    md = vt.markdown(trace, s, vt.verdict(s), vt.claims(s))
     (outdir / "vdf-timed-report.md").write_text(md)
     _wrote(outdir, ["results.parquet", "report.html", "vdf-timed-summary.csv", "vdf-timed.png", "vdf-timed-report.md"],
            md)
@@ -220,11 +232,12 @@ def pro(
 def disks(
     folder: Optional[str] = typer.Option(None, "--dir", help="DiskSim's disksim-valid folder (default: ../shared/disk-models/disksim-valid)."),
     drives: Optional[str] = typer.Option(None, "--drives", help="Comma-separated drive files to run (default: all ten), e.g. ibm18es,hp_c2247a."),
-    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory: results.parquet, report.html, disks-validation.csv/.md, disks-cdf.png."),
+    out: str = typer.Option("repro-disks", "--out", "-o", help="Output directory: results.parquet, report.html, disks-validation.csv/.md, disks-cdf.png, disks-runvalid.csv/.md."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Drives validated at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the drives as Ray tasks: `local` or a cluster address."),
 ) -> None:
-    """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs."""
+    """Disk models against ten real drives: our demerit figure beside DiskSim 4.0's, and the response-time CDFs;
+    then the rest of DiskSim's runvalid table beside the values it states."""
     from pathlib import Path
 
     from blocklab.cli.common import fail
@@ -249,7 +262,13 @@ def disks(
     md = rd.markdown(table)
     (outdir / "disks-validation.md").write_text(md)
     rd.plot(table, samples, outdir / "disks-cdf.png")
-    _wrote(outdir, ["results.parquet", "report.html", "disks-validation.csv", "disks-validation.md", "disks-cdf.png"], md)
+    # The rest of DiskSim's runvalid script, beside the values it states.
+    rv = rd.runvalid(base)
+    rv.to_csv(outdir / "disks-runvalid.csv", index=False)
+    rv_md = rd.runvalid_markdown(rv)
+    (outdir / "disks-runvalid.md").write_text(rv_md)
+    _wrote(outdir, ["results.parquet", "report.html", "disks-validation.csv", "disks-validation.md", "disks-cdf.png",
+                    "disks-runvalid.csv", "disks-runvalid.md"], md + "\n" + rv_md)
 
 
 @repro_app.command("dgraid")

@@ -294,3 +294,8 @@ def synth(
     else:
         raise ValueError(f"unknown --to `{to}`; valid: csv, oracle")
     print(f"{dst}: {accesses:,} accesses, Zipf({alpha}) over {universe:,} blocks, seed {seed} ({to})")
+
+
+def register(parent: typer.Typer) -> None:
+    """Add the `trace` group to the main app."""
+    parent.add_typer(app, name="trace")

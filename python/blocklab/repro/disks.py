@@ -7,6 +7,12 @@ model of it. The engine replays the trace on the model
 figure; this module runs every drive as a cell of a sweep (`blocklab.sweeps`:
 Parquet, HTML report), puts DiskSim's own demerit beside ours, and plots the
 measured and simulated response-time distributions.
+
+`runvalid` runs the rest of DiskSim's own validation script (`runvalid`): its
+synthetic workloads, RAID-5 at the device driver, sets of arrays, controller
+caches, the simple disk, several disks, the HP srt and ASCII traces, each
+`.parv` unchanged, run the way the script runs it, beside the value the
+script says it should be about.
 """
 
 from __future__ import annotations
@@ -39,6 +45,87 @@ DRIVES = (
     Drive("hp_c2490a", "HP C2490A", 0.254),
     Drive("dec_rz26", "DEC RZ26", 0.340),
 )
+
+
+@dataclass(frozen=True)
+class RunvalidLine:
+    label: str  # runvalid's own description
+    parv: str
+    disksim_ms: float  # "should be about ..."
+    figure: str = "avg_response_ms"  # the JSON field runvalid's grep corresponds to
+    trace: str | None = None  # None: the file's synthetic workload (`ascii 0 1`)
+    format: str = "disksim"
+
+
+# runvalid's lines after the ten drives (syssim, an external program driving
+# DiskSim, is left out). "IOdriver Response time average" is `avg_response_ms`,
+# "Overall I/O System Response time average" `overall_response_ms`.
+RUNVALID = (
+    RunvalidLine("Open synthetic workload", "synthopen", 10.9),
+    RunvalidLine("Closed synthetic workload", "synthclosed", 87.6),
+    RunvalidLine("Mixed synthetic workload", "synthmixed", 22.08),
+    RunvalidLine("RAID 5 at device driver", "synthraid5", 22.8),
+    RunvalidLine("Set of disk arrays at device driver", "syntharrays", 34.3, figure="overall_response_ms"),
+    RunvalidLine("Memory cache at controller", "synthcachemem", 24.6),
+    RunvalidLine("Cache device managed at controller", "synthcachedev", 28.9),
+    RunvalidLine("Simpledisk instead of original model", "synthsimpledisk", 13.5),
+    RunvalidLine("3 different disks", "3disks", 10.937),
+    RunvalidLine("3 disks on separate controllers", "3disks2", 10.937),
+    RunvalidLine("HP srt trace input", "hplajw", 48.8, trace="traces/hp_hplajw_1992/ajw.1week.srt", format="hpsrt"),
+    RunvalidLine("ASCII input", "ascii", 13.8, trace="disk-models/disksim-valid/ascii.trace"),
+)
+
+
+def runvalid_line(folder: Path, line: RunvalidLine) -> dict:
+    """One runvalid line: ours (or the error that refuses the file) beside DiskSim's value, and its run time."""
+    import time
+
+    from blocklab import api
+
+    row = {"line": line.label, "file": f"{line.parv}.parv", "figure": line.figure, "disksim_ms": line.disksim_ms,
+           "ours_ms": None, "diff_pct": None, "within_5pct": False, "requests": None, "seconds": None, "error": ""}
+    if line.trace is None:
+        traces, synthetic = [], True
+    else:
+        trace = folder.parent.parent / line.trace
+        if not trace.exists():
+            row["error"] = f"{trace}: not present"
+            return row
+        traces, synthetic = [str(trace)], False
+    t = time.perf_counter()
+    try:
+        out = api.disk_run(str(folder / f"{line.parv}.parv"), traces, format=line.format, synthetic=synthetic)
+    except Exception as e:  # the engine's one-line refusal (a block or key not modelled)
+        row["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return row
+    row["seconds"] = time.perf_counter() - t
+    ours = out[line.figure]
+    row.update(ours_ms=ours, diff_pct=100.0 * (ours - line.disksim_ms) / line.disksim_ms,
+               within_5pct=abs(ours - line.disksim_ms) <= 0.05 * line.disksim_ms, requests=out["requests"])
+    return row
+
+
+def runvalid(folder: Path, lines=RUNVALID):
+    """Every runvalid line as a DataFrame row (see `runvalid_line`)."""
+    import pandas as pd
+
+    return pd.DataFrame([runvalid_line(folder, ln) for ln in lines])
+
+
+def runvalid_markdown(table) -> str:
+    lines = ["| runvalid line | file | figure | DiskSim says | ours (ms) | diff | within 5 %? | requests | run time (s) |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in table.iterrows():
+        if r["ours_ms"] is None or r["ours_ms"] != r["ours_ms"]:
+            lines.append(f"| {r['line']} | {r['file']} | {r['figure']} | {r['disksim_ms']} | — | — | **no**: "
+                         f"{r['error']} | — | — |")
+            continue
+        lines.append(f"| {r['line']} | {r['file']} | {r['figure']} | {r['disksim_ms']} | {r['ours_ms']:.3f} "
+                     f"| {r['diff_pct']:+.1f} % | {'yes' if r['within_5pct'] else '**no**'} | {int(r['requests']):,} "
+                     f"| {r['seconds']:.2f} |")
+    lines.append("")
+    lines.append(f"{int(table['within_5pct'].sum())} of {len(table)} runvalid lines within 5 % of DiskSim's stated value.")
+    return "\n".join(lines) + "\n"
 
 
 def default_dir() -> Path | None:

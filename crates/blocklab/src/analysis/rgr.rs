@@ -146,6 +146,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             wrap: false,
             fit: None,
             xor_ms: 0.0,
+            stripe_cache: 0,
             rebuild: None,
             dgraid: None,
         }),

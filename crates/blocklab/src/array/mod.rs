@@ -14,6 +14,7 @@ pub mod rebuild;
 pub mod rebuilt;
 pub mod scrub;
 pub mod shared;
+pub mod stripe_cache;
 
 use serde::{Deserialize, Serialize};
 

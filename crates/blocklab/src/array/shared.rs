@@ -164,7 +164,7 @@ mod tests {
             seq.extend(&healthy); // cap - 1 fillers, then y
             seq.push(x);
             let row_rebuilt = rebuilding && row < offset;
-            for (vdf, base) in [("vdf-lfu", "lfu"), ("vdf-lru", "lru"), ("vdf-fifo", "fifo"), ("vdf-clock", "clock")] {
+            for (vdf, base) in [("vdf-lfu", "lfu"), ("vdf-lru", "lru"), ("vdf-fifo", "fifo"), ("vdf-clock", "clock"), ("vdf-arc", "arc")] {
                 let b = hits(base, cap, faults.clone(), &seq);
                 let v = hits(vdf, cap, faults.clone(), &seq);
                 prop_assert!(!b[cap + 1], "{} evicts x", base);

@@ -14,6 +14,11 @@
 //!
 //! All four lists are threaded through one slab (at most 2c slots).
 //!
+//! [`ArcOf`] is ARC with a [`Victim`] hook: told of every move of a slot
+//! between lists, it may name another block of the list REPLACE takes from.
+//! Plain ARC ([`Arc`]) takes the tail; VDF-ARC (`fault::vdf_arc`) picks among
+//! the per-disk tails when a disk has failed.
+//!
 //! Invalidation (`remove`) is not in the paper; what we do keeps its
 //! invariants (|T1|+|B1| <= c, |T1|+|T2|+|B1|+|B2| <= 2c):
 //! - `remove` forgets a cached block outright: it does not enter B1/B2 (an
@@ -31,12 +36,42 @@ use super::list::{Ends, Links32};
 use super::slab::Slab;
 use super::{Access, Policy};
 
-const T1: u8 = 0;
-const T2: u8 = 1;
+pub const T1: u8 = 0;
+pub const T2: u8 = 1;
 const B1: u8 = 2;
 const B2: u8 = 3;
+/// Not on any list (a new slot, or a forgotten one).
+pub const NONE: u8 = 4;
 
-pub struct Arc {
+/// Which block of T1 or T2 ARC demotes (or drops), and what it needs to know
+/// to decide: every move of a slot between lists.
+pub trait Victim: Send {
+    /// Slot `s` (holding `block`) moved from list `from` to list `to`
+    /// (either may be [`NONE`]; `from == to` for a hit in T2, moved to its
+    /// head). A move into T1 or T2 is an access of `block`.
+    fn moved(&mut self, s: u32, block: u64, from: u8, to: u8);
+    /// The slot to take from resident list `list` (T1 or T2, not empty),
+    /// whose LRU end is `tail`.
+    fn pick(&mut self, list: u8, tail: u32) -> u32;
+}
+
+/// Plain ARC's choice: the LRU end.
+pub struct Tail;
+
+impl Victim for Tail {
+    #[inline]
+    fn moved(&mut self, _s: u32, _block: u64, _from: u8, _to: u8) {}
+    #[inline]
+    fn pick(&mut self, _list: u8, tail: u32) -> u32 {
+        tail
+    }
+}
+
+/// ARC.
+pub type Arc = ArcOf<Tail>;
+
+pub struct ArcOf<V: Victim> {
+    victim: V,
     c: usize,
     p: f64,
     slots: Slab,
@@ -48,8 +83,15 @@ pub struct Arc {
 
 impl Arc {
     pub fn new(capacity: usize) -> Self {
+        ArcOf::with_victim(capacity, Tail)
+    }
+}
+
+impl<V: Victim> ArcOf<V> {
+    pub fn with_victim(capacity: usize, victim: V) -> Self {
         let reserve = (2 * capacity).min(1 << 21);
-        Arc {
+        ArcOf {
+            victim,
             c: capacity,
             p: 0.0,
             slots: Slab::with_capacity(reserve),
@@ -72,16 +114,28 @@ impl Arc {
         self.links.unlink(&mut self.lists[from as usize], s);
         self.links.push_head(&mut self.lists[to as usize], s);
         self.which[s as usize] = to;
+        self.victim.moved(s, self.slots.block(s), from, to);
     }
 
-    /// Forget the LRU block of list `l` entirely; returns its slot.
-    fn drop_tail(&mut self, l: u8) -> u32 {
-        let s = self
-            .links
-            .pop_tail(&mut self.lists[l as usize])
-            .expect("non-empty list");
+    /// Forget slot `s` (on a list) entirely.
+    fn forget(&mut self, s: u32) {
+        let from = self.which[s as usize];
+        self.links.unlink(&mut self.lists[from as usize], s);
+        self.which[s as usize] = NONE;
+        self.victim.moved(s, self.slots.block(s), from, NONE);
         self.slots.forget(s);
-        s
+    }
+
+    /// Forget the LRU block of ghost list `l` entirely.
+    fn drop_tail(&mut self, l: u8) {
+        let s = self.lists[l as usize].tail;
+        self.forget(s);
+    }
+
+    /// The slot to take from resident list `l` (not empty).
+    fn pick(&mut self, l: u8) -> u32 {
+        let tail = self.lists[l as usize].tail;
+        self.victim.pick(l, tail)
     }
 
     /// REPLACE of the paper: demote one cached block to its ghost list.
@@ -90,7 +144,7 @@ impl Arc {
         let from_t1 = t1 > 0.0 && (t1 > self.p || (t1 == self.p && hit_in_b2));
         let from_t1 = from_t1 || self.size(T2) == 0;
         let (src, dst) = if from_t1 { (T1, B1) } else { (T2, B2) };
-        let s = self.lists[src as usize].tail;
+        let s = self.pick(src);
         self.evicted = Some(self.slots.block(s));
         self.move_to(s, dst);
     }
@@ -103,8 +157,9 @@ impl Arc {
                 self.drop_tail(B1);
                 self.replace(false);
             } else {
-                let s = self.drop_tail(T1);
+                let s = self.pick(T1);
                 self.evicted = Some(self.slots.block(s));
+                self.forget(s);
             }
         } else {
             if t1 + b1 + self.size(T2) + self.size(B2) >= 2 * self.c {
@@ -137,10 +192,11 @@ impl Arc {
             self.which[s as usize] = list;
         }
         self.links.push_head(&mut self.lists[list as usize], s);
+        self.victim.moved(s, block, NONE, list);
     }
 }
 
-impl Policy for Arc {
+impl<V: Victim> Policy for ArcOf<V> {
     fn access(&mut self, a: &Access) -> bool {
         self.evicted = None;
         let full = self.cached() >= self.c;
@@ -189,9 +245,7 @@ impl Policy for Arc {
     fn remove(&mut self, block: u64) -> bool {
         match self.slots.get(block) {
             Some(s) if self.which[s as usize] <= T2 => {
-                let l = self.which[s as usize];
-                self.links.unlink(&mut self.lists[l as usize], s);
-                self.slots.forget(s);
+                self.forget(s);
                 true
             }
             _ => false,

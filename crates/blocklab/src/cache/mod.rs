@@ -71,6 +71,13 @@ impl Access {
 pub trait Policy: Send {
     /// Present one access; returns true on a hit. On a miss the block is inserted.
     fn access(&mut self, a: &Access) -> bool;
+    /// Present a run of accesses in order; the number of hits. The same as
+    /// calling [`Policy::access`] on each, but one dynamic call per run (the
+    /// counted simulator feeds chunks); a policy may also look ahead in the
+    /// run (LRU prefetches the table slots of the next accesses).
+    fn access_all(&mut self, accesses: &[Access]) -> u64 {
+        accesses.iter().map(|a| self.access(a) as u64).sum()
+    }
     /// Whether `block` is cached now (resident). No change of state: no
     /// recency or frequency update.
     fn contains(&self, block: u64) -> bool;

@@ -277,7 +277,10 @@ impl Policy for RefSieve {
     common!();
 }
 
-/// ARC with the four lists as vectors (index 0 = LRU end).
+/// ARC with the four lists as vectors (index 0 = LRU end). With a fault
+/// map it is VDF-ARC: once a disk has failed, the block REPLACE takes from
+/// T1 or T2 is, among each disk's oldest block of that list (smallest TS),
+/// the one with the largest (GTS - TS) / MP, ties to the older TS.
 pub struct RefArc {
     c: usize,
     p: f64,
@@ -286,6 +289,10 @@ pub struct RefArc {
     b1: Vec<u64>,
     b2: Vec<u64>,
     ev: Option<u64>,
+    faults: Option<Arc<dyn FaultMap>>,
+    gts: u64,
+    /// (block, TS of last access) of resident blocks
+    ts: Vec<(u64, u64)>,
 }
 impl RefArc {
     pub fn new(c: usize) -> Self {
@@ -297,25 +304,49 @@ impl RefArc {
             b1: vec![],
             b2: vec![],
             ev: None,
+            faults: None,
+            gts: 0,
+            ts: vec![],
         }
+    }
+    fn vdf(c: usize, faults: Arc<dyn FaultMap>) -> Self {
+        RefArc {
+            faults: Some(faults),
+            ..RefArc::new(c)
+        }
+    }
+    fn ts_of(&self, b: u64) -> u64 {
+        self.ts.iter().find(|e| e.0 == b).unwrap().1
+    }
+    /// Index in `list` of the block to take.
+    fn victim(&self, list: &[u64]) -> usize {
+        let Some(f) = self.faults.as_ref().filter(|f| f.any_failed()) else {
+            return 0;
+        };
+        let mut oldest: Vec<(u64, u64)> = vec![]; // per disk: (block, TS)
+        for d in 0..f.ndisks() {
+            let mine = list.iter().filter(|&&b| f.disk_of(b) == d).map(|&b| (b, self.ts_of(b)));
+            if let Some(o) = mine.min_by_key(|e| e.1) {
+                oldest.push(o);
+            }
+        }
+        let g = self.gts;
+        oldest.sort_by(|&(a, ta), &(b, tb)| cmp_weight(g - tb, f.penalty(b), g - ta, f.penalty(a)).then(ta.cmp(&tb)));
+        pos(list, oldest[0].0).unwrap()
     }
     fn replace(&mut self, in_b2: bool) {
         let t1 = self.t1.len() as f64;
         if (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2))) || self.t2.is_empty() {
-            let x = self.t1.remove(0);
+            let x = self.t1.remove(self.victim(&self.t1));
             self.b1.push(x);
             self.ev = Some(x);
         } else {
-            let x = self.t2.remove(0);
+            let x = self.t2.remove(self.victim(&self.t2));
             self.b2.push(x);
             self.ev = Some(x);
         }
     }
-}
-impl Policy for RefArc {
-    fn access(&mut self, a: &Access) -> bool {
-        self.ev = None;
-        let x = a.block;
+    fn access_arc(&mut self, x: u64) -> bool {
         // REPLACE frees a slot: only a full cache needs one (a cache with
         // room and ghosts exists only after removals).
         let full = self.t1.len() + self.t2.len() == self.c;
@@ -351,7 +382,7 @@ impl Policy for RefArc {
                     self.b1.remove(0);
                     self.replace(false);
                 } else {
-                    self.ev = Some(self.t1.remove(0));
+                    self.ev = Some(self.t1.remove(self.victim(&self.t1)));
                 }
             } else {
                 if all >= 2 * self.c {
@@ -367,10 +398,24 @@ impl Policy for RefArc {
         self.t1.push(x);
         false
     }
+}
+impl Policy for RefArc {
+    fn access(&mut self, a: &Access) -> bool {
+        self.ev = None;
+        let hit = self.access_arc(a.block);
+        take_by_block!(self.ts, a.block);
+        if let Some(e) = self.ev {
+            take_by_block!(self.ts, e);
+        }
+        self.ts.push((a.block, self.gts));
+        self.gts += 1;
+        hit
+    }
     fn contains(&self, b: u64) -> bool {
         pos(&self.t1, b).is_some() || pos(&self.t2, b).is_some()
     }
     fn remove(&mut self, b: u64) -> bool {
+        take_by_block!(self.ts, b);
         take(&mut self.t1, b) || take(&mut self.t2, b)
     }
     fn len(&self) -> usize {
@@ -1090,6 +1135,7 @@ pub fn build_ref_fault(name: &str, c: usize, faults: Arc<dyn FaultMap>) -> Box<d
         "vdf-lru" => Box::new(RefVdf::new(Base::Lru, c, faults)),
         "vdf-fifo" => Box::new(RefVdf::new(Base::Fifo, c, faults)),
         "vdf-clock" => Box::new(RefVdf::new(Base::Clock, c, faults)),
+        "vdf-arc" => Box::new(RefArc::vdf(c, faults)),
         "vdf-lfu" => Box::new(RefVdfLfu {
             c,
             faults,

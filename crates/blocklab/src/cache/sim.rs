@@ -2,9 +2,13 @@
 //! pass over a trace.
 //!
 //! A reader thread fills chunks of [`CHUNK`] accesses (reused buffers); each
-//! chunk is then fed to every cell, the cells running in parallel on rayon's
-//! pool (cells are independent, so the result does not depend on the
-//! scheduling). While the cells eat one chunk the reader fills the next.
+//! chunk is then fed to every cell ([`Policy::access_all`]: one dynamic call
+//! per chunk), the cells running in parallel on rayon's pool (cells are
+//! independent, so the result does not depend on the scheduling). While the
+//! cells eat one chunk the reader fills the next. An uncompressed
+//! oracleGeneral file at its own 4 KiB block size is read by memory map, its
+//! keys taken straight from the records ([`MappedKeys`]); every other trace
+//! goes through the generic readers.
 //!
 //! Offline policies (`opt`) need each access's `next_use`. Only when one is
 //! requested, a first pass materialises the key sequence and a reverse pass
@@ -14,10 +18,13 @@
 //! oracleGeneral `next_access` field) can skip that pass by feeding
 //! [`simulate_accesses`] directly with `Access::next_use` filled in.
 
-use super::{build, sizes, Access, Policy, NEVER, POLICIES};
+use super::{sizes, Access, Policy, NEVER};
 use crate::error::{Error, Result};
 use crate::trace::blocks::{BlockOptions, BlockStream};
-use crate::trace::{self, TraceOptions};
+use crate::trace::input::compression_ext;
+use crate::trace::oracle::{MappedKeys, ORACLE_BLOCK};
+use crate::trace::order::TimeOrder;
+use crate::trace::{self, sniff, TraceOptions};
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::Path;
@@ -79,8 +86,16 @@ pub fn cells(policies: &[String], sizes: &[u64]) -> Vec<Cell> {
 }
 
 /// Split and check a comma-separated policy list (unknown names list the valid ones).
+/// The fault-aware policies (`vdf-lru`, `vdf-arc`, ...) are accepted too: over
+/// a single device that never fails each behaves as its base policy.
 pub fn parse_policies(list: &str) -> Result<Vec<String>> {
-    parse_policy_list(list, POLICIES)
+    parse_policy_list(list, &super::fault::all_policies())
+}
+
+/// A policy of the simulator by name: plain, or fault-aware over a device
+/// that never fails.
+fn build_any(name: &str, capacity: usize) -> Result<Box<dyn Policy>> {
+    super::fault::build_fault_aware(name, capacity, std::sync::Arc::new(super::fault::NoFaults))
 }
 
 /// Split a comma-separated policy list and check every name against `valid`
@@ -111,11 +126,7 @@ impl CellState {
     #[inline(never)]
     fn run(&mut self, chunk: &[Access]) {
         let start = std::time::Instant::now();
-        let mut hits = 0u64;
-        for a in chunk {
-            hits += self.policy.access(a) as u64;
-        }
-        self.hits += hits;
+        self.hits += self.policy.access_all(chunk);
         self.accesses += chunk.len() as u64;
         self.seconds += start.elapsed().as_secs_f64();
     }
@@ -138,7 +149,7 @@ where
         .map(|c| {
             let cap = usize::try_from(c.cache_blocks).map_err(|_| Error::config("cache size too large"))?;
             Ok(CellState {
-                policy: build(&c.policy, cap)?,
+                policy: build_any(&c.policy, cap)?,
                 accesses: 0,
                 hits: 0,
                 seconds: 0.0,
@@ -241,16 +252,26 @@ pub fn next_uses_in_place(keys: &mut [u64]) {
 
 /// Next-use index of every access of a block stream (8 bytes per access).
 pub fn next_uses(stream: BlockStream) -> Result<Vec<u64>> {
-    let mut keys: Vec<u64> = stream.map(|a| a.map(|a| a.key)).collect::<Result<_>>()?;
+    next_uses_of_keys(stream.map(|a| a.map(|a| a.key)))
+}
+
+/// Next-use index of every key of a key sequence (8 bytes per access).
+pub fn next_uses_of_keys(keys: impl Iterator<Item = Result<u64>>) -> Result<Vec<u64>> {
+    let mut keys: Vec<u64> = keys.collect::<Result<_>>()?;
     next_uses_in_place(&mut keys);
     Ok(keys)
 }
 
 /// Distinct cache keys of a block stream (a counting pre-pass).
 pub fn count_unique(stream: BlockStream) -> Result<u64> {
+    count_unique_keys(stream.map(|a| a.map(|a| a.key)))
+}
+
+/// Distinct keys of a key sequence.
+pub fn count_unique_keys(keys: impl Iterator<Item = Result<u64>>) -> Result<u64> {
     let mut seen: FxHashSet<u64> = FxHashSet::default();
-    for a in stream {
-        seen.insert(a?.key);
+    for k in keys {
+        seen.insert(k?);
     }
     Ok(seen.len() as u64)
 }
@@ -258,19 +279,36 @@ pub fn count_unique(stream: BlockStream) -> Result<u64> {
 /// Block accesses of a trace as cache [`Access`]es, with `next_use` from a
 /// precomputed vector when given.
 pub struct Accesses {
-    stream: BlockStream,
+    keys: Keys,
     next_use: Option<std::vec::IntoIter<u64>>,
+}
+
+/// Where the accesses come from: any trace through the generic readers, or
+/// an oracleGeneral file's keys straight from a memory map. (One per run:
+/// its size does not matter, an indirection on every access would.)
+#[allow(clippy::large_enum_variant)]
+enum Keys {
+    Stream(BlockStream),
+    Oracle(MappedKeys),
 }
 
 impl Accesses {
     pub fn new(stream: BlockStream, next_use: Option<Vec<u64>>) -> Self {
+        Self::with_keys(Keys::Stream(stream), next_use)
+    }
+
+    fn with_keys(keys: Keys, next_use: Option<Vec<u64>>) -> Self {
         Accesses {
-            stream,
+            keys,
             next_use: next_use.map(Vec::into_iter),
         }
     }
+
     pub fn skipped(&self) -> u64 {
-        self.stream.skipped()
+        match &self.keys {
+            Keys::Stream(s) => s.skipped(),
+            Keys::Oracle(_) => 0,
+        }
     }
 }
 
@@ -278,9 +316,12 @@ impl Iterator for Accesses {
     type Item = Result<Access>;
     #[inline]
     fn next(&mut self) -> Option<Result<Access>> {
-        let a = match self.stream.next()? {
-            Ok(a) => a,
-            Err(e) => return Some(Err(e)),
+        let (block, write) = match &mut self.keys {
+            Keys::Oracle(keys) => (keys.next()?, false),
+            Keys::Stream(stream) => match stream.next()? {
+                Ok(a) => (a.key, a.op.is_write()),
+                Err(e) => return Some(Err(e)),
+            },
         };
         let next_use = match &mut self.next_use {
             None => NEVER,
@@ -293,12 +334,29 @@ impl Iterator for Accesses {
                 }
             },
         };
-        Some(Ok(Access {
-            block: a.key,
-            next_use,
-            write: a.op.is_write(),
-        }))
+        Some(Ok(Access { block, next_use, write }))
     }
+}
+
+/// The memory-mapped keys of `path` when the generic readers would give
+/// exactly them: an uncompressed oracleGeneral file (named or sniffed) of
+/// whole records, read at its own 4 KiB block size in file order. Anything
+/// else (or an unreadable file, whose error the generic reader reports) is
+/// `None`.
+fn mapped_oracle(path: &Path, cfg: &SimConfig) -> Result<Option<MappedKeys>> {
+    let format = cfg.trace.format.as_str();
+    if cfg.blocks.block_size != ORACLE_BLOCK
+        || cfg.trace.order != TimeOrder::Any
+        || !(format == "oracle" || format == "auto")
+        || compression_ext(&path.to_string_lossy()).is_some()
+        || !path.is_file()
+    {
+        return Ok(None);
+    }
+    if format == "auto" && !matches!(sniff::sniff(path), Ok("oracle")) {
+        return Ok(None);
+    }
+    MappedKeys::open(path)
 }
 
 /// What to simulate.
@@ -326,19 +384,30 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
     let open = || open_blocks(path, &cfg.trace, cfg.blocks);
+    // The keys alone, for the pre-passes: by memory map when the file allows.
+    let keys = || -> Result<Box<dyn Iterator<Item = Result<u64>>>> {
+        Ok(match mapped_oracle(path, cfg)? {
+            Some(keys) => Box::new(keys.map(Ok)),
+            None => Box::new(open()?.map(|a| a.map(|a| a.key))),
+        })
+    };
     let unique = if sizes::needs_unique(&cfg.sizes) {
-        Some(count_unique(open()?)?)
+        Some(count_unique_keys(keys()?)?)
     } else {
         None
     };
     let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
     let cells = cells(&policies, &sizes);
     let next_use = if policies.iter().any(|p| is_offline(p)) {
-        Some(next_uses(open()?)?)
+        Some(next_uses_of_keys(keys()?)?)
     } else {
         None
     };
-    let (cells, source) = simulate_accesses(Accesses::new(open()?, next_use), &cells, progress)?;
+    let source = match mapped_oracle(path, cfg)? {
+        Some(keys) => Accesses::with_keys(Keys::Oracle(keys), next_use),
+        None => Accesses::new(open()?, next_use),
+    };
+    let (cells, source) = simulate_accesses(source, &cells, progress)?;
     Ok(SimReport {
         cells,
         skipped: source.skipped(),
@@ -350,6 +419,7 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::build;
     use proptest::prelude::*;
 
     fn acc(keys: &[u64]) -> Vec<Access> {
@@ -455,6 +525,24 @@ mod tests {
             policies: super::super::POLICIES.join(","),
             sizes: "10,400KiB,25%".into(),
         };
+        // The fault-aware names run too: on one device each is its base policy.
+        let vdf = SimConfig {
+            policies: "vdf-arc,arc,vdf-lru,lru".into(),
+            ..cfg.clone()
+        };
+        let r = simulate_trace(&path, &vdf, &mut |_| Ok(())).unwrap();
+        for pair in r.cells.chunks(6) {
+            let (v, b) = pair.split_at(3);
+            for (x, y) in v.iter().zip(b) {
+                assert_eq!(
+                    (x.cache_blocks, x.hits),
+                    (y.cache_blocks, y.hits),
+                    "{} vs {}",
+                    x.policy,
+                    y.policy
+                );
+            }
+        }
         let mut calls = 0;
         let rep = simulate_trace(&path, &cfg, &mut |_| {
             calls += 1;
@@ -497,6 +585,72 @@ mod tests {
         };
         let e = simulate_trace(&path, &bad, &mut |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("`1KiB`"), "{e}");
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
+    }
+
+    /// An oracleGeneral file is read by memory map exactly when the generic
+    /// reader would give the same keys, and the results are the same.
+    #[test]
+    fn oracle_files_by_memory_map_give_the_generic_readers_results() {
+        let keys = crate::trace::synth::zipf_keys(20_000, 900, 0.9, 5).unwrap();
+        let path = tmp("oracle").with_file_name("t.oracleGeneral");
+        let mut buf = Vec::new();
+        for (i, &k) in keys.iter().enumerate() {
+            crate::trace::oracle::write_record(&mut buf, i as u32, k | (2 << 40), 4096, -1).unwrap();
+        }
+        std::fs::write(&path, &buf).unwrap();
+        let fast = SimConfig {
+            trace: TraceOptions {
+                format: "oracle".into(),
+                ..Default::default()
+            },
+            blocks: BlockOptions::default(),
+            policies: "lru,arc,opt".into(),
+            sizes: "50,10%".into(),
+        };
+        let sniffed = SimConfig {
+            trace: TraceOptions::default(),
+            ..fast.clone()
+        };
+        // Times must not go back: the generic reader checks them, so it reads.
+        let generic = SimConfig {
+            trace: TraceOptions {
+                order: TimeOrder::Strict,
+                ..fast.trace.clone()
+            },
+            ..fast.clone()
+        };
+        assert!(mapped_oracle(&path, &fast).unwrap().is_some());
+        assert!(mapped_oracle(&path, &sniffed).unwrap().is_some());
+        assert!(mapped_oracle(&path, &generic).unwrap().is_none());
+        let other_blocks = SimConfig {
+            blocks: BlockOptions {
+                block_size: 8192,
+                reads_only: false,
+            },
+            ..fast.clone()
+        };
+        assert!(mapped_oracle(&path, &other_blocks).unwrap().is_none());
+        let run = |cfg: &SimConfig| simulate_trace(&path, cfg, &mut |_| Ok(())).unwrap();
+        let (a, b, c) = (run(&fast), run(&sniffed), run(&generic));
+        let hits = |r: &SimReport| r.cells.iter().map(|c| (c.cache_blocks, c.hits)).collect::<Vec<_>>();
+        assert_eq!(hits(&a), hits(&c));
+        assert_eq!(hits(&b), hits(&c));
+        assert_eq!((a.unique_blocks, a.skipped), (c.unique_blocks, 0));
+        // And they are each policy's own, run alone on the keys.
+        let tenant_keys: Vec<u64> = keys.iter().map(|k| k | (2 << 40)).collect();
+        for cell in &a.cells {
+            assert_eq!(
+                cell.hits,
+                alone(&cell.policy, cell.cache_blocks, &acc(&tenant_keys)),
+                "{cell:?}"
+            );
+        }
+        // A truncated last record: the generic reader reports it, as before.
+        std::fs::write(&path, &buf[..buf.len() - 5]).unwrap();
+        assert!(mapped_oracle(&path, &fast).unwrap().is_none());
+        let e = simulate_trace(&path, &fast, &mut |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("truncated record: 19 of 24 bytes"), "{e}");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 

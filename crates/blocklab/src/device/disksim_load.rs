@@ -36,13 +36,22 @@ pub fn load_parv(path: &Path) -> Result<Hdd> {
             ),
         ));
     }
-    Ok(sys.disks.into_iter().next().expect("one disk").1)
+    match sys.disks.into_iter().next().expect("one disk").1 {
+        super::disksim_system::Drive::Hdd(d) => Ok(*d),
+        _ => unreachable!("is_single: a mechanical disk"),
+    }
 }
 
 /// The drive of `disk` (a `disksim_disk` block of `pf`), with the bus time
 /// per sector of the system it sits in.
 pub(crate) fn build_disk(pf: &ParamFile, disk: &Block, dir: &Path) -> Result<Hdd> {
-    // Bus time per sector: the disk's own plus the slowest bus it sits on.
+    let (br, bw) = bus_times(pf, disk)?;
+    build(disk, dir, br, bw)
+}
+
+/// Per-sector bus time of reads and of writes for `disk`: DiskSim takes
+/// the largest of the disk's, the controllers' and the buses' times.
+pub(crate) fn bus_times(pf: &ParamFile, disk: &Block) -> Result<(f64, f64)> {
     let bus = |field: &str| -> Result<f64> {
         let mut m: f64 = 0.0;
         for b in pf.blocks_of("disksim_bus") {
@@ -50,18 +59,16 @@ pub(crate) fn build_disk(pf: &ParamFile, disk: &Block, dir: &Path) -> Result<Hdd
         }
         Ok(m)
     };
-    // DiskSim takes the largest of the disk's, the buses' and the controllers' per-sector times.
     let bulk = disk.num_or("Bulk sector transfer time", 0.0)?;
     let mut ctlr: f64 = 0.0;
     for c in pf.blocks_of("disksim_ctlr") {
         ctlr = ctlr.max(c.num_or("Bulk sector transfer time", 0.0)?);
     }
     let base = bulk.max(ctlr);
-    let (br, bw) = (
+    Ok((
         base.max(bus("Read block transfer time")?),
         base.max(bus("Write block transfer time")?),
-    );
-    build(disk, dir, br, bw)
+    ))
 }
 
 fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd> {

@@ -423,6 +423,11 @@ fn show(t: &Tok) -> String {
     }
 }
 
+/// The names of a `[ ... ]` list of words, its `disk0 .. disk3` ranges expanded.
+pub fn expand_names(items: &[String]) -> std::result::Result<Vec<String>, String> {
+    Ok(items.iter().flat_map(|t| expand_range(t)).collect())
+}
+
 /// `disk0 .. disk17` → disk0, disk1, ..., disk17; other text is one name.
 fn expand_range(t: &str) -> Vec<String> {
     if let Some((a, b)) = t.split_once("..") {

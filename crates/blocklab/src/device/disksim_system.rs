@@ -11,10 +11,11 @@
 //! A device the iomap does not name goes to the disk of that number, as in
 //! DiskSim, where the devno is kept.
 //!
-//! Only what this laboratory models is accepted: disks (`disksim_disk`),
-//! pass-through controllers (type 1), buses (their transfer times), and
-//! logical organisations that leave requests where they are (Parts, Asis,
-//! Noredun). Anything else is an error naming the block and its key, so a
+//! Only what this laboratory models is accepted: disks (`disksim_disk`,
+//! `disksim_simpledisk`), pass-through controllers (type 1), buses (their
+//! transfer times), synchronised spindles, and logical organisations that
+//! leave requests where they are (Parts, Asis, Noredun) or are arrays MD
+//! lays out the same way (`disksim_logorg`). Anything else is an error naming the block and its key, so a
 //! file is never run as something other than what it describes. A
 //! `disksim_synthio` workload is not run: with a trace, DiskSim ignores it
 //! too (`synthgen` 0).
@@ -22,9 +23,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::disksim_load::build_disk;
+use super::disksim_cachedev::{CacheDev, CacheDevParams};
+use super::disksim_cachemem::{CacheMem, CacheMemParams};
+use super::disksim_load::{build_disk, bus_times};
+use super::disksim_logorg::{logorgs, Logorg};
 use super::disksim_params::{parse_file, Block, Param, ParamFile, Value};
+use super::disksim_simpledisk::SimpleDisk;
 use super::hdd::Hdd;
+use super::DeviceModel;
 use crate::error::{Error, Location, Result};
 
 /// One `disksim_iomap` entry.
@@ -101,17 +107,67 @@ impl Router {
         self.disks
     }
 
+    /// Whether the iomap names trace device `devno`.
+    pub fn maps_device(&self, devno: u32) -> bool {
+        self.maps.contains_key(&devno)
+    }
+
     /// Whether the file has an iomap.
     pub fn has_maps(&self) -> bool {
         !self.maps.is_empty()
     }
 }
 
+/// One device of a system: a mechanical disk or DiskSim's simple disk.
+pub enum Drive {
+    Hdd(Box<Hdd>),
+    Simple(SimpleDisk),
+    /// A disk behind a smart controller's memory cache.
+    Cached(CacheMem),
+    /// A disk cached on another disk by a smart controller.
+    CachedOn(CacheDev),
+    /// The cache device of a `CachedOn` disk: it takes no requests of its own.
+    CacheDevice,
+}
+
+impl Drive {
+    pub fn capacity_sectors(&self) -> u64 {
+        match self {
+            Drive::Hdd(d) => d.capacity_sectors(),
+            Drive::Simple(d) => d.capacity_sectors(),
+            Drive::Cached(d) => d.capacity_sectors(),
+            Drive::CachedOn(d) => d.capacity_sectors(),
+            Drive::CacheDevice => 0,
+        }
+    }
+
+    pub fn into_model(self) -> Box<dyn DeviceModel> {
+        match self {
+            Drive::Hdd(d) => d,
+            Drive::Simple(d) => Box::new(d),
+            Drive::Cached(d) => Box::new(d),
+            Drive::CachedOn(d) => Box::new(d),
+            Drive::CacheDevice => Box::new(SimpleDisk {
+                blocks: 0,
+                access_ms: 0.0,
+                overhead_ms: 0.0,
+                bus_latency_ms: 0.0,
+                sector_read_ms: 0.0,
+                sector_write_ms: 0.0,
+                never_disconnect: false,
+            }),
+        }
+    }
+}
+
 /// The disks of a parameter file (in device order) and its iomap.
 pub struct DiskSystem {
-    /// Each disk's instance name (`disk0`, `quantum`, ...) and model.
-    pub disks: Vec<(String, Hdd)>,
+    /// Each disk's instance name (`disk0`, `quantum`, `sd0`, ...) and model.
+    pub disks: Vec<(String, Drive)>,
     pub router: Router,
+    /// The file's logorgs in order (DiskSim's `sysorgs`); `Some`: an
+    /// Array-addressed one, the logical device of that number.
+    pub orgs: Vec<Option<Logorg>>,
     /// The device driver's `Scheduling policy` and where it was written.
     driver_policy: Option<(u32, String, u64)>,
 }
@@ -141,14 +197,14 @@ impl DiskSystem {
         for inst in &pf.instances {
             let Some(b) = pf.block(&inst.type_name) else { continue };
             match b.type_name.as_str() {
-                "disksim_disk" => names.extend(inst.names.iter().map(|n| (n.clone(), b))),
-                "disksim_simpledisk" | "disksim_ssd" | "disksim_mems" => {
+                "disksim_disk" | "disksim_simpledisk" => names.extend(inst.names.iter().map(|n| (n.clone(), b))),
+                "disksim_ssd" | "disksim_mems" => {
                     return Err(Error::parse(
                         &b.file,
                         Location::Line(b.line),
                         &b.type_name,
                         format!(
-                            "`{}` ({}) is not modelled: only `disksim_disk` drives are",
+                            "`{}` ({}) is not modelled: only `disksim_disk` and `disksim_simpledisk` drives are",
                             b.name.as_deref().unwrap_or(""),
                             inst.names.join(", ")
                         ),
@@ -167,13 +223,53 @@ impl DiskSystem {
         }
         let mut disks = Vec::with_capacity(names.len());
         for (name, b) in &names {
-            disks.push((name.clone(), build_disk(&pf, b, dir)?));
+            let drive = if b.type_name == "disksim_simpledisk" {
+                let (br, bw) = bus_times(&pf, b)?;
+                Drive::Simple(SimpleDisk::from_block(b, br, bw)?)
+            } else {
+                Drive::Hdd(Box::new(build_disk(&pf, b, dir)?))
+            };
+            disks.push((name.clone(), drive));
+        }
+        match controller_cache(&pf)? {
+            Some(ControllerCache::Mem(cache)) => {
+                disks = disks
+                    .into_iter()
+                    .map(|(n, d)| (n, Drive::Cached(CacheMem::new(d.into_model(), cache))))
+                    .collect();
+            }
+            Some(ControllerCache::Dev(p, b)) => {
+                let find = |key: &str, name: &str| {
+                    disks.iter().position(|(n, _)| n == name).ok_or_else(|| {
+                        let p = b.get(key).expect("read by CacheDevParams");
+                        p.err(format!("`{name}` is not an instantiated disk"))
+                    })
+                };
+                let (real, cache) = (
+                    find("Cached device", &p.cached_device)?,
+                    find("Cache device", &p.cache_device)?,
+                );
+                if real == cache {
+                    return Err(b
+                        .get("Cache device")
+                        .expect("read")
+                        .err("the cache device is the cached device"));
+                }
+                let take = |d: &mut Drive| std::mem::replace(d, Drive::CacheDevice).into_model();
+                let c = take(&mut disks[cache].1);
+                let r = take(&mut disks[real].1);
+                disks[real].1 = Drive::CachedOn(CacheDev::new(r, c, &p));
+            }
+            None => {}
         }
         let index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, (n, _))| (n.as_str(), i)).collect();
         let maps = iomaps(&pf, &index)?;
+        let sectors: Vec<u64> = disks.iter().map(|(_, d)| d.capacity_sectors()).collect();
+        let orgs = logorgs(&pf, &index, &sectors)?;
         let driver_policy = driver_policy(&pf)?;
         Ok(DiskSystem {
             driver_policy,
+            orgs,
             router: Router {
                 file: shown,
                 maps,
@@ -202,9 +298,17 @@ impl DiskSystem {
         }
     }
 
-    /// One disk and no iomap: a drive model rather than a system.
+    /// One mechanical disk, no iomap and no array: a drive model rather than a system.
     pub fn is_single(&self) -> bool {
-        self.disks.len() == 1 && self.router.maps.is_empty()
+        self.disks.len() == 1
+            && self.router.maps.is_empty()
+            && matches!(self.disks[0].1, Drive::Hdd(_))
+            && self.orgs.iter().all(Option::is_none)
+    }
+
+    /// Whether any logorg is an array (a logical device over several disks).
+    pub fn has_arrays(&self) -> bool {
+        self.orgs.iter().any(Option::is_some)
     }
 }
 
@@ -234,26 +338,28 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         )
     };
     // The most telling first: how requests are laid out, then the controllers.
-    let order = [
-        "disksim_logorg",
-        "disksim_ctlr",
-        "disksim_iodriver",
-        "disksim_iosim",
-        "disksim_syncset",
-    ];
+    let order = ["disksim_ctlr", "disksim_iodriver", "disksim_iosim", "disksim_syncset"];
     for b in order.iter().flat_map(|t| pf.blocks_of(t)) {
         match b.type_name.as_str() {
             "disksim_ctlr" if used(b) => {
                 let t = b.num_or("type", 1.0)?;
-                if t != 1.0 {
+                if t == 3.0 {
+                    smart_controller(pf, b)?;
+                } else if t != 1.0 {
                     return Err(unmodelled(
                         b,
                         "type",
-                        format!("controller type {t} (a smart controller, its cache) is not modelled; only type 1 (pass-through)"),
+                        format!(
+                            "controller type {t} is not modelled; only 1 (pass-through) and 3 (smart, with a \
+                             `disksim_cachemem` or `disksim_cachedev` cache)"
+                        ),
                     ));
-                }
-                if b.get("Cache").is_some() {
-                    return Err(unmodelled(b, "Cache", "controller caches are not modelled".into()));
+                } else if b.get("Cache").is_some() {
+                    return Err(unmodelled(
+                        b,
+                        "Cache",
+                        "only a smart controller (type 3) has a cache".into(),
+                    ));
                 }
             }
             "disksim_iodriver" if used(b) => {
@@ -273,33 +379,10 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
                     ));
                 }
             }
-            "disksim_logorg" => {
-                for (key, want) in [
-                    ("Addressing mode", "Parts"),
-                    ("Distribution scheme", "Asis"),
-                    ("Redundancy scheme", "Noredun"),
-                ] {
-                    if let Some(p) = b.get(key) {
-                        let v = word(p)?;
-                        if !v.eq_ignore_ascii_case(want) {
-                            return Err(unmodelled(
-                                b,
-                                key,
-                                format!(
-                                    "`{v}` is not modelled: only {want} (logical organisations that leave requests on their disks)"
-                                ),
-                            ));
-                        }
-                    }
-                }
-            }
-            "disksim_syncset" => {
-                return Err(unmodelled(
-                    b,
-                    "devices",
-                    "synchronised spindles are not modelled".into(),
-                ));
-            }
+            // Synchronised spindles: every disk here turns in phase with
+            // the clock (its angle is time / period), so disks of one speed
+            // already are; logorgs are read by `disksim_logorg`.
+            "disksim_syncset" => {}
             "disksim_iosim" => {
                 let s = b.num_or("I/O Trace Time Scale", 1.0)?;
                 if s != 1.0 {
@@ -314,6 +397,73 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The controllers the file instantiates: (block, instance names).
+fn controllers(pf: &ParamFile) -> Vec<(&Block, &[String])> {
+    pf.instances
+        .iter()
+        .filter_map(|i| {
+            let b = pf.block(&i.type_name)?;
+            (b.type_name == "disksim_ctlr").then_some((b, i.names.as_slice()))
+        })
+        .collect()
+}
+
+/// A smart controller (type 3) is modelled as a memory cache in front of
+/// its disks that takes one request at a time: the file's only controller
+/// (its disks are all the file's), `Maximum queue length = 0`, and a
+/// `disksim_cachemem` or `disksim_cachedev` cache. Its parameters, or an
+/// error naming the key.
+fn smart_controller<'a>(pf: &ParamFile, b: &'a Block) -> Result<ControllerCache<'a>> {
+    let err = |key: &str, what: &str| {
+        let p = b.get(key);
+        Error::parse(
+            p.map_or(&b.file, |p| &p.file),
+            Location::Line(p.map_or(b.line, |p| p.line)),
+            format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
+            what,
+        )
+    };
+    let n: usize = controllers(pf).iter().map(|(_, names)| names.len()).sum();
+    if n != 1 {
+        return Err(err(
+            "type",
+            "a smart controller is modelled only as the file's one controller (the topology is not read)",
+        ));
+    }
+    if b.num_or("Maximum queue length", 0.0)? != 0.0 {
+        return Err(err(
+            "Maximum queue length",
+            "only 0 is modelled (the driver hands the controller one request at a time)",
+        ));
+    }
+    if let Some(p) = super::disksim_cachemem::of_controller(b)? {
+        return Ok(ControllerCache::Mem(p));
+    }
+    match super::disksim_cachedev::of_controller(b)? {
+        Some((p, block)) => Ok(ControllerCache::Dev(p, block)),
+        None => Err(err(
+            "Cache",
+            "a smart controller needs a `disksim_cachemem` or `disksim_cachedev` cache here",
+        )),
+    }
+}
+
+/// A smart controller's cache: memory, or a cache device (with its block).
+enum ControllerCache<'a> {
+    Mem(CacheMemParams),
+    Dev(CacheDevParams, &'a Block),
+}
+
+/// The cache of the file's smart controller, if it has one.
+fn controller_cache(pf: &ParamFile) -> Result<Option<ControllerCache<'_>>> {
+    for (b, _) in controllers(pf) {
+        if b.num_or("type", 1.0)? == 3.0 {
+            return smart_controller(pf, b).map(Some);
+        }
+    }
+    Ok(None)
 }
 
 /// The instantiated device driver's `Scheduler` `Scheduling policy`.
@@ -571,15 +721,40 @@ pub(crate) mod tests {
     fn unmodelled_blocks_name_block_and_key() {
         refused(
             "ctlr",
-            "disksim_ctlr C {\n type = 3,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
+            "disksim_ctlr C {\n type = 2,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
             6,
             "disksim_ctlr C: type",
         );
         refused(
-            "raid",
-            "disksim_logorg org0 {\n Addressing mode = Array,\n Distribution scheme = Striped,\n Redundancy scheme = Parity_rotated\n}\n",
+            "smart",
+            "disksim_ctlr C {\n type = 3,\n Scale for delays = 0\n}\ninstantiate [ c0 ] as C\n",
+            5,
+            "disksim_ctlr C: Cache",
+        );
+        refused(
+            "smartq",
+            "disksim_ctlr C {\n type = 3,\n Maximum queue length = 4\n}\ninstantiate [ c0 ] as C\n",
+            7,
+            "disksim_ctlr C: Maximum queue length",
+        );
+        refused(
+            "smart2",
+            "disksim_ctlr C {\n type = 3\n}\ninstantiate [ c0 .. c1 ] as C\n",
             6,
-            "disksim_logorg org0: Addressing mode",
+            "disksim_ctlr C: type",
+        );
+        refused(
+            "cmem",
+            "disksim_ctlr C {\n type = 3,\n Cache = disksim_cachemem {\n Cache size = 64,\n Line size = 8,\n Write scheme = 1\n }\n}\n\
+             instantiate [ c0 ] as C\n",
+            10,
+            "disksim_cachemem : Write scheme",
+        );
+        refused(
+            "raid",
+            "disksim_logorg org0 {\n Addressing mode = Parts,\n Distribution scheme = Striped,\n Redundancy scheme = Noredun\n}\n",
+            7,
+            "disksim_logorg org0: Distribution scheme",
         );
         refused(
             "redun",
@@ -588,16 +763,10 @@ pub(crate) mod tests {
             "Redundancy scheme",
         );
         refused(
-            "sync",
-            "disksim_syncset s0 {\n devices = [ d0 ]\n}\n",
-            6,
-            "disksim_syncset s0",
-        );
-        refused(
-            "simple",
-            "disksim_simpledisk S {\n Block count = 100\n}\ninstantiate [ s0 ] as S\n",
+            "ssd",
+            "disksim_ssd S {\n Block count = 100\n}\ninstantiate [ s0 ] as S\n",
             5,
-            "disksim_simpledisk",
+            "disksim_ssd",
         );
         refused("map", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d7, locScale = 512, sizeScale = 1 } ]\n}\n", 6, "simdev");
         refused("scale", "disksim_iosim IS {\n I/O Mappings = [ disksim_iomap { tracedev = 1, simdev = d0, locScale = 300, sizeScale = 1 } ]\n}\n", 6, "locScale");
@@ -637,15 +806,24 @@ pub(crate) mod tests {
                 .unwrap(),
             Some("fcfs")
         );
-        for unmodelled in [
-            "synthraid5",
-            "syntharrays",
-            "synthcachemem",
-            "synthcachedev",
-            "synthsimpledisk",
-        ] {
-            let e = DiskSystem::load(&dir.join(format!("{unmodelled}.parv")));
-            assert!(matches!(e, Err(Error::Parse { .. })), "{unmodelled} loaded");
+        // synthsimpledisk: one simple disk, 0.5 + 9.5 ms an access.
+        let sd = DiskSystem::load(&dir.join("synthsimpledisk.parv")).unwrap();
+        assert!(!sd.is_single(), "a simple disk is no drive model of its own");
+        match &sd.disks[..] {
+            [(name, Drive::Simple(d))] => {
+                assert_eq!(name, "sd0");
+                assert_eq!((d.blocks, d.access_ms, d.overhead_ms), (100_000, 9.5, 0.5));
+            }
+            _ => panic!("synthsimpledisk: one simple disk"),
         }
+        // synthcachemem: one disk behind a controller cache of 128 lines of 64 sectors.
+        let cm = DiskSystem::load(&dir.join("synthcachemem.parv")).unwrap();
+        assert!(matches!(&cm.disks[..], [(_, Drive::Cached(_))]));
+        // synthcachedev: `disk` cached on `cache_disk`.
+        let cd = DiskSystem::load(&dir.join("synthcachedev.parv")).unwrap();
+        assert!(matches!(
+            &cd.disks[..],
+            [(_, Drive::CachedOn(_)), (_, Drive::CacheDevice)]
+        ));
     }
 }

@@ -110,8 +110,12 @@ pub struct TimeSplit {
     pub transfer_ms: f64,
 }
 
+pub mod disksim_cachedev;
+pub mod disksim_cachemem;
 pub mod disksim_load;
+pub mod disksim_logorg;
 pub mod disksim_params;
+pub mod disksim_simpledisk;
 pub mod disksim_system;
 pub mod hdd;
 pub mod scale;

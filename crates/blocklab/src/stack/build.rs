@@ -143,6 +143,9 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
     if fail_at.is_some() {
         t = t.failing_later(a.failed.clone());
     }
+    if a.stripe_cache > 0 {
+        t = t.with_stripe_cache(a.stripe_cache as usize);
+    }
     if spec.fit() == Fit::Scale {
         let span = survey
             .map(|s| stack_span(spec.tenant_map, bs, s))
@@ -594,7 +597,8 @@ pub fn build(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Resul
     let addr = AddressMap::new(spec.tenant_map, spec.block_size(), survey)?;
     let mut c = Composed::new(target, layers, addr, fail_at(spec)?)?;
     c.seed = spec.seed;
-    c.warmup_ns = secs_to_ns(spec.replay.warmup);
+    c.warmup_ns = secs_to_ns(spec.replay.warmup_secs());
+    c.warmup_requests = spec.replay.warmup_requests();
     if exec == Executor::Timed {
         c.opportunism = opportunism(spec)?;
     }

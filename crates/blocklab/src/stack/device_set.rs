@@ -3,6 +3,10 @@
 //! routed to one of them by the parameter file's iomap
 //! ([`Router`](crate::device::disksim_system::Router)).
 //!
+//! A device number that is an Array-addressed logorg's (its place among the
+//! file's logorgs) goes to that array instead, planned as MD lays it out
+//! ([`Logorg`]).
+//!
 //! The tenant comes from the stack address: the stack keeps tenants apart
 //! with `tenant_map = "key"` (tenant << 40 | block), which is what the
 //! builder requires of a device set.
@@ -11,6 +15,7 @@ use super::layer::{Exec, Io, Target};
 use super::result::{DeviceFigures, StackResult};
 use super::target::{fold, sector_plan, sector_range};
 use crate::array::plan::IoPlan;
+use crate::device::disksim_logorg::Logorg;
 use crate::device::disksim_system::{DiskSystem, Router};
 use crate::device::DeviceModel;
 use crate::error::{Error, Result};
@@ -22,6 +27,8 @@ use std::path::PathBuf;
 pub struct DeviceSet {
     path: PathBuf,
     router: Router,
+    /// Array-addressed logorgs by device number (DiskSim's `arraydisk`).
+    orgs: Vec<Option<Logorg>>,
     /// Each disk's capacity in sectors.
     capacity: Vec<u64>,
     /// Fold addresses beyond a disk's capacity back onto it.
@@ -40,6 +47,7 @@ impl DeviceSet {
         Ok(DeviceSet {
             path,
             router: sys.router,
+            orgs: sys.orgs,
             capacity,
             wrap,
             block_size,
@@ -70,11 +78,7 @@ impl Target for DeviceSet {
     fn devices(&mut self) -> Result<Vec<Box<dyn DeviceModel>>> {
         self.ledger = CountExecutor::new(self.ndisks());
         let sys = DiskSystem::load(&self.path)?;
-        Ok(sys
-            .disks
-            .into_iter()
-            .map(|(_, d)| Box::new(d) as Box<dyn DeviceModel>)
-            .collect())
+        Ok(sys.disks.into_iter().map(|(_, d)| d.into_model()).collect())
     }
 
     fn sectors_per_block(&self) -> u64 {
@@ -83,6 +87,24 @@ impl Target for DeviceSet {
 
     fn plan(&mut self, io: &Io, _exec: &dyn Exec) -> Result<IoPlan> {
         let (devno, first, count) = self.locate(io);
+        if let Some(Some(org)) = self
+            .orgs
+            .get(devno as usize)
+            .filter(|_| !self.router.maps_device(devno))
+        {
+            if first + count > org.capacity {
+                return Err(Error::config(format!(
+                    "device {devno}: sector {first} ({count} sectors) is beyond the {} sectors of its array {}",
+                    org.capacity, org.name
+                )));
+            }
+            let mut p = org.plan(io.op == crate::trace::Op::Write, first, count);
+            if io.cause != crate::array::plan::Cause::User {
+                p.retag(crate::array::plan::Cause::User, io.cause);
+            }
+            self.ledger.run(&p);
+            return Ok(p);
+        }
         let r = self.router.route(devno, first, count)?;
         let cap = self.capacity[r.disk];
         if r.sectors > cap || r.sectors > u32::MAX as u64 {
@@ -200,6 +222,46 @@ mod tests {
         ignore.tenant_map = crate::stack::spec::TenantMap::Ignore;
         assert_eq!(key_of(&ignore), "tenant_map");
         assert_eq!(key_of(&spec("[array]\nraid = 5\ndisks = 3\n")), "array");
+        let _ = std::fs::remove_dir_all(parv.parent().unwrap());
+    }
+
+    #[test]
+    fn an_array_logorg_takes_its_device_number() {
+        // Three tiny disks as one left-symmetric RAID-5 of 8-sector units,
+        // device 0. Sector 16 is unit 2: stripe 1, on d2 (parity on d1).
+        let parv = tiny_system(
+            "org",
+            "disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 .. d2 ] as D\n\
+             disksim_logorg org0 {\n Addressing mode = Array,\n Distribution scheme = Striped,\n\
+             Redundancy scheme = Parity_rotated,\n devices = [ d0 .. d2 ],\n Stripe unit = 8,\n\
+             Parity stripe unit = 8\n}\n",
+        );
+        let t = parv.with_file_name("t.trace");
+        let go = |trace: &str| {
+            std::fs::write(&t, trace).unwrap();
+            run(&RunOptions {
+                model: parv.display().to_string(),
+                traces: vec![t.display().to_string()],
+                format: "disksim".into(),
+                ..Default::default()
+            })
+        };
+        let r = go("0.0 0 16 1 1\n").unwrap();
+        assert_eq!(r.report.devices.iter().map(|d| d.ops).collect::<Vec<_>>(), [0, 0, 1]);
+        // A one-sector write there: the other unit's sector read (d0), then
+        // data (d2) and parity (d1) written: three operations, so the
+        // IOdriver figure (their mean) is not the request's own time.
+        let r = go("0.0 0 16 1 0\n").unwrap();
+        assert_eq!(r.report.devices.iter().map(|d| d.ops).collect::<Vec<_>>(), [1, 1, 1]);
+        assert!(
+            r.overall_response_ms > r.report.avg_response_ms,
+            "{} {}",
+            r.overall_response_ms,
+            r.report.avg_response_ms
+        );
+        // Past the array's 200 data sectors: an error naming it.
+        let e = go("0.0 0 199 2 1\n").err().expect("refused").to_string();
+        assert!(e.contains("beyond the 200 sectors of its array org0"), "{e}");
         let _ = std::fs::remove_dir_all(parv.parent().unwrap());
     }
 

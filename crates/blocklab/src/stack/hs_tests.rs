@@ -64,7 +64,7 @@ fn open_cfg(s: &StackSpec) -> ReplayConfig {
         exec: ExecConfig {
             scheduler: s.device.scheduler.clone(),
             queue_depth: if depth == 0 { usize::MAX } else { depth },
-            warmup_ns: crate::timed::engine::secs_to_ns(s.replay.warmup),
+            warmup_ns: crate::timed::engine::secs_to_ns(s.replay.warmup_secs()),
             ..Default::default()
         },
     }

@@ -260,6 +260,9 @@ pub struct Timing {
     /// Requests whose data could not be produced (not in the response times).
     pub unreadable: u64,
     pub sim_time_ms: f64,
+    /// From the end of the warm-up (`replay.warmup`; 0 without one) to the
+    /// last completion.
+    pub measured_ms: f64,
     /// Device busy time per request, summed over devices.
     pub avg_service_ms: f64,
     /// Mean device utilization.
@@ -292,6 +295,7 @@ impl StackResult {
             streams: r.streams,
             unreadable: r.unreadable,
             sim_time_ms: r.sim_time_ms,
+            measured_ms: r.measured_ms,
             avg_service_ms: r.avg_service_ms,
             utilization: r.utilization,
             mean_outstanding: r.mean_outstanding,

@@ -179,7 +179,7 @@ fn counted_order(spec: &StackSpec, traces: &[TraceInput]) -> TimeOrder {
     });
     let reads_time = traces.len() > 1
         || fail_by_time
-        || spec.replay.warmup > 0.0
+        || spec.replay.warmup_secs() > 0.0
         || spec.cache.iter().any(|c| c.write_buffer.is_some() && c.max_age_s > 0.0);
     if reads_time {
         order
@@ -312,12 +312,13 @@ pub(crate) fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
         discipline,
         exec: ExecConfig {
             scheduler: scheduler.clone(),
+            satf_window: spec.device.satf_window,
             queue_depth: if depth == 0 { usize::MAX } else { depth },
             xor_ns: ms_to_ns(xor_ms),
             pq_ns: ms_to_ns(xor_ms),
             sectors_per_block: 1, // each pass takes the stack's own
             interval_ns: (r.interval > 0.0).then(|| ms_to_ns(r.interval).max(1)),
-            warmup_ns: secs_to_ns(r.warmup),
+            warmup_ns: secs_to_ns(r.warmup_secs()),
         },
     })
 }

@@ -59,6 +59,9 @@ pub struct Composed {
     /// Counted runs: requests of the first `warmup_ns` of trace time are not
     /// measured (timed runs: the executor says, `TimedExecutor::measuring`).
     pub warmup_ns: Ns,
+    /// Requests of the pass before the measured ones (`replay.warmup =
+    /// "Nreq"`), in counted and timed runs alike.
+    pub warmup_requests: u64,
     /// The counters were started afresh after a warm-up.
     warmed: bool,
 }
@@ -93,6 +96,7 @@ impl Composed {
             seed: 0,
             opportunism: None,
             warmup_ns: 0,
+            warmup_requests: 0,
             warmed: false,
         })
     }
@@ -252,7 +256,9 @@ impl Composed {
         // The time since the first request is worked out only when something
         // here waits for a moment of it (most counted runs: nothing does).
         let now = || secs_to_ns(req.time - t0);
-        if self.warmup_ns > 0 && !self.warmed && now() >= self.warmup_ns {
+        let warm = (self.warmup_ns > 0 && now() >= self.warmup_ns)
+            || (self.warmup_requests > 0 && self.issued >= self.warmup_requests);
+        if warm && !self.warmed {
             self.end_warmup();
         }
         self.before(req, None)?;
@@ -272,6 +278,10 @@ impl Composed {
 
     /// Counted executor: the trace is over (a rebuild not yet started runs now).
     pub fn count_finish(&mut self) -> Result<()> {
+        // A warm-up longer than the trace leaves nothing measured.
+        if self.warmup_ns > 0 || self.warmup_requests > 0 {
+            self.end_warmup();
+        }
         // A rebuild not yet due runs at the end (if its disks ever failed).
         let due = self.target.rebuild_start().is_some() && (self.fail_at.is_none() || self.failed);
         if due && !self.rebuilt {
@@ -344,7 +354,12 @@ impl Stack for Composed {
 
     fn issue(&mut self, req: &Request, tag: u64, ex: &mut TimedExecutor) -> Result<()> {
         self.take_free(ex)?;
-        if ex.warmup_ns() > 0 && ex.measuring() {
+        if self.warmup_requests > 0 {
+            // A warm-up in requests: the stack counts them (the replayer
+            // marks a warm-up in trace time).
+            ex.set_measuring(self.issued >= self.warmup_requests);
+        }
+        if (ex.warmup_ns() > 0 || self.warmup_requests > 0) && ex.measuring() {
             self.end_warmup();
         }
         self.before(req, Some(&mut *ex))?;
@@ -412,6 +427,11 @@ impl Stack for Composed {
     fn drain(&mut self, ex: &mut TimedExecutor) -> Result<bool> {
         if self.flushed {
             return Ok(false);
+        }
+        // A warm-up longer than the trace leaves nothing measured.
+        if ex.warmup_ns() > 0 || self.warmup_requests > 0 {
+            ex.set_measuring(true);
+            self.end_warmup();
         }
         self.flush(ex)?;
         Ok(ex.bg_in_flight() > 0)

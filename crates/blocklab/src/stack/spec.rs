@@ -97,10 +97,11 @@ pub struct ReplaySpec {
     pub interval: f64,
     /// Drop writes from the trace (the VDF paper's setting).
     pub reads_only: bool,
-    /// Warm-up: the first `warmup` seconds of each trace (its own clock)
-    /// are replayed but not measured (response times, layer, array and
-    /// device counters start afresh after it).
-    pub warmup: f64,
+    /// Warm-up: the first `warmup` seconds of each trace (its own clock),
+    /// or with `"Nreq"` the run's first N requests, are replayed but not
+    /// measured (response times, layer, array and device counters start
+    /// afresh after it). See [`Warmup`].
+    pub warmup: NumOrStr,
     /// Times that go back are put in order within `sort_window` seconds
     /// (absent: they are an error naming the line); see trace::order.
     pub sort: bool,
@@ -120,14 +121,58 @@ impl Default for ReplaySpec {
             reference: None,
             interval: 0.0,
             reads_only: false,
-            warmup: 0.0,
+            warmup: NumOrStr::Int(0),
             sort: false,
             sort_window: 1.0,
         }
     }
 }
 
+/// When the warm-up of `replay.warmup` ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Warmup {
+    /// After this many seconds of each trace's own clock (0: no warm-up).
+    Secs(f64),
+    /// After the run's first N requests (after `replay.reads_only`), in the
+    /// order they are issued: the VDF paper warmed its cache with a number
+    /// of blocks.
+    Requests(u64),
+}
+
+impl Warmup {
+    /// `1.5`, `1.5s` (seconds) or `1000req` (requests).
+    pub fn parse(v: &NumOrStr) -> std::result::Result<Warmup, &'static str> {
+        use crate::stack::failure::FailAt;
+        match FailAt::parse(&v.text()) {
+            Ok(FailAt::Time(x)) => Ok(Warmup::Secs(x)),
+            Ok(FailAt::Request(n)) => Ok(Warmup::Requests(n)),
+            _ => Err("must be non-negative seconds (`1.5`, `1.5s`) or a number of requests (`1000req`)"),
+        }
+    }
+}
+
 impl ReplaySpec {
+    /// The warm-up (checked when the spec was read; unreadable: none).
+    pub fn warmup(&self) -> Warmup {
+        Warmup::parse(&self.warmup).unwrap_or(Warmup::Secs(0.0))
+    }
+
+    /// Seconds of trace time replayed as warm-up (0 for a warm-up in requests).
+    pub fn warmup_secs(&self) -> f64 {
+        match self.warmup() {
+            Warmup::Secs(x) => x,
+            Warmup::Requests(_) => 0.0,
+        }
+    }
+
+    /// Requests replayed as warm-up (0 for a warm-up in seconds).
+    pub fn warmup_requests(&self) -> u64 {
+        match self.warmup() {
+            Warmup::Requests(n) => n,
+            Warmup::Secs(_) => 0,
+        }
+    }
+
     /// What the trace readers of a run in time do with times that go back.
     pub fn time_order(&self) -> crate::trace::order::TimeOrder {
         use crate::trace::order::TimeOrder;
@@ -520,6 +565,11 @@ pub struct ArraySpec {
     /// Compute time of an XOR / P+Q step (ms).
     #[serde(default)]
     pub xor_ms: f64,
+    /// MD's stripe cache for reads of a degraded RAID-4/5/6, in stripe heads
+    /// (one 4 KiB page per member; MD's `stripe_cache_size`, 256 by
+    /// default there); 0 (default): none. See `array::stripe_cache`.
+    #[serde(default)]
+    pub stripe_cache: u64,
     #[serde(default)]
     pub rebuild: Option<RebuildSpec>,
     /// `[array.dgraid]`: the D-GRAID array's own keys (`raid = "dgraid0" | "dgraid1"`).
@@ -582,6 +632,10 @@ pub struct DeviceSpec {
     pub model: String,
     #[serde(default = "default_scheduler")]
     pub scheduler: String,
+    /// SATF: how many waiting requests, the nearest the head, it estimates
+    /// per choice (`timed::sched::DEFAULT_SATF_WINDOW`).
+    #[serde(default = "default_satf_window")]
+    pub satf_window: usize,
     /// Requests handed to the device at once (0: unlimited).
     #[serde(default)]
     pub queue_depth: usize,
@@ -610,6 +664,10 @@ impl DeviceSpec {
 
 fn default_scheduler() -> String {
     "fcfs".into()
+}
+
+fn default_satf_window() -> usize {
+    crate::timed::sched::DEFAULT_SATF_WINDOW
 }
 
 /// A whole stack file.
@@ -828,6 +886,9 @@ impl StackSpec {
             }
         }
         crate::timed::sched::build(&self.device.scheduler).map_err(|e| o.err("device.scheduler", e))?;
+        if self.device.satf_window == 0 {
+            return Err(o.err("device.satf_window", "must be at least 1 (requests SATF compares)"));
+        }
         let ss = self.device.short_stroke;
         if !(ss.is_finite() && ss > 0.0 && ss <= 1.0) {
             return Err(o.err("device.short_stroke", "must be a share of the device in (0, 1]"));
@@ -972,8 +1033,8 @@ impl StackSpec {
         if !(r.interval.is_finite() && r.interval >= 0.0) {
             return Err(o.err("replay.interval", "must be a non-negative number of ms"));
         }
-        if !(r.warmup.is_finite() && r.warmup >= 0.0) {
-            return Err(o.err("replay.warmup", "must be a non-negative number of seconds"));
+        if let Err(e) = Warmup::parse(&r.warmup) {
+            return Err(o.err("replay.warmup", e));
         }
         if !(r.sort_window.is_finite() && r.sort_window >= 0.0) {
             return Err(o.err("replay.sort_window", "must be a non-negative number of seconds"));
@@ -983,6 +1044,18 @@ impl StackSpec {
 
     fn check_array(&self, a: &ArraySpec) -> Result<()> {
         let o = &self.origin;
+        if a.stripe_cache > 0 {
+            let parity = crate::array::Level::parse(&a.raid.text()).is_ok_and(|l| {
+                use crate::array::Level::*;
+                matches!(l, Raid4 | Raid5 | Raid6)
+            });
+            if !parity {
+                return Err(o.err(
+                    "array.stripe_cache",
+                    "only RAID-4/5/6 arrays (MD's raid5 personality) have one",
+                ));
+            }
+        }
         if is_dgraid(&a.raid.text()) {
             return self.check_dgraid(a);
         }
@@ -1614,6 +1687,11 @@ mod tests {
         );
         let e = err(BASE, &["device.scheduler=elevator"]);
         assert!(e.starts_with("s.toml: key `device.scheduler`"), "{e}");
+        let e = err(BASE, &["device.satf_window=0"]);
+        assert!(
+            e.starts_with("s.toml: key `device.satf_window`: must be at least 1"),
+            "{e}"
+        );
         let e = err(BASE, &["array.raid=0", "array.rebuild.at=0"]);
         assert!(e.contains("array.failed") || e.contains("array.rebuild"), "{e}");
         let e = err("[array]\nraid = 5\ndisks = 4\n", &[]);

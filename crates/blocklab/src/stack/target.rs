@@ -7,6 +7,7 @@
 //! plan a target makes is tallied in its ledger (a counted executor), so the
 //! operations per disk and per cause are known in both executors.
 
+use crate::array::stripe_cache::StripeCache;
 use std::sync::Arc;
 
 use super::layer::{Exec, Io, Target};
@@ -200,6 +201,8 @@ pub struct ArrayStack<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> {
     /// Counted runs: the rebuild ran (at once).
     rebuilt_at_once: Option<RebuildReport>,
     ledger: CountExecutor,
+    /// `array.stripe_cache`: MD's stripe heads serving reads while degraded.
+    stripe_cache: Option<StripeCache>,
 }
 
 impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
@@ -254,6 +257,7 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
             rebuild: None,
             rebuilt_at_once: None,
             ledger: CountExecutor::new(n),
+            stripe_cache: None,
         }
     }
 
@@ -261,6 +265,13 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> ArrayStack<F> {
     /// by linear compression (`array.fit = "scale"`).
     pub fn scaled(mut self, span: u64) -> Self {
         self.span = Some(span);
+        self
+    }
+
+    /// Reads of the degraded array go through `heads` of MD's stripe heads
+    /// (`array.stripe_cache`, see `array::stripe_cache`).
+    pub fn with_stripe_cache(mut self, heads: usize) -> Self {
+        self.stripe_cache = Some(StripeCache::new(heads));
         self
     }
 
@@ -439,6 +450,9 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
         *self.array.get_mut() = self.initial.clone();
         self.rebuild = None;
         self.ledger = CountExecutor::new(self.initial.ndisks());
+        if let Some(c) = self.stripe_cache.as_mut() {
+            c.clear();
+        }
         (0..self.initial.ndisks()).map(|_| (self.make)()).collect()
     }
 
@@ -477,6 +491,12 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for ArrayStack<F> {
             }
             Some(span) => plan = self.plan_piece(io, scale_block(io.first, n, span, self.blocks), n, exec)?,
             None => plan = self.plan_piece(io, io.first, n, exec)?,
+        }
+        if let Some(c) = self.stripe_cache.as_mut() {
+            let array = self.array.get();
+            if !array.failed().is_empty() {
+                plan = c.filter(plan, array.ndisks());
+            }
         }
         for op in plan.disk_ops() {
             self.head[op.disk as usize] = op.block + op.nblocks as u64;

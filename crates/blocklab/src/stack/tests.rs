@@ -440,7 +440,7 @@ proptest! {
     #[test]
     fn no_failure_rgr_is_the_miss_ratio(seq in prop::collection::vec(0u64..400, 1..300), cap in 1u64..64, n in 3u32..9) {
         let reqs = reads(&seq.iter().map(|b| b * 7).collect::<Vec<_>>());
-        for p in ["lru", "lfu", "vdf-lru", "vdf-lfu", "gds", "vdf-clock"] {
+        for p in ["lru", "lfu", "vdf-lru", "vdf-lfu", "gds", "vdf-clock", "vdf-arc"] {
             let r = counted(&rgr_stack(p, cap, n, &[], None), &reqs);
             prop_assert_eq!(surviving(&r), (r.layers[0].misses, 0));
             prop_assert_eq!(r.array.unwrap().rgr, r.layers[0].miss_ratio);
@@ -523,4 +523,120 @@ fn a_rebuild_after_a_failure_mid_run_starts_at_after_it() {
         (cb.start_ms, cb.rebuild_reads, cb.rebuild_writes),
         (1100.0, rb.rebuild_reads, rb.rebuild_writes)
     );
+}
+
+// ---- warm-up in requests -------------------------------------------------
+
+/// What a warm-up must leave out: the additive counters of a run.
+fn tallies(r: &StackResult) -> (u64, u64, u64, u64, u64, (u64, u64)) {
+    let l = &r.layers[0];
+    (r.requests, l.accesses, l.hits, l.misses, l.fetched_blocks, surviving(r))
+}
+
+fn minus(
+    a: (u64, u64, u64, u64, u64, (u64, u64)),
+    b: (u64, u64, u64, u64, u64, (u64, u64)),
+) -> (u64, u64, u64, u64, u64, (u64, u64)) {
+    (
+        a.0 - b.0,
+        a.1 - b.1,
+        a.2 - b.2,
+        a.3 - b.3,
+        a.4 - b.4,
+        (a.5 .0 - b.5 .0, a.5 .1 - b.5 .1),
+    )
+}
+
+#[test]
+fn warm_up_of_two_requests_measures_the_third_as_a_hit() {
+    // Reads of blocks 0, 1, 0 (1 s apart) on a degraded 5-disk RAID-5 with
+    // a 2-block LRU, `warmup = "2req"`: only the third is measured, a hit
+    // (no surviving read); without the warm-up block 0 costs 4 reads (disk 0
+    // failed) and block 1 one.
+    let mut s = rgr_stack("lru", 2, 5, &[0], None);
+    s.replay.warmup = super::spec::NumOrStr::Str("2req".into());
+    let reqs = reads(&[0, 1, 0]);
+    for r in [counted(&s, &reqs), timed(&s, &reqs)] {
+        assert_eq!(tallies(&r), (1, 1, 1, 0, 0, (0, 0)), "{}", r.executor);
+    }
+    let t = timed(&s, &reqs);
+    assert_eq!(t.response.as_ref().unwrap().reads.requests, 1);
+    s.replay.warmup = super::spec::NumOrStr::Int(0);
+    assert_eq!(tallies(&counted(&s, &reqs)), (3, 3, 1, 2, 2, (5, 0)));
+}
+
+#[test]
+fn warm_up_key_takes_seconds_or_requests() {
+    let base = "tenant_map = \"ignore\"\n[device]\nmodel = \"const:1\"\n";
+    let parse = |v: &str| StackSpec::from_str_with(base, &[format!("replay.warmup={v}")], Origin::default());
+    use super::spec::Warmup;
+    assert_eq!(parse("1.5").unwrap().replay.warmup(), Warmup::Secs(1.5));
+    assert_eq!(parse("\"2s\"").unwrap().replay.warmup(), Warmup::Secs(2.0));
+    assert_eq!(parse("\"1000req\"").unwrap().replay.warmup(), Warmup::Requests(1000));
+    for bad in ["\"x\"", "-1", "\"-3req\""] {
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.contains("key `replay.warmup`") && e.contains("1000req"), "{bad}: {e}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// A warm-up of k requests measures what a run of the tail measures with
+    /// the cache (and the fault-aware policy's state) left as the first k
+    /// requests left it: the whole run's counters less those of a run of the
+    /// first k requests alone. Counted and timed alike; timed responses
+    /// count the tail only.
+    #[test]
+    fn warm_up_measures_the_tail_of_a_prefilled_cache(
+        seq in prop::collection::vec(0u64..60, 1..150),
+        cap in 1u64..16,
+        k in 0usize..150,
+        n in 3u32..7,
+        policy in prop::sample::select(vec!["lru", "arc", "vdf-lru", "vdf-arc", "vdf-lfu"]),
+    ) {
+        let k = k.min(seq.len());
+        let reqs = reads(&seq.iter().map(|b| b * 3).collect::<Vec<_>>());
+        let s = rgr_stack(policy, cap, n, &[0], None);
+        let want = minus(tallies(&counted(&s, &reqs)), tallies(&counted(&s, &reqs[..k])));
+        let mut w = s.clone();
+        w.replay.warmup = super::spec::NumOrStr::Str(format!("{k}req"));
+        prop_assert_eq!(tallies(&counted(&w, &reqs)), want);
+        let t = timed(&w, &reqs);
+        prop_assert_eq!(tallies(&t), want);
+        prop_assert_eq!(t.response.as_ref().unwrap().reads.requests, (seq.len() - k) as u64);
+    }
+}
+
+// ---- MD's stripe cache ----------------------------------------------------
+
+#[test]
+fn stripe_cache_reconstructs_a_stripe_once_counted_and_timed() {
+    // 5-disk RAID-5, one-block chunks, disk 0 failed, a 1-block host LRU.
+    // Stripe 3 holds blocks 12..15, parity on disk 1 (left-symmetric), block
+    // 15 on disk 0. Reads 15, 12, 15: without the stripe cache 4 + 1 + 4
+    // surviving reads; with it the first reconstruction reads the stripe's
+    // 4 other pages once and both later reads are served from it.
+    let reqs = reads(&[15, 12, 15]);
+    let mut s = rgr_stack("lru", 1, 5, &[0], None);
+    assert_eq!(surviving(&counted(&s, &reqs)), (9, 0));
+    s.array.as_mut().unwrap().stripe_cache = 256;
+    assert_eq!(surviving(&counted(&s, &reqs)), (4, 0));
+    let t = timed(&s, &reqs);
+    assert_eq!(surviving(&t), (4, 0));
+    // The host cache still misses 3 times: the stripe cache is below it.
+    assert_eq!(t.layers[0].misses, 3);
+    // No failure: reads bypass it (MD's chunk-aligned reads).
+    let mut healthy = rgr_stack("lru", 1, 5, &[], None);
+    healthy.array.as_mut().unwrap().stripe_cache = 256;
+    assert_eq!(surviving(&counted(&healthy, &reqs)), (3, 0));
+}
+
+#[test]
+fn stripe_cache_is_for_parity_arrays_only() {
+    let base = "tenant_map = \"ignore\"\n[array]\nraid = 1\ndisks = 2\n[device]\nmodel = \"const:1\"\n";
+    let e = StackSpec::from_str_with(base, &["array.stripe_cache=16".into()], Origin::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("key `array.stripe_cache`"), "{e}");
 }

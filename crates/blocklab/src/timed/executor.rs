@@ -32,6 +32,9 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct ExecConfig {
     pub scheduler: String,
+    /// SATF: the requests nearest the head whose access time is estimated
+    /// per choice (`sched::DEFAULT_SATF_WINDOW`).
+    pub satf_window: usize,
     /// Requests handed to a device at once (its command queue), in-service included.
     pub queue_depth: usize,
     /// Compute time of an XOR node.
@@ -51,6 +54,7 @@ impl Default for ExecConfig {
     fn default() -> Self {
         ExecConfig {
             scheduler: "fcfs".into(),
+            satf_window: sched::DEFAULT_SATF_WINDOW,
             queue_depth: usize::MAX,
             xor_ns: 0,
             pq_ns: 0,
@@ -111,10 +115,8 @@ struct Live {
     write: bool,
     start: Ns,
     plan: IoPlan,
-    /// Unfinished dependencies per node.
-    waiting: Vec<u16>,
-    /// Nodes that wait for each node.
-    children: Vec<Vec<u16>>,
+    /// Unfinished dependencies per node, and who waits for whom.
+    graph: Graph,
     left: usize,
     unreadable: bool,
     /// Background work: not a user request (no response time, not counted).
@@ -163,7 +165,10 @@ impl TimedExecutor {
         }
         let devs = models
             .into_iter()
-            .map(|m| Ok(DevQueue::new(m, sched::build(&cfg.scheduler)?, cfg.queue_depth)))
+            .map(|m| {
+                let make = || sched::build_windowed(&cfg.scheduler, cfg.satf_window);
+                Ok(DevQueue::new(m, make()?, make()?, cfg.queue_depth))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(TimedExecutor {
             engine: Engine::new(),
@@ -330,16 +335,10 @@ impl TimedExecutor {
             return Err(Error::config(format!("an I/O plan of {n} nodes is too large")));
         }
         let spb = self.cfg.sectors_per_block;
-        let mut waiting = Vec::with_capacity(n);
-        let mut children = vec![Vec::new(); n];
         for (i, node) in plan.nodes.iter().enumerate() {
-            for &d in &node.deps {
-                if d as usize >= i {
-                    return Err(Error::config(format!("I/O plan node {i} depends on later node {d}")));
-                }
-                children[d as usize].push(i as u16);
+            if let Some(d) = node.deps.iter().find(|&&d| d as usize >= i) {
+                return Err(Error::config(format!("I/O plan node {i} depends on later node {d}")));
             }
-            waiting.push(node.deps.len() as u16);
             if let Action::Disk(op) = &node.action {
                 let dev = self
                     .devs
@@ -374,14 +373,14 @@ impl TimedExecutor {
             self.finish_plan(now, id, tag, now, false, write, bg, measured);
             return Ok(());
         }
+        let graph = Graph::new(&plan);
         let live = Live {
             id,
             tag,
             write,
             start: now,
             plan,
-            waiting,
-            children,
+            graph,
             left: n,
             unreadable: false,
             bg,
@@ -399,11 +398,12 @@ impl TimedExecutor {
             }
         };
         self.live_ids.insert(id, slot);
-        let roots: Vec<u16> = (0..n as u16)
-            .filter(|&i| self.live[slot as usize].as_ref().unwrap().waiting[i as usize] == 0)
-            .collect();
-        for i in roots {
-            self.start_node(slot, i);
+        // Starting a node never completes one at once (completions are
+        // events), so the roots can be read while they are started.
+        for i in 0..n as u16 {
+            if self.live[slot as usize].as_ref().unwrap().graph.waiting(i) == 0 {
+                self.start_node(slot, i);
+            }
         }
         Ok(())
     }
@@ -454,12 +454,7 @@ impl TimedExecutor {
         let live = self.live[slot as usize].as_mut().unwrap();
         live.left -= 1;
         let mut ready = Vec::new();
-        for &c in &live.children[i as usize] {
-            live.waiting[c as usize] -= 1;
-            if live.waiting[c as usize] == 0 {
-                ready.push(c);
-            }
-        }
+        live.graph.done(i, &mut ready);
         if live.left == 0 {
             let live = self.live[slot as usize].take().unwrap();
             self.free.push(slot);
@@ -556,5 +551,62 @@ impl TimedExecutor {
         let mut r = self.metrics.report(end, &stats, self.engine.processed());
         r.scheduler = self.cfg.scheduler.to_ascii_lowercase();
         r
+    }
+}
+
+/// A plan's dependencies in one allocation: a deep queue holds many plans,
+/// and every separate allocation is one more cache miss when a node of the
+/// plan completes. `v` is `[waiting; n] [start; n + 1] [children]`: node
+/// i's unfinished dependencies at `v[i]`, the nodes that wait for it
+/// (ascending, as often as they list it) at `children[start[i]..start[i + 1]]`.
+struct Graph {
+    n: usize,
+    v: Vec<u32>,
+}
+
+impl Graph {
+    /// The graph of `plan`, whose dependencies all point to earlier nodes.
+    fn new(plan: &IoPlan) -> Graph {
+        let n = plan.nodes.len();
+        let edges: usize = plan.nodes.iter().map(|node| node.deps.len()).sum();
+        let mut v = vec![0u32; 2 * n + 1 + edges];
+        let (waiting, rest) = v.split_at_mut(n);
+        let (start, children) = rest.split_at_mut(n + 1);
+        for (i, node) in plan.nodes.iter().enumerate() {
+            waiting[i] = node.deps.len() as u32;
+            for &d in &node.deps {
+                start[d as usize + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        if edges > 0 {
+            let mut next = start[..n].to_vec();
+            for (i, node) in plan.nodes.iter().enumerate() {
+                for &d in &node.deps {
+                    children[next[d as usize] as usize] = i as u32;
+                    next[d as usize] += 1;
+                }
+            }
+        }
+        Graph { n, v }
+    }
+
+    fn waiting(&self, i: u16) -> u32 {
+        self.v[i as usize]
+    }
+
+    /// Node `i` completed: the nodes that no longer wait for anything go to `ready`.
+    fn done(&mut self, i: u16, ready: &mut Vec<u16>) {
+        let n = self.n;
+        let (waiting, rest) = self.v.split_at_mut(n);
+        let (start, children) = rest.split_at(n + 1);
+        for &c in &children[start[i as usize] as usize..start[i as usize + 1] as usize] {
+            waiting[c as usize] -= 1;
+            if waiting[c as usize] == 0 {
+                ready.push(c as u16);
+            }
+        }
     }
 }

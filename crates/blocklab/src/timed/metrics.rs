@@ -52,6 +52,9 @@ pub struct DeviceReport {
     pub overhead_ms: f64,
     /// Busy time of read operations.
     pub read_busy_ms: f64,
+    /// Mean time of this device's operations from their arrival in its
+    /// queue to their completion (waiting included).
+    pub avg_response_ms: f64,
 }
 
 /// Response times of one class of requests (all, reads, writes).
@@ -136,6 +139,9 @@ pub struct Report {
     pub utilization: f64,
     /// Simulated time from 0 (first arrival) to the last completion.
     pub sim_time_ms: f64,
+    /// Simulated time measured: from the end of the warm-up (0 without
+    /// one) to the last completion (what rates per second divide by).
+    pub measured_ms: f64,
     pub mean_outstanding: f64,
     pub max_outstanding: u64,
     /// Requests whose trace timestamp went backwards (issued at once instead).
@@ -311,6 +317,11 @@ impl Recorder {
                 transfer_ms: ns_to_ms(d.transfer_ns),
                 overhead_ms: ns_to_ms(d.overhead_ns),
                 read_busy_ms: ns_to_ms(d.read_busy_ns),
+                avg_response_ms: if d.completed > 0 {
+                    d.response_ns as f64 / 1e6 / d.completed as f64
+                } else {
+                    0.0
+                },
             })
             .collect();
         let ndev = devices.len().max(1) as f64;
@@ -355,6 +366,7 @@ impl Recorder {
                 0.0
             },
             sim_time_ms: ns_to_ms(end),
+            measured_ms: ns_to_ms(end - self.start),
             mean_outstanding: if measured_span {
                 self.outstanding_area as f64 / span
             } else {

@@ -15,8 +15,13 @@
 //! `device::Opportunism`) until the host takes them: those read while a
 //! write of them waited at the device, or arrived meanwhile, are dropped
 //! (the host must not keep data older than a write it issued).
+//!
+//! Every operation costs O(log n) or less in the number of waiting requests
+//! (the schedulers keep their queues ordered; waiting writes are indexed by
+//! sector), so a queue that grows without bound under overload does not make
+//! each request dearer.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use super::engine::{ms_to_ns, ns_to_ms, Ns};
 use super::sched::{SchedCtx, Scheduler};
@@ -51,19 +56,26 @@ pub struct DeviceStats {
     pub overhead_ns: u64,
     /// Busy time of read operations (demand and prefetch).
     pub read_busy_ns: u64,
+    /// Operations completed, and the sum of their times from arrival here
+    /// to completion (DiskSim's per-device IOdriver response time).
+    pub completed: u64,
+    pub response_ns: u128,
 }
 
 pub struct DevQueue {
     pub model: Box<dyn DeviceModel>,
     sched: Box<dyn Scheduler>,
     depth: usize,
-    /// Handed to the device, visible to the scheduler.
-    device_q: Vec<Pending>,
+    /// Handed to the device: the requests `sched` holds.
     /// Beyond the depth limit, in arrival order.
     host_q: VecDeque<Pending>,
-    /// Idle-class requests, served (by the scheduler) only when no normal
-    /// request waits.
-    idle_q: Vec<Pending>,
+    /// Idle-class requests, served (by a scheduler of the same rule) only
+    /// when no normal request waits.
+    idle_sched: Box<dyn Scheduler>,
+    /// Writes waiting in any of the three queues, by sector; kept from the
+    /// first time the model reads sectors for free (only opportunistic
+    /// models do: an index nobody asks would cost every write a lookup).
+    writes: Option<WaitingWrites>,
     in_service: Option<Pending>,
     head_cyl: u64,
     seq: u64,
@@ -74,14 +86,21 @@ pub struct DevQueue {
 }
 
 impl DevQueue {
-    pub fn new(model: Box<dyn DeviceModel>, sched: Box<dyn Scheduler>, depth: usize) -> Self {
+    /// `sched` orders the normal requests handed to the device, `idle_sched`
+    /// (a second instance of the same rule) the idle class.
+    pub fn new(
+        model: Box<dyn DeviceModel>,
+        sched: Box<dyn Scheduler>,
+        idle_sched: Box<dyn Scheduler>,
+        depth: usize,
+    ) -> Self {
         DevQueue {
             model,
             sched,
             depth: depth.max(1),
-            device_q: Vec::new(),
             host_q: VecDeque::new(),
-            idle_q: Vec::new(),
+            idle_sched,
+            writes: None,
             in_service: None,
             head_cyl: 0,
             seq: 0,
@@ -99,7 +118,7 @@ impl DevQueue {
 
     /// Requests waiting (not in service).
     pub fn waiting(&self) -> usize {
-        self.device_q.len() + self.host_q.len() + self.idle_q.len()
+        self.sched.len() + self.host_q.len() + self.idle_sched.len()
     }
 
     pub fn busy(&self) -> bool {
@@ -148,12 +167,15 @@ impl DevQueue {
             // Sectors read after the write arrived would be older than it.
             let t = ns_to_ms(now);
             trim(&mut self.free, req.lbn, req.sectors.max(1) as u64, |r| r.at_ms > t);
+            if let Some(w) = &mut self.writes {
+                w.insert(&p);
+            }
         }
-        let held = self.device_q.len() + self.in_service.is_some() as usize;
+        let held = self.sched.len() + self.in_service.is_some() as usize;
         if idle {
-            self.idle_q.push(p);
+            self.idle_sched.push(p, self.model.as_ref());
         } else if held < self.depth {
-            self.device_q.push(p);
+            self.sched.push(p, self.model.as_ref());
         } else {
             self.host_q.push_back(p);
         }
@@ -171,36 +193,34 @@ impl DevQueue {
     pub fn complete(&mut self, now: Ns) -> (u64, Option<(u64, Ns)>) {
         self.account(now);
         let done = self.in_service.take().expect("completion of an idle device");
+        self.stats.completed += 1;
+        self.stats.response_ns += now.saturating_sub(done.arrival) as u128;
         (done.tag, self.start_next(now))
     }
 
     fn start_next(&mut self, now: Ns) -> Option<(u64, Ns)> {
         // Refill the device's queue from the host's, in arrival order.
-        while self.device_q.len() < self.depth {
+        while self.sched.len() < self.depth {
             match self.host_q.pop_front() {
-                Some(p) => self.device_q.push(p),
+                Some(p) => self.sched.push(p, self.model.as_ref()),
                 None => break,
             }
         }
-        let idle = self.device_q.is_empty();
-        if idle && self.idle_q.is_empty() {
-            return None;
-        }
         let now_ms = ns_to_ms(now);
-        let i = {
-            let ctx = SchedCtx {
-                now_ms,
-                head_cyl: self.head_cyl,
-                dev: self.model.as_ref(),
-            };
-            self.sched.pick(if idle { &self.idle_q } else { &self.device_q }, &ctx)
+        let ctx = SchedCtx {
+            now_ms,
+            head_cyl: self.head_cyl,
+            dev: self.model.as_ref(),
         };
-        // `remove` keeps arrival order among the rest (FCFS picks index 0).
-        let p = if idle {
-            self.idle_q.remove(i)
+        let sched = if self.sched.is_empty() {
+            &mut self.idle_sched
         } else {
-            self.device_q.remove(i)
+            &mut self.sched
         };
+        let p = sched.pop(&ctx)?;
+        if let (DiskOpKind::Write, Some(w)) = (p.req.kind, &mut self.writes) {
+            w.remove(&p);
+        }
         let d = Dispatch {
             demand: p.demand,
             arrived_ms: ns_to_ms(p.arrival),
@@ -249,10 +269,26 @@ impl DevQueue {
             return;
         }
         let mut fresh = self.free.split_off(start);
-        for p in self.device_q.iter().chain(&self.host_q).chain(&self.idle_q) {
-            if p.req.kind == DiskOpKind::Write {
-                trim(&mut fresh, p.req.lbn, p.req.sectors.max(1) as u64, |_| true);
-            }
+        let writes = self.writes.get_or_insert_with(|| {
+            let mut w = WaitingWrites::default();
+            let mut add = |p: &Pending| {
+                if p.req.kind == DiskOpKind::Write {
+                    w.insert(p)
+                }
+            };
+            self.sched.for_each(&mut add);
+            self.idle_sched.for_each(&mut add);
+            self.host_q.iter().for_each(add);
+            w
+        });
+        // What is left of a run does not depend on the order the writes are
+        // cut out in, so only the writes that overlap a run need be looked at.
+        let mut overlapping = Vec::new();
+        for r in &fresh {
+            writes.overlapping(r.lbn, r.sectors, &mut overlapping);
+        }
+        for (lbn, n) in overlapping {
+            trim(&mut fresh, lbn, n, |_| true);
         }
         self.free.append(&mut fresh);
     }
@@ -265,12 +301,41 @@ impl DevQueue {
             self.collect_free();
         }
         let t = ns_to_ms(now);
-        let mut i = 0;
-        while i < self.free.len() {
-            if self.free[i].at_ms <= t {
-                out.push(self.free.remove(i));
-            } else {
-                i += 1;
+        let (read, later): (Vec<FreeRun>, Vec<FreeRun>) = self.free.drain(..).partition(|r| r.at_ms <= t);
+        out.extend(read);
+        self.free = later;
+    }
+}
+
+/// The writes waiting at a device, by first sector, so that the ones
+/// overlapping a range are found without a scan of the queue.
+#[derive(Default)]
+struct WaitingWrites {
+    /// (first sector, arrival) -> sectors.
+    by_lbn: BTreeMap<(u64, u64), u64>,
+    /// The longest write seen: one overlapping `lbn` starts at most this
+    /// many sectors before it.
+    longest: u64,
+}
+
+impl WaitingWrites {
+    fn insert(&mut self, p: &Pending) {
+        let n = p.req.sectors.max(1) as u64;
+        self.longest = self.longest.max(n);
+        self.by_lbn.insert((p.req.lbn, p.seq), n);
+    }
+
+    fn remove(&mut self, p: &Pending) {
+        self.by_lbn.remove(&(p.req.lbn, p.seq));
+    }
+
+    /// Append the (first sector, sectors) of every write overlapping `lbn..lbn+n`.
+    fn overlapping(&self, lbn: u64, n: u64, out: &mut Vec<(u64, u64)>) {
+        let from = (lbn + 1).saturating_sub(self.longest);
+        let end = lbn + n;
+        for (&(w, _), &len) in self.by_lbn.range((from, 0)..(end, 0)) {
+            if w + len > lbn {
+                out.push((w, len));
             }
         }
     }
@@ -346,7 +411,8 @@ mod tests {
     #[test]
     fn free_reads_never_hand_over_data_older_than_a_write() {
         const MS: Ns = 1_000_000;
-        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), sched::build("fcfs").unwrap(), 4);
+        let fcfs = || sched::build("fcfs").unwrap();
+        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), fcfs(), fcfs(), 4);
         // A read at 0 ms: its free sectors are all read by 0.5 ms. A write of
         // sectors 10..20 arrives at 0.2 ms (before they were read) and one
         // of 50..60 at 0.7 ms (after).
@@ -372,6 +438,24 @@ mod tests {
         q.take_free(5 * MS, &mut out);
         let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
         assert_eq!(got, vec![(0, 30), (40, 60)]);
+    }
+
+    #[test]
+    fn writes_waiting_before_the_first_free_read_are_left_out() {
+        const MS: Ns = 1_000_000;
+        let fcfs = || sched::build("fcfs").unwrap();
+        let mut q = DevQueue::new(Box::new(Free { runs: vec![] }), fcfs(), fcfs(), 4);
+        // A write in service, then a read and a write of 10..20 waiting: the
+        // read (served at 1 ms) is the device's first free read, and the
+        // write still waits behind it.
+        q.arrive(0, 1, rq(DiskOpKind::Write, 50, 10));
+        q.arrive(MS / 10, 2, rq(DiskOpKind::Read, 500, 8));
+        q.arrive(MS / 5, 3, rq(DiskOpKind::Write, 10, 10));
+        assert_eq!(q.complete(MS).1.map(|(tag, _)| tag), Some(2));
+        let mut out = Vec::new();
+        q.take_free(2 * MS, &mut out);
+        let got: Vec<(u64, u64)> = out.iter().map(|r| (r.lbn, r.sectors)).collect();
+        assert_eq!(got, vec![(0, 10), (20, 80)]);
     }
 
     #[test]

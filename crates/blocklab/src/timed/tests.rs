@@ -437,6 +437,60 @@ fn satf_serves_shortest_positioning_estimate() {
     );
 }
 
+/// A toy disk that counts what the schedulers ask of it (cylinder lookups
+/// and access-time estimates), the work a choice costs them.
+struct Asked {
+    disk: ToyDisk,
+    asked: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+impl Asked {
+    fn count(&self) {
+        self.asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+impl DeviceModel for Asked {
+    fn service(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
+        self.disk.service(now_ms, req)
+    }
+    fn positioning_estimate(&self, now_ms: f64, req: &DevRequest) -> f64 {
+        self.count();
+        self.disk.positioning_estimate(now_ms, req)
+    }
+    fn cylinder(&self, lbn: u64) -> u64 {
+        self.count();
+        self.disk.cylinder(lbn)
+    }
+    fn capacity_sectors(&self) -> u64 {
+        self.disk.capacity_sectors()
+    }
+}
+
+#[test]
+fn a_deep_queue_does_not_make_each_choice_dearer() {
+    // 4,000 requests arrive at once. A scan of the queue per choice asks
+    // the device about every waiting request each time (n²/2 = 8 million
+    // questions); ordered queues ask once per arrival and once per service
+    // (the head's cylinder), SATF besides at most its window per choice.
+    let n = 4000u64;
+    let lbns: Vec<u64> = (0..n).map(|i| (i * 7919) % n * 1000).collect();
+    for sched in ["sstf", "clook", "satf"] {
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let dev = Asked {
+            disk: ToyDisk::linear(1.0, 0.001, 1000),
+            asked: asked.clone(),
+        };
+        let done = order(Box::new(dev), sched, usize::MAX, &lbns);
+        assert_eq!(done.len() as u64, n);
+        let window = if sched == "satf" {
+            super::sched::DEFAULT_SATF_WINDOW as u64
+        } else {
+            0
+        };
+        let asked = asked.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(asked <= n * (2 + window), "{sched}: {asked} questions for {n} requests");
+    }
+}
+
 #[test]
 fn queue_depth_limits_what_the_scheduler_sees() {
     // Depth 2 (in service included): the device sees {8}, then {8, 2}: tie at

@@ -25,8 +25,10 @@
 //! access-probability estimate the paper uses for LRU-like policies.
 //!
 //! A base policy plugs in by implementing [`Candidate`]; FIFO, CLOCK and LRU
-//! are provided here (policies with ghost history, such as ARC, would need
-//! `remove` to record the ghost as their own eviction does).
+//! are provided here. Policies with ghost history, whose victim depends on
+//! the request and whose evictions feed the ghosts, do not fit one instance
+//! per disk: ARC's VDF variant is `vdf_arc` (ARC's own lists, the victim
+//! within a list chosen per disk).
 //!
 //! `Policy::remove` (an invalidation) drops the block from the global
 //! instance, its disk's instance and the TS table, exactly as an eviction

@@ -14,6 +14,7 @@
 
 pub mod cost_aware;
 pub mod gds;
+pub mod vdf_arc;
 pub mod vdf_lfu;
 pub mod vdf_lru;
 
@@ -169,7 +170,7 @@ impl FaultMap for NoFaults {
 }
 
 /// Policies that need a [`FaultMap`] (the others are built by [`build`]).
-pub const FAULT_AWARE: &[&str] = &["vdf-lru", "vdf-lfu", "vdf-fifo", "vdf-clock", "gds"];
+pub const FAULT_AWARE: &[&str] = &["vdf-lru", "vdf-lfu", "vdf-fifo", "vdf-clock", "vdf-arc", "gds"];
 
 /// Every policy name [`build_fault_aware`] accepts.
 pub fn all_policies() -> Vec<&'static str> {
@@ -190,6 +191,7 @@ pub fn build_fault_aware(name: &str, capacity: usize, faults: Arc<dyn FaultMap>)
         "gds" => Box::new(gds::Gds::new(capacity, faults)),
         "vdf-fifo" => Box::new(cost_aware::CostAware::new("fifo", capacity, faults)?),
         "vdf-clock" => Box::new(cost_aware::CostAware::new("clock", capacity, faults)?),
+        "vdf-arc" => Box::new(vdf_arc::new(capacity, faults)),
         other => match build(other, capacity) {
             Ok(p) => p,
             Err(_) => return Err(Error::unknown("policy", other, &all_policies())),

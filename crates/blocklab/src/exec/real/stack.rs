@@ -111,6 +111,20 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
             "serves one volume (tenants share it, as with \"ignore\"); \"key\" would put them out of the array",
         );
     }
+    if a.stripe_cache > 0 {
+        // The counted ledger would count reads the stripe cache saves while
+        // the member files are read as the array plans them.
+        return refuse(
+            "array.stripe_cache",
+            "reads member files as the array plans them (MD's stripe cache is modelled in simulation only)",
+        );
+    }
+    if spec.replay.warmup_requests() > 0 || spec.replay.warmup_secs() > 0.0 {
+        return refuse(
+            "replay.warmup",
+            "counts every request (a warm-up would make its figures differ from a counted run's)",
+        );
+    }
     if spec.device.short_stroke < 1.0 {
         return refuse("device.short_stroke", "uses the whole member file");
     }

@@ -381,13 +381,19 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
         ("", "cache.0.prefetch"),
         ("", "cache.0.write_buffer"),
         ("", "cache.0.policy"),
+        ("", "array.stripe_cache"),
+        ("", "replay.warmup"),
+        ("", "replay.warmup"),
     ];
-    let sets: [&[&str]; 5] = [
+    let sets: [&[&str]; 8] = [
         &[],
         &["array.failed=[1]", "array.fail_at=\"10req\""],
         &["cache.0.prefetch=\"readahead\"", "cache.0.readahead=\"64KiB\""],
         &["cache.0.write_buffer=\"64KiB\""],
         &["cache.0.policy=\"opt\""],
+        &["array.stripe_cache=256"],
+        &["replay.warmup=\"100req\""],
+        &["replay.warmup=5"],
     ];
     for ((extra, key), sets) in refused.iter().zip(sets) {
         let text = stack_text("raid5", 4, &(cache("lru", 16, "back") + extra));

@@ -1,0 +1,127 @@
+"""Shared by the bench sections that time whole processes side by side: one
+child's wall and CPU time, the machine, the peer tool libCacheSim built here.
+
+libCacheSim's `cachesim` is built on this machine from its source (CMake, with
+glib and zstd: `make bench` installs them when missing). The source is, in
+order: $LIBCACHESIM_SRC (a source tree, or a git directory whose HEAD is
+exported), out/bench/libCacheSim-src from an earlier run, or a clone of
+https://github.com/1a1a11a/libCacheSim.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "out" / "bench"
+LCS_SRC = OUT / "libCacheSim-src"
+LCS_URL = "https://github.com/1a1a11a/libCacheSim"
+
+
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, str, int]:
+    """Wall time, CPU time (user + system), stdout and peak RSS (KiB) of one child process
+    (run in out/bench/: `cachesim` writes a result file into its working directory)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=OUT)
+    out = p.stdout.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        raise SystemExit(f"command failed ({code}): {' '.join(cmd)}")
+    return wall, ru.ru_utime + ru.ru_stime, out, ru.ru_maxrss
+
+
+def machine() -> str:
+    """CPU model and logical CPUs, e.g. `Intel(R) Xeon(R) Processor, 2 logical CPUs`."""
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+        return f"{fields.get('Model name', '?').strip()}, {os.cpu_count()} logical CPUs"
+    except OSError:
+        return f"{platform.processor()}, {os.cpu_count()} logical CPUs"
+
+
+def commit() -> str:
+    """blocklab's commit (short hash; `+` when the work tree differs from it)."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        # BENCHMARKS.md itself changes as the sections are written.
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":!BENCHMARKS.md"], capture_output=True, text=True).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def today() -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+
+
+def _export_source() -> None:
+    """Put a libCacheSim source tree at LCS_SRC (see the module notes)."""
+    src = os.environ.get("LIBCACHESIM_SRC")
+    if src and (Path(src) / "CMakeLists.txt").exists():
+        LCS_SRC.parent.mkdir(parents=True, exist_ok=True)
+        if not LCS_SRC.exists():
+            LCS_SRC.symlink_to(Path(src).resolve())
+        return
+    if src:
+        # A git directory (a bare mirror, say): export HEAD without the sample data.
+        LCS_SRC.mkdir(parents=True)
+        archive = subprocess.run(["git", "--git-dir", src, "archive", "HEAD", "--", ".", ":!data", ":!doc"],
+                                 capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(LCS_SRC)], input=archive, check=True)
+        info = subprocess.run(["git", "--git-dir", src, "log", "-1", "--format=%h %cs"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        (LCS_SRC / "BLOCKLAB_SOURCE").write_text(f"{info} (exported from {src})\n")
+        return
+    print(f"cloning {LCS_URL} into {LCS_SRC}", file=sys.stderr)
+    r = subprocess.run(["git", "clone", "--depth", "1", LCS_URL, str(LCS_SRC)])
+    if r.returncode != 0:
+        raise SystemExit(f"no libCacheSim source: set LIBCACHESIM_SRC to a source tree or git directory "
+                         f"(cloning {LCS_URL} failed)")
+
+
+def lcs_version() -> str:
+    """The libCacheSim source built: `commit date`."""
+    marker = LCS_SRC / "BLOCKLAB_SOURCE"
+    if marker.exists():
+        return marker.read_text().split(" (")[0].strip()
+    if not (LCS_SRC / ".git").exists():
+        return "?"  # not a clone: `git log` would name blocklab's own commit
+    r = subprocess.run(["git", "-C", str(LCS_SRC), "log", "-1", "--format=%h %cs"], capture_output=True, text=True)
+    return r.stdout.strip() or "?"
+
+
+def cachesim() -> str:
+    """Path of libCacheSim's `cachesim`, built here (Release) on first use."""
+    binary = LCS_SRC / "_build" / "bin" / "cachesim"
+    if binary.exists():
+        return str(binary)
+    if not LCS_SRC.exists():
+        _export_source()
+    build = LCS_SRC / "_build"
+    build.mkdir(exist_ok=True)
+    t = time.perf_counter()
+    subprocess.run(["cmake", "-DCMAKE_BUILD_TYPE=Release", "-DENABLE_TESTS=OFF", ".."], cwd=build, check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run(["make", f"-j{os.cpu_count() or 1}", "cachesim"], cwd=build, check=True, stdout=subprocess.DEVNULL)
+    print(f"built {binary} in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+    return str(binary)
+
+
+def cachesim_miss_ratio(out: str) -> float:
+    """The miss ratio of `cachesim`'s result line (`..., miss ratio 0.2230, ...`)."""
+    found = re.findall(r"req, miss ratio ([0-9.]+)", out)
+    if not found:
+        raise SystemExit(f"no result line in cachesim's output: {out[-300:]!r}")
+    return float(found[-1])

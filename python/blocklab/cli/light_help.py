@@ -1,0 +1,78 @@
+"""typer's help and error formatter without the two rich modules it never uses here.
+
+typer draws help and usage errors with its `rich_utils` module, which imports
+`rich.markdown` (markdown-it) and `rich.traceback` (pygments) at load time:
+about half of what a `blocklab COMMAND --help` costs. blocklab uses neither
+(its markup mode is "rich", not "markdown", and pretty exceptions are off), so
+while `typer.rich_utils` loads, those two modules are stand-ins whose classes
+import the real module the first time they are used. Once `rich_utils` has
+loaded, the stand-ins leave `sys.modules`: any later import gets the real
+modules. The help text is the same either way (tests/test_cli_startup.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import types
+
+# module -> the class typer's formatter takes from it.
+DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+
+
+class _Deferred(type):
+    """A class standing for `module.name`: calling it or reading an attribute imports the real one."""
+
+    def _real(cls):
+        return getattr(importlib.import_module(cls._module), cls.__name__)
+
+    def __call__(cls, *args, **kwargs):
+        return cls._real()(*args, **kwargs)
+
+    def __getattr__(cls, attr):
+        return getattr(cls._real(), attr)
+
+
+def _stand_in(module: str, name: str) -> types.ModuleType:
+    m = types.ModuleType(module)
+    setattr(m, name, _Deferred(name, (), {"_module": module}))
+    return m
+
+
+class _Loader:
+    # importlib.abc is not imported: it pulls in importlib.resources (a few ms).
+    def __init__(self, real) -> None:
+        self.real = real
+
+    def create_module(self, spec):
+        return self.real.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        placed = {}
+        for name, cls in DEFERRED.items():
+            if name not in sys.modules:
+                placed[name] = sys.modules[name] = _stand_in(name, cls)
+        try:
+            self.real.exec_module(module)
+        finally:
+            for name, m in placed.items():
+                if sys.modules.get(name) is m:
+                    del sys.modules[name]
+
+
+class _Finder:
+    def find_spec(self, name, path=None, target=None):
+        if name != "typer.rich_utils":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Loader(spec.loader)
+        return spec
+
+
+def install() -> None:
+    """Defer the two modules when typer first loads its formatter (no-op if it already has)."""
+    if "typer.rich_utils" not in sys.modules and not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
