@@ -6,7 +6,7 @@ SAMPLE := data/wsrch-small.trace
 RUST_SRC := $(shell find crates -name '*.rs' -o -name Cargo.toml) Cargo.toml
 PY_SRC := $(shell find python -name '*.py') pyproject.toml
 
-.PHONY: install demo test test-rust test-python tools bench-tools integrity bench bench-sweeps clean
+.PHONY: install demo test test-rust test-python test-real-matrix tools bench-tools integrity bench bench-sweeps clean
 
 install: .stamp-install
 
@@ -77,11 +77,18 @@ test-rust: tools
 test-python: install tools
 	$(BIN)/python -m pytest tests -q
 
+# The real-tool tests of a served stack, with fio's verify job through every
+# host cache mode in every array state, not only the cut `make test` runs
+# (about two minutes).
+test-real-matrix: install tools
+	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py -q -k stack
+
 # Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
 # libCacheSim's cachesim (built here from its source: benches/peers.py), every
 # policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP, the
-# stack, the NBD server and sweeps. `python benches/run.py counted` (or
-# startup, stack, real, sweeps) re-runs one part.
+# stack, the NBD server, a host cache's hits on real bytes and sweeps.
+# `python benches/run.py counted` (or startup, stack, real, real-stack,
+# sweeps) re-runs one part.
 bench: install bench-tools
 	$(BIN)/python benches/run.py
 

@@ -63,7 +63,8 @@ def recv_exact(s: socket.socket, n: int) -> bytes:
 class Nbd:
     """One NBD connection in the transmission phase, requests pipelined:
     `send` returns a cookie, `recv` returns the next reply (in the server's
-    completion order)."""
+    completion order); `read` / `write` / `flush` send one request as given
+    (never split or merged) and wait for it."""
 
     def __init__(self, host: str, port: int, name: str, timeout: float = 60):
         self.s = socket.create_connection((host, port), timeout=timeout)
@@ -107,6 +108,23 @@ class Nbd:
         cmd, length = self.pending.pop(cookie)
         data = recv_exact(self.s, length) if cmd == CMD_READ and err == 0 else b""
         return cookie, err, data
+
+    def call(self, cmd: int, offset: int, length: int, data: bytes = b"", flags: int = 0) -> bytes:
+        """One request, waited for (nothing else in flight); its data, or NbdError."""
+        cookie = self.send(cmd, offset, length, data, flags)
+        got, err, body = self.recv()
+        if got != cookie or err:
+            raise NbdError(f"command {cmd} at {offset}+{length}: error {err}")
+        return body
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.call(CMD_READ, offset, length)
+
+    def write(self, offset: int, data: bytes) -> None:
+        self.call(CMD_WRITE, offset, len(data), data)
+
+    def flush(self) -> None:
+        self.call(CMD_FLUSH, 0, 0)
 
     def close(self) -> None:
         try:

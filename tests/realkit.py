@@ -1,7 +1,8 @@
 """What the tests of the real executor share: the CLI run as a subprocess,
 `blocklab real serve` as a `Server`, arrays made on a temporary directory
-(`make_array`, or `make_served` for the tests that will also run on a stack
-directory), and moving whole exports with nbdcopy.
+(`make_array`, or `make_served` for the tests that also run on a stack
+directory), stack files with host cache layers in front of an array
+(`stack_file`, `CACHE_MODES`), and moving whole exports with nbdcopy.
 
 Every subprocess here has a timeout: a hang fails the test, it never stalls
 the suite.
@@ -10,6 +11,7 @@ the suite.
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
@@ -37,7 +39,7 @@ class Server:
     def __init__(self, d: Path, *extra: str):
         self.p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0", *extra],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
+        self.banner = line = self.p.stdout.readline()
         m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", line)
         assert m, f"no address in {line!r}: {self.p.stderr.read() if self.p.poll() is not None else ''}"
         self.host, self.port, self.name = m.group(1), int(m.group(2)), m.group(3)
@@ -81,6 +83,48 @@ def make_served(tmp: Path, raid: str, disks: int, stack: Path | None = None, siz
         d = tmp / "arr"
         run("real", "create", d, "--stack", stack, "--disk-size", size, *extra)
     return d, Server(d)
+
+
+STACK = """tenant_map = "ignore"
+{caches}
+[array]
+raid = "raid{raid}"
+disks = {disks}
+chunk = "{chunk}"
+disk_size = "4MiB"
+[device]
+model = "const:1"
+"""
+
+
+def cache(policy: str, size: int, write: str) -> str:
+    """One `[[cache]]` layer of a stack file: `size` in 4 KiB blocks."""
+    return f'[[cache]]\npolicy = "{policy}"\nsize = {size}\nwrite = "{write}"\n'
+
+
+def stack_file(tmp: Path, name: str, caches: str, raid: str = "5", disks: int = 4, chunk: str = "16KiB") -> Path:
+    """A stack file `tmp/name.toml`: the layers `caches` over an array (its
+    members' size comes from `real create --disk-size` or is 4 MiB)."""
+    p = tmp / f"{name}.toml"
+    p.write_text(STACK.format(caches=caches, raid=raid, disks=disks, chunk=chunk))
+    return p
+
+
+# The host cache modes the real-tool tests run through, each smaller than
+# the data the tests write (so blocks are evicted, dirty ones destaged):
+# write-back LRU, write-through ARC, write-around LRU, two layers (a
+# write-back LRU over a write-through ARC) and fault-aware VDF-LFU, write-back.
+CACHE_MODES = {
+    "wb-lru": cache("lru", 1024, "back"),
+    "wt-arc": cache("arc", 1024, "through"),
+    "wa-lru": cache("lru", 1024, "around"),
+    "two-layers": cache("lru", 512, "back") + cache("arc", 1024, "through"),
+    "vdf-lfu": cache("vdf-lfu", 1024, "back"),
+}
+
+# `BLOCKLAB_FULL_MATRIX=1` (or `make test-real-matrix`) runs every cache mode
+# in every state; by default each mode runs once and each state at least once.
+FULL_MATRIX = os.environ.get("BLOCKLAB_FULL_MATRIX") == "1"
 
 
 def rebuild_in_background(d: Path, speed_min: int, speed_max: int) -> subprocess.Popen:

@@ -14,6 +14,11 @@ at a chosen write, and the API's acknowledgements are the ledger), these
 rounds go through the NBD server a client talks to, with a real `kill -9`
 of its process at a moment it does not choose: the replies on the wire are
 the ledger, FLUSH is the NBD command, recovery is `real serve`'s own open.
+
+Stack rounds: the same on a served stack whose two host cache layers are
+write-back (an LRU over an ARC, smaller than the blocks written), so a
+FLUSH must destage both before it completes, and what a kill -9 loses is
+only what no completed FLUSH covered.
 """
 
 from __future__ import annotations
@@ -28,16 +33,22 @@ from pathlib import Path
 import pytest
 
 from nbd_stamp import BLOCK, EIO, Nbd, Stamper, read_all, stamped
-from realkit import Server, js, make_served, rebuild_in_background, run, tear_down
+from realkit import Server, cache, js, make_served, rebuild_in_background, run, stack_file, tear_down
 
 
 def crash_under_writes(srv: Server, seed: int) -> Stamper:
-    """Stamped writes until the server is killed (after a seeded 0.5–2 s)."""
+    """Stamped writes until the server is killed (after a seeded 0.5–2 s,
+    and two FLUSHes done)."""
     nbd = Nbd(srv.host, srv.port, srv.name)
     st = Stamper(blocks=nbd.size // BLOCK, seed=seed)
     t = threading.Thread(target=st.run, args=(nbd, lambda: False), daemon=True)
     t.start()
     time.sleep(random.Random(seed).uniform(0.5, 2.0))
+    # A slow server (a loaded machine, a stack destaging at each FLUSH) gets
+    # until two FLUSHes completed: the crash must find some writes durable.
+    deadline = time.monotonic() + 30
+    while st.flushes_done < 2 and t.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
     srv.kill9()
     t.join(60)
     nbd.close()
@@ -172,3 +183,15 @@ def test_the_stamp_checker_rejects_stale_foreign_and_garbage_blocks():
     assert "garbage" in st.verify_block(2, bytes(torn))
     assert "garbage" in st.verify_block(3, b"\x01" * BLOCK)
     assert st.verify_block(3, zero) is None
+
+
+WRITE_BACK = cache("lru", 512, "back") + cache("arc", 1024, "back")
+STACK_ROUNDS = [r for r in ROUNDS if r[0] in ("raid5-1", "raid5-failed-before", "raid6-rebuilding")]
+
+
+@pytest.mark.parametrize("raid,disks,seed,scenario,extra", [r[1:] for r in STACK_ROUNDS],
+                         ids=[f"wb-stack-{r[0]}" for r in STACK_ROUNDS])
+def test_kill9_of_a_write_back_stack_loses_no_flushed_write(tmp_path, raid, disks, seed, scenario, extra):
+    stack = stack_file(tmp_path, "wb", WRITE_BACK, raid, disks, "16KiB")
+    test_kill9_under_stamped_writes_loses_no_flushed_write(tmp_path, raid, disks, seed + 100, scenario, extra,
+                                                           stack=stack)

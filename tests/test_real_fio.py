@@ -5,7 +5,10 @@ healthy array (and RAID-6 with checksums), a degraded one (a member failed befor
 while fio writes. fio must exit 0 and its verify phase must have read back
 every byte it wrote. After a rebuild, another member is failed and fio
 verifies again, so the rebuilt spare's bytes are the ones read or solved
-from.
+from. The same job runs through a served stack (`real create --stack`):
+every host cache write mode (back, through, around, two layers, VDF-LFU)
+in front of RAID-5 or RAID-6, each mode once, each state at least once on
+write-back (`BLOCKLAB_FULL_MATRIX=1`: every mode in every state).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 
 import pytest
 
-from realkit import js, make_served, rebuild_in_background, run, tear_down
+from realkit import CACHE_MODES, FULL_MATRIX, js, make_served, rebuild_in_background, run, stack_file, tear_down
 
 SIZE = 16 << 20
 
@@ -88,6 +91,27 @@ def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, st
             fio(srv.uri, tmp_path, 5 + passes - 1, verify_only=True)
         chk = js("real", "check", d)
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
+        if stack is not None:
+            # The requests went through the cache, and it was too small to hold them all.
+            layer = js("real", "status", d)["stack"]["layers"][0]
+            assert layer["accesses"] > 0 and layer["misses"] > 0, layer
         srv.stop()
     finally:
         tear_down(srv, rebuild)
+
+
+# (cache mode, state, level, members)
+STACK_CASES = [("wb-lru", state, "5", 4) for state in STATES] + [
+    ("wt-arc", "rebuilding", "5", 4),
+    ("wa-lru", "fail-while-writing", "5", 4),
+    ("two-layers", "degraded", "6", 5),
+    ("vdf-lfu", "fail-while-writing", "5", 4),
+]
+if FULL_MATRIX:
+    STACK_CASES = [(m, state, "5", 4) for m in CACHE_MODES for state in STATES] + [("two-layers", "degraded", "6", 5)]
+
+
+@pytest.mark.parametrize("mode,state,raid,disks", STACK_CASES, ids=[f"{m}-raid{r}-{s}" for m, s, r, _ in STACK_CASES])
+def test_fio_verifies_through_a_served_stack(tmp_path, mode, state, raid, disks):
+    stack = stack_file(tmp_path, mode, CACHE_MODES[mode], raid, disks, "64KiB")
+    test_fio_verifies_through_the_server(tmp_path, raid, disks, (), state, stack=stack)

@@ -7,6 +7,8 @@ restarted (the array reopened from its member files) and with another
 member failed (so the rebuilt spare's bytes are what parity is solved from).
 And the server killed with SIGKILL while files are written and fsync'd:
 after a restart every file whose fsync returned is there, right.
+Both also run on a served stack (`real create --stack`): host cache layers
+in front of RAID-5 — write-back, so fsync's FLUSH must destage them.
 
 Needs root, `/dev/fuse` and loop devices (skipped, saying which, only where
 one of them does not exist). `make tools` installs libnbd-bin (nbdfuse) and
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import pytest
 
-from realkit import Server, js, make_served, rebuild_in_background, run, tear_down
+from realkit import CACHE_MODES, Server, js, make_served, rebuild_in_background, run, stack_file, tear_down
 
 MIB = 1 << 20
 
@@ -314,3 +316,19 @@ def test_ext4_survives_a_kill9_of_the_server_while_mounted(tmp_path, state, seed
             _umount(tmp_path / m)
         srv.ensure_dead()
 
+
+
+# A write-back LRU of 16 MiB over a write-through ARC of 32 MiB: the tree
+# (tens of MiB) overflows both, so dirty blocks are destaged by eviction as
+# well as by FLUSH.
+FS_STACK = "two-layers", CACHE_MODES["two-layers"].replace("512", "4096").replace("1024", "8192")
+
+
+def test_ext4_on_a_served_stack_through_failure_rebuild_and_restart(tmp_path):
+    stack = stack_file(tmp_path, FS_STACK[0], FS_STACK[1], "5", 4, "64KiB")
+    test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, "5", 4, (), stack=stack)
+
+
+def test_ext4_on_a_write_back_stack_survives_a_kill9_of_the_server(tmp_path):
+    stack = stack_file(tmp_path, "wb-lru", CACHE_MODES["wb-lru"], "5", 4, "64KiB")
+    test_ext4_survives_a_kill9_of_the_server_while_mounted(tmp_path, "healthy", 3, stack=stack)

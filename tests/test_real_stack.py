@@ -6,51 +6,18 @@ after `kill -9` every write acknowledged before the last completed FLUSH reads b
 
 from __future__ import annotations
 
-import json
 import random
-import re
-import signal
-import socket
+import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
-BLOCKLAB = [sys.executable, "-c", "from blocklab.cli import main; main()"]
+import pytest
+
+from nbd_stamp import Nbd
+from realkit import Server, cache, js, nbdcopy, run, stack_file
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run(*args, check=True, timeout=300) -> subprocess.CompletedProcess:
-    p = subprocess.run([*BLOCKLAB, *map(str, args)], capture_output=True, text=True, timeout=timeout)
-    if check and p.returncode != 0:
-        raise AssertionError(f"blocklab {' '.join(map(str, args))} -> {p.returncode}\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def js(*args) -> dict:
-    return json.loads(run(*args, "--json").stdout)
-
-
-STACK = """tenant_map = "ignore"
-{caches}
-[array]
-raid = "{raid}"
-disks = {disks}
-chunk = "16KiB"
-disk_size = "4MiB"
-[device]
-model = "const:1"
-"""
-
-
-def cache(policy: str, size: int, write: str) -> str:
-    return f'[[cache]]\npolicy = "{policy}"\nsize = {size}\nwrite = "{write}"\n'
-
-
-def stack_file(tmp: Path, name: str, caches: str, raid: str = "raid5", disks: int = 4) -> Path:
-    p = tmp / f"{name}.toml"
-    p.write_text(STACK.format(caches=caches, raid=raid, disks=disks))
-    return p
 
 
 def folded_trace(tmp: Path, size: int, n: int, seed: int) -> Path:
@@ -76,77 +43,6 @@ def decisions(r: dict) -> dict:
             "block_accesses": r["block_accesses"], "requests": r["requests"]}
 
 
-class Nbd:
-    """A minimal NBD client (fixed newstyle, NBD_OPT_EXPORT_NAME, simple replies): one request at a time,
-    exactly as given (no splitting or merging)."""
-
-    def __init__(self, host: str, port: int, name: str):
-        self.s = socket.create_connection((host, port), timeout=60)
-        magic, opt, _flags = struct.unpack(">QQH", self._recv(18))
-        assert magic == 0x4E42444D41474943 and opt == 0x49484156454F5054
-        self.s.sendall(struct.pack(">I", 3))  # fixed newstyle, no zeroes
-        n = name.encode()
-        self.s.sendall(struct.pack(">QII", 0x49484156454F5054, 1, len(n)) + n)
-        self.size, _tflags = struct.unpack(">QH", self._recv(10))
-        self.handle = 0
-
-    def _recv(self, n: int) -> bytes:
-        b = b""
-        while len(b) < n:
-            c = self.s.recv(n - len(b))
-            assert c, "connection closed"
-            b += c
-        return b
-
-    def _cmd(self, typ: int, off: int, length: int, data: bytes = b"", flags: int = 0) -> tuple[int, bytes]:
-        self.handle += 1
-        self.s.sendall(struct.pack(">IHHQQI", 0x25609513, flags, typ, self.handle, off, length) + data)
-        magic, err, handle = struct.unpack(">IIQ", self._recv(16))
-        assert magic == 0x67446698 and handle == self.handle
-        body = self._recv(length) if typ == 0 and err == 0 else b""
-        return err, body
-
-    def read(self, off: int, n: int) -> bytes:
-        err, b = self._cmd(0, off, n)
-        assert err == 0, f"read error {err}"
-        return b
-
-    def write(self, off: int, data: bytes) -> None:
-        err, _ = self._cmd(1, off, len(data), data)
-        assert err == 0, f"write error {err}"
-
-    def flush(self) -> None:
-        err, _ = self._cmd(3, 0, 0)
-        assert err == 0, f"flush error {err}"
-
-    def close(self) -> None:
-        self.s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 0, 0, 0))
-        self.s.close()
-
-
-class Server:
-    def __init__(self, d: Path):
-        self.p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = self.p.stdout.readline()
-        m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", line)
-        assert m, f"no address in {line!r}: {self.p.stderr.read() if self.p.poll() is not None else ''}"
-        assert "the stack of" in line, line
-        self.host, self.port, self.name = m.group(1), int(m.group(2)), m.group(3)
-
-    def client(self) -> Nbd:
-        return Nbd(self.host, self.port, self.name)
-
-    def stop(self) -> None:
-        self.p.send_signal(signal.SIGTERM)
-        self.p.wait(timeout=60)
-        assert self.p.returncode == 0, self.p.stderr.read()
-
-    def kill9(self) -> None:
-        self.p.send_signal(signal.SIGKILL)
-        self.p.wait(timeout=30)
-
-
 def test_create_refuses_what_it_cannot_honour_in_one_line(tmp_path):
     s = stack_file(tmp_path, "tier", cache("lru", 64, "back") + "[tier]\nsize = \"10%\"\n")
     p = run("real", "create", tmp_path / "a", "--stack", s, check=False)
@@ -166,7 +62,7 @@ def test_create_refuses_what_it_cannot_honour_in_one_line(tmp_path):
 
 def test_counted_and_real_replay_report_the_same_decisions(tmp_path):
     caches = cache("lru", 48, "back") + cache("arc", 160, "through")
-    for raid, disks in (("raid5", 4), ("raid6", 5)):
+    for raid, disks in (("5", 4), ("6", 5)):
         s = stack_file(tmp_path, f"s{raid}", caches, raid, disks)
         d = tmp_path / raid
         run("real", "create", d, "--stack", s)
@@ -188,7 +84,7 @@ def test_a_member_failed_while_served_changes_vdf_lfu_as_in_the_counted_run(tmp_
     reqs = [line.split() for line in t.read_text().splitlines()]
     srv = Server(d)
     try:
-        c = srv.client()
+        c = Nbd(srv.host, srv.port, srv.name)
         for i, (_, _, lba, sectors, flags) in enumerate(reqs):
             if i == 1000:
                 run("real", "fail", d, "1")
@@ -220,7 +116,7 @@ def kill9_round(tmp_path: Path, name: str, layers: str) -> None:
     flushed: dict[int, int] = {}  # block -> stamp acknowledged before the last completed FLUSH
     after: dict[int, set[int]] = {}  # block -> stamps acknowledged since
     srv = Server(d)
-    c = srv.client()
+    c = Nbd(srv.host, srv.port, srv.name)
     for seq in range(1, 3101):
         b = int(rnd.random() ** 3 * blocks)  # skewed: hot blocks stay cached, cold ones are destaged
         c.write(b * 4096, struct.pack(">QQ", seq, b) * 256)
@@ -233,7 +129,7 @@ def kill9_round(tmp_path: Path, name: str, layers: str) -> None:
     assert after, "writes after the last FLUSH"
     srv.kill9()
     srv = Server(d)
-    c = srv.client()
+    c = Nbd(srv.host, srv.port, srv.name)
     lost = 0
     for b in set(flushed) | set(after):
         seq, blk = struct.unpack(">QQ", c.read(b * 4096, 16))
@@ -281,10 +177,6 @@ def test_integrity_stack_rounds_cut(tmp_path):
 
 
 def test_nbdcopy_through_a_served_stack_degraded_and_after_a_clean_stop(tmp_path):
-    import shutil
-
-    import pytest
-
     if not (shutil.which("nbdcopy") and shutil.which("nbdinfo")):
         pytest.skip("libnbd-bin (nbdcopy, nbdinfo) is not installed: `make test` installs it")
     s = stack_file(tmp_path, "wb", cache("lru", 1024, "back") + cache("arc", 512, "through"))
@@ -294,21 +186,21 @@ def test_nbdcopy_through_a_served_stack_degraded_and_after_a_clean_stop(tmp_path
     src = tmp_path / "in.bin"
     src.write_bytes(data)
     srv = Server(d)
-    uri = f"nbd://{srv.host}:{srv.port}/{srv.name}"
-    info = subprocess.run(["nbdinfo", uri], capture_output=True, text=True, check=True).stdout
+    assert "the stack of" in srv.banner, srv.banner
+    uri = srv.uri
+    info = subprocess.run(["nbdinfo", uri], capture_output=True, text=True, check=True, timeout=60).stdout
     assert "blocklab stack" in info and "12582912" in info
     for step in ("healthy", "degraded"):
         if step == "degraded":
             run("real", "fail", d, "1")
         else:
-            subprocess.run(["nbdcopy", str(src), uri], check=True, capture_output=True, timeout=120)
+            nbdcopy(str(src), uri)
         out = tmp_path / f"{step}.bin"
-        subprocess.run(["nbdcopy", uri, str(out)], check=True, capture_output=True, timeout=120)
+        nbdcopy(uri, str(out))
         assert out.read_bytes() == data, step
     srv.stop()  # SIGTERM: the dirty blocks are destaged before the array closes
     srv = Server(d)
-    uri = f"nbd://{srv.host}:{srv.port}/{srv.name}"
     out = tmp_path / "restarted.bin"
-    subprocess.run(["nbdcopy", uri, str(out)], check=True, capture_output=True, timeout=120)
+    nbdcopy(srv.uri, str(out))
     srv.stop()
     assert out.read_bytes() == data

@@ -21,7 +21,12 @@ use crate::timed::engine::Ns;
 use crate::timed::executor::PlanId;
 use crate::trace::Op;
 
-type Frame = FxHashMap<u64, Box<[u8]>>;
+/// One block's contents, shared: a hit puts the store's block in the
+/// request's frame and a fill puts the frame's in the store without a copy
+/// (a hit must never cost more than a miss). Never changed once made.
+pub type Block = Arc<[u8]>;
+
+type Frame = FxHashMap<u64, Block>;
 
 /// Block contents of a stack on real bytes.
 pub struct Blocks {
@@ -35,7 +40,7 @@ pub struct Blocks {
     frame_layers: Vec<usize>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
-    staged: FxHashMap<(usize, u64), Box<[u8]>>,
+    staged: FxHashMap<(usize, u64), Block>,
     /// The SSD tier's cache device and its layer index (hooks with a `slot`).
     tier: Option<(usize, TierStore)>,
     /// Blocks read to complete a write of part of a block (outside the layers' policies).
@@ -125,7 +130,7 @@ impl Blocks {
     }
 
     /// The request writes `bytes` to `block`.
-    pub fn put(&mut self, block: u64, bytes: Box<[u8]>) {
+    pub fn put(&mut self, block: u64, bytes: Block) {
         self.frames[0].insert(block, bytes);
     }
 
@@ -134,7 +139,7 @@ impl Blocks {
     pub fn newest(&mut self, block: u64) -> Result<Box<[u8]>> {
         self.partial_block_reads += 1;
         if let Some(c) = self.stores.iter().find_map(|s| s.get(&block)) {
-            return Ok(c.clone());
+            return Ok(Box::from(&c[..]));
         }
         if let Some((_, t)) = &self.tier {
             if let Some(f) = t.frame_of(block) {
@@ -187,11 +192,11 @@ impl Blocks {
     /// above `layer`, if any: newer than anything below. (A request may
     /// evict a dirty block, then miss on it before the destage goes below:
     /// the counted decisions read below first, the bytes must be these.)
-    fn staged_above(&self, layer: usize, block: u64) -> Option<&[u8]> {
+    fn staged_above(&self, layer: usize, block: u64) -> Option<&Block> {
         if self.staged.is_empty() {
             return None;
         }
-        (0..layer).find_map(|l| self.staged.get(&(l, block)).map(|c| &c[..]))
+        (0..layer).find_map(|l| self.staged.get(&(l, block)))
     }
 
     fn top(&mut self) -> &mut Frame {
@@ -203,9 +208,9 @@ impl DataPath for Blocks {
     fn hit(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
         if let Some(f) = slot {
             let held = self.tier_read(layer, block, f, "hit on")?;
-            let c: Box<[u8]> = match self.staged_above(layer, block) {
-                Some(c) => c.into(),
-                None => held,
+            let c = match self.staged_above(layer, block) {
+                Some(c) => c.clone(),
+                None => Block::from(held),
             };
             self.top().insert(block, c);
             return Ok(());
@@ -215,7 +220,7 @@ impl DataPath for Blocks {
             .get(layer)
             .and_then(|s| s.get(&block))
             .ok_or_else(|| missing("hit on", layer, block))?;
-        let c: Box<[u8]> = self.staged_above(layer, block).unwrap_or(held).into();
+        let c = self.staged_above(layer, block).unwrap_or(held).clone();
         self.top().insert(block, c);
         Ok(())
     }
@@ -259,7 +264,7 @@ impl DataPath for Blocks {
             if let Some(t) = self.tier_at(layer, slot) {
                 t.unset(block);
             }
-            self.staged.insert((layer, block), c);
+            self.staged.insert((layer, block), Block::from(c));
             return Ok(());
         }
         let c = self
@@ -274,7 +279,7 @@ impl DataPath for Blocks {
     fn stage(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
         if let Some(f) = slot {
             let c = self.tier_read(layer, block, f, "destages")?;
-            self.staged.insert((layer, block), c);
+            self.staged.insert((layer, block), Block::from(c));
             return Ok(());
         }
         let c = self
@@ -321,7 +326,10 @@ impl DataPath for Blocks {
                 let layers = self.layers();
                 for (i, c) in buf.chunks_exact(bs).enumerate() {
                     let b = io.first + i as u64;
-                    let c: Box<[u8]> = self.staged_above(layers, b).unwrap_or(c).into();
+                    let c = match self.staged_above(layers, b) {
+                        Some(staged) => staged.clone(),
+                        None => Block::from(c),
+                    };
                     self.top().insert(b, c);
                 }
             }
@@ -342,7 +350,7 @@ impl DataPath for Blocks {
                         let b = io.first + i as u64;
                         for ((l, sb), sc) in self.staged.iter_mut() {
                             if *sb == b && writer.is_none_or(|w| *l > w) {
-                                sc.copy_from_slice(c);
+                                *sc = Block::from(c);
                             }
                         }
                     }

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use super::blocks::{Blocks, RealExec};
+use super::blocks::{Block, Blocks, RealExec};
 use super::{RealArray, ReqError, Status};
 use crate::array::shared::SharedArray;
 use crate::array::{parse_bytes, ArrayConfig};
@@ -421,18 +421,24 @@ impl RealStack {
         if op == Op::Write {
             for b in first..end {
                 let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
-                let mut c = if hi - lo == bs {
-                    vec![0u8; bs as usize].into_boxed_slice()
-                } else {
-                    blocks.newest(b).map_err(req_err)?
+                let from = (lo - offset) as usize..(hi - offset) as usize;
+                let c: Block = match data {
+                    // A whole block: straight from the request (one copy).
+                    Some(d) if hi - lo == bs => Block::from(&d[from]),
+                    _ => {
+                        let mut c = if hi - lo == bs {
+                            vec![0u8; bs as usize].into_boxed_slice()
+                        } else {
+                            blocks.newest(b).map_err(req_err)?
+                        };
+                        let within = (lo - b * bs) as usize..(hi - b * bs) as usize;
+                        match data {
+                            Some(d) => c[within].copy_from_slice(&d[from]),
+                            None => c[within].fill(0),
+                        }
+                        Block::from(c)
+                    }
                 };
-                if let Some(d) = data {
-                    let from = (lo - offset) as usize;
-                    c[(lo - b * bs) as usize..(hi - b * bs) as usize]
-                        .copy_from_slice(&d[from..from + (hi - lo) as usize]);
-                } else {
-                    c[(lo - b * bs) as usize..(hi - b * bs) as usize].fill(0);
-                }
                 blocks.put(b, c);
             }
         }
