@@ -139,9 +139,7 @@ def _runvalid_params():
     from blocklab.repro.disks import RUNVALID
 
     # Measured outside 5 % (docs/disk-validation.md says what is believed missing).
-    outside = {
-        "synthraid5": "IOdriver 25.28 ms against 22.8 (+10.9 %)",
-    }
+    outside: dict[str, str] = {}
     return [pytest.param(ln, id=ln.parv, marks=[pytest.mark.xfail(strict=True, reason=outside[ln.parv])]
                          if ln.parv in outside else []) for ln in RUNVALID]
 

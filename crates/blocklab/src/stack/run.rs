@@ -319,6 +319,7 @@ pub(crate) fn replay_config(spec: &StackSpec) -> Result<ReplayConfig> {
             sectors_per_block: 1, // each pass takes the stack's own
             interval_ns: (r.interval > 0.0).then(|| ms_to_ns(r.interval).max(1)),
             warmup_ns: secs_to_ns(r.warmup_secs()),
+            released_join_queue: false,
         },
     })
 }

@@ -393,7 +393,11 @@ fn run_synthetic(o: &RunOptions) -> Result<DiskRunReport> {
     let cfg = crate::stack::run::replay_config(&spec)?;
     let mut stack =
         crate::stack::build::build(&spec, crate::stack::build::Executor::Timed, None).map_err(flag_error)?;
-    let (mut report, figures) = super::synthio::run(&mut stack, &cfg.exec, &synth, seed)?;
+    let exec = super::executor::ExecConfig {
+        released_join_queue: sys.has_arrays(),
+        ..cfg.exec.clone()
+    };
+    let (mut report, figures) = super::synthio::run(&mut stack, &exec, &synth, seed)?;
     report.replay = "synthetic".into();
     report.streams = synth.generators.len();
     let overall_response_ms = report.avg_response_ms;

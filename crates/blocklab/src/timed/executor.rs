@@ -48,6 +48,12 @@ pub struct ExecConfig {
     /// Warm-up: requests of each stream's first `warmup_ns` of trace time are
     /// served but not measured (the replayer marks them; see `set_measuring`).
     pub warmup_ns: Ns,
+    /// DiskSim's device driver (`iodriver_access_complete`): when a
+    /// completion releases operations of the same plan, the device that
+    /// completed chooses its next request only once they have joined the
+    /// queues (an RMW's write after its read of the same sectors). Off: the
+    /// device starts its next waiting request at once, as a block layer does.
+    pub released_join_queue: bool,
 }
 
 impl Default for ExecConfig {
@@ -61,6 +67,7 @@ impl Default for ExecConfig {
             sectors_per_block: 1,
             interval_ns: None,
             warmup_ns: 0,
+            released_join_queue: false,
         }
     }
 }
@@ -71,6 +78,8 @@ enum Ev {
     BgWake(u64),
     DevDone(u32),
     NodeDone(u32, u16),
+    /// A device idle since a completion chooses its next request.
+    DevKick(u32),
 }
 
 /// What the driver sees.
@@ -524,12 +533,23 @@ impl TimedExecutor {
             match ev {
                 Ev::Wake(token) => return Some(Step::Wake { time: t, token }),
                 Ev::BgWake(token) => return Some(Step::BgWake { time: t, token }),
+                Ev::DevDone(d) if self.cfg.released_join_queue => {
+                    let tag = self.devs[d as usize].finish_op(t);
+                    self.node_done((tag >> 16) as u32, (tag & 0xffff) as u16);
+                    // After the zero-time steps (XOR) just scheduled.
+                    self.engine.after(0, Ev::DevKick(d));
+                }
                 Ev::DevDone(d) => {
                     let (tag, next) = self.devs[d as usize].complete(t);
                     if let Some((nt, dur)) = next {
                         self.started(d, nt, dur);
                     }
                     self.node_done((tag >> 16) as u32, (tag & 0xffff) as u16);
+                }
+                Ev::DevKick(d) => {
+                    if let Some((nt, dur)) = self.devs[d as usize].kick(t) {
+                        self.started(d, nt, dur);
+                    }
                 }
                 Ev::NodeDone(slot, i) => self.node_done(slot, i),
             }

@@ -191,11 +191,29 @@ impl DevQueue {
     /// The request in service completes. Returns its tag, and the next one
     /// started, if any.
     pub fn complete(&mut self, now: Ns) -> (u64, Option<(u64, Ns)>) {
+        let tag = self.finish_op(now);
+        (tag, self.start_next(now))
+    }
+
+    /// The request in service completes and the device stays idle until
+    /// [`kick`](Self::kick) or an arrival: its tag.
+    pub fn finish_op(&mut self, now: Ns) -> u64 {
         self.account(now);
         let done = self.in_service.take().expect("completion of an idle device");
         self.stats.completed += 1;
         self.stats.response_ns += now.saturating_sub(done.arrival) as u128;
-        (done.tag, self.start_next(now))
+        done.tag
+    }
+
+    /// Start the next request if the device is idle.
+    pub fn kick(&mut self, now: Ns) -> Option<(u64, Ns)> {
+        if self.in_service.is_some() {
+            return None;
+        }
+        self.account(now);
+        let started = self.start_next(now);
+        self.note_max();
+        started
     }
 
     fn start_next(&mut self, now: Ns) -> Option<(u64, Ns)> {

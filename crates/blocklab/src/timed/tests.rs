@@ -1216,3 +1216,49 @@ fn idle_class_waits_behind_normal_requests() {
     assert_eq!(done, vec![(1, 10_000_000), (3, 20_000_000), (2, 30_000_000)]);
     assert!(ex.is_done(id));
 }
+
+#[test]
+fn released_writes_join_the_queue_before_the_device_chooses_when_asked() {
+    // One disk, 10 ms per operation, C-LOOK. Plan 1 reads block 5000 then
+    // writes it back (an RMW); plan 2 reads block 0, waiting from time 0.
+    // At 10 ms the read completes. A block layer starts plan 2's read at
+    // once (the write arrives to a busy disk: done at 30, plan 2 at 20).
+    // DiskSim's driver lets the released write join first; C-LOOK from the
+    // head's cylinder takes it (plan 1 done at 20), plan 2 after the wrap (30).
+    let finish = |join: bool| {
+        let mut ex = TimedExecutor::new(
+            vec![Box::new(ToyDisk::constant(10.0))],
+            ExecConfig {
+                scheduler: "clook".into(),
+                released_join_queue: join,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let op = |block, kind| {
+            Action::Disk(DiskOp {
+                disk: 0,
+                kind,
+                block,
+                nblocks: 8,
+                cause: Cause::User,
+            })
+        };
+        let mut rmw = IoPlan::default();
+        let r = rmw.push(op(5000, DiskOpKind::Read), &[]);
+        rmw.push(op(5000, DiskOpKind::Write), &[r]);
+        ex.submit(rmw, 1).unwrap();
+        let mut other = IoPlan::default();
+        other.push(op(0, DiskOpKind::Read), &[]);
+        ex.submit(other, 2).unwrap();
+        let mut done = Vec::new();
+        while let Some(s) = ex.next_step() {
+            if let Step::Done { time, tag, .. } = s {
+                done.push((tag, time));
+            }
+        }
+        done
+    };
+    assert_eq!(finish(false), vec![(2, 20 * MS), (1, 30 * MS)]);
+    assert_eq!(finish(true), vec![(1, 20 * MS), (2, 30 * MS)]);
+}
