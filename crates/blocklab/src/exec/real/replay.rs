@@ -57,6 +57,47 @@ pub struct ReplayOptions {
     pub start_dirty_degraded: bool,
 }
 
+impl ReplayOptions {
+    /// Whether the replay is open loop (`open`) or closed (`closed`), with a
+    /// speed-up that makes sense for it.
+    pub fn open_loop(&self) -> Result<bool> {
+        let open = match self.replay.to_ascii_lowercase().as_str() {
+            "open" => true,
+            "closed" => false,
+            other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
+        };
+        if open && !(self.speedup.is_finite() && self.speedup > 0.0) {
+            return Err(Error::config(format!(
+                "speed-up must be a positive number, got {}",
+                self.speedup
+            )));
+        }
+        Ok(open)
+    }
+
+    /// How the traces are read.
+    pub fn trace_options(&self) -> TraceOptions {
+        TraceOptions {
+            format: self.format.clone(),
+            skip_bad: self.skip_bad,
+            order: match self.sort_window {
+                Some(window_s) => crate::trace::order::TimeOrder::Sort { window_s },
+                None => crate::trace::order::TimeOrder::Strict,
+            },
+            ..Default::default()
+        }
+    }
+
+    /// How the array is opened for the replay.
+    pub fn open_config(&self) -> OpenConfig {
+        OpenConfig {
+            direct: self.direct,
+            faults: None,
+            start_dirty_degraded: self.start_dirty_degraded,
+        }
+    }
+}
+
 impl Default for ReplayOptions {
     fn default() -> Self {
         ReplayOptions {
@@ -258,29 +299,11 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     if opts.traces.is_empty() {
         return Err(Error::config("no trace given"));
     }
-    let open = match opts.replay.to_ascii_lowercase().as_str() {
-        "open" => true,
-        "closed" => false,
-        other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
-    };
-    if open && !(opts.speedup.is_finite() && opts.speedup > 0.0) {
-        return Err(Error::config(format!(
-            "speed-up must be a positive number, got {}",
-            opts.speedup
-        )));
-    }
+    let open = opts.open_loop()?;
     if opts.outstanding == 0 || opts.threads == 0 {
         return Err(Error::config("outstanding requests and threads must be at least 1"));
     }
-    let topts = TraceOptions {
-        format: opts.format.clone(),
-        skip_bad: opts.skip_bad,
-        order: match opts.sort_window {
-            Some(window_s) => crate::trace::order::TimeOrder::Sort { window_s },
-            None => crate::trace::order::TimeOrder::Strict,
-        },
-        ..Default::default()
-    };
+    let topts = opts.trace_options();
     // Open every trace first: a bad path or format fails before any I/O.
     let mut readers = Vec::new();
     for t in &opts.traces {
@@ -293,14 +316,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
             (Target::Nbd(info.nbd.clone(), info.export.clone()), c.size, false, None)
         }
         None => {
-            let a = Arc::new(RealArray::open(
-                dir,
-                OpenConfig {
-                    direct: opts.direct,
-                    faults: None,
-                    start_dirty_degraded: opts.start_dirty_degraded,
-                },
-            )?);
+            let a = Arc::new(RealArray::open(dir, opts.open_config())?);
             let (size, direct) = (a.size_bytes(), a.status().direct);
             (Target::Local(a.clone()), size, direct, Some(a))
         }

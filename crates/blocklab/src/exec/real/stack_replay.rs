@@ -16,13 +16,13 @@ use std::time::{Duration, Instant};
 use super::control::server_of;
 use super::replay::{fill_pattern, place, ReplayOptions};
 use super::stack::{stack_file, RealStack};
-use super::{OpenConfig, RealArray};
+use super::RealArray;
 use crate::error::{Error, Result};
 use crate::stack::result::{response_covers, Response, StackResult};
 use crate::stack::spec::StackSpec;
 use crate::timed::latency::Latencies;
 use crate::timed::metrics::ResponseSummary;
-use crate::trace::{self, Op, TraceOptions};
+use crate::trace::{self, Op};
 
 fn summary(l: &Latencies) -> ResponseSummary {
     let q = l.quantiles_ms(&[0.50, 0.95, 0.99]);
@@ -39,17 +39,7 @@ fn summary(l: &Latencies) -> ResponseSummary {
 /// Replay `opts.traces` (one) through the stack kept in `dir`.
 pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
     let file = stack_file(dir).ok_or_else(|| Error::config(format!("{}: no stack here", dir.display())))?;
-    let open = match opts.replay.to_ascii_lowercase().as_str() {
-        "open" => true,
-        "closed" => false,
-        other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
-    };
-    if open && !(opts.speedup.is_finite() && opts.speedup > 0.0) {
-        return Err(Error::config(format!(
-            "speed-up must be a positive number, got {}",
-            opts.speedup
-        )));
-    }
+    let open = opts.open_loop()?;
     let [trace_path] = opts.traces.as_slice() else {
         return Err(Error::config(
             "real replay of a stack takes one trace (the stack serves one request at a time; \
@@ -68,24 +58,9 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
         )));
     }
     let spec = StackSpec::load(&file, &[])?;
-    let topts = TraceOptions {
-        format: opts.format.clone(),
-        skip_bad: opts.skip_bad,
-        order: match opts.sort_window {
-            Some(window_s) => crate::trace::order::TimeOrder::Sort { window_s },
-            None => crate::trace::order::TimeOrder::Strict,
-        },
-        ..Default::default()
-    };
+    let topts = opts.trace_options();
     let mut reader = trace::open(Path::new(trace_path), &topts)?;
-    let array = Arc::new(RealArray::open(
-        dir,
-        OpenConfig {
-            direct: opts.direct,
-            faults: None,
-            start_dirty_degraded: opts.start_dirty_degraded,
-        },
-    )?);
+    let array = Arc::new(RealArray::open(dir, opts.open_config())?);
     let stack = RealStack::new(&spec, array.clone())?;
     let size = array.size_bytes();
     let (mut reads, mut writes) = (Latencies::new(), Latencies::new());
