@@ -214,10 +214,27 @@ impl Hdd {
                 after = tail;
             }
         }
-        self.free_on_track(start, lbn, n);
-        let mut ready = Vec::with_capacity(n as usize);
+        // The track buffer: the head idled on its track through the command
+        // overhead too; a leading part of the request already buffered is
+        // not read again (a read continuing the last one then goes on
+        // without losing a revolution).
+        // The sector under the head at `start` is being read already: it is
+        // in by the end of the next sector time.
+        let sector_ms = self.period / self.p.layout.map(lbn).spt as f64;
+        let held = if self.p.track_buffer_tracks > 0 {
+            self.track_idle(start + sector_ms);
+            self.track_buffer_prefix(lbn, n)
+        } else {
+            0
+        };
+        self.free_on_track(start, lbn + held, n - held);
+        let mut ready = vec![start + sector_ms; held as usize];
         self.split_on = true;
-        let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
+        let end = if held < n {
+            self.media(start, lbn + held, n - held, false, |_, t| ready.push(t))
+        } else {
+            start
+        };
         self.split_on = false;
         // The bus transfer starts once the high-water mark is buffered.
         let k = ((c.read_water * n as f64).ceil() as usize).clamp(1, n as usize);

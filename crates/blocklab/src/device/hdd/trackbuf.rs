@@ -3,7 +3,9 @@
 //! of a read, its transfer, and while the drive idles on the track after
 //! it (`track_buffer_tracks` tracks, least recently used replaced). A read
 //! whose sectors are all held costs the command overhead and the bus
-//! transfer, no media access. Writes drop the sectors they overwrite.
+//! transfer, no media access; a read whose leading sectors are held (the
+//! head idled past them, also during the command overhead) reads only the
+//! rest from the media. Writes drop the sectors they overwrite.
 //!
 //! Only tracks numbered as one run of sectors (no slips or spares inside)
 //! are buffered, so a sector's LBN is the track's first LBN plus its index.
@@ -127,6 +129,11 @@ impl Hdd {
             })
     }
 
+    /// How many leading sectors of `lbn..lbn+n` the track buffer holds.
+    pub(super) fn track_buffer_prefix(&self, lbn: u64, n: u64) -> u64 {
+        (lbn..lbn + n).take_while(|&l| self.track_buffer_holds(l, 1)).count() as u64
+    }
+
     /// Serve a read from the track buffer: overhead and bus only.
     pub(super) fn track_buffer_read(&mut self, lbn: u64, n: u64) -> f64 {
         self.last_hit = true;
@@ -182,6 +189,24 @@ mod tests {
         assert!(!d.track_buffer_holds(80, 10));
         // …but after idling a revolution on the track all of it is.
         assert_eq!(d.service(30.0, &read(80, 20)), 0.0);
+    }
+
+    #[test]
+    fn a_read_continuing_the_last_one_reads_only_what_has_not_passed() {
+        let mut d = drive();
+        d.p.overheads.read_miss = [0.25, 0.25];
+        // LBN 3..10 at t = 0: overhead to 0.25 (the head mid-sector 2),
+        // sector 3 from 0.3, read by 1.0.
+        assert!((d.service(0.0, &read(3, 7)) - 1.0).abs() < 1e-9);
+        // LBN 10..20 issued at 1.0: the idle head reads on through the
+        // overhead (to 1.25, mid-sector 12, which is in by 1.3); 13..20
+        // follow at once, by 2.0. Without the buffer sector 10 has gone
+        // by: a revolution lost, 10.0 + 1.0.
+        assert!((d.service(1.0, &read(10, 10)) - 1.0).abs() < 1e-9);
+        let mut e = simple_drive();
+        e.p.overheads.read_miss = [0.25, 0.25];
+        e.service(0.0, &read(3, 7));
+        assert!((e.service(1.0, &read(10, 10)) - 11.0).abs() < 1e-9);
     }
 
     #[test]
