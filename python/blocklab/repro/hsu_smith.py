@@ -565,6 +565,92 @@ def verdict(df, t) -> list[str]:
     return lines
 
 
+def claims(t) -> list:
+    """The verdict table (`blocklab.repro.verdicts`): one `Claim` per headline claim of the
+    paper, and the studies it describes that this recipe does not run."""
+    from blocklab.repro.verdicts import Claim, judge, judge_share
+
+    data = ("the paper's PC and server traces are not available; run with them: "
+            "blocklab repro hsu-smith --only --traces PATH:FORMAT:pc|server ...")
+    out = []
+    t5 = t["t5"]
+    if not t5.empty:
+        best = t5[t5["trace"] != "Avg"].groupby("trace")["read_rt_ms_pct"].max().mean()
+        v = judge(50.0, best)
+        out.append(Claim("sequential prefetch cuts the average read response time (abstract; Table 5)",
+                         "about −50 % (40–65 %)", f"{-best:+.1f} % (best scheme, mean over traces)", v,
+                         "" if v == "matched" else "data",
+                         "" if v == "matched" else "our stand-ins read little sequentially (hplajw) or queue "
+                         "behind write bursts (CloudPhysics); " + data))
+    t2 = t["t2"]
+    if not t2.empty:
+        g = t2[(t2["trace"] == "Avg") & (t2["config"] == "rich")]
+        if not g.empty:
+            ours = float(g["read_rt_ms_pct"].iloc[0])
+            v = judge(38.8, ours)
+            out.append(Claim("read caching, resource-rich, over 512 KB (Table 2, S-Avg)", "−38.8 % read RT",
+                             f"{-ours:+.1f} %", v, "" if v == "matched" else "data",
+                             "" if v == "matched" else "10,000-request cuts and the sample hold almost no "
+                             "re-reads; " + data))
+    wb = t["wb"]
+    if not wb.empty:
+        w = wb[wb["trace"] != "Avg"].groupby("trace")["write_rt_ms_pct"].max().mean()
+        v = judge(90.0, w, tolerance=0.1)
+        out.append(Claim("write buffering cuts the average write response time (abstract)", "about −90 %",
+                         f"{-w:+.1f} %", v, "" if v == "matched" else "data",
+                         "" if v == "matched" else "CloudPhysics' bursts of thousands of writes fill the buffer"))
+    size = t["size"]
+    if not size.empty:
+        keep = []
+        for trace, g in size.groupby("trace"):
+            g = g.set_index("config")
+            if "1%used" in g.index and "4%used" in g.index:
+                keep.append(g.loc["4%used", "read_mr"] < g.loc["1%used", "read_mr"] - 1e-3)
+        if keep:
+            share = sum(keep) / len(keep)
+            v = judge_share(share)
+            out.append(Claim("the read miss ratio keeps falling beyond 4 % of the storage used (Fig. 4(b))",
+                             "falling", f"falls on {sum(keep)} of {len(keep)} traces", v,
+                             "" if v == "matched" else "data",
+                             "" if v == "matched" else "the MSR cuts and the sample are reuse-free; " + data))
+    sp = t["split"]
+    if not sp.empty:
+        s = sp[sp["config"] == "rich"]
+        if not s.empty:
+            seek, rot = 100 * s["seek_vs_spec"].mean(), 100 * s["rotation_vs_spec"].mean()
+            # Judged on how far below the specified average each comes (the claim's point).
+            v = judge(65.0, 100 - seek)
+            out.append(Claim("actual seek time against the specified 4.9 ms average (abstract)", "about 35 %",
+                             f"{seek:.0f} %", v, "" if v == "matched" else "data",
+                             "" if v == "matched" else "the sample's 94.7 GB of volumes are folded over the "
+                             "whole disk and msr 105 seeks far; the other traces give 27–40 %"))
+            v = judge(40.0, 100 - rot)
+            out.append(Claim("actual rotational latency against the specified 3.0 ms (abstract)", "about 60 %",
+                             f"{rot:.0f} %", v, "" if v == "matched" else "paper",
+                             "" if v == "matched" else "how the paper's drive model gets below half a revolution "
+                             "is in the text we lack; ours has zero-latency reads and a one-track buffer, which "
+                             "small random reads do not use"))
+    o = t["other"]
+    if not o.empty:
+        g = o[(o["config"] == "disk +5 years") & (o["trace"] != "Avg")]
+        if not g.empty:
+            per_year = 100 * (1 - (1 - g["read_rt_ms_pct"].mean() / 100) ** (1 / 5))
+            v = judge(15.0, per_year)
+            out.append(Claim("disk improvements, same number of disks (§5)", "about 15 %/yr",
+                             f"{per_year:.1f} %/yr (+5 years)", v, "" if v == "matched" else "paper",
+                             "" if v == "matched" else "the paper's technology rates are lost; ours are fitted "
+                             "to eleven drives of 1992–2001"))
+    out.append(Claim("disk improvements, constant occupancy (§5)", "about 8 %/yr", "not run", "missing", "model",
+                     "needs the addresses scaled with capacity, which the stack does not do"))
+    out.append(Claim("parameter sweeps of Figures 5–8 (prefetch sizes, cache and buffer sizes)",
+                     "Figures 5–8", "not run", "missing", "model", "the mechanisms exist; the sweeps are not "
+                     "part of the recipe yet"))
+    out.append(Claim("merged and speeded-up workloads (Pm, Sm, Ps)", "Tables 2–5 rows", "not run", "missing",
+                     "model", "blocklab trace merge and replay.infinitely_fast exist; the recipe does not build "
+                     "the workloads yet"))
+    return out
+
+
 def _fmt(v, nd=2):
     return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{nd}f}"
 
@@ -646,6 +732,10 @@ def markdown(df, t, verdict_lines, traces_info) -> str:
     L += [f"- {c}" for c in PAPER_CLAIMS]
     L.append("\n### Ours\n")
     L += [f"- {v}" for v in verdict_lines]
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    L.append("\n### Verdict, claim by claim\n")
+    L.append(verdict_table(claims(t)))
     return "\n".join(L) + "\n"
 
 
