@@ -240,3 +240,30 @@ def test_verdict_table_judges_each_claim_from_the_tables():
     missing = [x for x in c.values() if x.verdict == "missing"]
     assert len(missing) == 3 and all(x.reason == "model" for x in missing)
     assert "| actual rotational latency" in markdown(hs.claims(t))
+
+
+def test_figure_sweeps_move_one_parameter_each():
+    """Figures 5-8 (`--figures`): 6 fetch units, 5 read-ahead amounts, 4 CSP segments x 3
+    triggers, 5 PRA limits, 6 cache sizes; each cell differs from its sweep's others in the
+    swept key alone, and the plan adds them to every trace only when asked."""
+    from blocklab.repro import hsu_smith as hs
+
+    cells = hs.figure_cells("server")
+    per = {}
+    for study, value, keys in cells:
+        per.setdefault(study, []).append((value, keys))
+    assert {k: len(v) for k, v in per.items()} == {"fig5a": 6, "fig5b": 5, "fig6": 12, "fig7": 5, "fig8": 6}
+    swept = {"fig5a": "cache.0.fetch_unit", "fig5b": "cache.0.readahead", "fig7": "cache.0.preemptible_readahead",
+             "fig8": "cache.0.size"}
+    for study, key in swept.items():
+        rest = {tuple(sorted(k for k in keys if not k.startswith(key + "="))) for _, keys in per[study]}
+        assert len(rest) == 1, study
+        assert [next(k for k in keys if k.startswith(key + "=")).split("=")[1] for _, keys in per[study]] == \
+            [v for v, _ in per[study]]
+    six = dict(per["fig6"])["16KiB/t2"]
+    assert "cache.0.csp_segment=16KiB" in six and "cache.0.csp_trigger=2" in six
+    assert sum(k.startswith("cache.0.csp_segment") for k in six) == 1
+    t = hs.default_traces()[0]  # the shipped sample
+    plain, _ = hs.plan([t], Path("/nonexistent-not-written"), years=())
+    more, _ = hs.plan([t], Path("/nonexistent-not-written"), years=(), figures=True)
+    assert len(more) - len(plain) == len(cells)

@@ -422,6 +422,7 @@ def hsu_smith(
     years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    figures: bool = typer.Option(False, "--figures", help="Also the parameter sweeps of Figures 5-8 (34 more runs per trace, some shared with the tables; hsu-smith-figures.png)."),
 ) -> None:
     """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
     from pathlib import Path
@@ -453,7 +454,7 @@ def hsu_smith(
     outdir = Path(out)
     df = _run_recipe(outdir, lambda command: hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list,
                                                     jobs=jobs, ray=ray, progress=lambda m: console.log(m),
-                                                    command=command),
+                                                    command=command, figures=figures),
                      errors=(ValueError,), failed_runs="trace")
     if df.empty:
         fail("no trace could be run")
@@ -463,10 +464,11 @@ def hsu_smith(
     for name, tab in tabs.items():
         tab.to_csv(outdir / f"hsu-smith-{name}.csv", index=False)
     hs.plot(tabs, outdir / "hsu-smith.png")
+    pngs = ["hsu-smith.png"] + (["hsu-smith-figures.png"] if hs.plot_figures(tabs, outdir / "hsu-smith-figures.png") else [])
     info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
-    _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", "hsu-smith.png",
+    _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", *pngs,
                     "hsu-smith-report.md"], md)
 
 
