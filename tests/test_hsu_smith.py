@@ -225,7 +225,7 @@ def test_verdict_table_judges_each_claim_from_the_tables():
         "wb": pd.DataFrame({"trace": ["a", "b"], "write_rt_ms_pct": [60.0, 60.0]}),
         "size": pd.DataFrame({"trace": ["a", "a", "b", "b"], "config": ["1%used", "4%used"] * 2,
                               "read_mr": [0.5, 0.3, 0.7, 0.7]}),
-        "split": pd.DataFrame({"config": ["rich"], "seek_vs_spec": [0.35], "rotation_vs_spec": [1.10]}),
+        "split": pd.DataFrame({"trace": ["a"], "config": ["rich"], "seek_vs_spec": [0.35], "rotation_vs_spec": [1.10]}),
         "other": empty,
     }
     c = {x.claim.split(" (")[0]: x for x in hs.claims(t)}
@@ -267,3 +267,24 @@ def test_figure_sweeps_move_one_parameter_each():
     plain, _ = hs.plan([t], Path("/nonexistent-not-written"), years=())
     more, _ = hs.plan([t], Path("/nonexistent-not-written"), years=(), figures=True)
     assert len(more) - len(plain) == len(cells)
+
+
+def test_merged_and_speeded_up_workloads_stay_out_of_the_averages(tmp_path):
+    """--merged: Ps is each PC trace with the infinitely fast processor on every cell; Sm
+    needs two MSR cuts (none here: not built). Their rows are the tables' own rows, and the
+    Avg rows average the single traces only: (10 + 30) / 2 = 20 %, not the 50 % Ps would add."""
+    import pandas as pd
+
+    from blocklab.repro import hsu_smith as hs
+
+    pc = hs.TraceSpec("pc.trace", "vscsi", "cp", "pc")
+    srv = hs.TraceSpec("s.trace", "mqsim", "s", "server")
+    derived = hs.derived_traces([pc, srv], tmp_path)
+    assert [(d.label, d.path, d.kind, d.sets) for d in derived] == [
+        ("Ps (cp)", "pc.trace", "pc", ("replay.infinitely_fast=true",))]
+    df = pd.DataFrame({"trace": ["cp", "s", "Ps (cp)"] * 2, "config": ["512k"] * 3 + ["poor"] * 3,
+                       "read_rt_ms": [10.0, 10.0, 10.0, 9.0, 7.0, 0.5]})
+    imp = hs.improvements(df, [("poor", "poor", "512k")], metrics_=("read_rt_ms",))
+    row = imp.set_index("trace")
+    assert abs(row.loc["Ps (cp)", "read_rt_ms_pct"] - 95.0) < 1e-9
+    assert abs(row.loc["Avg", "read_rt_ms_pct"] - 20.0) < 1e-9

@@ -422,6 +422,7 @@ def hsu_smith(
     years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    merged: bool = typer.Option(False, "--merged", help="Also the paper's merged and speeded-up workloads: Sm (the MSR cuts merged as independent streams) and Ps (each PC trace with an infinitely fast processor)."),
     figures: bool = typer.Option(False, "--figures", help="Also the parameter sweeps of Figures 5-8 (34 more runs per trace, some shared with the tables; hsu-smith-figures.png)."),
 ) -> None:
     """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
@@ -452,6 +453,9 @@ def hsu_smith(
             fail(f"--traces: {t.path}: no such file")
     console = Console(stderr=True)
     outdir = Path(out)
+    if merged:
+        outdir.mkdir(parents=True, exist_ok=True)
+        specs = specs + hs.derived_traces(specs, outdir)
     df = _run_recipe(outdir, lambda command: hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list,
                                                     jobs=jobs, ray=ray, progress=lambda m: console.log(m),
                                                     command=command, figures=figures),
