@@ -434,6 +434,8 @@ def hsu_smith(
     years: str = typer.Option("5,10", "--years", help="Years of disk progress for the technology study (comma-separated)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    merged: bool = typer.Option(False, "--merged", help="Also the paper's merged and speeded-up workloads: Sm (the MSR cuts merged as independent streams) and Ps (each PC trace with an infinitely fast processor)."),
+    figures: bool = typer.Option(False, "--figures", help="Also the parameter sweeps of Figures 5-8 (34 more runs per trace, some shared with the tables; hsu-smith-figures.png)."),
 ) -> None:
     """Hsu & Smith (IBM J. R&D 2004): read caching, prefetch, opportunistic prefetch, write buffering, scheduling, striping, short-stroking and disk scaling on our traces, beside the paper's Tables 2–5."""
     from pathlib import Path
@@ -463,9 +465,12 @@ def hsu_smith(
             fail(f"--traces: {t.path}: no such file")
     console = Console(stderr=True)
     outdir = Path(out)
+    if merged:
+        outdir.mkdir(parents=True, exist_ok=True)
+        specs = specs + hs.derived_traces(specs, outdir)
     df = _run_recipe(outdir, lambda command: hs.run(specs, outdir, replay=replay, warmup_share=warmup, years=year_list,
                                                     jobs=jobs, ray=ray, progress=lambda m: console.log(m),
-                                                    command=command),
+                                                    command=command, figures=figures),
                      errors=(ValueError,), failed_runs="trace")
     if df.empty:
         fail("no trace could be run")
@@ -475,10 +480,11 @@ def hsu_smith(
     for name, tab in tabs.items():
         tab.to_csv(outdir / f"hsu-smith-{name}.csv", index=False)
     hs.plot(tabs, outdir / "hsu-smith.png")
+    pngs = ["hsu-smith.png"] + (["hsu-smith-figures.png"] if hs.plot_figures(tabs, outdir / "hsu-smith-figures.png") else [])
     info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
-    _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", "hsu-smith.png",
+    _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", *pngs,
                     "hsu-smith-report.md"], md)
 
 

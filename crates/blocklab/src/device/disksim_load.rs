@@ -252,6 +252,11 @@ fn build(disk: &Block, dir: &Path, bus_read: f64, bus_write: f64) -> Result<Hdd>
         bus_read_ms: bus_read,
         bus_write_ms: bus_write,
         cache,
+        // "Immediate buffer read" (zero-latency reads) is set on the Atlas
+        // 10K and the RZ26, but with it their validation demerits were
+        // never checked: it stays off, and neither drive has a track buffer.
+        zero_latency: false,
+        track_buffer_tracks: 0,
     })
 }
 

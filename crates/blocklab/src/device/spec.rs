@@ -9,6 +9,13 @@
 //! and cylinder skews are derived (the smallest whole number of sectors that
 //! covers a head switch, resp. a single-cylinder seek) unless given.
 //!
+//! Two drive options (both off unless given): `zero_latency = true`
+//! (read-on-arrival: a read starts with whichever of its track's sectors
+//! first comes under the head) and `track_buffer_tracks = N` (the drive
+//! keeps the sectors of its last N tracks that passed under the head while
+//! it read or idled there, and serves reads of them without a media
+//! access).
+//!
 //! Seek forms (`form = ...`):
 //! - `table`: `points = [[distance, ms], ...]`, linearly interpolated;
 //! - `hpl`: `x0, a, b, c, e`: `a + b√d` below `x0`, `c + e·d` above;
@@ -64,6 +71,12 @@ pub struct HddSpec {
     pub overheads: OverheadSpec,
     #[serde(default)]
     pub cache: Option<CacheSpec>,
+    /// Zero-latency (read-on-arrival) reads.
+    #[serde(default)]
+    pub zero_latency: bool,
+    /// Tracks the track buffer holds (0: no track buffer).
+    #[serde(default)]
+    pub track_buffer_tracks: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -330,6 +343,8 @@ pub fn build_hdd(name: &str, h: &HddSpec) -> Result<Hdd> {
         bus_read_ms: sector_bus,
         bus_write_ms: sector_bus,
         cache,
+        zero_latency: h.zero_latency,
+        track_buffer_tracks: h.track_buffer_tracks,
     })
 }
 
@@ -377,6 +392,35 @@ mod tests {
         for f in ["sata-7200.toml", "ssd.toml"] {
             load_spec(&dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
         }
+    }
+
+    #[test]
+    fn the_hsu_smith_members_read_on_arrival_into_a_track_buffer() {
+        // The recipe's drives have both options; the shared 73LZX spec (used
+        // by other recipes) keeps them off.
+        let hs = examples().join("hsu-smith");
+        for m in ["9", "18", "36", "73"] {
+            let f = hs.join(format!("ultrastar-73lzx-{m}.toml"));
+            let h = parse_spec(&std::fs::read_to_string(&f).unwrap(), "x")
+                .unwrap()
+                .hdd
+                .unwrap();
+            assert!(h.zero_latency && h.track_buffer_tracks == 1, "{m}");
+            let d = build_hdd("x", &h).unwrap();
+            assert!(d.params().zero_latency && d.params().track_buffer_tracks == 1);
+        }
+        let src = std::fs::read_to_string(examples().join("ultrastar-73lzx.toml")).unwrap();
+        let h = parse_spec(&src, "x").unwrap().hdd.unwrap();
+        assert!(!h.zero_latency && h.track_buffer_tracks == 0);
+        // A mistyped key is an error naming its line.
+        let bad = src.replace("bus_mb_s = 160", "bus_mb_s = 160\nzero_latncy = true");
+        assert!(matches!(
+            parse_spec(&bad, "s.toml"),
+            Err(Error::Parse {
+                location: Location::Line(_),
+                ..
+            })
+        ));
     }
 
     #[test]

@@ -67,25 +67,89 @@ impl Hdd {
     }
 
     /// Read or write `n` consecutive LBNs on the media from time `t`;
-    /// calls `each(i, end_time)` per sector; returns the end time.
+    /// calls `each(i, end_time)` per sector, in LBN order; returns the end
+    /// time (the last sector's, which with zero-latency reads need not be
+    /// the last LBN's).
     pub(super) fn media(&mut self, t: f64, lbn: u64, n: u64, write: bool, mut each: impl FnMut(u64, f64)) -> f64 {
         let mut t = t;
         let mut i = 0;
         while i < n {
             // One access per run of consecutive sectors on a track.
             let (ph, run) = self.p.layout.run(lbn + i, n - i);
-            let (start, _) = self.access(t, &ph, write);
             let st = self.period / ph.spt as f64;
-            if self.split_on {
-                self.split.transfer_ms += run as f64 * st;
+            let arrive = t + self.position(self.head, &ph, write);
+            let reading = !write && !self.writing;
+            let end = if reading && self.p.zero_latency {
+                self.zero_latency_run(t, &ph, run, |k, at| each(i + k, at))
+            } else {
+                let (start, _) = self.access(t, &ph, write);
+                if self.split_on {
+                    self.split.transfer_ms += run as f64 * st;
+                }
+                for k in 0..run {
+                    each(i + k, start + (k + 1) as f64 * st);
+                }
+                start + run as f64 * st
+            };
+            if reading {
+                self.track_seen(lbn + i, &ph, arrive, end);
             }
-            for k in 0..run {
-                t = start + (k + 1) as f64 * st;
-                each(i + k, t);
-            }
+            t = end;
             i += run;
         }
         t
+    }
+
+    /// A zero-latency (read-on-arrival) read of the `run` sectors from `ph`
+    /// on one track, from time `t`: once on the track the head reads the
+    /// first whole sector of the run that comes round and goes on, wrapping
+    /// to the run's start, so the run costs at most one revolution after
+    /// the next sector boundary instead of the wait for its first sector
+    /// plus its length. Calls `each(k, end_time)` for k = 0..run in order;
+    /// returns when the last sector is in.
+    fn zero_latency_run(&mut self, t: f64, ph: &Phys, run: u64, mut each: impl FnMut(u64, f64)) -> f64 {
+        let pos = self.position(self.head, ph, false);
+        let t1 = t + pos;
+        let spt = ph.spt as f64;
+        let st = self.period / spt;
+        // Where the head is, in sectors past the run's first one.
+        let x = ((t1 / self.period) * spt - ph.angle).rem_euclid(spt);
+        // The first whole sector of the run under the head, and the wait
+        // for its leading edge (sector boundaries within EPS count as on it).
+        let j0 = if x < EPS || x > spt - EPS {
+            0.0
+        } else {
+            (x - EPS).ceil()
+        };
+        let (first, wait) = if j0 == 0.0 || j0 >= run as f64 {
+            // Outside the run (or at its start): an ordinary access.
+            (0u64, self.rotation_wait(t1, ph))
+        } else {
+            (j0 as u64, (j0 - x).max(0.0) * st)
+        };
+        let start = t1 + wait;
+        let mut end = start;
+        for k in 0..run {
+            // Sectors first..run come first, then 0..first after the gap.
+            let order = if k >= first {
+                k - first
+            } else {
+                k + ph.spt as u64 - first
+            };
+            let at = start + (order + 1) as f64 * st;
+            end = end.max(at);
+            each(k, at);
+        }
+        if self.split_on {
+            self.split.seek_ms += pos;
+            self.split.transfer_ms += run as f64 * st;
+            self.split.rotation_ms += end - t1 - run as f64 * st;
+        }
+        self.head = Head {
+            cyl: ph.cyl,
+            head: ph.head,
+        };
+        end
     }
 }
 
@@ -111,5 +175,57 @@ mod tests {
         assert!((d.positioning_estimate(7.0, &r(10)) - 4.0).abs() < 1e-9);
         // Next cylinder (LBN 100+30): 1 ms seek to t = 11 (angle 10), wait 2 ms.
         assert!((d.service(10.0, &r(130)) - 3.1).abs() < 1e-9);
+    }
+}
+
+#[cfg(test)]
+mod zero_latency_tests {
+    use super::super::tests::{read, simple_drive};
+    use crate::device::DeviceModel;
+
+    /// The simple drive (10 ms a revolution, 100 sectors a track, sector s
+    /// of track 0 at angle s) with zero-latency reads on or off.
+    fn drive(zero: bool) -> super::super::Hdd {
+        let mut d = simple_drive();
+        d.p.zero_latency = zero;
+        d
+    }
+
+    #[test]
+    fn a_full_track_read_takes_one_revolution_from_any_angle() {
+        // Arriving on a sector boundary at any angle: exactly 10 ms.
+        for t in [0.0, 2.0, 5.0, 9.9] {
+            let s = drive(true).service(t, &read(0, 100));
+            assert!((s - 10.0).abs() < 1e-9, "at {t}: {s}");
+        }
+        // Between boundaries (angle 73.5) the head waits for the next one,
+        // half a sector: 10.05.
+        assert!((drive(true).service(7.35, &read(0, 100)) - 10.05).abs() < 1e-9);
+        // Without zero latency the read waits for sector 0: at angle 20,
+        // 8 ms, then the 10 ms revolution.
+        assert!((drive(false).service(2.0, &read(0, 100)) - 18.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_partial_track_read_starts_with_the_sector_under_the_head() {
+        // Sectors 10..30 at t = 2 (angle 20): 20..30 by 3.0, round to
+        // sector 10 at 11.0, 10..20 by 12.0: 10 ms, not 9 + 2 = 11.
+        let mut z = drive(true);
+        assert!((z.service(2.0, &read(10, 20)) - 10.0).abs() < 1e-9);
+        assert!((drive(false).service(2.0, &read(10, 20)) - 11.0).abs() < 1e-9);
+        // The split: no seek, 2 ms transfer, the rest rotation.
+        let sp = z.last_split().unwrap();
+        assert!((sp.transfer_ms - 2.0).abs() < 1e-9 && (sp.rotation_ms - 8.0).abs() < 1e-9);
+        // Arriving outside the run (angle 50) it is an ordinary read: wait
+        // to sector 10 at 11.0 (6 ms), read to 13.0.
+        assert!((drive(true).service(5.0, &read(10, 20)) - 8.0).abs() < 1e-9);
+        // Writes are not affected.
+        let w = crate::device::DevRequest {
+            kind: crate::array::plan::DiskOpKind::Write,
+            lbn: 10,
+            sectors: 20,
+        };
+        let sw = drive(true).service(2.0, &w);
+        assert!((sw - 11.0).abs() < 1e-9, "{sw}");
     }
 }

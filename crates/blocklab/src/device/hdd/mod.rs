@@ -14,7 +14,8 @@
 //!
 //! The parts, one file each: `seek` (seek curves), `layout` (LBN to
 //! cylinder, surface, sector and angle), `mechanism` (positioning, rotation,
-//! media transfer) and `cache` (buffer segments, read-ahead, write-back).
+//! media transfer, zero-latency reads), `cache` (buffer segments,
+//! read-ahead, write-back) and `trackbuf` (the track buffer).
 //! This module holds the drive's parameters and state and serves requests
 //! with those parts.
 
@@ -23,6 +24,7 @@ mod layout;
 mod mechanism;
 mod opportune;
 mod seek;
+mod trackbuf;
 
 pub use cache::CacheParams;
 pub use layout::{Layout, Phys, SpareUnit, ZoneSpec};
@@ -68,6 +70,12 @@ pub struct HddParams {
     pub bus_read_ms: f64,
     pub bus_write_ms: f64,
     pub cache: CacheParams,
+    /// Zero-latency (read-on-arrival) reads: a read of a track's sectors
+    /// starts with whichever of them first comes under the head (DiskSim's
+    /// "Immediate buffer read").
+    pub zero_latency: bool,
+    /// Tracks held by the track buffer (`trackbuf`); 0: none.
+    pub track_buffer_tracks: u32,
 }
 
 /// The drive.
@@ -96,6 +104,12 @@ pub struct Hdd {
     /// accesses being made count).
     split: TimeSplit,
     split_on: bool,
+    /// The track buffer's tracks and the track the idle head sits on.
+    tracks: Vec<trackbuf::Track>,
+    idle_on_track: Option<trackbuf::Idle>,
+    /// Serving a write: media accesses write, whatever their positioning
+    /// (a write-through write positions for writing first, then `media`).
+    writing: bool,
 }
 
 impl Hdd {
@@ -124,6 +138,9 @@ impl Hdd {
             prev_chain_end: None,
             split: TimeSplit::default(),
             split_on: false,
+            tracks: Vec::new(),
+            idle_on_track: None,
+            writing: false,
             p,
         })
     }
@@ -136,8 +153,12 @@ impl Hdd {
     /// (a full hit, or data being read ahead) or from the media.
     fn read(&mut self, now: f64, lbn: u64, n: u64) -> f64 {
         self.advance_prefetch(now);
+        self.track_idle(now);
         if let Some(i) = self.find(lbn, n) {
             return self.read_hit(now, i, lbn, n);
+        }
+        if self.track_buffer_holds(lbn, n) {
+            return self.track_buffer_read(lbn, n);
         }
         if let Some(pf) = self.read_ahead_stream(lbn, n) {
             return self.read_from_stream(now, pf, lbn, n);
@@ -193,10 +214,27 @@ impl Hdd {
                 after = tail;
             }
         }
-        self.free_on_track(start, lbn, n);
-        let mut ready = Vec::with_capacity(n as usize);
+        // The track buffer: the head idled on its track through the command
+        // overhead too; a leading part of the request already buffered is
+        // not read again (a read continuing the last one then goes on
+        // without losing a revolution).
+        // The sector under the head at `start` is being read already: it is
+        // in by the end of the next sector time.
+        let sector_ms = self.period / self.p.layout.map(lbn).spt as f64;
+        let held = if self.p.track_buffer_tracks > 0 {
+            self.track_idle(start + sector_ms);
+            self.track_buffer_prefix(lbn, n)
+        } else {
+            0
+        };
+        self.free_on_track(start, lbn + held, n - held);
+        let mut ready = vec![start + sector_ms; held as usize];
         self.split_on = true;
-        let end = self.media(start, lbn, n, false, |_, t| ready.push(t));
+        let end = if held < n {
+            self.media(start, lbn + held, n - held, false, |_, t| ready.push(t))
+        } else {
+            start
+        };
         self.split_on = false;
         // The bus transfer starts once the high-water mark is buffered.
         let k = ((c.read_water * n as f64).ceil() as usize).clamp(1, n as usize);
@@ -215,6 +253,7 @@ impl Hdd {
     fn write(&mut self, now: f64, lbn: u64, n: u64) -> f64 {
         self.stop_prefetch(now);
         self.last_hit = false;
+        self.track_buffer_forget(lbn, n);
         if self.p.cache.enabled && self.p.cache.write_back && !self.segs.is_empty() {
             return self.write_back(now, lbn, n);
         }
@@ -292,12 +331,14 @@ impl Hdd {
     fn service_inner(&mut self, now_ms: f64, req: &DevRequest) -> f64 {
         self.split = TimeSplit::default();
         let (lbn, n) = self.clamp(req);
+        self.writing = req.kind == DiskOpKind::Write;
         let t = match req.kind {
             DiskOpKind::Read => self.read(now_ms, lbn, n),
             DiskOpKind::Write => self.write(now_ms, lbn, n),
         };
         self.last_write = req.kind == DiskOpKind::Write;
         self.last_end = lbn + n;
+        self.writing = false;
         t
     }
 }
@@ -378,6 +419,8 @@ mod tests {
                 prefetch_mode: 0,
                 ..CacheParams::off()
             },
+            zero_latency: false,
+            track_buffer_tracks: 0,
         })
         .unwrap()
     }
