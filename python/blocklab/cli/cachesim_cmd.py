@@ -23,14 +23,14 @@ from blocklab.cli.common import BlockSizeOpt, fail, print_json
 
 # libCacheSim trace type -> blocklab format. libCacheSim matches the names
 # without regard to case; so do we. blocklab's own format names work too.
-# blocklab has no reader for libCacheSim's plain txt (one id per line): `txt`
-# sniffs among blocklab's text formats; `csv` is blocklab's native CSV.
+# `txt` is libCacheSim's plain text (one object id per line), blocklab's `txt`;
+# `csv` is blocklab's native CSV, not libCacheSim's configurable one.
 TRACE_TYPES = {
     "oraclegeneral": "oracle",
     "oraclegeneralbin": "oracle",
     "vscsi": "vscsi",
     "csv": "csv",
-    "txt": "auto",
+    "txt": "txt",
 }
 # Trace types whose records carry no object size: libCacheSim then counts the
 # cache in objects, not bytes (its `--ignore-obj-size`).

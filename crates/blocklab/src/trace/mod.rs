@@ -30,6 +30,7 @@ pub mod synth;
 pub mod systor;
 pub mod tencent;
 pub mod tencent_cut;
+pub mod txt;
 pub mod vscsi;
 
 #[cfg(test)]
@@ -209,6 +210,7 @@ pub const FORMATS: &[&str] = &[
     "systor",
     "hpsrt",
     "hpsrt-csv",
+    "txt",
 ];
 
 /// Every line-oriented format with its name (blkparse reading Q events),
@@ -290,6 +292,10 @@ pub const FORMAT_INFO: &[(&str, &str)] = &[
     (
         "hpsrt-csv",
         "CSV rendering of an HP SRT trace: time_s,devno,lba512,size_bytes,op,service_us",
+    ),
+    (
+        "txt",
+        "libCacheSim plain text: one object id per line, one 4 KiB block read each, no time",
     ),
 ];
 
@@ -473,6 +479,9 @@ pub(crate) fn open_format(format: &str, path: &Path, ctx: ParseCtx, opts: &Trace
         "tencent-cut" => Box::new(TextRecords::open(path, ctx, tencent_cut::TencentCut)?),
         "systor" => Box::new(TextRecords::open(path, ctx, systor::Systor)?),
         "hpsrt-csv" => Box::new(TextRecords::open(path, ctx, hpsrt_csv::HpSrtCsv)?),
+        // Not in `text_formats()`: any one-field line reads as txt, so content sniffing
+        // never picks it (like oracle and lbn32, it has no signature).
+        "txt" => Box::new(TextRecords::open(path, ctx, txt::Txt::default())?),
         "oracle" => Box::new(BinaryRecords::open(path, ctx, oracle::Oracle)?),
         "lbn32" => Box::new(BinaryRecords::open(path, ctx, lbn32::Lbn32)?),
         "vscsi" => {

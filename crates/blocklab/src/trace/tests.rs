@@ -859,3 +859,52 @@ fn convert_takes_the_output_format_from_the_name() {
         "{e}"
     );
 }
+
+/// The cache keys of `path` read as `format` (default 4 KiB blocks).
+fn keys_of(path: &Path, format: &str) -> Result<Vec<u64>> {
+    let opts = TraceOptions {
+        format: format.into(),
+        ..Default::default()
+    };
+    blocks::BlockStream::new(open(path, &opts)?, Default::default())?
+        .map(|a| a.map(|a| a.key))
+        .collect()
+}
+
+#[test]
+fn txt_ids_are_the_cache_keys() {
+    // Numeric ids are the keys; the non-numeric ones are interned from 2^64 - 1
+    // down in order of first appearance; blank lines and surrounding blanks do
+    // not count; time is the request's index.
+    let text = b"1\n2\n 3 \n1\nobj-x\n\n1\n2\nobj-x\n003\r\nobj/y\n1\n";
+    let (_d, path) = file_with("t.txt", text);
+    let max = u64::MAX;
+    assert_eq!(
+        keys_of(&path, "txt").unwrap(),
+        vec![1, 2, 3, 1, max, 1, 2, max, 3, max - 1, 1]
+    );
+    let rs = read(&path, "txt").unwrap();
+    assert_eq!(rs[0], req(0.0, Op::Read, 4096, 4096, 0));
+    assert_eq!(rs[10], req(10.0, Op::Read, 4096, 4096, 0));
+    // Not sniffed: a one-id-per-line file is not mistaken for txt by `auto`, nor
+    // does txt make other formats' files ambiguous.
+    assert!(sniff::sniff(&path).is_err());
+}
+
+#[test]
+fn txt_bad_lines_name_the_line_and_field() {
+    for (text, line, what) in [
+        (&b"1\n2 3\n"[..], 2, "one object id per line"),
+        (&b"1\n\n99999999999999999999\n"[..], 3, "beyond the largest id"),
+        (&b"a\n18446744073709551615\n"[..], 2, "collide"),
+        (&b"18446744073709551615\na\n"[..], 2, "collide"),
+    ] {
+        let (_d, path) = file_with("bad.txt", text);
+        let e = read(&path, "txt").unwrap_err();
+        assert!(
+            matches!(&e, Error::Parse { location: Location::Line(l), field, .. } if *l == line && field == "obj_id"),
+            "{e}"
+        );
+        assert!(e.to_string().contains(what) && e.to_string().contains("bad.txt"), "{e}");
+    }
+}
