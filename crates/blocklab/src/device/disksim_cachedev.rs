@@ -27,7 +27,7 @@ use std::collections::{BTreeSet, HashMap};
 use super::disksim_params::{Block, Value};
 use super::{DevRequest, DeviceModel};
 use crate::array::plan::DiskOpKind;
-use crate::error::{Error, Location, Result};
+use crate::error::Result;
 
 /// The parameters of a `disksim_cachedev` block.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,41 +40,25 @@ pub struct CacheDevParams {
     pub idle_delay: Option<f64>,
 }
 
-fn key_error(b: &Block, key: &str, what: impl Into<String>) -> Error {
-    let p = b.get(key);
-    Error::parse(
-        p.map_or(&b.file, |p| &p.file),
-        Location::Line(p.map_or(b.line, |p| p.line)),
-        format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
-        what,
-    )
-}
-
 impl CacheDevParams {
     pub fn from_block(b: &Block) -> Result<CacheDevParams> {
         let size = b.num("Cache size")?;
         if !(size >= 1.0 && size.fract() == 0.0) {
-            return Err(key_error(
-                b,
-                "Cache size",
-                format!("{size}: expected a positive integer"),
-            ));
+            return Err(b.key_error("Cache size", format!("{size}: expected a positive integer")));
         }
         if b.num_or("Write scheme", 3.0)? != 3.0 {
-            return Err(key_error(b, "Write scheme", "only 3 (write-back) is modelled"));
+            return Err(b.key_error("Write scheme", "only 3 (write-back) is modelled"));
         }
         if b.num_or("Flush policy", 0.0)? != 0.0 {
             // DiskSim itself stops on a periodic flush of a cache device.
-            return Err(key_error(
-                b,
+            return Err(b.key_error(
                 "Flush policy",
                 "only 0 is modelled (periodic flushing is not in DiskSim either)",
             ));
         }
         let delay = b.num_or("Flush idle delay", 0.0)?;
         if delay < 0.0 {
-            return Err(key_error(
-                b,
+            return Err(b.key_error(
                 "Flush idle delay",
                 format!("{delay}: must not be negative (0: no idle flush)"),
             ));

@@ -34,7 +34,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use super::disksim_params::{Block, Value};
 use super::{DevRequest, DeviceModel};
 use crate::array::plan::DiskOpKind;
-use crate::error::{Error, Location, Result};
+use crate::error::Result;
 
 /// The cache's parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,16 +68,6 @@ pub struct CacheMem {
     clock: u64,
 }
 
-fn key_error(b: &Block, key: &str, what: impl Into<String>) -> Error {
-    let p = b.get(key);
-    Error::parse(
-        p.map_or(&b.file, |p| &p.file),
-        Location::Line(p.map_or(b.line, |p| p.line)),
-        format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
-        what,
-    )
-}
-
 impl CacheMemParams {
     /// The parameters of a `disksim_cachemem` block; what is not modelled
     /// is an error naming its key.
@@ -85,22 +75,21 @@ impl CacheMemParams {
         let int = |key: &str, default: f64| -> Result<u64> {
             let v = b.num_or(key, default)?;
             if !(v >= 0.0 && v.fract() == 0.0) {
-                return Err(key_error(b, key, format!("{v}: expected a non-negative integer")));
+                return Err(b.key_error(key, format!("{v}: expected a non-negative integer")));
             }
             Ok(v as u64)
         };
         let must = |key: &str, default: f64, want: &[f64], what: &str| -> Result<()> {
             let v = b.num_or(key, default)?;
             if !want.contains(&v) {
-                return Err(key_error(b, key, format!("{v} is not modelled; only {what}")));
+                return Err(b.key_error(key, format!("{v} is not modelled; only {what}")));
             }
             Ok(())
         };
         let size = int("Cache size", 0.0)?;
         let line = int("Line size", 0.0)?;
         if line == 0 || size < line {
-            return Err(key_error(
-                b,
+            return Err(b.key_error(
                 "Line size",
                 format!("{line}: only lines of at least one sector, at most the cache size ({size}), are modelled"),
             ));
@@ -113,18 +102,13 @@ impl CacheMemParams {
                 if let Some(p) = b.get("SLRU segments") {
                     let segs = p.nums()?;
                     if segs.len() != 1 {
-                        return Err(key_error(
-                            b,
-                            "SLRU segments",
-                            "only one segment (plain LRU) is modelled",
-                        ));
+                        return Err(b.key_error("SLRU segments", "only one segment (plain LRU) is modelled"));
                     }
                 }
                 true
             }
             other => {
-                return Err(key_error(
-                    b,
+                return Err(b.key_error(
                     "Replacement policy",
                     format!("{other} is not modelled; only 1 (FIFO) and 2 (SLRU of one segment: LRU)"),
                 ))
@@ -139,11 +123,7 @@ impl CacheMemParams {
         must("Write scheme", 3.0, &[3.0], "3 (write-back)")?;
         must("Flush policy", 0.0, &[0.0], "0 (dirty lines leave when replaced)")?;
         if b.num_or("Flush idle delay", -1.0)? >= 0.0 {
-            return Err(key_error(
-                b,
-                "Flush idle delay",
-                "idle flushing is not modelled; only -1 (off)",
-            ));
+            return Err(b.key_error("Flush idle delay", "idle flushing is not modelled; only -1 (off)"));
         }
         must("Read prefetch type", 0.0, &[0.0], "0 (no prefetch)")?;
         must("Write prefetch type", 0.0, &[0.0], "0 (no prefetch)")?;

@@ -27,7 +27,7 @@
 
 use super::disksim_params::{Block, Param, ParamFile, Value};
 use crate::array::{Array, ArrayConfig, IoPlan, Layout, Level};
-use crate::error::{Error, Location, Result};
+use crate::error::Result;
 use std::collections::HashMap;
 
 /// One Array-addressed logorg: its members (system disk indices) and layout.
@@ -141,16 +141,6 @@ fn word(p: &Param) -> Result<String> {
     }
 }
 
-fn key_error(b: &Block, key: &str, what: impl Into<String>) -> Error {
-    let p = b.get(key);
-    Error::parse(
-        p.map_or(&b.file, |p| &p.file),
-        Location::Line(p.map_or(b.line, |p| p.line)),
-        format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
-        what,
-    )
-}
-
 /// The word of `key` (None: absent).
 fn word_of(b: &Block, key: &str) -> Result<Option<String>> {
     b.get(key).map(word).transpose()
@@ -160,7 +150,7 @@ fn word_of(b: &Block, key: &str) -> Result<Option<String>> {
 fn members(b: &Block, disks: &HashMap<&str, usize>) -> Result<Vec<usize>> {
     let p = b
         .get("devices")
-        .ok_or_else(|| key_error(b, "devices", "missing: the logorg's member disks"))?;
+        .ok_or_else(|| b.key_error("devices", "missing: the logorg's member disks"))?;
     let Value::List(items) = &p.value else {
         return Err(p.err("expected a `[ ... ]` list of disks"));
     };
@@ -207,23 +197,20 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
         } else {
             return Ok(None);
         };
-        return Err(key_error(
-            b,
+        return Err(b.key_error(
             key,
             "with Parts addressing only Asis distribution and Noredun redundancy (requests left on \
              their disks) are modelled; Array addressing has striping and parity",
         ));
     }
     if !addressing.eq_ignore_ascii_case("Array") {
-        return Err(key_error(
-            b,
+        return Err(b.key_error(
             "Addressing mode",
             format!("`{addressing}`: DiskSim's modes are Array and Parts"),
         ));
     }
     if !distribution.eq_ignore_ascii_case("Striped") {
-        return Err(key_error(
-            b,
+        return Err(b.key_error(
             "Distribution scheme",
             format!("`{distribution}` is not modelled with Array addressing: only Striped"),
         ));
@@ -231,8 +218,7 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
     let members = members(b, disks)?;
     let su = b.num("Stripe unit")?;
     if !(su >= 1.0 && su.fract() == 0.0) {
-        return Err(key_error(
-            b,
+        return Err(b.key_error(
             "Stripe unit",
             format!("{su}: only a positive whole number of sectors is modelled (0, byte interleaving, is not)"),
         ));
@@ -244,16 +230,14 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
         "parity_rotated" => {
             let rot = b.num_or("Parity rotation type", 1.0)?;
             if rot != 1.0 {
-                return Err(key_error(
-                    b,
+                return Err(b.key_error(
                     "Parity rotation type",
                     format!("{rot}: only 1 (left-symmetric) is modelled, as DiskSim's parity tables have it"),
                 ));
             }
             let psu = b.num_or("Parity stripe unit", su)?;
             if psu != su {
-                return Err(key_error(
-                    b,
+                return Err(b.key_error(
                     "Parity stripe unit",
                     format!("{psu}: only a parity stripe unit equal to the stripe unit ({su}) is modelled"),
                 ));
@@ -261,8 +245,7 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
             Level::Raid5
         }
         other => {
-            return Err(key_error(
-                b,
+            return Err(b.key_error(
                 "Redundancy scheme",
                 format!("`{other}` is not modelled: Noredun, Parity_disk and Parity_rotated are"),
             ))
@@ -276,8 +259,7 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
         let point = (rmw * n as f64) as i64;
         let md = (n as i64) / 2;
         if point != md {
-            return Err(key_error(
-                b,
+            return Err(b.key_error(
                 "RMW vs. reconstruct",
                 format!(
                     "{rmw}: with {n} disks DiskSim would switch at {point} units; only MD's point {md} is modelled"
@@ -291,7 +273,7 @@ fn logorg(b: &Block, disks: &HashMap<&str, usize>, sectors: &[u64]) -> Result<Op
         cfg.chunk_bytes = unit * 512;
         cfg.block_size = 512;
         cfg.layout = Layout::LeftSymmetric;
-        Array::new(cfg).map_err(|e| key_error(b, "devices", e.to_string()))
+        Array::new(cfg).map_err(|e| b.key_error("devices", e.to_string()))
     };
     let data = (n as u64).saturating_sub(level.parity_units() as u64);
     let full = member_sectors / su;

@@ -73,6 +73,18 @@ impl Block {
         self.params.iter().find(|p| p.name.eq_ignore_ascii_case(name))
     }
 
+    /// An error about key `key` of this block (what is not modelled, a
+    /// bad value), at the key's line when it is given, else the block's.
+    pub fn key_error(&self, key: &str, what: impl Into<String>) -> Error {
+        let p = self.get(key);
+        Error::parse(
+            p.map_or(&self.file, |p| &p.file),
+            Location::Line(p.map_or(self.line, |p| p.line)),
+            format!("{} {}: {key}", self.type_name, self.name.as_deref().unwrap_or("")),
+            what,
+        )
+    }
+
     fn missing(&self, name: &str) -> Error {
         Error::parse(
             &self.file,

@@ -328,15 +328,7 @@ fn check_modelled(pf: &ParamFile) -> Result<()> {
         let name = b.name.as_deref().unwrap_or("");
         pf.instances.iter().any(|i| i.type_name == name)
     };
-    let unmodelled = |b: &Block, key: &str, what: String| -> Error {
-        let p = b.get(key);
-        Error::parse(
-            p.map_or(&b.file, |p| &p.file),
-            Location::Line(p.map_or(b.line, |p| p.line)),
-            format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
-            what,
-        )
-    };
+    let unmodelled = |b: &Block, key: &str, what: String| -> Error { b.key_error(key, what) };
     // The most telling first: how requests are laid out, then the controllers.
     let order = ["disksim_ctlr", "disksim_iodriver", "disksim_iosim", "disksim_syncset"];
     for b in order.iter().flat_map(|t| pf.blocks_of(t)) {
@@ -416,15 +408,7 @@ fn controllers(pf: &ParamFile) -> Vec<(&Block, &[String])> {
 /// `disksim_cachemem` or `disksim_cachedev` cache. Its parameters, or an
 /// error naming the key.
 fn smart_controller<'a>(pf: &ParamFile, b: &'a Block) -> Result<ControllerCache<'a>> {
-    let err = |key: &str, what: &str| {
-        let p = b.get(key);
-        Error::parse(
-            p.map_or(&b.file, |p| &p.file),
-            Location::Line(p.map_or(b.line, |p| p.line)),
-            format!("{} {}: {key}", b.type_name, b.name.as_deref().unwrap_or("")),
-            what,
-        )
-    };
+    let err = |key: &str, what: &str| b.key_error(key, what);
     let n: usize = controllers(pf).iter().map(|(_, names)| names.len()).sum();
     if n != 1 {
         return Err(err(
