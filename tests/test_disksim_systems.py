@@ -166,6 +166,10 @@ def test_json_has_disksims_two_response_figures():
     assert out["overall_response_ms"] != out["avg_response_ms"]
     assert abs(out["overall_response_ms"] - 34.3) <= 0.05 * 34.3, out["overall_response_ms"]
     assert sum(d["ops"] for d in out["devices"]) > out["requests"]
+    # The text report shows it too (the figure runvalid reads for this file).
+    text = run("disk", "run", str(VALID / "syntharrays.parv"), "--synthetic")
+    assert text.returncode == 0, text.stderr
+    assert f"overall_response_ms {out['overall_response_ms']:.4f}" in text.stdout, text.stdout
     # One disk, one operation per request: the two figures are one.
     out = synthetic("synthsimpledisk.parv")
     assert out["overall_response_ms"] == out["avg_response_ms"]
