@@ -265,7 +265,9 @@ pub fn create_stack(
     }
     let st = RealArray::create(dir, cfg, checksums)?;
     if let Some(frames) = super::tier_store::frames(&spec)? {
-        super::tier_store::create(dir, frames, cfg.block_size as u64)?;
+        let state = super::state::State::load(dir)?;
+        let uuid = super::identity::parse_uuid(&state.uuid).expect("a state just saved names its UUID");
+        super::tier_store::create(dir, frames, cfg.block_size as u64, uuid)?;
     }
     std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
     Ok((st, ignored_keys(&spec)))
