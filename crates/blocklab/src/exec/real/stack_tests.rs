@@ -795,3 +795,27 @@ fn a_tier_journal_from_another_array_of_the_same_geometry_is_refused_never_writt
     // Its own array still takes it back.
     assert_eq!(RealStack::new(&s, b).unwrap().tier_recovered, 1);
 }
+
+#[test]
+fn a_tier_removed_from_the_stack_file_or_its_stack_file_removed_is_cleaned_first() {
+    for no_stack_file in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = wb_tier_stack(dir.path());
+        let st = RealStack::new(&s, a.clone()).unwrap();
+        let data = vec![0x77u8; 8192];
+        st.write(4096, &data, false).unwrap();
+        st.flush().unwrap();
+        let a = crash(dir.path(), st, a);
+        assert_ne!(array_bytes(&a, 12288)[4096..], data[..], "the tier alone holds them");
+        if no_stack_file {
+            // Served as a plain array: the journal is written back at load.
+            assert!(RealStack::load(dir.path(), &a).unwrap().is_none());
+        } else {
+            let plain = spec(&stack_text("raid5", 4, &cache("lru", 32, "back")), &[]);
+            assert_eq!(RealStack::new(&plain, a.clone()).unwrap().tier_recovered, 2);
+        }
+        assert_eq!(array_bytes(&a, 12288)[4096..], data[..], "flushed writes kept");
+        // Cleaned: the tier put back finds nothing more to write back.
+        assert_eq!(RealStack::new(&s, a).unwrap().tier_recovered, 0);
+    }
+}

@@ -179,6 +179,25 @@ fn replay(f: &File, len: u64, bs: usize, frames: u64, uuid: u128, capacity: u64,
     Ok(out)
 }
 
+/// Write back to `array` the committed dirty blocks of a journal in `dir`
+/// that no tier of the stack file claims (the `[tier]` was removed after
+/// create, or the stack file), whatever frames its header names, and leave
+/// it empty: removing a tier cleans it first, as `lvconvert --uncache` and
+/// bcache's detach do. Returns the blocks written back (0 without a journal).
+pub fn recover_orphan(dir: &Path, array: &RealArray) -> Result<u64> {
+    let p = journal_path(dir);
+    let mut h = [0u8; HEADER];
+    match File::open(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(p.display().to_string(), e)),
+        // A short or foreign header is refused by the replay, naming the file.
+        Ok(f) => drop(f.read_exact_at(&mut h, 0)),
+    }
+    // The tier's blocks are the array's; only its frames are read here.
+    let frames = u64::from_le_bytes(h[12..20].try_into().unwrap());
+    TierJournal::open_and_recover(dir, array.block_size(), frames, array).map(|(_, n)| n)
+}
+
 /// The journal of a tier being served.
 pub struct TierJournal {
     dir: PathBuf,
