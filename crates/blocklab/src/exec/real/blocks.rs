@@ -344,12 +344,15 @@ impl DataPath for Blocks {
                 // (the request's frame: every layer) is older than these
                 // bytes: its destage, which goes after, must write them
                 // (a tier's write not admitted after it evicted the block).
+                // Looked up by (layer, block), never scanned: a FLUSH stages
+                // every dirty block before its pieces go below one by one.
                 if !self.staged.is_empty() {
-                    let writer = self.frame_layers.last().copied();
+                    let below = self.frame_layers.last().map_or(0, |w| w + 1);
+                    let layers = self.layers();
                     for (i, c) in buf.chunks_exact(bs).enumerate() {
                         let b = io.first + i as u64;
-                        for ((l, sb), sc) in self.staged.iter_mut() {
-                            if *sb == b && writer.is_none_or(|w| *l > w) {
+                        for l in below..layers {
+                            if let Some(sc) = self.staged.get_mut(&(l, b)) {
                                 *sc = Block::from(c);
                             }
                         }

@@ -761,6 +761,11 @@ impl RealArray {
         &self.dir
     }
 
+    /// The array's UUID (in every member's identity block).
+    pub fn uuid(&self) -> u128 {
+        self.uuid
+    }
+
     pub fn config(&self) -> &ArrayConfig {
         &self.cfg
     }

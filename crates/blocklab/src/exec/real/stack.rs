@@ -265,7 +265,9 @@ pub fn create_stack(
     }
     let st = RealArray::create(dir, cfg, checksums)?;
     if let Some(frames) = super::tier_store::frames(&spec)? {
-        super::tier_store::create(dir, frames, cfg.block_size as u64)?;
+        let state = super::state::State::load(dir)?;
+        let uuid = super::identity::parse_uuid(&state.uuid).expect("a state just saved names its UUID");
+        super::tier_store::create(dir, frames, cfg.block_size as u64, uuid)?;
     }
     std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
     Ok((st, ignored_keys(&spec)))
@@ -318,7 +320,7 @@ impl RealStack {
         let composed = composed(spec, &array)?;
         let shared = composed.shared_array();
         let mut blocks = Blocks::new(array.clone());
-        let mut tier_recovered = 0;
+        let tier_recovered;
         if let Some(frames) = super::tier_store::frames(spec)? {
             // The tier is the last layer; its map starts empty.
             let layer = composed.resident().len() - 1;
@@ -330,6 +332,8 @@ impl RealStack {
             store.set_journal(journal);
             blocks.set_tier(layer, store);
             tier_recovered = recovered;
+        } else {
+            tier_recovered = super::tier_journal::recover_orphan(array.dir(), &array)?;
         }
         Ok(RealStack {
             size: array.size_bytes(),
@@ -355,7 +359,11 @@ impl RealStack {
     /// if the directory has one.
     pub fn load(dir: &Path, array: &Arc<RealArray>) -> Result<Option<RealStack>> {
         match stack_file(dir) {
-            None => Ok(None),
+            None => {
+                // A tier's journal left without its stack file: written back.
+                super::tier_journal::recover_orphan(dir, array)?;
+                Ok(None)
+            }
             Some(p) => {
                 let spec = StackSpec::load(&p, &[])?;
                 Ok(Some(RealStack::new(&spec, array.clone())?))

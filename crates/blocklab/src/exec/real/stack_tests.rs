@@ -435,7 +435,7 @@ fn tier(policy: &str, size: u64, extra: &str) -> String {
 fn real_tier_array(dir: &Path, s: &StackSpec) -> Arc<RealArray> {
     let a = real_array(dir, s);
     let frames = super::tier_store::frames(s).unwrap().unwrap();
-    super::tier_store::create(dir, frames, 4096).unwrap();
+    super::tier_store::create(dir, frames, 4096, a.uuid()).unwrap();
     a
 }
 
@@ -584,7 +584,7 @@ fn a_cache_device_of_the_wrong_size_or_missing_is_one_error_naming_it() {
     let a = real_array(dir.path(), &s);
     let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
     assert!(e.contains("tier.img") && e.contains("real create --stack"), "{e}");
-    super::tier_store::create(dir.path(), 32, 4096).unwrap();
+    super::tier_store::create(dir.path(), 32, 4096, a.uuid()).unwrap();
     let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
     assert!(e.contains("tier.img") && e.contains("tier.size"), "{e}");
     assert!(!e.contains('\n'), "{e}");
@@ -769,4 +769,53 @@ fn a_write_not_admitted_after_its_block_was_evicted_dirty_is_not_undone_by_the_d
     let mut buf = vec![0u8; 4096];
     a.read(4096, &mut buf).unwrap();
     assert!(buf == fill(5), "the array holds block 1's newest contents");
+}
+
+#[test]
+fn a_tier_journal_from_another_array_of_the_same_geometry_is_refused_never_written_back() {
+    let (here, there) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (s, a) = wb_tier_stack(here.path());
+    let (_, b) = wb_tier_stack(there.path());
+    let st = RealStack::new(&s, b.clone()).unwrap();
+    st.write(0, &[0x5au8; 4096], false).unwrap();
+    st.flush().unwrap();
+    let b = crash(there.path(), st, b);
+    let log = super::tier_journal::JOURNAL_FILE;
+    std::fs::copy(there.path().join(log), here.path().join(log)).unwrap();
+    let e = RealStack::new(&s, a.clone()).err().unwrap().to_string();
+    assert!(
+        e.contains("tier.log") && e.contains("not a journal of this tier"),
+        "{e}"
+    );
+    assert_eq!(
+        array_bytes(&a, 4096),
+        vec![0u8; 4096],
+        "the other array's block not written here"
+    );
+    // Its own array still takes it back.
+    assert_eq!(RealStack::new(&s, b).unwrap().tier_recovered, 1);
+}
+
+#[test]
+fn a_tier_removed_from_the_stack_file_or_its_stack_file_removed_is_cleaned_first() {
+    for no_stack_file in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (s, a) = wb_tier_stack(dir.path());
+        let st = RealStack::new(&s, a.clone()).unwrap();
+        let data = vec![0x77u8; 8192];
+        st.write(4096, &data, false).unwrap();
+        st.flush().unwrap();
+        let a = crash(dir.path(), st, a);
+        assert_ne!(array_bytes(&a, 12288)[4096..], data[..], "the tier alone holds them");
+        if no_stack_file {
+            // Served as a plain array: the journal is written back at load.
+            assert!(RealStack::load(dir.path(), &a).unwrap().is_none());
+        } else {
+            let plain = spec(&stack_text("raid5", 4, &cache("lru", 32, "back")), &[]);
+            assert_eq!(RealStack::new(&plain, a.clone()).unwrap().tier_recovered, 2);
+        }
+        assert_eq!(array_bytes(&a, 12288)[4096..], data[..], "flushed writes kept");
+        // Cleaned: the tier put back finds nothing more to write back.
+        assert_eq!(RealStack::new(&s, a).unwrap().tier_recovered, 0);
+    }
 }

@@ -20,8 +20,9 @@
 //! grown past a bound set by the tier's size, a commit writes a fresh one
 //! (the dirty blocks only) beside it and renames it over.
 //!
-//! Format: a 24-byte header (magic, block size, frames, checksum), then
-//! records of a 24-byte head (kind, checksum, block, commit sequence) and,
+//! Format: a 40-byte header (magic, block size, frames, the array's UUID,
+//! checksum: a journal put in another array's directory, even of the same
+//! geometry, is refused, never written back there), then records of a 24-byte head (kind, checksum, block, commit sequence) and,
 //! for a dirty block, its contents.
 
 use std::fs::{File, OpenOptions};
@@ -37,6 +38,9 @@ use crate::error::{Error, Result};
 
 pub const JOURNAL_FILE: &str = "tier.log";
 const MAGIC: &[u8; 8] = b"BLTIERJ1";
+/// The header's length.
+const HEADER: usize = 40;
+/// A record head's length.
 const HEAD: usize = 24;
 const DIRTY: u8 = 1;
 const CLEAN: u8 = 2;
@@ -46,13 +50,14 @@ pub fn journal_path(dir: &Path) -> PathBuf {
     dir.join(JOURNAL_FILE)
 }
 
-fn header(bs: u32, frames: u64) -> [u8; HEAD] {
-    let mut h = [0u8; HEAD];
+fn header(bs: u32, frames: u64, uuid: u128) -> [u8; HEADER] {
+    let mut h = [0u8; HEADER];
     h[..8].copy_from_slice(MAGIC);
     h[8..12].copy_from_slice(&bs.to_le_bytes());
     h[12..20].copy_from_slice(&frames.to_le_bytes());
-    let c = crc32fast::hash(&h[..20]);
-    h[20..].copy_from_slice(&c.to_le_bytes());
+    h[20..36].copy_from_slice(&uuid.to_le_bytes());
+    let c = crc32fast::hash(&h[..36]);
+    h[36..].copy_from_slice(&c.to_le_bytes());
     h
 }
 
@@ -75,14 +80,14 @@ fn record(out: &mut Vec<u8>, kind: u8, block: u64, seq: u64, data: &[u8]) {
 }
 
 /// Write a fresh journal (a header, then `body`) at `path`, durably.
-fn write_fresh(path: &Path, bs: u32, frames: u64, body: &[u8]) -> std::io::Result<File> {
+fn write_fresh(path: &Path, bs: u32, frames: u64, uuid: u128, body: &[u8]) -> std::io::Result<File> {
     let mut f = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(true)
         .open(path)?;
-    f.write_all(&header(bs, frames))?;
+    f.write_all(&header(bs, frames, uuid))?;
     f.write_all(body)?;
     f.sync_all()?;
     Ok(f)
@@ -90,9 +95,9 @@ fn write_fresh(path: &Path, bs: u32, frames: u64, body: &[u8]) -> std::io::Resul
 
 /// Replace the journal at `path` by a fresh one holding `body`: written
 /// beside it, then renamed over it (a crash leaves one or the other).
-fn replace_fresh(path: &Path, bs: u32, frames: u64, body: &[u8]) -> std::io::Result<File> {
+fn replace_fresh(path: &Path, bs: u32, frames: u64, uuid: u128, body: &[u8]) -> std::io::Result<File> {
     let tmp = path.with_extension("log.new");
-    let f = write_fresh(&tmp, bs, frames, body)?;
+    let f = write_fresh(&tmp, bs, frames, uuid, body)?;
     std::fs::rename(&tmp, path)?;
     if let Some(dir) = path.parent() {
         File::open(dir)?.sync_all()?;
@@ -100,10 +105,10 @@ fn replace_fresh(path: &Path, bs: u32, frames: u64, body: &[u8]) -> std::io::Res
     Ok(f)
 }
 
-/// Lay out an empty journal.
-pub fn create(dir: &Path, bs: u64, frames: u64) -> Result<()> {
+/// Lay out an empty journal of the array `uuid`.
+pub fn create(dir: &Path, bs: u64, frames: u64, uuid: u128) -> Result<()> {
     let p = journal_path(dir);
-    write_fresh(&p, bs as u32, frames, &[]).map_err(|e| Error::io(p.display().to_string(), e))?;
+    write_fresh(&p, bs as u32, frames, uuid, &[]).map_err(|e| Error::io(p.display().to_string(), e))?;
     Ok(())
 }
 
@@ -117,18 +122,19 @@ pub struct Replay {
     pub ignored_bytes: u64,
 }
 
-/// Replay the journal `f` of `len` bytes (blocks of `bs`, an array of
-/// `capacity` blocks).
-fn replay(f: &File, len: u64, bs: usize, frames: u64, capacity: u64, shown: &str) -> Result<Replay> {
-    let mut h = [0u8; HEAD];
-    if len < HEAD as u64 || f.read_exact_at(&mut h, 0).is_err() || h != header(bs as u32, frames) {
+/// Replay the journal `f` of `len` bytes (blocks of `bs`, the array `uuid`
+/// of `capacity` blocks).
+fn replay(f: &File, len: u64, bs: usize, frames: u64, uuid: u128, capacity: u64, shown: &str) -> Result<Replay> {
+    let mut h = [0u8; HEADER];
+    if len < HEADER as u64 || f.read_exact_at(&mut h, 0).is_err() || h != header(bs as u32, frames, uuid) {
         return Err(Error::config(format!(
-            "{shown}: not a journal of this tier ({frames} frames of {bs} B): refusing to guess which blocks it holds"
+            "{shown}: not a journal of this tier ({frames} frames of {bs} B, array {}): refusing to guess which blocks it holds",
+            super::identity::uuid_text(uuid)
         )));
     }
     let mut out = Replay::default();
     let mut pending: Vec<(u8, u64, u64)> = Vec::new();
-    let mut at = HEAD as u64;
+    let mut at = HEADER as u64;
     let mut committed_end = at;
     let mut data = vec![0u8; bs];
     loop {
@@ -173,6 +179,25 @@ fn replay(f: &File, len: u64, bs: usize, frames: u64, capacity: u64, shown: &str
     Ok(out)
 }
 
+/// Write back to `array` the committed dirty blocks of a journal in `dir`
+/// that no tier of the stack file claims (the `[tier]` was removed after
+/// create, or the stack file), whatever frames its header names, and leave
+/// it empty: removing a tier cleans it first, as `lvconvert --uncache` and
+/// bcache's detach do. Returns the blocks written back (0 without a journal).
+pub fn recover_orphan(dir: &Path, array: &RealArray) -> Result<u64> {
+    let p = journal_path(dir);
+    let mut h = [0u8; HEADER];
+    match File::open(&p) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(p.display().to_string(), e)),
+        // A short or foreign header is refused by the replay, naming the file.
+        Ok(f) => drop(f.read_exact_at(&mut h, 0)),
+    }
+    // The tier's blocks are the array's; only its frames are read here.
+    let frames = u64::from_le_bytes(h[12..20].try_into().unwrap());
+    TierJournal::open_and_recover(dir, array.block_size(), frames, array).map(|(_, n)| n)
+}
+
 /// The journal of a tier being served.
 pub struct TierJournal {
     dir: PathBuf,
@@ -180,6 +205,7 @@ pub struct TierJournal {
     shown: String,
     bs: usize,
     frames: u64,
+    uuid: u128,
     len: u64,
     seq: u64,
     /// Blocks dirty at the last commit.
@@ -203,7 +229,7 @@ impl TierJournal {
         })?;
         let len = file.metadata().map_err(io)?.len();
         let capacity = array.size_bytes() / bs as u64;
-        let r = replay(&file, len, bs, frames, capacity, &shown)?;
+        let r = replay(&file, len, bs, frames, array.uuid(), capacity, &shown)?;
         let mut blocks: Vec<(u64, u64)> = r.dirty.into_iter().collect();
         blocks.sort_unstable();
         let mut buf = vec![0u8; bs];
@@ -219,7 +245,7 @@ impl TierJournal {
                 .flush()
                 .map_err(|e| Error::config(format!("{shown_array}: flush after the tier's write-back: {e}")))?;
         }
-        let file = replace_fresh(&p, bs as u32, frames, &[]).map_err(io)?;
+        let file = replace_fresh(&p, bs as u32, frames, array.uuid(), &[]).map_err(io)?;
         Ok((
             TierJournal {
                 dir: dir.to_path_buf(),
@@ -227,7 +253,8 @@ impl TierJournal {
                 shown,
                 bs,
                 frames,
-                len: HEAD as u64,
+                uuid: array.uuid(),
+                len: HEADER as u64,
                 seq: 0,
                 committed: FxHashSet::default(),
                 written: FxHashSet::default(),
@@ -277,9 +304,10 @@ impl TierJournal {
         record(&mut body, COMMIT, 0, seq, &[]);
         let io = |e| Error::io(&self.shown, e);
         if fresh {
-            let f = replace_fresh(&journal_path(&self.dir), self.bs as u32, self.frames, &body).map_err(io)?;
+            let f =
+                replace_fresh(&journal_path(&self.dir), self.bs as u32, self.frames, self.uuid, &body).map_err(io)?;
             self.file = f;
-            self.len = (HEAD + body.len()) as u64;
+            self.len = (HEADER + body.len()) as u64;
         } else {
             write_all_at(&self.file, &body, self.len).map_err(io)?;
             self.file.sync_data().map_err(io)?;

@@ -29,14 +29,15 @@ pub fn tier_path(dir: &Path) -> PathBuf {
     dir.join(TIER_FILE)
 }
 
-/// Lay out the cache device of `frames` blocks of `bs` bytes (sparse, all zero).
-pub fn create(dir: &Path, frames: u64, bs: u64) -> Result<()> {
+/// Lay out the cache device of `frames` blocks of `bs` bytes (sparse, all
+/// zero) and the journal of the array `uuid`.
+pub fn create(dir: &Path, frames: u64, bs: u64, uuid: u128) -> Result<()> {
     let p = tier_path(dir);
     let shown = p.display().to_string();
     let f = File::create(&p).map_err(|e| Error::io(&shown, e))?;
     f.set_len(frames * bs).map_err(|e| Error::io(&shown, e))?;
     f.sync_all().map_err(|e| Error::io(&shown, e))?;
-    super::tier_journal::create(dir, bs, frames)
+    super::tier_journal::create(dir, bs, frames, uuid)
 }
 
 /// The tier's frames in a file, and which block each holds now.

@@ -576,15 +576,14 @@ impl TierLayer {
             } else {
                 None
             };
-            let ios: Vec<Io> = chunk
-                .iter()
-                .map(|&(first, n)| Io::blocks(Op::Write, first, n, Cause::Destage))
-                .collect();
+            let io = |&(first, n): &(u64, u64)| Io::blocks(Op::Write, first, n, Cause::Destage);
             if let Some(d) = child.data() {
-                d.begin_background(self.layer, &ios);
+                // (The Ios are gathered only for a data path: counted and
+                // timed runs allocate nothing more per chunk.)
+                d.begin_background(self.layer, &chunk.iter().map(io).collect::<Vec<_>>());
             }
-            for io in &ios {
-                below.handle(io, &mut child)?;
+            for r in chunk {
+                below.handle(&io(r), &mut child)?;
             }
             if let Some(d) = child.data() {
                 d.end_background();

@@ -152,7 +152,7 @@ pub(super) fn stack_round(i: u64, seed: u64, base: &Path) -> Result<(Tally, Stri
     let spec = stack_spec(&cfg, &mut rng)?;
     let tier = super::super::tier_store::frames(&spec)?;
     if let Some(frames) = tier {
-        super::super::tier_store::create(&dir, frames, spec.block_size())?;
+        super::super::tier_store::create(&dir, frames, spec.block_size(), a.uuid())?;
         t.faults.push("crash-tier");
     }
     let st = RealStack::new(&spec, a.clone())?;
