@@ -29,7 +29,7 @@
 //! The host side (the driver–controller bus and the controller's own
 //! times, all 0 in DiskSim's files) costs nothing here.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use super::disksim_params::{Block, Value};
 use super::{DevRequest, DeviceModel};
@@ -274,9 +274,9 @@ impl CacheMem {
         self.disk.service(t, &req)
     }
 
-    /// Make `line` present (empty), replacing the oldest line of no
-    /// request in progress (`busy`); the time its write-back takes from `t`.
-    fn allocate(&mut self, line: u64, busy: &HashSet<u64>, t: f64) -> f64 {
+    /// Make `line` present (empty), replacing the oldest line not in `busy`
+    /// (the request's lines before it); the time its write-back takes from `t`.
+    fn allocate(&mut self, line: u64, busy: std::ops::Range<u64>, t: f64) -> f64 {
         let mut took = 0.0;
         if self.lines.len() >= self.p.lines {
             let victim = self
@@ -311,15 +311,13 @@ impl DeviceModel for CacheMem {
         let (lbn, n) = (req.lbn, req.sectors.max(1) as u64);
         let ls = self.p.line;
         let (first_line, last_line) = (lbn / ls, (lbn + n - 1) / ls);
-        let mut busy = HashSet::new();
         let mut t = now_ms;
         // A run of invalid sectors waiting to be filled.
         let mut fill: Option<(u64, u64)> = None;
         for line in first_line..=last_line {
             if !self.lines.contains_key(&line) {
-                t += self.allocate(line, &busy, t);
+                t += self.allocate(line, first_line..line, t);
             }
-            busy.insert(line);
             let (a, b) = (lbn.max(line * ls), (lbn + n).min((line + 1) * ls));
             for s in a..b {
                 let (valid, _) = self.atom(s).expect("allocated above");

@@ -80,7 +80,11 @@ impl Block {
         Error::parse(
             p.map_or(&self.file, |p| &p.file),
             Location::Line(p.map_or(self.line, |p| p.line)),
-            format!("{} {}: {key}", self.type_name, self.name.as_deref().unwrap_or("")),
+            match &self.name {
+                Some(name) => format!("{} {name}: {key}", self.type_name),
+                // A block in a list (a generator) has no name of its own.
+                None => format!("{}: {key}", self.type_name),
+            },
             what,
         )
     }

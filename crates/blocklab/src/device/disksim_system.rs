@@ -732,7 +732,7 @@ pub(crate) mod tests {
             "disksim_ctlr C {\n type = 3,\n Cache = disksim_cachemem {\n Cache size = 64,\n Line size = 8,\n Write scheme = 1\n }\n}\n\
              instantiate [ c0 ] as C\n",
             10,
-            "disksim_cachemem : Write scheme",
+            "disksim_cachemem: Write scheme",
         );
         refused(
             "raid",

@@ -358,17 +358,10 @@ pub struct SynthSpec {
     pub generators: Vec<GenSpec>,
 }
 
-fn key_err(b: &Block, key: &str, msg: impl Into<String>) -> Error {
-    match b.get(key) {
-        Some(p) => p.err(msg),
-        None => Error::parse(&b.file, Location::Line(b.line), key, msg),
-    }
-}
-
 fn prob(b: &Block, key: &str) -> Result<f64> {
     let p = b.num(key)?;
     if !(0.0..=1.0).contains(&p) {
-        return Err(key_err(b, key, format!("{p}: a probability must be in [0, 1]")));
+        return Err(b.key_error(key, format!("{p}: a probability must be in [0, 1]")));
     }
     Ok(p)
 }
@@ -376,7 +369,7 @@ fn prob(b: &Block, key: &str) -> Result<f64> {
 fn distr(b: &Block, key: &str) -> Result<Distr> {
     let p = b
         .get(key)
-        .ok_or_else(|| key_err(b, key, format!("missing in `{}` block", b.type_name)))?;
+        .ok_or_else(|| b.key_error(key, format!("missing in `{}` block", b.type_name)))?;
     Distr::parse(p)
 }
 
@@ -393,33 +386,24 @@ impl SynthSpec {
             )
         })?;
         if s.num_or("System call/return with each request", 0.0)? != 0.0 {
-            return Err(key_err(
-                s,
+            return Err(s.key_error(
                 "System call/return with each request",
                 "system-call think times are not modelled; only 0",
             ));
         }
         let requests = s.num("Number of I/O requests to generate")?;
         if !(requests >= 1.0 && requests.fract() == 0.0) {
-            return Err(key_err(
-                s,
-                "Number of I/O requests to generate",
-                "must be a positive integer",
-            ));
+            return Err(s.key_error("Number of I/O requests to generate", "must be a positive integer"));
         }
         let end_s = s.num("Maximum time of trace generated")?;
         if end_s.is_nan() || end_s <= 0.0 {
-            return Err(key_err(
-                s,
-                "Maximum time of trace generated",
-                "must be positive (seconds)",
-            ));
+            return Err(s.key_error("Maximum time of trace generated", "must be positive (seconds)"));
         }
         let cpus = match pf.blocks_of("disksim_pf").next() {
             Some(b) => {
                 let n = b.num_or("Number of processors", 1.0)?;
                 if !(n >= 1.0 && n.fract() == 0.0) {
-                    return Err(key_err(b, "Number of processors", "must be a positive integer"));
+                    return Err(b.key_error("Number of processors", "must be a positive integer"));
                 }
                 n as usize
             }
@@ -433,26 +417,26 @@ impl SynthSpec {
         let mut generators = Vec::new();
         for v in list {
             let Value::Block(g) = v else {
-                return Err(key_err(s, "Generators", "expected `disksim_synthgen { ... }` entries"));
+                return Err(s.key_error("Generators", "expected `disksim_synthgen { ... }` entries"));
             };
             let bf = g.num("Blocking factor")?;
             if !(bf >= 1.0 && bf.fract() == 0.0) {
-                return Err(key_err(g, "Blocking factor", "must be a positive integer"));
+                return Err(g.key_error("Blocking factor", "must be a positive integer"));
             }
             let cap = g.num("Storage capacity per device")?;
             let blocks_per_disk = (cap / bf) as u64;
             if blocks_per_disk < 2 {
-                return Err(key_err(g, "Storage capacity per device", "too small for one block"));
+                return Err(g.key_error("Storage capacity per device", "too small for one block"));
             }
             let mut names = Vec::new();
             for d in g.list("devices")? {
                 names.push(match d {
                     Value::Str(s) => s.clone(),
                     Value::Num(n) => n.to_string(),
-                    _ => return Err(key_err(g, "devices", "expected device names")),
+                    _ => return Err(g.key_error("devices", "expected device names")),
                 });
             }
-            let names = crate::device::disksim_params::expand_names(&names).map_err(|m| key_err(g, "devices", m))?;
+            let names = crate::device::disksim_params::expand_names(&names).map_err(|m| g.key_error("devices", m))?;
             // A disk's device number, else a logorg's (its slot in the file's
             // logorgs: an Array-addressed one is that logical device).
             let orgs: Vec<&str> = pf
@@ -466,8 +450,7 @@ impl SynthSpec {
                     .position(|n| *n == name)
                     .or_else(|| orgs.iter().position(|n| *n == name))
                     .ok_or_else(|| {
-                        key_err(
-                            g,
+                        g.key_error(
                             "devices",
                             format!("`{name}` is not a disk or logorg of this file ({})", disks.join(", ")),
                         )
@@ -475,7 +458,7 @@ impl SynthSpec {
                 devices.push(i as u32);
             }
             if devices.is_empty() {
-                return Err(key_err(g, "devices", "no device"));
+                return Err(g.key_error("devices", "no device"));
             }
             let (p_seq, p_local) = (
                 prob(g, "Probability of sequential access")?,
@@ -486,8 +469,7 @@ impl SynthSpec {
                 prob(g, "Probability of time-limited request")?,
             );
             if p_seq + p_local > 1.0 + 1e-12 || p_crit + p_limited > 1.0 + 1e-12 {
-                return Err(key_err(
-                    g,
+                return Err(g.key_error(
                     "Probability of sequential access",
                     "sequential + local (and time-critical + time-limited) must not exceed 1",
                 ));
@@ -510,7 +492,7 @@ impl SynthSpec {
             });
         }
         if generators.is_empty() {
-            return Err(key_err(s, "Generators", "no generator"));
+            return Err(s.key_error("Generators", "no generator"));
         }
         Ok(SynthSpec {
             requests: requests as u64,
@@ -797,6 +779,20 @@ mod tests {
             local_distance: Distr::Normal { mean: 0.0, sd: 40000.0 },
             size,
         }
+    }
+
+    #[test]
+    fn a_bad_generator_key_names_file_line_block_and_key() {
+        let src = "disksim_synthio S {\n Number of I/O requests to generate = 5,\n\
+                   Maximum time of trace generated = 10.0,\n Generators = [ disksim_synthgen {\n\
+                   Storage capacity per device = 96,\n devices = [ d0 ],\n Blocking factor = 0\n } ]\n}\n";
+        let pf = crate::device::disksim_params::parse_str(src, "g.parv", std::path::Path::new(".")).unwrap();
+        let e = SynthSpec::from_params(&pf, &["d0".into()], "g.parv")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("g.parv: line 7"), "{e}");
+        assert!(e.contains("disksim_synthgen: Blocking factor"), "{e}");
+        assert!(e.contains("must be a positive integer"), "{e}");
     }
 
     #[test]

@@ -77,8 +77,13 @@ impl Hdd {
             // One access per run of consecutive sectors on a track.
             let (ph, run) = self.p.layout.run(lbn + i, n - i);
             let st = self.period / ph.spt as f64;
-            let arrive = t + self.position(self.head, &ph, write);
             let reading = !write && !self.writing;
+            // When the head reaches the track: only the track buffer asks.
+            let arrive = if reading && self.p.track_buffer_tracks > 0 {
+                t + self.position(self.head, &ph, write)
+            } else {
+                t
+            };
             let end = if reading && self.p.zero_latency {
                 self.zero_latency_run(t, &ph, run, |k, at| each(i + k, at))
             } else {

@@ -220,15 +220,17 @@ impl Hdd {
         // without losing a revolution).
         // The sector under the head at `start` is being read already: it is
         // in by the end of the next sector time.
-        let sector_ms = self.period / self.p.layout.map(lbn).spt as f64;
+        let mut ready = Vec::with_capacity(n as usize);
         let held = if self.p.track_buffer_tracks > 0 {
+            let sector_ms = self.period / self.p.layout.map(lbn).spt as f64;
             self.track_idle(start + sector_ms);
-            self.track_buffer_prefix(lbn, n)
+            let held = self.track_buffer_prefix(lbn, n);
+            ready.resize(held as usize, start + sector_ms);
+            held
         } else {
             0
         };
         self.free_on_track(start, lbn + held, n - held);
-        let mut ready = vec![start + sector_ms; held as usize];
         self.split_on = true;
         let end = if held < n {
             self.media(start, lbn + held, n - held, false, |_, t| ready.push(t))
