@@ -286,27 +286,36 @@ def plot(s, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     sizes = list(dict.fromkeys(s["size"]))
-    fig, axes = plt.subplots(1, 2 + 0, figsize=(10, 3.4))
+    rates = [c for c in s.columns if c.startswith("rate_") and c != "rate_model"]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
     for base, mk in (("lru", "o"), ("lfu", "s")):
         for size in sizes:
             g = s[(s["base"] == base) & (s["size"] == size)].sort_values("disks")
-            axes[0].plot(g["disks"], g["rd_impr"], marker=mk, label=f"VDF-{base.upper()} {size}")
+            axes[0].plot(g["disks"], g["rd_impr"], marker=mk, label=f"VDF-{base.upper()}, cache {size}")
             axes[0].plot(g["disks"], g["eq4"], marker=mk, ls=":", color=axes[0].lines[-1].get_color())
-            rates = [c for c in g.columns if c.startswith("rate_") and c != "rate_model"]
             if rates:
-                axes[1].plot(g["disks"], g[rates[-1]], marker=mk, label=f"VDF-{base.upper()} {size} ({rates[-1][5:]} thr.)")
-                axes[1].plot(g["disks"], g["rate_model"], marker=mk, ls=":", color=axes[1].lines[-1].get_color())
-    axes[0].set_title("rebuild speed-up (solid) and Eq. 4 (dotted)", fontsize=9)
-    axes[1].set_title("service-rate gain (solid) and RGR model (dotted)", fontsize=9)
+                axes[1].plot(g["disks"], g[rates[-1]], marker=mk, color=axes[0].lines[-1].get_color())
+                axes[1].plot(g["disks"], g["rate_model"], marker=mk, ls=":", color=axes[0].lines[-1].get_color())
+    axes[0].set_title("rebuild: measured (solid), Eq. 4 (dotted)", fontsize=9)
+    axes[0].set_ylabel("rebuild time saved (%)")
+    threads = f" at {rates[-1][5:]} threads" if rates else ""
+    axes[1].set_title(f"service rate{threads}: measured (solid), RGR model (dotted)", fontsize=9)
+    axes[1].set_ylabel("service-rate gain (%)")
     for ax in axes:
-        ax.set_xlabel("disks (RAID-5, one failed)")
-        ax.set_ylabel("%")
+        ax.set_xlabel("disks in the RAID-5 (one failed)")
+        # Disk counts are whole numbers.
+        ax.set_xticks(sorted(set(s["disks"])))
         ax.axhline(0, color="grey", lw=0.5)
-        ax.legend(fontsize=6)
+    # One legend for both panels, outside them, so that it covers no data.
+    handles, labels = axes[0].get_legend_handles_labels()
+    handles += [Line2D([], [], color="black"), Line2D([], [], color="black", ls=":")]
+    labels += ["measured", "model"]
+    fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
 
