@@ -903,31 +903,33 @@ def plot_figures(t, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FormatStrFormatter, LogLocator
 
     fig, grid = plt.subplots(2, 3, figsize=(14, 8.5))
     axes = list(grid.flat)
-    axes[-1].axis("off")
     traces = list(dict.fromkeys(figs["trace"]))
     colours = {tr: f"C{i}" for i, tr in enumerate(traces)}
+    triggers = (("1", "-"), ("2", "--"), ("4", ":"))
     for ax, (study, what, values) in zip(axes, FIGURES):
         g = figs[figs["study"] == study]
         if study == "fig6":
             segs = list(dict.fromkeys(v.split("/t")[0] for v in values))
-            for trig, ls in (("1", "-"), ("2", "--"), ("4", ":")):
+            for trig, ls in triggers:
                 for tr in traces:
                     h = g[g["trace"] == tr].set_index("config")
                     ys = [h.loc[f"{s}/t{trig}", "read_rt_ms"] if f"{s}/t{trig}" in h.index else float("nan")
                           for s in segs]
-                    ax.plot(segs, ys, ls=ls, marker="o", ms=3, color=colours[tr],
-                            label=f"{tr}, trigger {trig}" if trig == "1" else f"trigger {trig}" if tr == traces[0] else None)
+                    ax.plot(_tick_labels(segs), ys, ls=ls, marker="o", ms=3, color=colours[tr])
             ax.set_xlabel("CSP segment size (trigger 1 solid, 2 dashed, 4 dotted)", fontsize=8)
         else:
             for tr in traces:
                 h = g[g["trace"] == tr].set_index("config")
-                ax.plot(list(values), [h.loc[v, "read_rt_ms"] if v in h.index else float("nan") for v in values],
-                        marker="o", ms=3, color=colours[tr], label=tr)
-            ax.set_xlabel(what, fontsize=8)
+                ax.plot(_tick_labels(values), [h.loc[v, "read_rt_ms"] if v in h.index else float("nan")
+                                               for v in values], marker="o", ms=3, color=colours[tr])
+            # Fig. 8's sizes are fixed, then shares of each trace's storage: categories, not a scale.
+            ax.set_xlabel(what + (": fixed, then a share of the storage used" if study == "fig8" else ""),
+                          fontsize=8)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5)))
@@ -938,11 +940,22 @@ def plot_figures(t, path: Path) -> bool:
                       "fig6": "Fig. 6: CSP segment x trigger", "fig7": "Fig. 7: preemptible read-ahead",
                       "fig8": "Fig. 8: cache size with prefetch"}[study], fontsize=9)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
-        ax.legend(fontsize=6)
+    # One legend for every panel, in the sixth (empty) one, so that it covers no data.
+    legend = axes[-1]
+    legend.axis("off")
+    handles = [Line2D([], [], color=colours[tr], marker="o", ms=3) for tr in traces]
+    handles += [Line2D([], [], color="black", ls=ls) for _, ls in triggers]
+    labels = traces + [f"Fig. 6: CSP trigger {trig}" for trig, _ in triggers]
+    legend.legend(handles, labels, loc="center", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _tick_labels(values) -> list[str]:
+    """Sweep values as axis labels: `64KiB` as `64 KiB`, `1%used` as `1 % used`."""
+    return [v.replace("%used", " % used").replace("KiB", " KiB").replace("MiB", " MiB") for v in values]
 
 
 def plot(t, path: Path) -> None:
