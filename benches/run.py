@@ -136,7 +136,10 @@ def runvalid_bench() -> list[str]:
     lines = ["## DiskSim's runvalid table", ""]
     if folder is None:
         return lines + ["Skipped: `../shared/disk-models/disksim-valid` is not present.", ""]
+    load_before = os.getloadavg()[0]
     lines += [
+        f"Measured {peers.today()} by `python benches/run.py runvalid` (part of `make bench`) at blocklab "
+        f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before. "
         "Each `.parv` of DiskSim's validation folder unchanged, run as `runvalid` runs it "
         "(`blocklab disk run FILE.parv --synthetic --json`, or with its trace); whole process, median of 3. "
         "DiskSim 4.0 column: **quoted, not measured** — the issue states 5.9 s per 100,000 requests on this "
