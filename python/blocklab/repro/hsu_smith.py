@@ -660,8 +660,8 @@ def claims(t) -> list:
         v = judge(50.0, best)
         out.append(Claim("sequential prefetch cuts the average read response time (abstract; Table 5)",
                          "about −50 % (40–65 %)", f"{-best:+.1f} % (best scheme, mean over traces)", v,
-                         "" if v == "matched" else "data",
-                         "" if v == "matched" else "our stand-ins read little sequentially (hplajw) or queue "
+                         "data",
+                         "our stand-ins read little sequentially (hplajw) or queue "
                          "behind write bursts (CloudPhysics); " + data))
     t2 = t["t2"]
     if not t2.empty:
@@ -670,16 +670,16 @@ def claims(t) -> list:
             ours = float(g["read_rt_ms_pct"].iloc[0])
             v = judge(38.8, ours)
             out.append(Claim("read caching, resource-rich, over 512 KB (Table 2, S-Avg)", "−38.8 % read RT",
-                             f"{-ours:+.1f} %", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "10,000-request cuts and the sample hold almost no "
+                             f"{-ours:+.1f} %", v, "data",
+                             "10,000-request cuts and the sample hold almost no "
                              "re-reads; " + data))
     wb = t["wb"]
     if not wb.empty:
         w = _singles(wb).groupby("trace")["write_rt_ms_pct"].max().mean()
         v = judge(90.0, w, tolerance=0.1)
         out.append(Claim("write buffering cuts the average write response time (abstract)", "about −90 %",
-                         f"{-w:+.1f} %", v, "" if v == "matched" else "data",
-                         "" if v == "matched" else "CloudPhysics' bursts of thousands of writes fill the buffer"))
+                         f"{-w:+.1f} %", v, "data",
+                         "CloudPhysics' bursts of thousands of writes fill the buffer"))
     size = t["size"]
     if not size.empty:
         keep = [b < a - 1e-3 for _, a, b in _miss_ratio_1_to_4(size)]
@@ -688,8 +688,8 @@ def claims(t) -> list:
             v = judge_share(share)
             out.append(Claim("the read miss ratio keeps falling beyond 4 % of the storage used (Fig. 4(b))",
                              "falling", f"falls on {sum(keep)} of {len(keep)} traces", v,
-                             "" if v == "matched" else "data",
-                             "" if v == "matched" else "the MSR cuts and the sample are reuse-free; " + data))
+                             "data",
+                             "the MSR cuts and the sample are reuse-free; " + data))
     sp = t["split"]
     if not sp.empty:
         s = _singles(sp[sp["config"] == "rich"])
@@ -698,13 +698,13 @@ def claims(t) -> list:
             # Judged on how far below the specified average each comes (the claim's point).
             v = judge(65.0, 100 - seek)
             out.append(Claim("actual seek time against the specified 4.9 ms average (abstract)", "about 35 %",
-                             f"{seek:.0f} %", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "the sample's 94.7 GB of volumes are folded over the "
+                             f"{seek:.0f} %", v, "data",
+                             "the sample's 94.7 GB of volumes are folded over the "
                              "whole disk and msr 105 seeks far; the other traces give 27–40 %"))
             v = judge(40.0, 100 - rot)
             out.append(Claim("actual rotational latency against the specified 3.0 ms (abstract)", "about 60 %",
-                             f"{rot:.0f} %", v, "" if v == "matched" else "paper",
-                             "" if v == "matched" else "how the paper's drive model gets below half a revolution "
+                             f"{rot:.0f} %", v, "paper",
+                             "how the paper's drive model gets below half a revolution "
                              "is in the text we lack; ours has zero-latency reads and a one-track buffer, which "
                              "small random reads do not use"))
     o = t["other"]
@@ -714,8 +714,8 @@ def claims(t) -> list:
             per_year = 100 * (1 - (1 - g["read_rt_ms_pct"].mean() / 100) ** (1 / 5))
             v = judge(15.0, per_year)
             out.append(Claim("disk improvements, same number of disks (§5)", "about 15 %/yr",
-                             f"{per_year:.1f} %/yr (+5 years)", v, "" if v == "matched" else "paper",
-                             "" if v == "matched" else "the paper's technology rates are lost; ours are fitted "
+                             f"{per_year:.1f} %/yr (+5 years)", v, "paper",
+                             "the paper's technology rates are lost; ours are fitted "
                              "to eleven drives of 1992–2001"))
     out.append(Claim("disk improvements, constant occupancy (§5)", "about 8 %/yr", "not run", "missing", "model",
                      "needs the addresses scaled with capacity, which the stack does not do"))
@@ -754,8 +754,8 @@ def claims(t) -> list:
                 ("Fig. 7: no read response time lost as the PRA limit grows", "no loss",
                  share("fig7", lambda a, b: b <= 1.02 * a, "32KiB", "512KiB"))):
             v = judge_share(sh)
-            out.append(Claim(name, paper, f"holds on {k} of {n}", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "our stand-ins' sequentiality and queueing differ; " + data))
+            out.append(Claim(name, paper, f"holds on {k} of {n}", v, "data",
+                             "our stand-ins' sequentiality and queueing differ; " + data))
     ran = False
     if not t5.empty:
         for prefix, paper_row in (("Sm ", "Sm"), ("Ps ", "Ps-Avg")):
@@ -769,8 +769,8 @@ def claims(t) -> list:
             label = g["trace"].iloc[0]
             out.append(Claim(f"{paper_row}: prefetch with PRA + RAFB, resource-rich, best scheme (Table 5)",
                              f"−{paper:.1f} % read RT", f"{-ours:+.1f} % ({label})", v,
-                             "" if v == "matched" else "data",
-                             "" if v == "matched" else "built from the traces at hand (--merged), not the "
+                             "data",
+                             "built from the traces at hand (--merged), not the "
                              "paper's; " + data))
     if ran:
         out.append(Claim("Pm: ten PC traces merged", "Tables 2–5 rows", "not built", "missing", "data",

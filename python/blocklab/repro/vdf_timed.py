@@ -241,8 +241,8 @@ def claims(s):
         v = judge(rd_paper, best["rd_impr"])
         out.append(Claim(f"{name} shortens the rebuild at full bandwidth by up to {rd_paper} %", f"{rd_paper} %",
                          f"{best['rd_impr']:+.1f} % ({best['disks']} disks, {best['size']})", v,
-                         "" if v == "matched" else "model",
-                         "" if v == "matched" else "the speed-up is Eq. 4's (u_base - u_vdf) / (1 - u_vdf): our "
+                         "model",
+                         "the speed-up is Eq. 4's (u_base - u_vdf) / (1 - u_vdf): our "
                          "survivors are far less busy than the paper's MD (simulated disks, the trace at a fifth of "
                          "its rate), so what VDF saves weighs little; " + data))
         if rates:
@@ -251,8 +251,8 @@ def claims(s):
             v = judge(rate_paper, top[last])
             out.append(Claim(f"{name} raises the degraded service rate by up to {rate_paper} % (8 disks)",
                              f"{rate_paper} %", f"{top[last]:+.1f} % ({last[5:]} threads, {top['disks']} disks, "
-                             f"{top['size']})", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "our gain follows the RGR model (RGR_base / RGR_vdf - 1) of "
+                             f"{top['size']})", v, "data",
+                             "our gain follows the RGR model (RGR_base / RGR_vdf - 1) of "
                              "this trace; " + data))
     dec = []
     for (_b, _size), h in s.groupby(["base", "size"]):
@@ -262,21 +262,21 @@ def claims(s):
     share = sum(dec) / len(dec) if dec else None
     v = judge_share(share)
     out.append(Claim(CLAIMS[1], "in most cases", f"{sum(dec)} of {len(dec)} (policy, size) series" if dec else "–",
-                     v, "" if v == "matched" else "model",
-                     "" if v == "matched" else "speed-ups of a few points vary more between cells than between "
+                     v, "model",
+                     "speed-ups of a few points vary more between cells than between "
                      "disk counts"))
     err = (s["rd_impr"] - s["eq4"]).abs()
     v = "matched" if err.mean() <= 2.0 else "trend"
     out.append(Claim("Eq. 4 predicts the rebuild speed-up from the utilizations", "the model",
                      f"|measured - predicted| {err.mean():.1f} points on average, at most {err.max():.1f}", v,
-                     "" if v == "matched" else "model", "" if v == "matched" else "single rebuild runs vary"))
+                     "model", "single rebuild runs vary"))
     if len(rates) > 1:
         grows = (s[rates[-1]] > s[rates[0]]).mean()
         v = judge_share(grows)
         out.append(Claim("the service-rate gain grows with the threads toward the simulated (RGR) value",
                          "grows", f"higher at {rates[-1][5:]} than at {rates[0][5:]} threads in "
-                         f"{100 * grows:.0f} % of cells", v, "" if v == "matched" else "model",
-                         "" if v == "matched" else "the closed loop saturates the survivors already at the fewest "
+                         f"{100 * grows:.0f} % of cells", v, "model",
+                         "the closed loop saturates the survivors already at the fewest "
                          "threads"))
     return out
 
