@@ -750,14 +750,21 @@ def real_stack_hits() -> list[str]:
 
 
 def replace_section(text: str, lines: list[str]) -> str:
-    """Put `lines` (a section starting with its `## ` title) in place of the same section of `text`."""
-    title = lines[0]
+    """Put `lines` (a section starting with its `## ` title) in place of the same section of `text`
+    (the title as a whole line: one title may begin another)."""
+    m = re.search(rf"(?m)^{re.escape(lines[0])}$", text)
     new = "\n".join(lines)
-    if title not in text:
+    if m is None:
         return text.rstrip("\n") + "\n\n" + new
-    start = text.index(title)
-    nxt = text.find("\n## ", start + len(title))
-    return text[:start] + new + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+    nxt = text.find("\n## ", m.end())
+    return text[:m.start()] + new + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+
+
+def kept_sections(old: str, new: str) -> list[str]:
+    """The sections of `old` that `new` lacks: those measured by hand ("not by `make bench`"),
+    which a whole run keeps rather than drops."""
+    titles = set(re.findall(r"(?m)^## .*$", new))
+    return [p.rstrip("\n") for p in re.split(r"(?m)^(?=## )", old)[1:] if p.splitlines()[0] not in titles]
 
 
 SWEEP_STACK = """\
@@ -931,7 +938,7 @@ def main() -> None:
         "Measured by `make bench` (`benches/run.py`); each section says when and at which commit it was measured "
         "where it differs from the run below (`python benches/run.py SECTION` re-runs one part).",
         "",
-        f"- Run of {peers.today()} at blocklab {startup.peers.commit()}.",
+        f"- Run of {peers.today()} at blocklab {peers.commit()}.",
         f"- Machine: {peers.machine()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after the counted "
         "sections (the machine may be shared: compare the two tools within one run, not across runs).",
         f"- Trace: {ACCESSES:,} accesses, Zipf(alpha={ALPHA}) over {UNIVERSE:,} blocks, seed {SEED}, "
@@ -949,7 +956,10 @@ def main() -> None:
     lines += sweep_bench()
     lines += overload_bench()
     text = "\n".join(lines)
-    (ROOT / "BENCHMARKS.md").write_text(text)
+    path = ROOT / "BENCHMARKS.md"
+    for kept in kept_sections(path.read_text() if path.exists() else "", text):
+        text = text.rstrip("\n") + "\n\n" + kept + "\n"
+    path.write_text(text)
     print(text)
 
 
