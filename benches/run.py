@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 import shutil
 import signal
@@ -39,10 +38,9 @@ import time
 from pathlib import Path
 
 import counted
+import peers
 import startup
-
-ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "out" / "bench"
+from peers import OUT, ROOT
 VENV_BIN = ROOT / ".venv" / "bin"
 BLOCKLAB = str(VENV_BIN / "blocklab") if (VENV_BIN / "blocklab").exists() else "blocklab"
 PYTHON = str(VENV_BIN / "python") if (VENV_BIN / "python").exists() else sys.executable
@@ -68,19 +66,6 @@ def ensure_trace() -> None:
                     "--alpha", str(ALPHA), "--seed", str(SEED), "--to", "oracle"], check=True, stdout=subprocess.DEVNULL)
     tmp.rename(TRACE)
     print(f"generated {TRACE} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
-
-
-def timed_rss(cmd: list[str]) -> tuple[float, int, str, float]:
-    """Wall time, peak RSS (KiB), stdout and CPU time (user + system) of one child process."""
-    t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    out = p.stdout.read()
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise SystemExit(f"command failed ({p.returncode}): {' '.join(cmd)}")
-    return wall, ru.ru_maxrss, out, ru.ru_utime + ru.ru_stime
 
 
 def shards_accuracy() -> list[str]:
@@ -117,15 +102,6 @@ def shards_accuracy() -> list[str]:
     return rows + [""]
 
 
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        fields = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        return f"{fields.get('Model name', '?').strip()}, {os.cpu_count()} logical CPUs"
-    except OSError:
-        return f"{platform.processor()}, {os.cpu_count()} logical CPUs"
-
-
 def timed_engine() -> list[str]:
     """The timed executor on 100,000 random 4 KiB reads of one Cheetah 9LP
     (`cargo bench -p blocklab --bench timed`, which prints one JSON line per case)."""
@@ -160,7 +136,10 @@ def runvalid_bench() -> list[str]:
     lines = ["## DiskSim's runvalid table", ""]
     if folder is None:
         return lines + ["Skipped: `../shared/disk-models/disksim-valid` is not present.", ""]
+    load_before = os.getloadavg()[0]
     lines += [
+        f"Measured {peers.today()} by `python benches/run.py runvalid` (part of `make bench`) at blocklab "
+        f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before. "
         "Each `.parv` of DiskSim's validation folder unchanged, run as `runvalid` runs it "
         "(`blocklab disk run FILE.parv --synthetic --json`, or with its trace); whole process, median of 3. "
         "DiskSim 4.0 column: **quoted, not measured** — the issue states 5.9 s per 100,000 requests on this "
@@ -179,7 +158,7 @@ def runvalid_bench() -> list[str]:
                 lines.append(f"| {ln.parv} | — | (trace `{ln.trace}` not present) | — | — | {ln.disksim_ms} |")
                 continue
             cmd += ["--trace", str(trace), "--format", ln.format]
-        runs = [timed_rss(cmd) for _ in range(3)]
+        runs = [peers.run(cmd) for _ in range(3)]
         wall = statistics.median(r[0] for r in runs)
         try:
             out = json.loads(runs[0][2])
@@ -234,10 +213,10 @@ def stack_bench() -> list[str]:
         cmds[PRESTACK_KEY] = [prestack] + cmds["blocklab rgr"][1:]
     times: dict[str, list[float]] = {k: [] for k in cmds}
     for k, c in cmds.items():
-        timed_rss(c)  # warm-up
+        peers.run(c)  # warm-up
     for _ in range(max(3, RUNS // 2 + 1)):
         for k, c in cmds.items():
-            times[k].append(timed_rss(c)[0])
+            times[k].append(peers.run(c)[0])
     med = {k: statistics.median(v) for k, v in times.items()}
     run_key, rgr_key, cache_key = list(cmds)[:3]
     lines = [
@@ -276,7 +255,7 @@ def stack_bench() -> list[str]:
     for label, trace, fmt in [("shipped sample (wsrch-small, 24,783 requests)", ROOT / "data" / "wsrch-small.trace", "mqsim"),
                               ("synthetic Zipf(0.9), 1,000,000 requests at 1,000/s", synth, "csv")]:
         cmd = [BLOCKLAB, "run", str(stack), "--trace", str(trace), "--format", fmt, "--json"]
-        runs = [timed_rss(cmd) for _ in range(3)]
+        runs = [peers.run(cmd) for _ in range(3)]
         wall = statistics.median(r[0] for r in runs)
         out = json.loads(runs[0][2])
         rows.append(f"| {label} | {wall:.2f} | {out['requests'] / wall:,.0f} | {out['timing']['events']:,} | "
@@ -321,12 +300,12 @@ def overload_bench() -> list[str]:
     for label, cmd in configs.items():
         prev = None
         for n in OVERLOAD_SIZES:
-            runs = [timed_rss(cmd(traces[n])) for _ in range(3)]
+            runs = [peers.run(cmd(traces[n])) for _ in range(3)]
             wall = statistics.median(r[0] for r in runs)
             # The least disturbed run: on a shared machine others' work only adds to a run's CPU time
             # (cache and memory-bus contention), and it adds more the larger the run's working set.
-            cpu = min(r[3] for r in runs)
-            rss = max(r[1] for r in runs) / 1024
+            cpu = min(r[1] for r in runs)
+            rss = max(r[3] for r in runs) / 1024
             out = json.loads(runs[0][2])
             resp = out["avg_response_ms"] if "avg_response_ms" in out else out["response"]["avg_ms"]
             peak = out.get("max_outstanding", out.get("timing", {}).get("max_outstanding", "?"))
@@ -340,7 +319,7 @@ def overload_bench() -> list[str]:
     return [
         OVERLOAD_SECTION,
         "",
-        f"`python benches/run.py overload` (part of `make bench`); machine: {cpu_model()}; load average "
+        f"`python benches/run.py overload` (part of `make bench`); machine: {peers.machine()}; load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Traces: `blocklab trace synth T --accesses N "
         "--universe 2000000 --alpha 0.9 --seed 42` (one 4 KiB request per millisecond: 1,000 requests/s, "
         "more than the disks serve, so the queues grow for the whole run). Commands: "
@@ -381,7 +360,7 @@ def long_rebuild_rows() -> list[str]:
             OUT.mkdir(parents=True, exist_ok=True)
             subprocess.run([BLOCKLAB, "trace", "synth", str(trace), "--accesses", str(n), "--universe", "200000",
                             "--alpha", "0.9", "--seed", "1"], check=True, stdout=subprocess.DEVNULL)
-        wall, rss, out, cpu = timed_rss([BLOCKLAB, "run", str(stack), "--trace", str(trace), "--format", "csv",
+        wall, cpu, out, rss = peers.run([BLOCKLAB, "run", str(stack), "--trace", str(trace), "--format", "csv",
                                          "--set", "array.disk_size=8GiB", "--json"])
         j = json.loads(out)
         t, rb = j["timing"], j.get("rebuild") or {}
@@ -598,7 +577,7 @@ def real_nbd() -> list[str]:
     lines = [
         REAL_SECTION,
         "",
-        f"`python benches/run.py real` (part of `make bench`); {fio_version}; machine: {cpu_model()}; load average "
+        f"`python benches/run.py real` (part of `make bench`); {fio_version}; machine: {peers.machine()}; load average "
         f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. Member files of {REAL_MEMBER_MIB} MiB on the same "
         "ext4 file system, 64 KiB chunks, left-symmetric. Server: `blocklab real serve DIR --listen 127.0.0.1:0 "
         "--direct` (O_DIRECT on the members, 16 worker threads); clients: `fio --ioengine=nbd --uri=nbd://...` "
@@ -771,14 +750,21 @@ def real_stack_hits() -> list[str]:
 
 
 def replace_section(text: str, lines: list[str]) -> str:
-    """Put `lines` (a section starting with its `## ` title) in place of the same section of `text`."""
-    title = lines[0]
+    """Put `lines` (a section starting with its `## ` title) in place of the same section of `text`
+    (the title as a whole line: one title may begin another)."""
+    m = re.search(rf"(?m)^{re.escape(lines[0])}$", text)
     new = "\n".join(lines)
-    if title not in text:
+    if m is None:
         return text.rstrip("\n") + "\n\n" + new
-    start = text.index(title)
-    nxt = text.find("\n## ", start + len(title))
-    return text[:start] + new + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+    nxt = text.find("\n## ", m.end())
+    return text[:m.start()] + new + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
+
+
+def kept_sections(old: str, new: str) -> list[str]:
+    """The sections of `old` that `new` lacks: those measured by hand ("not by `make bench`"),
+    which a whole run keeps rather than drops."""
+    titles = set(re.findall(r"(?m)^## .*$", new))
+    return [p.rstrip("\n") for p in re.split(r"(?m)^(?=## )", old)[1:] if p.splitlines()[0] not in titles]
 
 
 SWEEP_STACK = """\
@@ -826,7 +812,7 @@ def sweep_bench() -> list[str]:
             runs = []
             for _ in range(3):
                 shutil.rmtree(work / "o", ignore_errors=True)
-                w, _, _, cpu = timed_rss([BLOCKLAB, "sweep", str(f), "--out", str(work / "o"), "-q", *extra])
+                w, cpu, _, _ = peers.run([BLOCKLAB, "sweep", str(f), "--out", str(work / "o"), "-q", *extra])
                 runs.append((w, cpu))
             walls[n] = statistics.median(r[0] for r in runs)
             cpus[n] = statistics.median(r[1] for r in runs)
@@ -952,8 +938,8 @@ def main() -> None:
         "Measured by `make bench` (`benches/run.py`); each section says when and at which commit it was measured "
         "where it differs from the run below (`python benches/run.py SECTION` re-runs one part).",
         "",
-        f"- Run of {startup.peers.today()} at blocklab {startup.peers.commit()}.",
-        f"- Machine: {cpu_model()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after the counted "
+        f"- Run of {peers.today()} at blocklab {peers.commit()}.",
+        f"- Machine: {peers.machine()}; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after the counted "
         "sections (the machine may be shared: compare the two tools within one run, not across runs).",
         f"- Trace: {ACCESSES:,} accesses, Zipf(alpha={ALPHA}) over {UNIVERSE:,} blocks, seed {SEED}, "
         f"libCacheSim oracleGeneral (`{TRACE.relative_to(ROOT)}`, {TRACE.stat().st_size / 2**20:.0f} MiB), "
@@ -970,7 +956,10 @@ def main() -> None:
     lines += sweep_bench()
     lines += overload_bench()
     text = "\n".join(lines)
-    (ROOT / "BENCHMARKS.md").write_text(text)
+    path = ROOT / "BENCHMARKS.md"
+    for kept in kept_sections(path.read_text() if path.exists() else "", text):
+        text = text.rstrip("\n") + "\n\n" + kept + "\n"
+    path.write_text(text)
     print(text)
 
 
@@ -981,14 +970,14 @@ def in_process_rates() -> list[str]:
     policies = list(_core.cache_policies())
     script = ("import sys, json; from blocklab import _core; "
               "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
-    w_all, _, out, _ = timed_rss([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
+    w_all, _, out, _ = peers.run([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
     lines = [
         "## Accesses per second of every policy",
         "",
         f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
         "in parallel on the cores; measured {today}); the rate is accesses divided by the wall time the engine spent "
         "feeding that cell (on a loaded or shared machine this undercounts). `opt`'s next-use pre-pass (8 bytes per "
-        "access) is not in its cell time.".replace("{today}", startup.peers.today()),
+        "access) is not in its cell time.".replace("{today}", peers.today()),
         "",
         "| policy | miss ratio | M accesses/s |",
         "|---|---|---|",
@@ -1004,13 +993,13 @@ def memory() -> list[str]:
     small, big = 100_000, 500_000
     rss = {}
     for s in (small, big):
-        rss[s] = min(timed_rss([BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(s),
-                                "--json"])[1] for _ in range(2))
+        rss[s] = min(peers.run([BLOCKLAB, "cache", str(TRACE), "--format", "oracle", "--policy", "lru", "--size", str(s),
+                                "--json"])[3] for _ in range(2))
     bytes_per_block = (rss[big] - rss[small]) * 1024 / (big - small)
     return [
         "## Memory",
         "",
-        f"LRU peak RSS ({startup.peers.today()}): {rss[small] / 1024:.1f} MiB at {small:,} blocks, "
+        f"LRU peak RSS ({peers.today()}): {rss[small] / 1024:.1f} MiB at {small:,} blocks, "
         f"{rss[big] / 1024:.1f} MiB at {big:,} blocks: **{bytes_per_block:.1f} bytes per cached block** "
         "(target: 64 or less; the mapped trace file is shared page cache, counted in RSS as it is read).",
         "",

@@ -92,7 +92,9 @@ def section(blocklab: str) -> list[str]:
         f"Measured {peers.today()} by `python benches/run.py startup` (part of `make bench`) at blocklab "
         f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before, {load_after:.1f} after. "
         f"Whole process, median of {RUNS} runs (CPU time, user + system, in brackets); the builds alternate. "
-        "ONE is a one-access CSV trace. Bold: within the 100 ms target.",
+        "ONE is a one-access CSV trace. Bold: within the 100 ms target."
+        + (" The second column: the `blocklab` given in BENCH_BASELINE, named by BENCH_BASELINE_LABEL."
+           if len(tools) > 1 else ""),
         "",
         f"| command | {head} |",
         "|---|" + "---|" * len(tools),

@@ -108,17 +108,23 @@ def test_a_system_is_not_a_single_drive_model():
     assert "system of 18 disks" in r.stderr and "iomap" in r.stderr, r.stderr
 
 
-def test_devices_of_a_tiny_system_run_in_parallel(tmp_path):
-    # Two 1-sector reads at t = 0 on devices 0 and 1: one disk each, 1 ms
-    # each (6000 rpm, 10 sectors a track, the platter at sector 0). On one
-    # disk the second would wait a revolution: mean (1 + 11) / 2 = 6 ms.
-    (tmp_path / "x.seek").write_text("Seek distances measured: 2\n1, 3.0\n9, 7.0\n")
-    (tmp_path / "x.model").write_text(
+def tiny_model(folder: Path) -> None:
+    """x.model (with its seek curve x.seek) in `folder`: one surface, 10 cylinders of one
+    10-sector track, 6000 rpm (10 ms a revolution, 1 ms a sector)."""
+    (folder / "x.seek").write_text("Seek distances measured: 2\n1, 3.0\n9, 7.0\n")
+    (folder / "x.model").write_text(
         "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n"
         " Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n"
         " Last cylinder number = 9, Blocks per track = 10 } ] },\n"
         " Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n"
         " Rotation speed (in rpms) = 6000 }\n}\n")
+
+
+def test_devices_of_a_tiny_system_run_in_parallel(tmp_path):
+    # Two 1-sector reads at t = 0 on devices 0 and 1: one disk each, 1 ms
+    # each (6000 rpm, 10 sectors a track, the platter at sector 0). On one
+    # disk the second would wait a revolution: mean (1 + 11) / 2 = 6 ms.
+    tiny_model(tmp_path)
     (tmp_path / "sys.parv").write_text("disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 .. d1 ] as D\n")
     (tmp_path / "t.trace").write_text("0.0 0 0 1 1\n0.0 1 0 1 1\n")
     r = run("disk", "run", str(tmp_path / "sys.parv"), "--trace", str(tmp_path / "t.trace"), "--format", "disksim",
@@ -214,13 +220,7 @@ def test_synthetic_runs_are_seeded():
 
 
 def test_synthetic_needs_a_synthio_block_and_no_trace(tmp_path):
-    (tmp_path / "x.seek").write_text("Seek distances measured: 2\n1, 3.0\n9, 7.0\n")
-    (tmp_path / "x.model").write_text(
-        "dm_disk M {\n Number of data surfaces = 1,\n Number of cylinders = 10,\n Block count = 100,\n"
-        " Layout Model = dm_layout_g1 { Sparing scheme used = 0, Zones = [ z { First cylinder number = 0,\n"
-        " Last cylinder number = 9, Blocks per track = 10 } ] },\n"
-        " Mechanical Model = dm_mech_g1 {\n Seek type = extracted,\n Full seek curve = x.seek,\n"
-        " Rotation speed (in rpms) = 6000 }\n}\n")
+    tiny_model(tmp_path)
     disk = "disksim_disk D {\n Model = source x.model\n}\ninstantiate [ d0 ] as D\n"
     (tmp_path / "none.parv").write_text(disk)
     r = run("disk", "run", str(tmp_path / "none.parv"), "--synthetic")

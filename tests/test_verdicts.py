@@ -29,6 +29,12 @@ def test_a_claim_needs_a_known_verdict_and_a_reason_unless_matched():
     v.Claim("c", "1", "1", "matched")
 
 
+def test_a_matched_claim_drops_the_reason_given_for_a_gap():
+    c = v.Claim("c", "1", "1", "matched", "data", "the paper's trace is not available")
+    assert (c.reason, c.why) == ("", "")
+    assert v.Claim("c", "1", "2", "trend", "data", "why").why == "why"
+
+
 def test_markdown_table_has_one_row_per_claim_and_escapes_bars():
     md = v.markdown([v.Claim("a | b", "1 %", "1 %", "matched"), v.Claim("c", "2", "0", "contradicted", "model", "why")])
     lines = md.splitlines()

@@ -65,7 +65,8 @@ class _Listed(typer.core.TyperCommand):
 
 
 class LazyCommands(dict):
-    """The group's `commands`: every name of the table; a command is loaded on first look-up."""
+    """The group's `commands`: every name of the table; a command is loaded on first look-up.
+    Every name is a key from the start because typer's "did you mean" reads the keys."""
 
     def __init__(self) -> None:
         super().__init__((name, None) for name in COMMANDS)

@@ -295,17 +295,20 @@ def replay(
     for t in trace:
         if not t.exists():
             fail(f"{t}: no such file")
-    if _core.real_has_stack(str(dir)):
-        _replay_stack(dir, trace, format, replay, speedup, outstanding, direct, wrap, limit, skip_bad,
-                      sort_window(sort, sort_window_s), start_dirty_degraded, json_out)
-        return
-    r = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
+    d = _array_dir(dir)
+    # The engine replays through the stack when the directory has one (and reports in `run`'s schema).
+    r = json.loads(_core.real_replay(d, [str(t) for t in trace], format=format, replay=replay,
                                      speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
                                      wrap=wrap, limit=limit, skip_bad=skip_bad,
                                      sort_window=sort_window(sort, sort_window_s),
                                      start_dirty_degraded=start_dirty_degraded))
     if json_out:
         print_json(r)
+        return
+    if _core.real_has_stack(d):
+        from blocklab.cli.run_cmd import print_result
+
+        print_result(r, dir / "stack.toml")
         return
     print(f"replay {r['replay']}, {r['streams']} stream(s), {r['target']}{' O_DIRECT' if r['direct'] else ''}")
     if r.get("reordered"):
@@ -317,20 +320,6 @@ def replay(
     for name, s in (("all", resp), ("reads", resp["reads"]), ("writes", resp["writes"])):
         print(f"  {name:<7} avg {s['avg_ms']:.3f} ms  p50 {s['p50_ms']:.3f}  p95 {s['p95_ms']:.3f}  "
               f"p99 {s['p99_ms']:.3f}  max {s['max_ms']:.3f}")
-
-
-def _replay_stack(dir, trace, format, replay, speedup, outstanding, direct, wrap, limit, skip_bad, window,
-                  start_dirty_degraded, json_out) -> None:
-    from blocklab.cli.run_cmd import print_result
-
-    out = json.loads(_core.real_replay(_array_dir(dir), [str(t) for t in trace], format=format, replay=replay,
-                                       speedup=speedup, outstanding=outstanding, direct=direct, wrap=wrap,
-                                       limit=limit, skip_bad=skip_bad, sort_window=window,
-                                       start_dirty_degraded=start_dirty_degraded))
-    if json_out:
-        print_json(out)
-        return
-    print_result(out, dir / "stack.toml")
 
 
 @app.command("integrity")

@@ -140,8 +140,8 @@ def _ints(text: str, flag: str) -> list[int]:
         fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
 
 
-def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray,
-               warmup: float = 15.0, stripe_cache: int = 256) -> None:
+def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray, warmup: float,
+               stripe_cache: int) -> None:
     from pathlib import Path
 
     from blocklab.cli.common import fail

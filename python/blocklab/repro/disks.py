@@ -81,6 +81,7 @@ def runvalid_line(folder: Path, line: RunvalidLine) -> dict:
     import time
 
     from blocklab import api
+    from blocklab._core import BlocklabError
 
     row = {"line": line.label, "file": f"{line.parv}.parv", "figure": line.figure, "disksim_ms": line.disksim_ms,
            "ours_ms": None, "diff_pct": None, "within_5pct": False, "requests": None, "seconds": None, "error": ""}
@@ -95,7 +96,7 @@ def runvalid_line(folder: Path, line: RunvalidLine) -> dict:
     t = time.perf_counter()
     try:
         out = api.disk_run(str(folder / f"{line.parv}.parv"), traces, format=line.format, synthetic=synthetic)
-    except Exception as e:  # the engine's one-line refusal (a block or key not modelled)
+    except (BlocklabError, ValueError) as e:  # the one-line refusal (a block or key not modelled); a bug still raises
         row["error"] = str(e).splitlines()[0] if str(e) else type(e).__name__
         return row
     row["seconds"] = time.perf_counter() - t

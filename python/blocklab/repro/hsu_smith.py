@@ -591,6 +591,17 @@ def tables(df) -> dict:
     return t
 
 
+def _miss_ratio_1_to_4(size) -> list[tuple[str, float, float]]:
+    """(trace, read miss ratio with a cache of 1 % of the storage used, with 4 %) of every
+    trace that has both cells (Fig. 4(b)'s claim)."""
+    out = []
+    for trace, g in _singles(size).groupby("trace"):
+        g = g.set_index("config")
+        if "1%used" in g.index and "4%used" in g.index:
+            out.append((trace, g.loc["1%used", "read_mr"], g.loc["4%used", "read_mr"]))
+    return out
+
+
 def verdict(df, t) -> list[str]:
     """The abstract's headline trends checked on our traces, in words."""
     lines = []
@@ -612,11 +623,7 @@ def verdict(df, t) -> list[str]:
                      "per trace: " + ", ".join(f"{k} {-v:+.1f} %" for k, v in w.items()))
     size = t["size"]
     if not size.empty:
-        keep = []
-        for trace, g in _singles(size).groupby("trace"):
-            g = g.set_index("config")
-            if "1%used" in g.index and "4%used" in g.index:
-                keep.append((trace, g.loc["1%used", "read_mr"], g.loc["4%used", "read_mr"]))
+        keep = _miss_ratio_1_to_4(size)
         better = [k for k, a, b in keep if b < a - 1e-3]
         lines.append(f"larger caches: the read miss ratio falls from 1 % to 4 % of the storage used on "
                      f"{len(better)} of {len(keep)} traces" + (f" ({', '.join(better)})" if better else "")
@@ -653,8 +660,8 @@ def claims(t) -> list:
         v = judge(50.0, best)
         out.append(Claim("sequential prefetch cuts the average read response time (abstract; Table 5)",
                          "about −50 % (40–65 %)", f"{-best:+.1f} % (best scheme, mean over traces)", v,
-                         "" if v == "matched" else "data",
-                         "" if v == "matched" else "our stand-ins read little sequentially (hplajw) or queue "
+                         "data",
+                         "our stand-ins read little sequentially (hplajw) or queue "
                          "behind write bursts (CloudPhysics); " + data))
     t2 = t["t2"]
     if not t2.empty:
@@ -663,30 +670,26 @@ def claims(t) -> list:
             ours = float(g["read_rt_ms_pct"].iloc[0])
             v = judge(38.8, ours)
             out.append(Claim("read caching, resource-rich, over 512 KB (Table 2, S-Avg)", "−38.8 % read RT",
-                             f"{-ours:+.1f} %", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "10,000-request cuts and the sample hold almost no "
+                             f"{-ours:+.1f} %", v, "data",
+                             "10,000-request cuts and the sample hold almost no "
                              "re-reads; " + data))
     wb = t["wb"]
     if not wb.empty:
         w = _singles(wb).groupby("trace")["write_rt_ms_pct"].max().mean()
         v = judge(90.0, w, tolerance=0.1)
         out.append(Claim("write buffering cuts the average write response time (abstract)", "about −90 %",
-                         f"{-w:+.1f} %", v, "" if v == "matched" else "data",
-                         "" if v == "matched" else "CloudPhysics' bursts of thousands of writes fill the buffer"))
+                         f"{-w:+.1f} %", v, "data",
+                         "CloudPhysics' bursts of thousands of writes fill the buffer"))
     size = t["size"]
     if not size.empty:
-        keep = []
-        for trace, g in _singles(size).groupby("trace"):
-            g = g.set_index("config")
-            if "1%used" in g.index and "4%used" in g.index:
-                keep.append(g.loc["4%used", "read_mr"] < g.loc["1%used", "read_mr"] - 1e-3)
+        keep = [b < a - 1e-3 for _, a, b in _miss_ratio_1_to_4(size)]
         if keep:
             share = sum(keep) / len(keep)
             v = judge_share(share)
             out.append(Claim("the read miss ratio keeps falling beyond 4 % of the storage used (Fig. 4(b))",
                              "falling", f"falls on {sum(keep)} of {len(keep)} traces", v,
-                             "" if v == "matched" else "data",
-                             "" if v == "matched" else "the MSR cuts and the sample are reuse-free; " + data))
+                             "data",
+                             "the MSR cuts and the sample are reuse-free; " + data))
     sp = t["split"]
     if not sp.empty:
         s = _singles(sp[sp["config"] == "rich"])
@@ -695,13 +698,13 @@ def claims(t) -> list:
             # Judged on how far below the specified average each comes (the claim's point).
             v = judge(65.0, 100 - seek)
             out.append(Claim("actual seek time against the specified 4.9 ms average (abstract)", "about 35 %",
-                             f"{seek:.0f} %", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "the sample's 94.7 GB of volumes are folded over the "
+                             f"{seek:.0f} %", v, "data",
+                             "the sample's 94.7 GB of volumes are folded over the "
                              "whole disk and msr 105 seeks far; the other traces give 27–40 %"))
             v = judge(40.0, 100 - rot)
             out.append(Claim("actual rotational latency against the specified 3.0 ms (abstract)", "about 60 %",
-                             f"{rot:.0f} %", v, "" if v == "matched" else "paper",
-                             "" if v == "matched" else "how the paper's drive model gets below half a revolution "
+                             f"{rot:.0f} %", v, "paper",
+                             "how the paper's drive model gets below half a revolution "
                              "is in the text we lack; ours has zero-latency reads and a one-track buffer, which "
                              "small random reads do not use"))
     o = t["other"]
@@ -711,8 +714,8 @@ def claims(t) -> list:
             per_year = 100 * (1 - (1 - g["read_rt_ms_pct"].mean() / 100) ** (1 / 5))
             v = judge(15.0, per_year)
             out.append(Claim("disk improvements, same number of disks (§5)", "about 15 %/yr",
-                             f"{per_year:.1f} %/yr (+5 years)", v, "" if v == "matched" else "paper",
-                             "" if v == "matched" else "the paper's technology rates are lost; ours are fitted "
+                             f"{per_year:.1f} %/yr (+5 years)", v, "paper",
+                             "the paper's technology rates are lost; ours are fitted "
                              "to eleven drives of 1992–2001"))
     out.append(Claim("disk improvements, constant occupancy (§5)", "about 8 %/yr", "not run", "missing", "model",
                      "needs the addresses scaled with capacity, which the stack does not do"))
@@ -751,8 +754,8 @@ def claims(t) -> list:
                 ("Fig. 7: no read response time lost as the PRA limit grows", "no loss",
                  share("fig7", lambda a, b: b <= 1.02 * a, "32KiB", "512KiB"))):
             v = judge_share(sh)
-            out.append(Claim(name, paper, f"holds on {k} of {n}", v, "" if v == "matched" else "data",
-                             "" if v == "matched" else "our stand-ins' sequentiality and queueing differ; " + data))
+            out.append(Claim(name, paper, f"holds on {k} of {n}", v, "data",
+                             "our stand-ins' sequentiality and queueing differ; " + data))
     ran = False
     if not t5.empty:
         for prefix, paper_row in (("Sm ", "Sm"), ("Ps ", "Ps-Avg")):
@@ -766,8 +769,8 @@ def claims(t) -> list:
             label = g["trace"].iloc[0]
             out.append(Claim(f"{paper_row}: prefetch with PRA + RAFB, resource-rich, best scheme (Table 5)",
                              f"−{paper:.1f} % read RT", f"{-ours:+.1f} % ({label})", v,
-                             "" if v == "matched" else "data",
-                             "" if v == "matched" else "built from the traces at hand (--merged), not the "
+                             "data",
+                             "built from the traces at hand (--merged), not the "
                              "paper's; " + data))
     if ran:
         out.append(Claim("Pm: ten PC traces merged", "Tables 2–5 rows", "not built", "missing", "data",
@@ -900,31 +903,33 @@ def plot_figures(t, path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from matplotlib.lines import Line2D
     from matplotlib.ticker import FormatStrFormatter, LogLocator
 
     fig, grid = plt.subplots(2, 3, figsize=(14, 8.5))
     axes = list(grid.flat)
-    axes[-1].axis("off")
     traces = list(dict.fromkeys(figs["trace"]))
     colours = {tr: f"C{i}" for i, tr in enumerate(traces)}
+    triggers = (("1", "-"), ("2", "--"), ("4", ":"))
     for ax, (study, what, values) in zip(axes, FIGURES):
         g = figs[figs["study"] == study]
         if study == "fig6":
             segs = list(dict.fromkeys(v.split("/t")[0] for v in values))
-            for trig, ls in (("1", "-"), ("2", "--"), ("4", ":")):
+            for trig, ls in triggers:
                 for tr in traces:
                     h = g[g["trace"] == tr].set_index("config")
                     ys = [h.loc[f"{s}/t{trig}", "read_rt_ms"] if f"{s}/t{trig}" in h.index else float("nan")
                           for s in segs]
-                    ax.plot(segs, ys, ls=ls, marker="o", ms=3, color=colours[tr],
-                            label=f"{tr}, trigger {trig}" if trig == "1" else f"trigger {trig}" if tr == traces[0] else None)
+                    ax.plot(_tick_labels(segs), ys, ls=ls, marker="o", ms=3, color=colours[tr])
             ax.set_xlabel("CSP segment size (trigger 1 solid, 2 dashed, 4 dotted)", fontsize=8)
         else:
             for tr in traces:
                 h = g[g["trace"] == tr].set_index("config")
-                ax.plot(list(values), [h.loc[v, "read_rt_ms"] if v in h.index else float("nan") for v in values],
-                        marker="o", ms=3, color=colours[tr], label=tr)
-            ax.set_xlabel(what, fontsize=8)
+                ax.plot(_tick_labels(values), [h.loc[v, "read_rt_ms"] if v in h.index else float("nan")
+                                               for v in values], marker="o", ms=3, color=colours[tr])
+            # Fig. 8's sizes are fixed, then shares of each trace's storage: categories, not a scale.
+            ax.set_xlabel(what + (": fixed, then a share of the storage used" if study == "fig8" else ""),
+                          fontsize=8)
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
         ax.yaxis.set_minor_locator(LogLocator(subs=(2, 3, 5)))
@@ -935,11 +940,22 @@ def plot_figures(t, path: Path) -> bool:
                       "fig6": "Fig. 6: CSP segment x trigger", "fig7": "Fig. 7: preemptible read-ahead",
                       "fig8": "Fig. 8: cache size with prefetch"}[study], fontsize=9)
         ax.tick_params(axis="x", labelsize=7, rotation=30)
-        ax.legend(fontsize=6)
+    # One legend for every panel, in the sixth (empty) one, so that it covers no data.
+    legend = axes[-1]
+    legend.axis("off")
+    handles = [Line2D([], [], color=colours[tr], marker="o", ms=3) for tr in traces]
+    handles += [Line2D([], [], color="black", ls=ls) for _, ls in triggers]
+    labels = traces + [f"Fig. 6: CSP trigger {trig}" for trig, _ in triggers]
+    legend.legend(handles, labels, loc="center", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return True
+
+
+def _tick_labels(values) -> list[str]:
+    """Sweep values as axis labels: `64KiB` as `64 KiB`, `1%used` as `1 % used`."""
+    return [v.replace("%used", " % used").replace("KiB", " KiB").replace("MiB", " MiB") for v in values]
 
 
 def plot(t, path: Path) -> None:

@@ -251,7 +251,7 @@ def claims(red, floor: float = 1.0):
         at = f[f"at_{pol}"]
         v = judge(paper, f[f"m_{pol}"])
         out.append(Claim(text, f"{paper} %", f"{f[f'm_{pol}']:.1f} % ({at['trace']}, {at['disks']} disks, {at['size']})",
-                         v, "" if v == "matched" else "data", "" if v == "matched" else data))
+                         v, "data", data))
     if not f["live"]:
         for text in PAPER["claims"][2:]:
             out.append(Claim(text, "yes", "no trace with reuse", "missing", "data", data))
@@ -263,12 +263,12 @@ def claims(red, floor: float = 1.0):
                                                   f"{f['n_moderate']} series"))
     for text, share, ours in shares:
         v = judge_share(share)
-        out.append(Claim(text, "yes", ours, v, "" if v == "matched" else "data", "" if v == "matched" else
+        out.append(Claim(text, "yes", ours, v, "data",
                          "single cells of 10k-114k-request excerpts vary by a few points; " + data))
     v = "matched" if f["worse"] == 0 else "trend"
     out.append(Claim("VDF lowers RGR 'consistently'", "in every setting shown",
                      f"{f['worse']} of {f['cells']} cells worse, by at most {-f['worst']:.1f} %", v,
-                     "" if v == "matched" else "data", "" if v == "matched" else
+                     "data",
                      "the weight n-1 keeps cold failed-disk blocks; it shows at small caches and on traces "
                      "without reuse, which the paper's traces apparently were not"))
     return out

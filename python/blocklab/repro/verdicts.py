@@ -5,7 +5,7 @@ Verdicts: `matched` (our number agrees within the recipe's tolerance), `trend` (
 direction, different size), `contradicted` (the opposite direction), `missing` (we have no
 number for it). Reason classes, for anything but `matched`: `data` (the paper's trace is not
 available; `why` names the command to run with it), `model` (a mechanism we simplify), `paper`
-(a misprint, a lost parameter).
+(a misprint, a lost parameter). A `matched` claim keeps no reason or `why`.
 
 A recipe builds its `Claim`s from its results and hands them to `markdown` (reports, docs),
 `html` (the sweep report) or `print_table` (the terminal).
@@ -30,6 +30,11 @@ class Claim:
     why: str = ""
 
     def __post_init__(self):
+        # A matched claim has no gap to explain: callers pass the reason they would give for a
+        # gap whatever the verdict, and it is dropped here.
+        if self.verdict == "matched":
+            object.__setattr__(self, "reason", "")
+            object.__setattr__(self, "why", "")
         if self.verdict not in VERDICTS:
             raise ValueError(f"verdict `{self.verdict}`: expected one of {', '.join(VERDICTS)}")
         if self.reason and self.reason not in REASONS:
