@@ -312,16 +312,36 @@ impl Accesses {
     }
 }
 
+impl Keys {
+    /// The keys of `path` for one pass: by memory map when the file allows
+    /// ([`mapped_oracle`]), else through the generic readers.
+    fn open(path: &Path, cfg: &SimConfig) -> Result<Keys> {
+        Ok(match mapped_oracle(path, cfg)? {
+            Some(keys) => Keys::Oracle(keys),
+            None => Keys::Stream(open_blocks(path, &cfg.trace, cfg.blocks)?),
+        })
+    }
+}
+
+impl Iterator for Keys {
+    /// A block's key and whether the access writes.
+    type Item = Result<(u64, bool)>;
+    #[inline]
+    fn next(&mut self) -> Option<Result<(u64, bool)>> {
+        Some(match self {
+            Keys::Oracle(keys) => Ok((keys.next()?, false)),
+            Keys::Stream(stream) => stream.next()?.map(|a| (a.key, a.op.is_write())),
+        })
+    }
+}
+
 impl Iterator for Accesses {
     type Item = Result<Access>;
     #[inline]
     fn next(&mut self) -> Option<Result<Access>> {
-        let (block, write) = match &mut self.keys {
-            Keys::Oracle(keys) => (keys.next()?, false),
-            Keys::Stream(stream) => match stream.next()? {
-                Ok(a) => (a.key, a.op.is_write()),
-                Err(e) => return Some(Err(e)),
-            },
+        let (block, write) = match self.keys.next()? {
+            Ok(k) => k,
+            Err(e) => return Some(Err(e)),
         };
         let next_use = match &mut self.next_use {
             None => NEVER,
@@ -383,14 +403,8 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     let policies = parse_policies(&cfg.policies)?;
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
-    let open = || open_blocks(path, &cfg.trace, cfg.blocks);
-    // The keys alone, for the pre-passes: by memory map when the file allows.
-    let keys = || -> Result<Box<dyn Iterator<Item = Result<u64>>>> {
-        Ok(match mapped_oracle(path, cfg)? {
-            Some(keys) => Box::new(keys.map(Ok)),
-            None => Box::new(open()?.map(|a| a.map(|a| a.key))),
-        })
-    };
+    // The keys alone, for the pre-passes.
+    let keys = || Ok::<_, Error>(Keys::open(path, cfg)?.map(|k| k.map(|(key, _)| key)));
     let unique = if sizes::needs_unique(&cfg.sizes) {
         Some(count_unique_keys(keys()?)?)
     } else {
@@ -403,10 +417,7 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     } else {
         None
     };
-    let source = match mapped_oracle(path, cfg)? {
-        Some(keys) => Accesses::with_keys(Keys::Oracle(keys), next_use),
-        None => Accesses::new(open()?, next_use),
-    };
+    let source = Accesses::with_keys(Keys::open(path, cfg)?, next_use);
     let (cells, source) = simulate_accesses(source, &cells, progress)?;
     Ok(SimReport {
         cells,
