@@ -287,7 +287,7 @@ pub struct Accesses {
 /// an oracleGeneral file's keys straight from a memory map. (One per run:
 /// its size does not matter, an indirection on every access would.)
 #[allow(clippy::large_enum_variant)]
-enum Keys {
+pub(crate) enum Keys {
     Stream(BlockStream),
     Oracle(MappedKeys),
 }
@@ -305,21 +305,31 @@ impl Accesses {
     }
 
     pub fn skipped(&self) -> u64 {
-        match &self.keys {
-            Keys::Stream(s) => s.skipped(),
-            Keys::Oracle(_) => 0,
-        }
+        self.keys.skipped()
     }
 }
 
 impl Keys {
     /// The keys of `path` for one pass: by memory map when the file allows
     /// ([`mapped_oracle`]), else through the generic readers.
-    fn open(path: &Path, cfg: &SimConfig) -> Result<Keys> {
-        Ok(match mapped_oracle(path, cfg)? {
+    pub(crate) fn open(path: &Path, trace: &TraceOptions, blocks: BlockOptions) -> Result<Keys> {
+        Ok(match mapped_oracle(path, trace, blocks)? {
             Some(keys) => Keys::Oracle(keys),
-            None => Keys::Stream(open_blocks(path, &cfg.trace, cfg.blocks)?),
+            None => Keys::Stream(open_blocks(path, trace, blocks)?),
         })
+    }
+
+    /// The keys alone.
+    pub(crate) fn keys(&mut self) -> impl Iterator<Item = Result<u64>> + '_ {
+        self.map(|k| k.map(|(key, _)| key))
+    }
+
+    /// Malformed records skipped so far (`--skip-bad`).
+    pub(crate) fn skipped(&self) -> u64 {
+        match self {
+            Keys::Stream(s) => s.skipped(),
+            Keys::Oracle(_) => 0,
+        }
     }
 }
 
@@ -363,10 +373,10 @@ impl Iterator for Accesses {
 /// whole records, read at its own 4 KiB block size in file order. Anything
 /// else (or an unreadable file, whose error the generic reader reports) is
 /// `None`.
-fn mapped_oracle(path: &Path, cfg: &SimConfig) -> Result<Option<MappedKeys>> {
-    let format = cfg.trace.format.as_str();
-    if cfg.blocks.block_size != ORACLE_BLOCK
-        || cfg.trace.order != TimeOrder::Any
+fn mapped_oracle(path: &Path, trace: &TraceOptions, blocks: BlockOptions) -> Result<Option<MappedKeys>> {
+    let format = trace.format.as_str();
+    if blocks.block_size != ORACLE_BLOCK
+        || trace.order != TimeOrder::Any
         || !(format == "oracle" || format == "auto")
         || compression_ext(&path.to_string_lossy()).is_some()
         || !path.is_file()
@@ -404,20 +414,20 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
     // The keys alone, for the pre-passes.
-    let keys = || Ok::<_, Error>(Keys::open(path, cfg)?.map(|k| k.map(|(key, _)| key)));
+    let keys = || Keys::open(path, &cfg.trace, cfg.blocks);
     let unique = if sizes::needs_unique(&cfg.sizes) {
-        Some(count_unique_keys(keys()?)?)
+        Some(count_unique_keys(keys()?.keys())?)
     } else {
         None
     };
     let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
     let cells = cells(&policies, &sizes);
     let next_use = if policies.iter().any(|p| is_offline(p)) {
-        Some(next_uses_of_keys(keys()?)?)
+        Some(next_uses_of_keys(keys()?.keys())?)
     } else {
         None
     };
-    let source = Accesses::with_keys(Keys::open(path, cfg)?, next_use);
+    let source = Accesses::with_keys(keys()?, next_use);
     let (cells, source) = simulate_accesses(source, &cells, progress)?;
     Ok(SimReport {
         cells,
@@ -631,9 +641,9 @@ mod tests {
             },
             ..fast.clone()
         };
-        assert!(mapped_oracle(&path, &fast).unwrap().is_some());
-        assert!(mapped_oracle(&path, &sniffed).unwrap().is_some());
-        assert!(mapped_oracle(&path, &generic).unwrap().is_none());
+        assert!(mapped_oracle(&path, &fast.trace, fast.blocks).unwrap().is_some());
+        assert!(mapped_oracle(&path, &sniffed.trace, sniffed.blocks).unwrap().is_some());
+        assert!(mapped_oracle(&path, &generic.trace, generic.blocks).unwrap().is_none());
         let other_blocks = SimConfig {
             blocks: BlockOptions {
                 block_size: 8192,
@@ -641,7 +651,9 @@ mod tests {
             },
             ..fast.clone()
         };
-        assert!(mapped_oracle(&path, &other_blocks).unwrap().is_none());
+        assert!(mapped_oracle(&path, &other_blocks.trace, other_blocks.blocks)
+            .unwrap()
+            .is_none());
         let run = |cfg: &SimConfig| simulate_trace(&path, cfg, &mut |_| Ok(())).unwrap();
         let (a, b, c) = (run(&fast), run(&sniffed), run(&generic));
         let hits = |r: &SimReport| r.cells.iter().map(|c| (c.cache_blocks, c.hits)).collect::<Vec<_>>();
@@ -659,7 +671,7 @@ mod tests {
         }
         // A truncated last record: the generic reader reports it, as before.
         std::fs::write(&path, &buf[..buf.len() - 5]).unwrap();
-        assert!(mapped_oracle(&path, &fast).unwrap().is_none());
+        assert!(mapped_oracle(&path, &fast.trace, fast.blocks).unwrap().is_none());
         let e = simulate_trace(&path, &fast, &mut |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("truncated record: 19 of 24 bytes"), "{e}");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
