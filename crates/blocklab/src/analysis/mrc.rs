@@ -18,7 +18,7 @@
 //! Both apply SHARDS_adj: the expected number of sampled references N·R minus
 //! the actual number is added to the first bucket (distance 1).
 
-use crate::cache::sim::{count_unique, open_blocks};
+use crate::cache::sim::{count_unique_keys, Keys};
 use crate::cache::sizes;
 use crate::error::{Error, Result};
 use crate::trace::blocks::BlockOptions;
@@ -570,9 +570,10 @@ pub fn mrc_trace(
     if let Some(list) = sizes_list {
         sizes::parse_specs(list)?;
     }
-    let mut stream = open_blocks(path, trace, blocks)?;
-    let curve = curve_of(stream.by_ref().map(|a| a.map(|a| a.key)), method)?;
-    let skipped = stream.skipped();
+    // An oracleGeneral file by memory map when it allows, as `cache` reads it.
+    let mut keys = Keys::open(path, trace, blocks)?;
+    let curve = curve_of(keys.keys(), method)?;
+    let skipped = keys.skipped();
     let points = match sizes_list {
         None => curve.points(),
         Some(list) => {
@@ -581,7 +582,7 @@ pub fn mrc_trace(
             } else if method == Method::Exact {
                 Some(curve.unique as u64)
             } else {
-                Some(count_unique(open_blocks(path, trace, blocks)?)?)
+                Some(count_unique_keys(Keys::open(path, trace, blocks)?.keys())?)
             };
             sizes::parse_sizes(list, blocks.block_size, unique)?
                 .into_iter()
@@ -670,6 +671,42 @@ mod tests {
         assert!(r.warnings.is_empty() && r.rate.is_none());
         let r = mrc_trace(&path, &topts, blocks, Method::ShardsRate(1.0), Some("1,100")).unwrap();
         assert!(r.warnings.is_empty() && r.trusted_from_blocks == Some(0));
+    }
+
+    /// An oracleGeneral file (read by memory map, as `cache` reads it) gives
+    /// the curve the generic reader gives (made to read by checking times).
+    #[test]
+    fn oracle_files_by_memory_map_give_the_generic_readers_curve() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("t.oracleGeneral");
+        let mut buf = Vec::new();
+        for (i, k) in crate::trace::synth::zipf_keys(20_000, 900, 0.9, 5)
+            .unwrap()
+            .into_iter()
+            .enumerate()
+        {
+            crate::trace::oracle::write_record(&mut buf, i as u32, k | (2 << 40), 4096, -1).unwrap();
+        }
+        std::fs::write(&path, &buf).unwrap();
+        let mapped = TraceOptions {
+            format: "oracle".into(),
+            ..Default::default()
+        };
+        let generic = TraceOptions {
+            order: crate::trace::order::TimeOrder::Strict,
+            ..mapped.clone()
+        };
+        assert!(matches!(
+            Keys::open(&path, &mapped, BlockOptions::default()).unwrap(),
+            Keys::Oracle(_)
+        ));
+        for method in [Method::Exact, Method::ShardsRate(0.5)] {
+            let run = |t: &TraceOptions| {
+                let r = mrc_trace(&path, t, BlockOptions::default(), method, Some("10,100,50%")).unwrap();
+                (r.points, r.accesses, r.skipped, r.rate)
+            };
+            assert_eq!(run(&mapped), run(&generic), "{method:?}");
+        }
     }
 
     #[test]

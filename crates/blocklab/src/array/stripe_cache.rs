@@ -27,17 +27,15 @@
 
 use crate::array::plan::{Action, Cause, DiskOpKind, IoPlan};
 use crate::cache::list::{Ends, Links32};
-use rustc_hash::FxHashMap;
+use crate::cache::slab::Slab;
 
 /// Stripe heads by member offset, least recently used first out.
 pub struct StripeCache {
     capacity: usize,
-    /// member offset -> slot
-    map: FxHashMap<u64, u32>,
-    /// Per slot: member offset, up-to-date pages (bit per disk).
-    offset: Vec<u64>,
+    /// Member offset <-> slot.
+    heads: Slab,
+    /// Per slot: up-to-date pages (bit per disk).
     pages: Vec<u64>,
-    free: Vec<u32>,
     links: Links32,
     order: Ends,
 }
@@ -47,10 +45,8 @@ impl StripeCache {
     pub fn new(capacity: usize) -> Self {
         StripeCache {
             capacity: capacity.max(1),
-            map: FxHashMap::default(),
-            offset: Vec::new(),
+            heads: Slab::with_capacity(0),
             pages: Vec::new(),
-            free: Vec::new(),
             links: Links32::default(),
             order: Ends::default(),
         }
@@ -63,44 +59,36 @@ impl StripeCache {
 
     /// Whether page (`offset`, `disk`) is up to date in the cache.
     pub fn holds(&self, offset: u64, disk: u32) -> bool {
-        self.map
-            .get(&offset)
-            .is_some_and(|&s| self.pages[s as usize] >> disk & 1 == 1)
+        self.heads
+            .get(offset)
+            .is_some_and(|s| self.pages[s as usize] >> disk & 1 == 1)
     }
 
     /// Mark pages of stripe head `offset` up to date (made most recent,
     /// evicting the least recent head when full).
     fn mark(&mut self, offset: u64, pages: u64) {
-        if let Some(&s) = self.map.get(&offset) {
+        if let Some(s) = self.heads.get(offset) {
             self.pages[s as usize] |= pages;
             self.links.move_to_head(&mut self.order, s);
             return;
         }
-        if self.map.len() >= self.capacity {
+        if self.order.len >= self.capacity {
             let t = self.links.pop_tail(&mut self.order).expect("full cache");
-            self.map.remove(&self.offset[t as usize]);
-            self.free.push(t);
+            self.heads.forget(t);
         }
-        let s = match self.free.pop() {
-            Some(s) => {
-                self.offset[s as usize] = offset;
-                self.pages[s as usize] = pages;
-                s
-            }
-            None => {
-                self.offset.push(offset);
-                self.pages.push(pages);
-                (self.offset.len() - 1) as u32
-            }
-        };
+        let (s, new) = self.heads.insert(offset);
+        if new {
+            self.pages.push(pages);
+        } else {
+            self.pages[s as usize] = pages;
+        }
         self.links.push_head(&mut self.order, s);
-        self.map.insert(offset, s);
     }
 
     fn drop_head(&mut self, offset: u64) {
-        if let Some(s) = self.map.remove(&offset) {
+        if let Some(s) = self.heads.get(offset) {
             self.links.unlink(&mut self.order, s);
-            self.free.push(s);
+            self.heads.forget(s);
         }
     }
 

@@ -45,14 +45,17 @@ pub const NONE: u8 = 4;
 
 /// Which block of T1 or T2 ARC demotes (or drops), and what it needs to know
 /// to decide: every move of a slot between lists.
+///
+/// The block of a slot is ARC's to keep: a hook that needs it asks
+/// `block_of` (plain ARC's hook never does, so it pays nothing for it).
 pub trait Victim: Send {
-    /// Slot `s` (holding `block`) moved from list `from` to list `to`
-    /// (either may be [`NONE`]; `from == to` for a hit in T2, moved to its
-    /// head). A move into T1 or T2 is an access of `block`.
-    fn moved(&mut self, s: u32, block: u64, from: u8, to: u8);
+    /// Slot `s` moved from list `from` to list `to` (either may be
+    /// [`NONE`]; `from == to` for a hit in T2, moved to its head). A move
+    /// into T1 or T2 is an access of the slot's block.
+    fn moved(&mut self, s: u32, from: u8, to: u8, block_of: impl Fn(u32) -> u64);
     /// The slot to take from resident list `list` (T1 or T2, not empty),
     /// whose LRU end is `tail`.
-    fn pick(&mut self, list: u8, tail: u32) -> u32;
+    fn pick(&mut self, list: u8, tail: u32, block_of: impl Fn(u32) -> u64) -> u32;
 }
 
 /// Plain ARC's choice: the LRU end.
@@ -60,9 +63,9 @@ pub struct Tail;
 
 impl Victim for Tail {
     #[inline]
-    fn moved(&mut self, _s: u32, _block: u64, _from: u8, _to: u8) {}
+    fn moved(&mut self, _s: u32, _from: u8, _to: u8, _block_of: impl Fn(u32) -> u64) {}
     #[inline]
-    fn pick(&mut self, _list: u8, tail: u32) -> u32 {
+    fn pick(&mut self, _list: u8, tail: u32, _block_of: impl Fn(u32) -> u64) -> u32 {
         tail
     }
 }
@@ -114,7 +117,8 @@ impl<V: Victim> ArcOf<V> {
         self.links.unlink(&mut self.lists[from as usize], s);
         self.links.push_head(&mut self.lists[to as usize], s);
         self.which[s as usize] = to;
-        self.victim.moved(s, self.slots.block(s), from, to);
+        let slots = &self.slots;
+        self.victim.moved(s, from, to, |s| slots.block(s));
     }
 
     /// Forget slot `s` (on a list) entirely.
@@ -122,7 +126,8 @@ impl<V: Victim> ArcOf<V> {
         let from = self.which[s as usize];
         self.links.unlink(&mut self.lists[from as usize], s);
         self.which[s as usize] = NONE;
-        self.victim.moved(s, self.slots.block(s), from, NONE);
+        let slots = &self.slots;
+        self.victim.moved(s, from, NONE, |s| slots.block(s));
         self.slots.forget(s);
     }
 
@@ -135,7 +140,8 @@ impl<V: Victim> ArcOf<V> {
     /// The slot to take from resident list `l` (not empty).
     fn pick(&mut self, l: u8) -> u32 {
         let tail = self.lists[l as usize].tail;
-        self.victim.pick(l, tail)
+        let slots = &self.slots;
+        self.victim.pick(l, tail, |s| slots.block(s))
     }
 
     /// REPLACE of the paper: demote one cached block to its ghost list.
@@ -192,7 +198,8 @@ impl<V: Victim> ArcOf<V> {
             self.which[s as usize] = list;
         }
         self.links.push_head(&mut self.lists[list as usize], s);
-        self.victim.moved(s, block, NONE, list);
+        let slots = &self.slots;
+        self.victim.moved(s, NONE, list, |s| slots.block(s));
     }
 }
 

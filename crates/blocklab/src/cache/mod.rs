@@ -26,7 +26,7 @@ pub mod s3fifo;
 pub mod sieve;
 pub mod sim;
 pub mod sizes;
-mod slab;
+pub(crate) mod slab;
 mod slot_queue;
 #[cfg(test)]
 mod tests;

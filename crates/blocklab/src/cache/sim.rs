@@ -287,7 +287,7 @@ pub struct Accesses {
 /// an oracleGeneral file's keys straight from a memory map. (One per run:
 /// its size does not matter, an indirection on every access would.)
 #[allow(clippy::large_enum_variant)]
-enum Keys {
+pub(crate) enum Keys {
     Stream(BlockStream),
     Oracle(MappedKeys),
 }
@@ -305,10 +305,43 @@ impl Accesses {
     }
 
     pub fn skipped(&self) -> u64 {
-        match &self.keys {
+        self.keys.skipped()
+    }
+}
+
+impl Keys {
+    /// The keys of `path` for one pass: by memory map when the file allows
+    /// ([`mapped_oracle`]), else through the generic readers.
+    pub(crate) fn open(path: &Path, trace: &TraceOptions, blocks: BlockOptions) -> Result<Keys> {
+        Ok(match mapped_oracle(path, trace, blocks)? {
+            Some(keys) => Keys::Oracle(keys),
+            None => Keys::Stream(open_blocks(path, trace, blocks)?),
+        })
+    }
+
+    /// The keys alone.
+    pub(crate) fn keys(&mut self) -> impl Iterator<Item = Result<u64>> + '_ {
+        self.map(|k| k.map(|(key, _)| key))
+    }
+
+    /// Malformed records skipped so far (`--skip-bad`).
+    pub(crate) fn skipped(&self) -> u64 {
+        match self {
             Keys::Stream(s) => s.skipped(),
             Keys::Oracle(_) => 0,
         }
+    }
+}
+
+impl Iterator for Keys {
+    /// A block's key and whether the access writes.
+    type Item = Result<(u64, bool)>;
+    #[inline]
+    fn next(&mut self) -> Option<Result<(u64, bool)>> {
+        Some(match self {
+            Keys::Oracle(keys) => Ok((keys.next()?, false)),
+            Keys::Stream(stream) => stream.next()?.map(|a| (a.key, a.op.is_write())),
+        })
     }
 }
 
@@ -316,12 +349,9 @@ impl Iterator for Accesses {
     type Item = Result<Access>;
     #[inline]
     fn next(&mut self) -> Option<Result<Access>> {
-        let (block, write) = match &mut self.keys {
-            Keys::Oracle(keys) => (keys.next()?, false),
-            Keys::Stream(stream) => match stream.next()? {
-                Ok(a) => (a.key, a.op.is_write()),
-                Err(e) => return Some(Err(e)),
-            },
+        let (block, write) = match self.keys.next()? {
+            Ok(k) => k,
+            Err(e) => return Some(Err(e)),
         };
         let next_use = match &mut self.next_use {
             None => NEVER,
@@ -343,10 +373,10 @@ impl Iterator for Accesses {
 /// whole records, read at its own 4 KiB block size in file order. Anything
 /// else (or an unreadable file, whose error the generic reader reports) is
 /// `None`.
-fn mapped_oracle(path: &Path, cfg: &SimConfig) -> Result<Option<MappedKeys>> {
-    let format = cfg.trace.format.as_str();
-    if cfg.blocks.block_size != ORACLE_BLOCK
-        || cfg.trace.order != TimeOrder::Any
+fn mapped_oracle(path: &Path, trace: &TraceOptions, blocks: BlockOptions) -> Result<Option<MappedKeys>> {
+    let format = trace.format.as_str();
+    if blocks.block_size != ORACLE_BLOCK
+        || trace.order != TimeOrder::Any
         || !(format == "oracle" || format == "auto")
         || compression_ext(&path.to_string_lossy()).is_some()
         || !path.is_file()
@@ -383,30 +413,21 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     let policies = parse_policies(&cfg.policies)?;
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
-    let open = || open_blocks(path, &cfg.trace, cfg.blocks);
-    // The keys alone, for the pre-passes: by memory map when the file allows.
-    let keys = || -> Result<Box<dyn Iterator<Item = Result<u64>>>> {
-        Ok(match mapped_oracle(path, cfg)? {
-            Some(keys) => Box::new(keys.map(Ok)),
-            None => Box::new(open()?.map(|a| a.map(|a| a.key))),
-        })
-    };
+    // The keys alone, for the pre-passes.
+    let keys = || Keys::open(path, &cfg.trace, cfg.blocks);
     let unique = if sizes::needs_unique(&cfg.sizes) {
-        Some(count_unique_keys(keys()?)?)
+        Some(count_unique_keys(keys()?.keys())?)
     } else {
         None
     };
     let sizes = sizes::parse_sizes(&cfg.sizes, cfg.blocks.block_size, unique)?;
     let cells = cells(&policies, &sizes);
     let next_use = if policies.iter().any(|p| is_offline(p)) {
-        Some(next_uses_of_keys(keys()?)?)
+        Some(next_uses_of_keys(keys()?.keys())?)
     } else {
         None
     };
-    let source = match mapped_oracle(path, cfg)? {
-        Some(keys) => Accesses::with_keys(Keys::Oracle(keys), next_use),
-        None => Accesses::new(open()?, next_use),
-    };
+    let source = Accesses::with_keys(keys()?, next_use);
     let (cells, source) = simulate_accesses(source, &cells, progress)?;
     Ok(SimReport {
         cells,
@@ -620,9 +641,9 @@ mod tests {
             },
             ..fast.clone()
         };
-        assert!(mapped_oracle(&path, &fast).unwrap().is_some());
-        assert!(mapped_oracle(&path, &sniffed).unwrap().is_some());
-        assert!(mapped_oracle(&path, &generic).unwrap().is_none());
+        assert!(mapped_oracle(&path, &fast.trace, fast.blocks).unwrap().is_some());
+        assert!(mapped_oracle(&path, &sniffed.trace, sniffed.blocks).unwrap().is_some());
+        assert!(mapped_oracle(&path, &generic.trace, generic.blocks).unwrap().is_none());
         let other_blocks = SimConfig {
             blocks: BlockOptions {
                 block_size: 8192,
@@ -630,7 +651,9 @@ mod tests {
             },
             ..fast.clone()
         };
-        assert!(mapped_oracle(&path, &other_blocks).unwrap().is_none());
+        assert!(mapped_oracle(&path, &other_blocks.trace, other_blocks.blocks)
+            .unwrap()
+            .is_none());
         let run = |cfg: &SimConfig| simulate_trace(&path, cfg, &mut |_| Ok(())).unwrap();
         let (a, b, c) = (run(&fast), run(&sniffed), run(&generic));
         let hits = |r: &SimReport| r.cells.iter().map(|c| (c.cache_blocks, c.hits)).collect::<Vec<_>>();
@@ -648,7 +671,7 @@ mod tests {
         }
         // A truncated last record: the generic reader reports it, as before.
         std::fs::write(&path, &buf[..buf.len() - 5]).unwrap();
-        assert!(mapped_oracle(&path, &fast).unwrap().is_none());
+        assert!(mapped_oracle(&path, &fast.trace, fast.blocks).unwrap().is_none());
         let e = simulate_trace(&path, &fast, &mut |_| Ok(())).unwrap_err().to_string();
         assert!(e.contains("truncated record: 19 of 24 bytes"), "{e}");
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();

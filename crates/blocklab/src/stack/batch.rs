@@ -106,20 +106,11 @@ mod tests {
 
     use super::*;
     use crate::stack::run::run;
-    use crate::stack::spec::Origin;
+    use crate::stack::test_util::parse_spec;
     use crate::stack::Executor;
 
     fn spec(text: &str, sets: &[&str]) -> StackSpec {
-        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-        StackSpec::from_str_with(
-            text,
-            &sets,
-            Origin {
-                file: "t.toml".into(),
-                dir: PathBuf::new(),
-            },
-        )
-        .unwrap()
+        parse_spec(text, sets, "t.toml", PathBuf::new()).unwrap()
     }
 
     const BASE: &str = "tenant_map = \"key\"\n[replay]\nreads_only = true\n[[cache]]\npolicy = \"lru\"\nsize = 50\n\

@@ -71,14 +71,7 @@ fn open_cfg(s: &StackSpec) -> ReplayConfig {
 }
 
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut st = build(s, Executor::Count, None).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    super::test_util::counted(s, reqs, None)
 }
 
 fn timed_with(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) -> StackResult {

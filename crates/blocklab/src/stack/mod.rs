@@ -47,7 +47,7 @@ mod rebuild_tests;
 #[cfg(test)]
 mod recording;
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 #[cfg(test)]
 mod tests;
 

@@ -256,9 +256,11 @@ impl Composed {
         // The time since the first request is worked out only when something
         // here waits for a moment of it (most counted runs: nothing does).
         let now = || secs_to_ns(req.time - t0);
-        let warm = (self.warmup_ns > 0 && now() >= self.warmup_ns)
-            || (self.warmup_requests > 0 && self.issued >= self.warmup_requests);
-        if warm && !self.warmed {
+        // Checked until the warm-up ends, not after.
+        let warm = !self.warmed
+            && ((self.warmup_ns > 0 && now() >= self.warmup_ns)
+                || (self.warmup_requests > 0 && self.issued >= self.warmup_requests));
+        if warm {
             self.end_warmup();
         }
         self.before(req, None)?;

@@ -13,13 +13,13 @@ use crate::timed::replay::{run, vec_source, Discipline, ReplayConfig};
 use crate::trace::Request;
 
 /// `text` with the `key=value` overrides `sets`, errors naming `file`.
-pub(super) fn parse_spec(text: &str, sets: &[&str], file: &str, dir: PathBuf) -> crate::error::Result<StackSpec> {
+pub(crate) fn parse_spec(text: &str, sets: &[&str], file: &str, dir: PathBuf) -> crate::error::Result<StackSpec> {
     let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
     StackSpec::from_str_with(text, &sets, Origin { file: file.into(), dir })
 }
 
 /// `reqs` through the stack of `s` in the counting executor.
-pub(super) fn counted(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) -> StackResult {
+pub(crate) fn counted(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) -> StackResult {
     let mut st = build(s, Executor::Count, survey).unwrap();
     for r in reqs {
         st.count_request(r).unwrap();
@@ -31,7 +31,7 @@ pub(super) fn counted(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>) 
 }
 
 /// `reqs` replayed through the stack of `s` in the timed executor under `discipline`.
-pub(super) fn timed(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>, discipline: Discipline) -> StackResult {
+pub(crate) fn timed(s: &StackSpec, reqs: &[Request], survey: Option<&Survey>, discipline: Discipline) -> StackResult {
     let mut st = build(s, Executor::Timed, survey).unwrap();
     let cfg = ReplayConfig {
         discipline,

@@ -35,7 +35,6 @@ pub fn new(capacity: usize, faults: Arc<dyn FaultMap>) -> VdfArc {
         PerDisk {
             faults,
             gts: 0,
-            block: Vec::new(),
             disk: Vec::new(),
             ts: Vec::new(),
             links: Links32::default(),
@@ -48,8 +47,8 @@ pub fn new(capacity: usize, faults: Arc<dyn FaultMap>) -> VdfArc {
 pub struct PerDisk {
     faults: Arc<dyn FaultMap>,
     gts: u64,
-    /// Per slot: its block, disk and TS (meaningful while resident).
-    block: Vec<u64>,
+    /// Per slot: its disk and TS (meaningful while resident; the block
+    /// is ARC's, asked of `block_of`).
     disk: Vec<u32>,
     ts: Vec<u64>,
     links: Links32,
@@ -58,7 +57,7 @@ pub struct PerDisk {
 }
 
 impl Victim for PerDisk {
-    fn moved(&mut self, s: u32, block: u64, from: u8, to: u8) {
+    fn moved(&mut self, s: u32, from: u8, to: u8, block_of: impl Fn(u32) -> u64) {
         let i = s as usize;
         if from <= T2 {
             let d = self.disk[i] as usize;
@@ -66,12 +65,10 @@ impl Victim for PerDisk {
         }
         if to <= T2 {
             if i >= self.disk.len() {
-                self.block.resize(i + 1, 0);
                 self.disk.resize(i + 1, 0);
                 self.ts.resize(i + 1, 0);
             }
-            let d = self.faults.disk_of(block);
-            self.block[i] = block;
+            let d = self.faults.disk_of(block_of(s));
             self.disk[i] = d;
             self.ts[i] = self.gts;
             self.gts += 1; // a move into T1 or T2 is one access
@@ -80,7 +77,7 @@ impl Victim for PerDisk {
         debug_assert!(from != NONE || to != NONE);
     }
 
-    fn pick(&mut self, list: u8, tail: u32) -> u32 {
+    fn pick(&mut self, list: u8, tail: u32, block_of: impl Fn(u32) -> u64) -> u32 {
         if !self.faults.any_failed() {
             return tail;
         }
@@ -93,7 +90,7 @@ impl Victim for PerDisk {
                 continue;
             }
             let ts = self.ts[t as usize];
-            pick.offer(t, gts - ts, self.faults.penalty(self.block[t as usize]), ts);
+            pick.offer(t, gts - ts, self.faults.penalty(block_of(t)), ts);
         }
         pick.best().expect("non-empty list")
     }

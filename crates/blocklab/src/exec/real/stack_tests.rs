@@ -9,24 +9,15 @@ use std::sync::Arc;
 use super::rebuild::RebuildOptions;
 use super::stack::{array_config, RealStack};
 use super::{OpenConfig, RealArray};
-use crate::stack::build::{build, Executor};
 use crate::stack::result::StackResult;
-use crate::stack::spec::{Origin, StackSpec};
+use crate::stack::spec::StackSpec;
+use crate::stack::test_util::{self, parse_spec};
 use crate::trace::{self, Op, Request, TraceOptions};
 
 const MEMBER: u64 = 4 << 20;
 
 fn spec(text: &str, sets: &[&str]) -> StackSpec {
-    let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
-    StackSpec::from_str_with(
-        text,
-        &sets,
-        Origin {
-            file: "stack.toml".into(),
-            dir: PathBuf::new(),
-        },
-    )
-    .unwrap()
+    parse_spec(text, sets, "stack.toml", PathBuf::new()).unwrap()
 }
 
 /// A RAID stack with host caches; `{level}`, `{disks}`, `{caches}` filled in.
@@ -114,14 +105,7 @@ fn wsrch(n: usize, size: u64) -> Vec<Request> {
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
     let mut s = s.clone();
     s.array.as_mut().unwrap().disk_size = Some(crate::stack::spec::NumOrStr::Int(MEMBER));
-    let mut st = build(&s, Executor::Count, None).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    test_util::counted(&s, reqs, None)
 }
 
 /// `reqs` through the stack on real bytes (writes carry a pattern), then a FLUSH.

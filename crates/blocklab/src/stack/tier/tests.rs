@@ -77,14 +77,7 @@ fn survey_of(s: &StackSpec, reqs: &[Request]) -> Survey {
 
 fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
     let sv = survey_of(s, reqs);
-    let mut st = build(s, Executor::Count, Some(&sv)).unwrap();
-    for r in reqs {
-        st.count_request(r).unwrap();
-    }
-    st.count_finish().unwrap();
-    let mut out = st.result("count");
-    out.finish();
-    out
+    crate::stack::test_util::counted(s, reqs, Some(&sv))
 }
 
 fn timed(s: &StackSpec, reqs: &[Request]) -> StackResult {
