@@ -20,6 +20,8 @@
 //!   (the volume is lost) or block semantics (what a file needs is readable).
 //! * [`space`]: metadata space overhead (Table 1) and the counted write cost
 //!   of metadata replication under a Postmark-like workload (Table 2).
+//! * [`classify`]: the seam on real bytes: a `Classifier` sees the file
+//!   system's writes and answers with the actions the array carries out.
 //! * [`model`]: the glue: a namespace copied into the ext2 model, its I/O
 //!   fed through the layer.
 //! * [`workload`]: annotated traces of model workloads (Postmark, Fig 7's
@@ -27,6 +29,7 @@
 //!   array (`stack::dgraid_target`) places them.
 
 pub mod avail;
+pub mod classify;
 pub mod layer;
 pub mod live;
 pub mod model;

@@ -1,0 +1,51 @@
+//! Where a D-GRAID array learns what a block is: the seam between the
+//! placement layer ([`super::layer::Dgraid`]) on real bytes and whatever
+//! tells it each block's owner and kind.
+//!
+//! The simulators read tags from annotated traces or from the ext2 model.
+//! On real bytes nothing is annotated: a [`Classifier`] sees every write of
+//! the file system's blocks, as the paper's semantically-smart disk does, and
+//! answers with [`Action`]s the array carries out. Two classifiers exist or
+//! will: inference from the bytes alone (`infer`, Alexander's), and one that
+//! is told the answer (from `debugfs` of the finished image), the
+//! annotation-driven placement inference is measured against.
+
+use crate::fsmodel::geometry::Geometry;
+use crate::fsmodel::kind::Tag;
+
+/// What the array must do after a write (or at a flush).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// The file system's layout became known (its superblock was written
+    /// and parsed): the placement layer can be built from it.
+    Geometry(Geometry),
+    /// Store these contents of fs block `block` as `tag` says (a first
+    /// placement or an overwrite). A block the classifier had deferred comes
+    /// back this way, with the contents it held.
+    Store { block: u64, tag: Tag, data: Vec<u8> },
+    /// Fs block `block`, already stored, belongs elsewhere (its owner became
+    /// known, or it was freed and reused by another file): move its stored
+    /// contents to where `tag` places it.
+    Retag { block: u64, tag: Tag },
+    /// The file system's block bitmap shows `block` free: the live-block
+    /// map drops it (its copies may be released).
+    Free { block: u64 },
+}
+
+/// The file system's writes in, the array's actions out. Blocks are fs
+/// blocks (`Geometry::block_size` bytes each); `data` is whole blocks.
+pub trait Classifier: Send {
+    /// A write of `data` (a whole number of blocks) starting at fs block
+    /// `block`. Blocks it cannot place yet are held (deferred) and not in
+    /// the answer; the classifier keeps their newest contents.
+    fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action>;
+
+    /// The newest contents of a block held deferred, so that a read of it
+    /// returns what was written.
+    fn deferred(&self, block: u64) -> Option<&[u8]>;
+
+    /// The file system asked for a flush: every deferred block must reach
+    /// the array (placed as well as the classifier can; a later write may
+    /// retag it).
+    fn flush(&mut self) -> Vec<Action>;
+}
