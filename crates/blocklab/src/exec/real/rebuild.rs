@@ -128,6 +128,13 @@ impl RebuildOptions {
     }
 }
 
+/// The wall clock, in seconds since the Unix epoch.
+pub(super) fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// What a rebuild run did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RebuildReport {
@@ -170,6 +177,13 @@ pub struct RebuildReport {
     pub order_stats: BTreeMap<String, u64>,
     /// Blocks that could not be produced (now on the bad-block list).
     pub unrecoverable_blocks: u64,
+    /// When the run started and ended, in seconds since the Unix epoch (the
+    /// server's clock when served), so that a caller can cut a replay's
+    /// per-request log (`real replay --log`) at the rebuild's own ends.
+    #[serde(default)]
+    pub started_unix_s: f64,
+    #[serde(default)]
+    pub finished_unix_s: f64,
 }
 
 /// The wall clock since the array was opened, and its user requests.
@@ -293,6 +307,7 @@ impl RealArray {
             ..Default::default()
         };
         let t0 = Instant::now();
+        report.started_unix_s = unix_now_s();
         let workers = if self_limited {
             self.cfg.disks as usize + 2
         } else {
@@ -345,6 +360,7 @@ impl RealArray {
         };
         report.rows_done = end.saturating_sub(resumed_from);
         report.seconds = t0.elapsed().as_secs_f64();
+        report.finished_unix_s = unix_now_s();
         report.avg_kbps = if report.seconds > 0.0 {
             (report.rows_done * row_kib) as f64 / report.seconds
         } else {
