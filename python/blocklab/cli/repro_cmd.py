@@ -256,26 +256,36 @@ def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, pol
         fail(str(e))
     rows = vr.summary(p, runs, sims)
     md = vr.markdown(p, runs, rows, vr.claims(p, rows), _command_line())
-    vr.runs_csv(runs, outdir / "vdf-real-runs.csv")
-    vr.runs_csv(sims, outdir / "vdf-real-sim.csv")
+    from blocklab.repro.real_runs import write_csv
+
+    write_csv(runs, outdir / "vdf-real-runs.csv")
+    write_csv(sims, outdir / "vdf-real-sim.csv")
     (outdir / "vdf-real-report.md").write_text(md)
     _wrote(outdir, ["vdf-real-runs.csv", "vdf-real-sim.csv", "vdf-real-report.md"], md)
 
 
 @repro_app.command("pro")
 def pro(
-    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md."),
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md (--real: repro-pro-real: pro-real-runs.csv, pro-real-sim.csv, pro-real-report.md)."),
     only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
     idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
     workers: int = typer.Option(2, "--workers", "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    real: bool = typer.Option(False, "--real", help="One or two cells of Tables 3/4 on real bytes: md and pro rebuilding member files in the server while the trace is replayed through it; beside the timed simulator on the same array and trace (--out default repro-pro-real)."),
+    cells: Optional[str] = typer.Option(None, "--cells", help="--real: the cells, TRACE:DISKS of a RAID-5 (default ws:5, and fin:5 when ../shared holds it)."),
+    repeat: int = typer.Option(3, "--repeat", help="--real: rounds of md and pro (alternating within a round); the spread is printed."),
+    member_size: str = typer.Option("64MiB", "--member-size", help="--real: bytes per member file."),
 ) -> None:
     """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
     from pathlib import Path
 
     from blocklab.cli.common import fail
     from blocklab.repro import pro as rp
+
+    if real:
+        _pro_real(cells, repeat, member_size, out if out != "repro-pro" else "repro-pro-real")
+        return
 
     if idle not in ("md2611", "md6", "simple"):
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
@@ -302,6 +312,43 @@ def pro(
     (outdir / "pro-report.md").write_text(md)
     _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-sensitivity.csv", "pro-fig1.png",
                     "pro-sensitivity.png", "pro-report.md"], md)
+
+
+def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> None:
+    from pathlib import Path
+
+    from blocklab import _core
+    from blocklab.cli.common import fail
+    from blocklab.repro import pro_real as pr
+
+    try:
+        chosen = pr.parse_cells(cells) if cells else pr.default_cells()
+    except ValueError as e:
+        fail(str(e))
+    if not chosen:
+        fail("--cells: no cell given")
+    if repeat < 1:
+        fail(f"--repeat must be at least 1, not {repeat}")
+    try:
+        member = _core.parse_bytes(member_size)
+    except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
+        fail(f"--member-size: {e}")
+    if member <= 0 or member % (64 * 1024):
+        fail(f"--member-size `{member_size}`: a positive multiple of the 64 KiB chunk")
+    outdir = Path(out)
+    try:
+        runs, sims, notes = pr.run(chosen, outdir, repeat=repeat, member=member,
+                                   progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (RuntimeError, ValueError, OSError) as e:
+        fail(str(e))
+    rows = pr.summary(chosen, runs, sims)
+    md = pr.markdown(rows, runs, pr.claims(rows), notes, member, _command_line())
+    from blocklab.repro.real_runs import write_csv
+
+    write_csv(runs, outdir / "pro-real-runs.csv")
+    write_csv(sims, outdir / "pro-real-sim.csv")
+    (outdir / "pro-real-report.md").write_text(md)
+    _wrote(outdir, ["pro-real-runs.csv", "pro-real-sim.csv", "pro-real-report.md"], md)
 
 
 @repro_app.command("disks")

@@ -251,6 +251,24 @@ def median(values: list[float]) -> float:
     return statistics.median(v) if v else float("nan")
 
 
+def noisy(gains: list[float]) -> bool:
+    """Whether repeated gains disagree in sign: the effect is within this machine's noise."""
+    v = [x for x in gains if x == x]
+    return len(v) > 1 and min(v) < 0 < max(v)
+
+
+def judge_repeated(paper: float, gains: list[float], judge=None) -> tuple[str, str]:
+    """The verdict on the median of repeated gains (`verdicts.judge`, or `judge`), and a note:
+    when the repeats disagree in sign a median near the paper's is luck, not a match, so
+    `matched` becomes `trend` and the note says so."""
+    from blocklab.repro import verdicts
+
+    v = (judge or verdicts.judge)(paper, median(gains))
+    if noisy(gains):
+        return ("trend" if v == "matched" else v), "; the repeats disagree in sign: within this machine's noise"
+    return v, ""
+
+
 def order_for(repeat: int, items: list) -> list:
     """`items` rotated by `repeat`, so that over the repeats each runs first, second, ...
     equally often (drift of the machine spreads over all of them)."""
@@ -265,3 +283,14 @@ def env_note() -> str:
     except OSError:
         load = float("nan")
     return f"{os.cpu_count()} CPUs, load {load:.1f} at the start"
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    """Rows (dicts) as CSV, one column per key any row has."""
+    import csv
+
+    keys = sorted({k for r in rows for k in r})
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
