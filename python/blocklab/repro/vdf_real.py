@@ -320,6 +320,24 @@ def summary(p: Plan, runs: list[dict], sims: list[dict]) -> list[dict]:
     return out
 
 
+def pooled(p: Plan, rows: list[dict]) -> list[str]:
+    """Every (disks, repeat) pair of a base and its VDF variant together: in how many VDF did
+    better, and the median gain; one line per figure and base."""
+    out = []
+    keys = [("rebuild", "rebuild_s_gain", "rebuild time saved")] + \
+        [("rate", f"rate_{t}_gain", f"service rate at {t} outstanding") for t in p.outstanding]
+    for base in ("lru", "lfu"):
+        mine = [r for r in rows if r["base"] == base]
+        if not mine:
+            continue
+        for _kind, key, what in keys:
+            g = [x for r in mine for x in r[key] if x == x]
+            if g:
+                out.append(f"VDF-{base.upper()}, {what}: better in {sum(1 for x in g if x > 0)} of {len(g)} pairs, "
+                           f"median {rr.median(g):+.1f} % (simulated: {rr.median([r[key.replace('_gain', '_sim_gain')] for r in mine]):+.1f} %)")
+    return out
+
+
 def best(rows: list[dict], base: str, key: str) -> tuple[float, dict | None]:
     """The largest median paired gain over the disk counts, and its row."""
     cands = [(rr.median(r[key]), r) for r in rows if r["base"] == base]
@@ -413,6 +431,8 @@ def markdown(p: Plan, runs: list[dict], rows: list[dict], claim_rows, command: s
             suffix = "base" if pol == r["base"] else "vdf"
             L.append(f"| {r['disks']} | {pol} | {r[f'rebuild_s_sim_{suffix}']:.2f} | "
                      f"{r[f'rate_{big}_sim_{suffix}']:,.0f} |")
+    L += ["", "Pooled over the disk counts and repeats (each pair: a base and its VDF variant in one repeat):", ""]
+    L += [f"- {x}" for x in pooled(p, rows)]
     bad = [x for x in runs if x["errors"] or not x["rebuild_finished"] or x["check_mismatches"]
            or x["check_degraded_skipped"]]
     uncovered = sum(1 for x in runs if not x["load_covered"])
