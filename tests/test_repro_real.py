@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from realkit import run
+from realkit import Server, cache, js, run, stack_file
 
 
 def rows(path: Path) -> list[dict]:
@@ -97,3 +97,35 @@ def test_repeated_gains_of_both_signs_are_never_a_match():
     assert judge_repeated(28.4, [30.0, 5.0, 31.0]) == ("matched", "")
     assert judge_repeated(28.4, [-30.0, 5.0, -31.0])[0] == "contradicted"
     assert spread([3.0, 1.0, 2.0]) == "2.00 (1.00–3.00)" and spread([1.5]) == "1.50"
+
+
+def test_a_served_stack_replays_in_phases_through_its_server_with_a_log(tmp_path):
+    """`real replay` of a served stack goes through the server (any --outstanding), `--skip` / `--limit`
+    cut the trace, and `--log` has one line per request issued, on the Unix clock."""
+    import time
+
+    f = stack_file(tmp_path, "s", cache("vdf-lru", 64, "through"))
+    d = tmp_path / "arr"
+    run("real", "create", d, "--stack", f, "--disk-size", "1MiB")
+    trace = tmp_path / "t.csv"
+    trace.write_text("timestamp,op,offset,size\n" + "".join(f"{i * 0.001:.3f},R,{(i % 50) * 4096},4096\n"
+                                                         for i in range(100)))
+    srv = Server(d)
+    try:
+        before = time.time()
+        r = js("real", "replay", d, "--trace", trace, "--format", "csv", "--replay", "closed", "--outstanding", "8",
+               "--skip", "30", "--limit", "40", "--log", tmp_path / "log.csv")
+        after = time.time()
+        assert (r["target"], r["requests"], r["errors"]) == ("nbd", 40, 0)
+        lines = (tmp_path / "log.csv").read_text().splitlines()
+        assert lines[0] == "issued_unix_s,op,offset,bytes,response_ms,ok" and len(lines) == 41
+        offs = sorted(int(x.split(",")[2]) // 4096 for x in lines[1:])
+        assert offs == sorted(i % 50 for i in range(30, 70))
+        assert all(before - 1 <= float(x.split(",")[0]) <= after + 1 for x in lines[1:])
+        # The server's stack saw those 40 reads.
+        st = js("real", "status", d)
+        assert st["stack"]["layers"][0]["accesses"] == 40
+    finally:
+        srv.ensure_dead()
+    p = run("real", "replay", d, "--trace", trace, "--format", "csv", "--skip", "-1", check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--skip" in p.stderr, p.stderr
