@@ -94,7 +94,8 @@ def one_run(d: Path, order: str, trace: str, speedup: float, log: Path) -> dict:
     c = rr.check(d)
     return {"order": order, "rebuild_s": rb["seconds"], "rebuild_finished": rb["finished"],
             "rebuild_rows": rb["rows_done"], "rows_total": rb["rows_total"], "avg_kbps": rb["avg_kbps"],
-            "user_requests_seen": rb["user_requests_seen"], "pauses": rb["pauses"], "steps": rb["steps"],
+            "user_requests_seen": rb["user_requests_seen"], "user_member_sectors": rb["user_member_sectors"],
+            "pauses": rb["pauses"], "steps": rb["steps"],
             "max_in_flight": rb["max_in_flight"], "resp_during_ms": during["avg_ms"],
             "p95_during_ms": during["p95_ms"], "requests_during": during["requests"],
             "requests": r["requests"], "reads": r["reads"], "writes": r["writes"], "errors": r["errors"],
@@ -175,6 +176,11 @@ def summary(cells: list[Cell], runs: list[dict], sims: list[dict]) -> list[dict]
             "kbps_md": [r["avg_kbps"] for r in md], "seen_md": [r["requests_during"] for r in md],
             "kbps_pro": [r["avg_kbps"] for r in pro],
             "pauses_md": [r["pauses"] for r in md], "pauses_pro": [r["pauses"] for r in pro],
+            # The users' member I/O the idle test saw, per user request and per second of rebuild.
+            "sect_req_md": [r["user_member_sectors"] / max(1, r["user_requests_seen"]) for r in md],
+            "sect_req_pro": [r["user_member_sectors"] / max(1, r["user_requests_seen"]) for r in pro],
+            "sect_s_md": [r["user_member_sectors"] / r["rebuild_s"] for r in md],
+            "sect_s_pro": [r["user_member_sectors"] / r["rebuild_s"] for r in pro],
             "rb_gain": [improvement(a["rebuild_s"], b["rebuild_s"]) for a, b in zip(md, pro)],
             "sim_resp_md": smd["resp_during_ms"], "sim_resp_pro": spro["resp_during_ms"],
             "sim_resp_gain": improvement(smd["resp_during_ms"], spro["resp_during_ms"]),
@@ -255,12 +261,16 @@ def markdown(rows: list[dict], runs: list[dict], claim_rows, notes: list[str], m
                  f"{r['sim_resp_gain']:+.1f} | {p3} | {rr.spread(r['rb_md'])} | {rr.spread(r['rb_pro'])} | "
                  f"{rr.spread(r['rb_gain'], '{:+.1f}')} | {r['sim_rb_md']:.1f} / {r['sim_rb_pro']:.1f} | "
                  f"{r['sim_rb_gain']:+.1f} | {p4} |")
-    L += ["", "MD's speed rule on real bytes (median over the repeats): the rebuild's mean speed and the times "
-          "the `md2611` rule slept 250 ms because the members were busy with users:", "",
-          "| cell | md KiB/s | pro KiB/s | md pauses | pro pauses |", "|---|---:|---:|---:|---:|"]
+    L += ["", "MD's speed rule on real bytes (median over the repeats): the rebuild's mean speed, the times "
+          "the `md2611` rule slept 250 ms because the members were busy with users, and the users' member I/O "
+          "its idle test saw (sectors per user request, and per second of rebuild):", "",
+          "| cell | md KiB/s | pro KiB/s | md pauses | pro pauses | md sect./req. | pro sect./req. | md sect./s | "
+          "pro sect./s |", "|---|" + "---:|" * 8]
     for r in rows:
         L.append(f"| {r['cell']} | {rr.median(r['kbps_md']):,.0f} | {rr.median(r['kbps_pro']):,.0f} | "
-                 f"{rr.median(r['pauses_md']):.0f} | {rr.median(r['pauses_pro']):.0f} |")
+                 f"{rr.median(r['pauses_md']):.0f} | {rr.median(r['pauses_pro']):.0f} | "
+                 f"{rr.median(r['sect_req_md']):.1f} | {rr.median(r['sect_req_pro']):.1f} | "
+                 f"{rr.median(r['sect_s_md']):,.0f} | {rr.median(r['sect_s_pro']):,.0f} |")
     bad = [x for x in runs if x["errors"] or not x["rebuild_finished"] or x["check_mismatches"]
            or x["check_degraded_skipped"]]
     L += ["", f"Checks: {len(runs)} real runs; rebuild finished and `real check` clean in {len(runs) - len(bad)}; "

@@ -167,6 +167,10 @@ pub struct RebuildReport {
     pub max_in_flight: u64,
     /// User requests shown to the order's access monitor.
     pub user_requests_seen: u64,
+    /// The member sectors those requests' plans touched (what the speed
+    /// rule's idle test counts as the users' I/O), summed over the members.
+    #[serde(default)]
+    pub user_member_sectors: u64,
     /// Times the order started over because the members changed.
     pub restarts: u64,
     /// Checkpoints of the map, and the runs of rows beyond the offset the
@@ -615,6 +619,7 @@ impl Run<'_> {
         for ev in &events {
             for op in ev.plan.disk_ops() {
                 s.pacing.user_io(op.disk as usize, op.nblocks as u64 * spb);
+                report.user_member_sectors += op.nblocks as u64 * spb;
             }
             s.strategy
                 .observe_user(&live.array, ev.blocks.clone(), &ev.plan, ev.at_ns);

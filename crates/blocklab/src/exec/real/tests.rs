@@ -913,6 +913,25 @@ fn replay_reports_response_times_locally_and_through_a_server() {
     assert_eq!(got, want);
 }
 
+/// The rebuild report counts the member sectors of the users' requests the
+/// speed rule's idle test saw (hand-worked): on a RAID-5 of 4 with member 0
+/// rebuilding and nothing rebuilt yet, a read of a block of member 0 is
+/// reconstructed from the three others (3 x 8 sectors), a read of a block of
+/// member 1 reads it alone (8 sectors).
+#[test]
+fn the_rebuild_report_counts_the_users_member_sectors_it_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), false);
+    fail_and_replace(&a, &[0]);
+    let mut buf = vec![0u8; 4096];
+    // Left-symmetric: row 0 holds data chunks on members 0, 1, 2 (8 KiB = 2 blocks each).
+    a.read(0, &mut buf).unwrap();
+    a.read(8192, &mut buf).unwrap();
+    let r = run_rebuild(&a, &RebuildOptions::unthrottled()).unwrap();
+    assert!(r.finished);
+    assert_eq!((r.user_requests_seen, r.user_member_sectors), (2, 3 * 8 + 8));
+}
+
 /// `--skip` / `--limit` cut a stream into phases (a warm-up, then the
 /// measured part) and `--log` writes one line per request, on the Unix clock
 /// a rebuild report uses: the lines are exactly the requests issued, with
