@@ -16,7 +16,6 @@ trace file a run replays, starts and stops the server, and reads the logs.
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import statistics
@@ -274,15 +273,6 @@ def order_for(repeat: int, items: list) -> list:
     equally often (drift of the machine spreads over all of them)."""
     k = repeat % len(items)
     return items[k:] + items[:k]
-
-
-def env_note() -> str:
-    """The machine, for the report's provenance line."""
-    try:
-        load = os.getloadavg()[0]
-    except OSError:
-        load = float("nan")
-    return f"{os.cpu_count()} CPUs, load {load:.1f} at the start"
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
