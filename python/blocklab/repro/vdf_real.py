@@ -121,7 +121,10 @@ def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: i
         trace = Trace(str(src), "csv", "built-in Zipf(0.9) reads over 6,000 blocks (seed 1)")
     path = out / "trace.csv"
     full = rr.prepare_trace(trace.path, trace.format, path, reads_only=True)
-    t0 = full.times[0] if full.times else 0.0
+    if full.requests < 10 * (len(outstanding) + 1):
+        raise ValueError(f"{trace.path}: {full.requests} reads: too few for a warm-up and "
+                         f"{len(outstanding) + 1} measured parts (the recipe replays reads only)")
+    t0 = full.times[0]
     warm = sum(1 for t in full.times if t - t0 < warmup_s)
     k = len(outstanding) + 1
     if warm + k * part > full.requests:
