@@ -203,3 +203,19 @@ def test_real_replay_of_per_tenant_traces_decides_as_the_counted_run(tmp_path):
         assert [x["name"] for x in real["real"]["tenants"]] == ["web", "db"]
         assert real["real"]["tenants"][1]["response"]["requests"] == 1500
 
+
+def test_repro_eci_real_end_to_end_small(tmp_path):
+    out = tmp_path / "eci"
+    p = run("repro", "eci", "--real", "--synthetic", "--requests", "400", "--repeats", "2", "--tier-blocks", "300",
+            "--out", out, timeout=600)
+    assert "| centaur | yes |" in p.stdout and "| eci | yes |" in p.stdout, p.stdout
+    assert "share one VM disk" in p.stdout and "paper" in p.stdout
+    res = json.loads((out / "eci-real.json").read_text())
+    assert res["same_decisions"] == {"centaur": True, "eci": True}
+    assert len(res["real"]["eci"]) == 2 and len(res["real"]["eci"][0]["real"]["tenants"]) == 3
+    assert "[[tenant]]" in (out / "eci-real-eci.toml").read_text()
+    # The stack the recipe wrote runs counted from the command line as well, with the same tier figures.
+    c = js("run", out / "eci-real-eci.toml", "-t", out / "eci-real-mix.csv", "--format", "csv", "--executor", "count")
+    assert c["tier"]["ssd_writes"] == res["counted"]["eci"]["tier"]["ssd_writes"]
+    p = run("repro", "eci", "--real", "--repeats", "0", "--out", out, check=False)
+    assert p.returncode == 2 and "--repeats" in p.stderr
