@@ -233,10 +233,11 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
         if s.replay.reads_only != first.replay.reads_only
             || counted_order(s, traces) != counted_order(first, traces)
             || s.tenant_map != first.tenant_map
+            || s.tenant_volumes()? != first.tenant_volumes()?
             || s.block_size() != first.block_size()
         {
             return Err(Error::config(
-                "stacks run together must agree on replay.reads_only, replay.sort, tenant_map and block_size",
+                "stacks run together must agree on replay.reads_only, replay.sort, tenant_map, [[tenant]] and block_size",
             ));
         }
     }
