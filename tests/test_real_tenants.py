@@ -74,6 +74,15 @@ def test_serve_offers_one_export_per_tenant_and_no_default(tmp_path):
         for name in ("nosuch", ""):
             with pytest.raises(NbdError, match="0x80000006"):
                 Nbd(srv.host, srv.port, name)
+        # base:allocation in the tenant's own offsets: what it wrote is data (held dirty in the tier), the rest holes.
+        c = Nbd(srv.host, srv.port, "db")
+        c.write(1 << 20, b"\x5a" * (64 << 10))
+        c.flush()
+        c.close()
+        m = json.loads(subprocess.run(["nbdinfo", "--map", "--json", f"{url}/db"], capture_output=True, text=True,
+                                      check=True, timeout=60).stdout)
+        data = [(e["offset"], e["length"]) for e in m if e["type"] & 1 == 0]
+        assert data == [(1 << 20, 64 << 10)], m
         p = subprocess.run(["nbdinfo", f"{url}/nosuch"], capture_output=True, text=True, timeout=60)
         # libnbd reports NBD_REP_ERR_UNKNOWN as ENOENT.
         assert p.returncode != 0 and "no such file or directory for export: nosuch" in p.stderr.lower(), p.stderr
