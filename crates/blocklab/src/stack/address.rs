@@ -189,7 +189,7 @@ impl Survey {
                 Some(&v) if end > v => {
                     return Err(Error::key(
                         file,
-                        &format!("tenant.{t}.size"),
+                        format!("tenant.{t}.size"),
                         format!("the trace reaches block {} of tenant {t}, past its {v} blocks", end - 1),
                     ))
                 }

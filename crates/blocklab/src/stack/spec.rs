@@ -844,7 +844,7 @@ impl StackSpec {
         for (i, t) in self.tenant.iter().enumerate() {
             let key = format!("tenant.{i}.size");
             let bytes = crate::array::parse_bytes(&t.size.text()).map_err(|e| o.err(&key, e))?;
-            if bytes == 0 || bytes % bs != 0 {
+            if bytes == 0 || !bytes.is_multiple_of(bs) {
                 return Err(o.err(
                     &key,
                     format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),

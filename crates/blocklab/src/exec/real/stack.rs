@@ -288,7 +288,7 @@ fn composed(spec: &StackSpec, array: &RealArray) -> Result<(Composed, Vec<Volume
             ),
         ));
     }
-    let (vols, survey) = volumes(spec, array.size_bytes() / real.block_size as u64)?;
+    let (vols, survey) = volumes(spec, array.size_bytes() / real.block_size)?;
     Ok((build(&real_spec(spec, real), Executor::Count, Some(&survey))?, vols))
 }
 
@@ -300,7 +300,7 @@ fn with_tenants(file: &Path, text: &str, tenants: &[(String, String)]) -> Result
         return Ok(text.to_string());
     }
     let shown = file.display().to_string();
-    let declared = toml::from_str::<toml::Table>(text).map_or(false, |t| t.contains_key("tenant"));
+    let declared = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("tenant"));
     if declared {
         return Err(Error::config(format!(
             "--tenants: {shown} declares [[tenant]] itself; give one or the other"

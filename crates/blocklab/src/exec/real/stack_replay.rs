@@ -44,11 +44,13 @@ fn summary(l: &Latencies) -> ResponseSummary {
 }
 
 type Requests = Box<dyn Iterator<Item = Result<Request>>>;
+/// Requests with the index of the trace each came from.
+type Tagged<'a> = Box<dyn Iterator<Item = Result<(usize, Request)>> + 'a>;
 
 /// The requests of `traces` merged by time since each trace's first request
 /// (ties: the earlier trace first), with the index of the trace each came
 /// from: the order `blocklab run` gives a counted run of several traces.
-fn merged(traces: &[String], topts: &TraceOptions) -> Result<Box<dyn Iterator<Item = Result<(usize, Request)>>>> {
+fn merged(traces: &[String], topts: &TraceOptions) -> Result<Tagged<'static>> {
     let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
     let mut readers = Vec::new();
     for t in traces {
@@ -103,7 +105,7 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
         [one] => Some(trace::open(Path::new(one), &topts)?),
         _ => None,
     };
-    let requests: Box<dyn Iterator<Item = Result<(usize, Request)>>> = match single.as_mut() {
+    let requests: Tagged<'_> = match single.as_mut() {
         Some(r) => Box::new(r.by_ref().map(|x| x.map(|r| (0, r)))),
         None => merged(&opts.traces, &topts)?,
     };

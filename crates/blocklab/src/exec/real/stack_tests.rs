@@ -1044,7 +1044,7 @@ fn a_partitioned_write_back_tier_keeps_every_flushed_write_of_every_tenant_acros
             let u = rng(&mut seed) % 1000;
             let b = (u * u / 1000) * blocks / 1000;
             clock += 0.001;
-            if rng(&mut seed) % 3 == 0 {
+            if rng(&mut seed).is_multiple_of(3) {
                 let mut buf = vec![0u8; 4096];
                 st.read_at(t as u32, Some(clock), b * 4096, &mut buf).unwrap();
                 assert_eq!(
