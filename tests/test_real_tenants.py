@@ -62,7 +62,8 @@ def test_serve_offers_one_export_per_tenant_and_no_default(tmp_path):
     _, d = two_tenants(tmp_path, "two", tier("centaur"))
     srv = Server(d)
     try:
-        assert "nbd://" in srv.banner and "/web" in srv.banner and "/db" in srv.banner, srv.banner
+        assert f"nbd://{srv.host}:{srv.port}/web nbd://{srv.host}:{srv.port}/db" in srv.banner, srv.banner
+        assert srv.name == "web" and "2 tenants" in srv.banner
         url = f"nbd://{srv.host}:{srv.port}"
         out = subprocess.run(["nbdinfo", "--list", "--json", url], capture_output=True, text=True, check=True,
                              timeout=60).stdout

@@ -157,7 +157,7 @@ def serve(
         i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
         what = "the stack of " if _core.real_has_stack(d) else ""
         exports = i.get("exports") or [i["export"]]
-        where = ", ".join(f"nbd://{i['nbd']}/{e}" for e in exports)
+        where = " ".join(f"nbd://{i['nbd']}/{e}" for e in exports)  # (one URI per word)
         tenants = f", {len(exports)} tenants, one export each," if exports != [name] else ""
         print(f"serving {what}{dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']})"
               f"{tenants} on {where}", flush=True)
