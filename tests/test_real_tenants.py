@@ -212,6 +212,12 @@ def test_real_replay_of_per_tenant_traces_decides_as_the_counted_run(tmp_path):
         assert counted["array"]["ops_by_cause"] == real["array"]["ops_by_cause"], partitioner
         assert [x["name"] for x in real["real"]["tenants"]] == ["web", "db"]
         assert real["real"]["tenants"][1]["response"]["requests"] == 1500
+    # Bad input: a tenant the stack does not declare, a request past its tenant's volume: one line, exit 2.
+    (tmp_path / "t3.csv").write_text("0.1,R,0,4096,0\n0.2,R,0,4096,3\n")
+    (tmp_path / "past.csv").write_text("0.1,R,3145728,4096,1\n")
+    for t, what in (("t3.csv", "tenant 3: the stack declares 2 tenants"), ("past.csv", "past the end of tenant 1's volume")):
+        p = run("real", "replay", d, "-t", tmp_path / t, "--format", "csv", "--replay", "closed", check=False)
+        assert p.returncode == 2 and what in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
 def test_repro_eci_real_end_to_end_small(tmp_path):

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::server_of;
-use super::replay::{fill_pattern, place, ReplayOptions};
+use super::replay::{fill_pattern, place_in, ReplayOptions};
 use super::stack::{stack_file, RealStack};
 use super::RealArray;
 use crate::error::{Error, Result};
@@ -149,7 +149,11 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
             } else {
                 Instant::now()
             };
-            let (op, off, len) = place(&r, size, opts.wrap, trace_path)?;
+            let target = match tenants {
+                true => format!("tenant {tenant}'s volume"),
+                false => "the array".to_string(),
+            };
+            let (op, off, len) = place_in(&r, size, opts.wrap, trace_path, &target)?;
             buf.resize(len as usize, 0);
             let clock = Some(r.time);
             let ok = match op {
