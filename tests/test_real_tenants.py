@@ -99,6 +99,10 @@ def test_create_tenants_flag_and_one_volume_default(tmp_path):
     d = tmp_path / "t"
     run("real", "create", d, "--stack", s, "--tenants", "alpha=1MiB,beta=2MiB")
     assert "[[tenant]]" in (d / "stack.toml").read_text()
+    st = js("real", "status", d)["stack"]["real"]["exports"]
+    assert [(e["name"], e["offset_bytes"], e["size_bytes"]) for e in st] == [("alpha", 0, 1 << 20),
+                                                                             ("beta", 1 << 20, 2 << 20)]
+    assert "export 'beta'" in run("real", "status", d).stdout
     srv = Server(d)
     try:
         a, b = Nbd(srv.host, srv.port, "alpha"), Nbd(srv.host, srv.port, "beta")

@@ -207,6 +207,13 @@ def _print_layers(s: dict) -> None:
     for l in s["layers"]:
         print(f"    {l['name']:<14} {l['policy']} {l['write']}, {l['cache_blocks']} blocks: {l['accesses']} accesses, "
               f"{l['hits']} hits, {l['dirty_evictions']} dirty evictions, {l['flushed_blocks']} flushed")
+    t = s.get("tier")
+    if t:
+        print(f"    {'tier':<14} {t['partitioner']}, {t['size']} frames (tier.img): {t['accesses']} accesses, "
+              f"{t['read_hits']} read hits, {t['ssd_writes']} SSD writes, {t['destaged']} destaged, "
+              f"{t['windows']} windows")
+    for e in (s.get("real") or {}).get("exports") or []:
+        print(f"    export {e['name']!r:<8} tenant {e['tenant']}, {e['size_bytes']} bytes at stack byte {e['offset_bytes']}")
 
 
 @app.command("fail")

@@ -673,6 +673,17 @@ impl RealStack {
         out.real = Some(crate::stack::result::RealFigures {
             partial_block_reads: inner.exec.blocks.partial_block_reads,
             flushes: inner.flushes,
+            exports: match self.has_tenants() {
+                true => (self.volumes.iter().enumerate())
+                    .map(|(i, v)| crate::stack::result::RealExport {
+                        tenant: i as u32,
+                        name: v.name.clone(),
+                        offset_bytes: v.first * self.bs,
+                        size_bytes: v.blocks * self.bs,
+                    })
+                    .collect(),
+                false => Vec::new(),
+            },
             ..Default::default()
         });
         out.finish();
