@@ -38,7 +38,7 @@ use super::scrub::ScrubReport;
 use super::stack::RealStack;
 use super::{is_open_elsewhere, OpenConfig, RealArray, ReqError, Status};
 use crate::error::{Error, Result};
-use crate::nbd::server::{serve as nbd_serve, ServerConfig, ServerHandle};
+use crate::nbd::server::{serve_exports, ServerConfig, ServerHandle};
 use crate::nbd::{Export, ExportError};
 
 pub const SERVE_FILE: &str = "serve.json";
@@ -58,7 +58,11 @@ pub struct ServeInfo {
     pub pid: u32,
     /// The NBD address (`127.0.0.1:PORT`).
     pub nbd: String,
+    /// The export (a stack with tenants: the first tenant's).
     pub export: String,
+    /// Every export served (a stack with tenants: one per tenant).
+    #[serde(default)]
+    pub exports: Vec<String>,
     pub control: String,
     pub token: String,
 }
@@ -185,16 +189,20 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         },
     )?);
     let stack = RealStack::load(dir, &array)?.map(Arc::new);
-    let export: Arc<dyn Export> = match &stack {
-        Some(s) => s.clone(),
-        None => array.clone(),
+    // A stack with tenants offers one export per tenant, peers (no default
+    // export); otherwise one export, `--name`, also under the empty name.
+    let exports: Vec<(String, Arc<dyn Export>)> = match &stack {
+        Some(s) => s.exports(&opts.name),
+        None => vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)],
     };
-    let nbd = nbd_serve(
+    let peers = stack.as_ref().is_some_and(|s| s.has_tenants());
+    let names: Vec<String> = exports.iter().map(|(n, _)| n.clone()).collect();
+    let nbd = serve_exports(
         listener,
-        export,
+        exports,
         ServerConfig {
-            name: opts.name.clone(),
             threads: opts.threads,
+            empty_name_is_first: !peers,
             ..Default::default()
         },
     )
@@ -206,7 +214,8 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     let info = ServeInfo {
         pid: std::process::id(),
         nbd: nbd.addr().to_string(),
-        export: opts.name.clone(),
+        export: names[0].clone(),
+        exports: names,
         control: control
             .local_addr()
             .map_err(|e| Error::io("control socket", e))?
