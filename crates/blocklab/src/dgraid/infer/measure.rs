@@ -10,6 +10,8 @@
 //! every write (the annotation-driven placement). A block is misplaced in a
 //! layer when its first copy is not on the home site that layer gave the
 //! block's true placement unit (static metadata: when it has no copy).
+//! Members are sized to hold the whole volume each, so that no block
+//! spills off its home site for want of room.
 //!
 //! Orders: `sequential` and `reverse` copy every block of the image;
 //! `seeded:N` every block in a seeded random order; `files` writes the
@@ -27,7 +29,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::superblock::{Superblock, SUPERBLOCK_OFFSET};
-use super::{InferConfig, InferCounts, Inferrer, DEFAULT_TAG};
+use super::{default_tag, is_default, InferConfig, InferCounts, Inferrer};
 use crate::dgraid::classify::{Action, Classifier};
 use crate::dgraid::layer::{Dgraid, DgraidConfig, Grouping, ReplicaPlacement};
 use crate::error::{Error, Location, Result};
@@ -279,6 +281,16 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         ));
     }
     let n = geo.blocks;
+    // Members that could each hold the whole volume: a full member spills
+    // blocks off their home site, a capacity effect that would be counted
+    // as misplacement in both layers.
+    let mut cfg = cfg;
+    let copies = if cfg.level == crate::dgraid::layer::DgraidLevel::L1 {
+        2
+    } else {
+        1
+    };
+    cfg.disk_blocks = Dgraid::member_blocks_for(&cfg, &geo, n * copies * (cfg.disks as u64 - 1));
     let mut truth_layer = Dgraid::new(cfg.clone(), &geo)?;
     let mut inf_layer: Option<Dgraid> = None;
     let mut inferred: FxHashMap<u64, Tag> = FxHashMap::default();
@@ -308,7 +320,7 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         read(b, &mut buf)?;
         let acts = inf.write_checked(b, &buf).map_err(wrap)?;
         apply(acts, &mut inf_layer, &mut inferred)?;
-        truth_layer.write(b, truth.get(&b).unwrap_or(&DEFAULT_TAG))?;
+        truth_layer.write(b, &truth.get(&b).copied().unwrap_or_else(|| default_tag(b)))?;
     }
     let acts = inf.flush();
     apply(acts, &mut inf_layer, &mut inferred)?;
@@ -338,7 +350,7 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
                     parent_ok += 1;
                 }
             }
-            Some(g) if g != DEFAULT_TAG => {
+            Some(g) if !is_default(&g) => {
                 wrong += 1;
                 row.wrong += 1;
             }

@@ -33,9 +33,10 @@
 //!   it has been seen; else it waits on the deferred list (newest contents)
 //!   until one is, and is then answered as `Store`;
 //! * **overflow policy** (the paper gives none): when the list holds more
-//!   than `deferred_max` blocks, its oldest block is stored now under the
-//!   default tag (owner 0, data, parent 0 — one placement unit of its own)
-//!   and answered again as `Retag` when its owner appears. A flush does the
+//!   than `deferred_max` blocks, its oldest block is stored now under a
+//!   default tag ([`default_tag`]: data of a pseudo owner shared by 64
+//!   consecutive blocks, so that unknown blocks spread over the disks) and
+//!   answered again as `Retag` when its owner appears. A flush does the
 //!   same for the whole list;
 //! * **block reuse**: a pointer to a block already stored under another
 //!   tag (another owner, kind or parent) answers `Retag`. The classifier
@@ -69,12 +70,24 @@ use deferred::Deferred;
 use inode::InodeView;
 use superblock::{u32_at, Superblock, SUPERBLOCK_OFFSET};
 
-/// The tag of a block placed before its owner is known.
-pub const DEFAULT_TAG: Tag = Tag {
-    owner: 0,
-    kind: BlockKind::Data,
-    parent: 0,
-};
+/// Owners from here up are not inodes (ext2 has at most 2^32) but the
+/// default placement units of blocks placed before their owner is known.
+pub const DEFAULT_OWNER_BASE: u64 = 1 << 40;
+/// Consecutive blocks sharing one default placement unit.
+pub const DEFAULT_RUN: u64 = 64;
+
+/// The tag of a block placed before its owner is known: data of a pseudo
+/// owner shared by the `DEFAULT_RUN` blocks around it, so that unknown
+/// blocks spread over the disks (each run gets a home site by the layer's
+/// greedy rule) instead of filling one, and runs of a file stay together.
+pub fn default_tag(block: u64) -> Tag {
+    Tag::of(DEFAULT_OWNER_BASE + block / DEFAULT_RUN, BlockKind::Data, 0)
+}
+
+/// Whether `tag` is a default placement's.
+pub fn is_default(tag: &Tag) -> bool {
+    tag.owner >= DEFAULT_OWNER_BASE
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct InferConfig {
@@ -361,7 +374,7 @@ impl Inferrer {
             // Past the file system's end: nothing can own it.
             out.push(Action::Store {
                 block: b,
-                tag: DEFAULT_TAG,
+                tag: default_tag(b),
                 data: data.to_vec(),
             });
             return Ok(());
@@ -390,13 +403,13 @@ impl Inferrer {
     /// Store a block whose owner is unknown under the default tag, keeping
     /// its contents if it may turn out to be an indirect or directory block.
     fn place_default(&mut self, b: u64, data: Vec<u8>, out: &mut Vec<Action>) {
-        self.stored.insert(b, DEFAULT_TAG);
+        self.stored.insert(b, default_tag(b));
         if self.may_be_pointers(&data) || dirent::is_dir_block(&data, self.layout().sb.filetype) {
             self.shadow.insert(b, data.clone());
         }
         out.push(Action::Store {
             block: b,
-            tag: DEFAULT_TAG,
+            tag: default_tag(b),
             data,
         });
     }

@@ -292,7 +292,7 @@ fn overflow_places_the_oldest_by_default_then_retags_it() {
         acts,
         vec![Action::Store {
             block: blocks[0],
-            tag: DEFAULT_TAG,
+            tag: default_tag(blocks[0]),
             data: data(&g, 1)
         }]
     );
@@ -325,7 +325,7 @@ fn an_indirect_block_placed_by_default_is_followed_when_its_owner_appears() {
     inf.write_checked(ind, &ib).unwrap();
     inf.write_checked(leaf, &data(&g, 9)).unwrap(); // overflows: ind placed by default
     let flushed = inf.flush(); // leaf placed by default
-    assert_eq!(stores(&flushed), vec![(leaf, DEFAULT_TAG)]);
+    assert_eq!(stores(&flushed), vec![(leaf, default_tag(leaf))]);
     let mut ptrs = [0u32; 13];
     ptrs[12] = ind as u32;
     let (tb, tbl) = table_block(&g, 16, &inode(0o100644, 20 * 1024, 44, &ptrs), None);
