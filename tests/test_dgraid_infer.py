@@ -104,6 +104,9 @@ def test_a_small_deferred_list_overflows_and_is_corrected(image):
     assert r["counts"]["retags"] >= r["counts"]["overflow_placed"] - 8
     assert (r["correct"], r["wrong"], r["unknown"]) == (r["in_use"], 0, 0), r["examples"]
     assert r["misplaced_inferred"] == 0
+    # Without the remapping, the blocks first placed by default would have stayed off their home site.
+    assert 0 < r["misplaced_without_remap"] <= r["counts"]["overflow_placed"]
+    assert r["remaps_inferred"] >= r["misplaced_without_remap"]
 
 
 def test_grouping_by_directory_uses_the_inferred_parents(image):

@@ -349,12 +349,13 @@ def _register(app: typer.Typer) -> None:
         print(f"{image}: {facts['blocks']:,} blocks of {facts['block_size']} B; in use {reports[0]['in_use']:,}; "
               f"deferred list of {deferred_max} blocks; {disks} disks {level}, grouping {grouping}")
         _table("inferred owner and kind of the in-use blocks against debugfs; misplaced: share of in-use blocks "
-               "not on their home site, inference-fed vs truth-fed layer",
-               ["order", "written", "correct", "wrong", "unknown", "overflow", "retags", "misplaced", "truth-fed"],
+               "off their home site at the end (no remap: where first placed), inference-fed vs truth-fed layer",
+               ["order", "written", "correct", "wrong", "unknown", "overflow", "retags", "misplaced", "no remap",
+                "truth-fed"],
                [[r["order"], f"{r['written']:,}", f"{r['correct']:,}", f"{r['wrong']:,}", f"{r['unknown']:,}",
                  f"{r['counts']['overflow_placed']:,}", f"{r['counts']['retags']:,}",
-                 f"{100 * r['misplaced_inferred_share']:.2f} %", f"{100 * r['misplaced_truth_share']:.2f} %"]
-                for r in reports])
+                 f"{100 * r['misplaced_inferred_share']:.2f} %", f"{100 * r['misplaced_without_remap_share']:.2f} %",
+                 f"{100 * r['misplaced_truth_share']:.2f} %"] for r in reports])
 
     @group.command("diffusion")
     def diffusion(

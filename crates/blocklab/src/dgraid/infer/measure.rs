@@ -114,6 +114,11 @@ pub struct InferReport {
     pub misplaced_truth: u64,
     pub misplaced_inferred_share: f64,
     pub misplaced_truth_share: f64,
+    /// In-use blocks whose first placement by the inference layer was not
+    /// their final home site: misplaced at least for a while, and for good
+    /// without remapping (Fig 5's upper curve).
+    pub misplaced_without_remap: u64,
+    pub misplaced_without_remap_share: f64,
     /// Blocks the inference layer moved after placing them (retags that
     /// changed the placement unit).
     pub remaps_inferred: u64,
@@ -298,13 +303,24 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         block_size: bs,
         deferred_max: p.deferred_max,
     })?;
-    let apply = |acts: Vec<Action>, layer: &mut Option<Dgraid>, inferred: &mut FxHashMap<u64, Tag>| -> Result<()> {
+    // The disk each block was first placed on (what it would stay on
+    // without the remapping of reused and late-known blocks).
+    let mut first_disk: FxHashMap<u64, u32> = FxHashMap::default();
+    let apply = |acts: Vec<Action>,
+                 layer: &mut Option<Dgraid>,
+                 inferred: &mut FxHashMap<u64, Tag>,
+                 first_disk: &mut FxHashMap<u64, u32>|
+     -> Result<()> {
         for a in acts {
             match a {
                 Action::Geometry(g) => *layer = Some(Dgraid::new(cfg.clone(), &g)?),
                 Action::Store { block, tag, .. } | Action::Retag { block, tag } => {
                     inferred.insert(block, tag);
-                    layer.as_mut().expect("geometry first").write(block, &tag)?;
+                    let l = layer.as_mut().expect("geometry first");
+                    l.write(block, &tag)?;
+                    if let Some(c) = l.copies(block).first() {
+                        first_disk.entry(block).or_insert(c.disk);
+                    }
                 }
                 Action::Free { block } => {
                     inferred.remove(&block);
@@ -319,11 +335,11 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
     for &b in &blocks {
         read(b, &mut buf)?;
         let acts = inf.write_checked(b, &buf).map_err(wrap)?;
-        apply(acts, &mut inf_layer, &mut inferred)?;
+        apply(acts, &mut inf_layer, &mut inferred, &mut first_disk)?;
         truth_layer.write(b, &truth.get(&b).copied().unwrap_or_else(|| default_tag(b)))?;
     }
     let acts = inf.flush();
-    apply(acts, &mut inf_layer, &mut inferred)?;
+    apply(acts, &mut inf_layer, &mut inferred, &mut first_disk)?;
     let Some(inf_layer) = inf_layer else {
         return Err(Error::config(format!(
             "{}: the superblock and descriptors were never written in order `{}`",
@@ -333,7 +349,7 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
 
     let mut rows: BTreeMap<BlockKind, KindRow> = BTreeMap::new();
     let (mut correct, mut wrong, mut unknown, mut parent_ok) = (0, 0, 0, 0);
-    let (mut mis_inf, mut mis_truth) = (0u64, 0u64);
+    let (mut mis_inf, mut mis_truth, mut mis_first) = (0u64, 0u64, 0u64);
     let mut examples = Vec::new();
     for (&b, t) in &truth {
         let row = rows.entry(t.kind).or_insert_with(|| KindRow {
@@ -367,6 +383,10 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
             });
         }
         mis_inf += misplaced(&inf_layer, b, t) as u64;
+        if !t.kind.is_static() {
+            let home = inf_layer.home_of(inf_layer.unit_of(t));
+            mis_first += (first_disk.get(&b).copied() != home) as u64;
+        }
         mis_truth += misplaced(&truth_layer, b, t) as u64;
     }
     let in_use = truth.len() as u64;
@@ -390,6 +410,8 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         misplaced_truth: mis_truth,
         misplaced_inferred_share: share(mis_inf),
         misplaced_truth_share: share(mis_truth),
+        misplaced_without_remap: mis_first,
+        misplaced_without_remap_share: share(mis_first),
         remaps_inferred: inf_layer.counts().remaps,
         counts: inf.counts().clone(),
         examples,
