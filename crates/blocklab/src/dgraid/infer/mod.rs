@@ -9,8 +9,9 @@
 //!   against the truth (`debugfs`'s), and the placement it leads to.
 //!
 //! How a write is handled:
-//! * before the layout is known (mke2fs writes its inode tables and bitmaps
-//!   before its primary superblock) every write is held, newest contents,
+//! * before the layout is known (mke2fs zeroes the superblock area first,
+//!   and writes its inode tables and bitmaps before its primary
+//!   superblock) every write is held, newest contents,
 //!   without bound (nothing can be placed before the layout: at most the
 //!   volume). Once the superblock and the whole primary descriptor table
 //!   have been written, `Geometry` is answered and the held writes are
@@ -291,7 +292,14 @@ impl Inferrer {
             let bs = self.cfg.block_size;
             if b == SUPERBLOCK_OFFSET / bs {
                 let off = (SUPERBLOCK_OFFSET % bs) as usize;
-                self.sb = Some(Superblock::parse(&data[off..off + 1024], b, bs)?);
+                let raw = &data[off..off + 1024];
+                // mke2fs first zeroes the old superblock area: a write there
+                // without the magic is not a superblock (yet), nor an error.
+                self.sb = if superblock::has_magic(raw) {
+                    Some(Superblock::parse(raw, b, bs)?)
+                } else {
+                    None
+                };
             }
             return self.try_layout(out);
         }
