@@ -185,6 +185,15 @@ impl Layout {
     }
 }
 
+/// The block pointers an inode record holds itself (none for records
+/// without pointers).
+fn root_pointers(rec: &[u8]) -> Vec<u64> {
+    match inode::view(rec) {
+        InodeView::Pointers { ptrs, .. } => ptrs.iter().copied().filter(|&p| p != 0).collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn static_tag(k: StaticKind) -> Tag {
     Tag::shared(match k {
         StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
@@ -206,6 +215,13 @@ pub struct Inferrer {
     early: Deferred,
     layout: Option<Layout>,
     known: FxHashMap<u64, Known>,
+    /// Every pointer seen to a block and not withdrawn since, oldest
+    /// first, one per owner: the block's tag is the newest. When an owner
+    /// drops its pointer (truncate, delete, an indirect block rewritten),
+    /// its claim goes and the block falls back to the newest other claim
+    /// — a stale pointer written late (an inode deleted after its blocks
+    /// went to another file) is undone when its deletion is written.
+    claims: FxHashMap<u64, Vec<Known>>,
     /// The tag each data-region block is stored under in the array.
     stored: FxHashMap<u64, Tag>,
     /// Last contents of inode-table blocks, primary descriptors, and of
@@ -232,6 +248,7 @@ impl Inferrer {
             early: Deferred::default(),
             layout: None,
             known: FxHashMap::default(),
+            claims: FxHashMap::default(),
             stored: FxHashMap::default(),
             shadow: FxHashMap::default(),
             parent: FxHashMap::default(),
@@ -464,6 +481,12 @@ impl Inferrer {
                 continue;
             }
             let ino = group * ipg + index + 1;
+            let before = old.as_ref().map(|o| &o[i * isz..(i + 1) * isz]);
+            let gone = before.map(root_pointers).unwrap_or_default();
+            let now = root_pointers(rec);
+            for p in gone.into_iter().filter(|p| !now.contains(p)) {
+                self.withdraw(p, ino, out);
+            }
             self.inode_changed(ino, rec, out);
         }
     }
@@ -503,6 +526,16 @@ impl Inferrer {
             return;
         }
         let k = Known { tag, level, leaf };
+        let cl = self.claims.entry(p).or_default();
+        cl.retain(|c| c.tag.owner != tag.owner);
+        cl.push(k);
+        self.make_effective(p, k, out);
+    }
+
+    /// `k` becomes what `p` holds: store it if deferred, retag it if
+    /// stored under another tag, follow its contents.
+    fn make_effective(&mut self, p: u64, k: Known, out: &mut Vec<Action>) {
+        let tag = k.tag;
         let prev = self.known.insert(p, k);
         if prev == Some(k) {
             return;
@@ -536,12 +569,59 @@ impl Inferrer {
         }
     }
 
+    /// `owner` no longer points at `p`: its claim goes (with those it made
+    /// through `p` if `p` is its indirect block); if it was `p`'s tag, the
+    /// newest other claim takes over, else `p` is unknown again (it stays
+    /// where it is stored until a bitmap frees it or a pointer claims it).
+    fn withdraw(&mut self, p: u64, owner: u64, out: &mut Vec<Action>) {
+        let Some(cl) = self.claims.get_mut(&p) else { return };
+        let Some(i) = cl.iter().position(|c| c.tag.owner == owner) else {
+            return;
+        };
+        let gone = cl.remove(i);
+        let next = cl.last().copied();
+        if cl.is_empty() {
+            self.claims.remove(&p);
+        }
+        if self.known.get(&p).map(|k| k.tag.owner) != Some(owner) {
+            return;
+        }
+        if gone.level > 0 {
+            if let Some(d) = self.shadow.get(&p).cloned() {
+                for c in d.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&c| c != 0) {
+                    self.withdraw(c, owner, out);
+                }
+            }
+        }
+        match next {
+            Some(mut k) => {
+                if let Some(&par) = self.parent.get(&k.tag.owner) {
+                    k.tag.parent = par;
+                }
+                self.make_effective(p, k, out);
+            }
+            None => {
+                self.known.remove(&p);
+                if let Some(s) = self.blocks_of.get_mut(&owner) {
+                    s.remove(&p);
+                }
+            }
+        }
+    }
+
     /// The contents of a block whose tag is known: an indirect block's
     /// pointers, a directory block's entries.
     fn follow(&mut self, b: u64, k: Known, data: Vec<u8>, out: &mut Vec<Action>) {
         if k.level > 0 {
             let ptrs: Vec<u64> = data.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&p| p != 0).collect();
-            self.shadow.insert(b, data);
+            if let Some(old) = self.shadow.insert(b, data) {
+                let now: FxHashSet<u64> = ptrs.iter().copied().collect();
+                for c in old.chunks_exact(4).map(|w| u32_at(w, 0)) {
+                    if c != 0 && !now.contains(&c) {
+                        self.withdraw(c, k.tag.owner, out);
+                    }
+                }
+            }
             for p in ptrs {
                 let (kind, level) = if k.level == 1 {
                     (k.leaf, 0)
@@ -608,6 +688,7 @@ impl Inferrer {
                 }
             }
             self.shadow.remove(&b);
+            self.claims.remove(&b);
             self.deferred.take(b);
             if self.stored.remove(&b).is_some() {
                 self.counts.frees += 1;

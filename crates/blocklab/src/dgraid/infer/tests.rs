@@ -376,3 +376,59 @@ fn fast_symlinks_devices_and_extent_inodes_have_no_blocks() {
     assert_eq!(inf.deferred_len(), 1);
     assert_eq!(inf.counts().extent_inodes, 1);
 }
+
+#[test]
+fn a_stale_claim_is_undone_when_its_inode_is_deleted() {
+    // Block x belongs to file 13. A late write of file 14's inode still
+    // points at x (14 held it before 13 did): x is retagged to 14. When
+    // 14's deletion is written, x goes back to 13, its remaining claim.
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let x = g.groups[0].inode_table[1] + 5;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 10, 2, &[x as u32]), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    inf.write_checked(x, &data(&g, 1)).unwrap();
+    let (_, tbl) = table_block(&g, 14, &inode(0o100644, 10, 2, &[x as u32]), Some(tbl));
+    let acts = inf.write_checked(tb, &tbl).unwrap();
+    assert!(acts.contains(&Action::Retag {
+        block: x,
+        tag: Tag::of(14, BlockKind::Data, 0)
+    }));
+    let mut dead = inode(0o100644, 10, 2, &[x as u32]);
+    dead[0x1A..0x1C].copy_from_slice(&0u16.to_le_bytes());
+    dead[0x14..0x18].copy_from_slice(&7u32.to_le_bytes());
+    let (_, tbl) = table_block(&g, 14, &dead, Some(tbl));
+    let acts = inf.write_checked(tb, &tbl).unwrap();
+    assert!(
+        acts.contains(&Action::Retag {
+            block: x,
+            tag: Tag::of(13, BlockKind::Data, 0)
+        }),
+        "{acts:?}"
+    );
+    // 13 truncated to nothing: no claim is left, x is unknown again.
+    let (_, tbl) = table_block(&g, 13, &inode(0o100644, 0, 0, &[]), Some(tbl));
+    inf.write_checked(tb, &tbl).unwrap();
+    assert_eq!(inf.tag_of(x), None);
+}
+
+#[test]
+fn a_pointer_dropped_from_an_indirect_block_is_withdrawn() {
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (ind, c1, c2) = (base, base + 1, base + 2);
+    let mut ptrs = [0u32; 13];
+    ptrs[12] = ind as u32;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    let mut ib = vec![0u8; 1024];
+    ib[0..4].copy_from_slice(&(c1 as u32).to_le_bytes());
+    ib[4..8].copy_from_slice(&(c2 as u32).to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    assert_eq!(inf.tag_of(c2), Some(Tag::of(13, BlockKind::Data, 0)));
+    ib[4..8].copy_from_slice(&0u32.to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    assert_eq!(inf.tag_of(c2), None);
+    assert_eq!(inf.tag_of(c1), Some(Tag::of(13, BlockKind::Data, 0)));
+}
