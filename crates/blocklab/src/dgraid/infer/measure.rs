@@ -234,10 +234,6 @@ impl Stream {
         })
     }
 
-    fn bad(&self, field: &str, msg: impl Into<String>) -> Error {
-        Error::parse(&self.path, Location::Record(self.record), field, msg)
-    }
-
     fn next(&mut self) -> Result<Option<Event>> {
         use std::io::Read;
         if let Some(e) = self.pending.pop_front() {
@@ -276,7 +272,12 @@ impl Stream {
                 }
                 Ok(self.pending.pop_front())
             }
-            other => Err(self.bad("type", format!("record type 0x{other:02X}, expected W or F"))),
+            other => Err(Error::parse(
+                &self.path,
+                Location::Record(rec),
+                "type",
+                format!("record type 0x{other:02X}, expected W or F"),
+            )),
         }
     }
 }
