@@ -284,7 +284,7 @@ impl Inferrer {
             return Err(Error::config(e.to_string()));
         }
         let bs = self.cfg.block_size as usize;
-        if data.len() % bs != 0 {
+        if !data.len().is_multiple_of(bs) {
             return Err(Error::config(format!(
                 "a write of {} bytes at block {block} is not whole {bs}-byte blocks",
                 data.len()

@@ -139,7 +139,8 @@ fn a_zeroed_superblock_area_is_held_until_the_superblock_comes() {
 #[test]
 fn bad_superblocks_are_refused_naming_the_field() {
     let g = geo(8 << 20, KIB);
-    let cases: Vec<(Box<dyn Fn(&mut Vec<u8>)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (Box::new(|b| b[0x60] |= 0x80), "64bit"),
         (Box::new(|b| b[0x60] |= 0x10), "meta_bg"),
         (Box::new(|b| b[0x18] = 2), "s_log_block_size"),
