@@ -48,6 +48,13 @@ def populate(mnt: Path, bs: int) -> None:
     big.write_bytes(rnd.randbytes(bs * 40))
     os.truncate(mnt / "two" / "a" / "b" / "c" / "double", bs * 5)
     sh("sync")
+    # Freed and reused before the bitmap is written (no sync between): inodes written late still
+    # point at blocks the next tree has taken, until their deletion is written.
+    sh("rm", "-rf", mnt / "one")
+    make_tree(mnt / "three", bs)
+    sh("rm", "-rf", mnt / "two" / "many")
+    make_tree(mnt / "four", bs)
+    sh("sync")
 
 
 @pytest.mark.parametrize("bs,blocks", [(1024, 32768), (4096, 8192)], ids=["1k", "4k"])
@@ -74,4 +81,5 @@ def test_a_mounted_file_systems_write_stream_is_inferred(tmp_path, bs, blocks):
     assert {"directory", "indirect", "data", "inode-table"} <= {k["kind"] for k in rep["by_kind"]}
     assert all(k["blocks"] == k["correct"] for k in rep["by_kind"]), rep["by_kind"]
     assert rep["misplaced_inferred"] == 0 and rep["misplaced_truth"] == 0
-    assert rep["counts"]["bad_pointers"] == 0
+    # (bad_pointers may be > 0 here: blocks followed as indirect blocks after their contents became
+    # something else — ignored words, documented.)

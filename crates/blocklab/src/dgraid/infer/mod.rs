@@ -132,6 +132,9 @@ struct Known {
     /// The kind of the blocks at the bottom of the owner's tree: directory
     /// blocks for a directory, data otherwise.
     leaf: BlockKind,
+    /// Where the pointer is: 0 in the owner's inode, else the indirect
+    /// block holding it (an owner may point at a block from both).
+    via: u64,
 }
 
 /// The layout, once inferred.
@@ -216,7 +219,8 @@ pub struct Inferrer {
     layout: Option<Layout>,
     known: FxHashMap<u64, Known>,
     /// Every pointer seen to a block and not withdrawn since, oldest
-    /// first, one per owner: the block's tag is the newest. When an owner
+    /// first, one per owner and place (inode or indirect block): the
+    /// block's tag is the newest. When an owner
     /// drops its pointer (truncate, delete, an indirect block rewritten),
     /// its claim goes and the block falls back to the newest other claim
     /// — a stale pointer written late (an inode deleted after its blocks
@@ -490,7 +494,7 @@ impl Inferrer {
             let gone = before.map(root_pointers).unwrap_or_default();
             let now = root_pointers(rec);
             for p in gone.into_iter().filter(|p| !now.contains(p)) {
-                self.withdraw(p, ino, out);
+                self.withdraw(p, ino, 0, out);
             }
             self.inode_changed(ino, rec, out);
         }
@@ -513,14 +517,14 @@ impl Inferrer {
                         13 => (BlockKind::Indirect, 2),
                         _ => (BlockKind::Indirect, 3),
                     };
-                    self.assign(p, Tag::of(ino, kind, parent), level, leaf, out);
+                    self.assign(p, Tag::of(ino, kind, parent), level, leaf, 0, out);
                 }
             }
         }
     }
 
     /// A pointer says `p` holds `tag` (at indirect `level`).
-    fn assign(&mut self, p: u64, tag: Tag, level: u8, leaf: BlockKind, out: &mut Vec<Action>) {
+    fn assign(&mut self, p: u64, tag: Tag, level: u8, leaf: BlockKind, via: u64, out: &mut Vec<Action>) {
         let layout = self.layout();
         if p < layout.geo.first_data_block || p >= layout.geo.blocks {
             self.counts.bad_pointers += 1;
@@ -530,9 +534,9 @@ impl Inferrer {
             // The resize inode points at the reserved descriptors: static.
             return;
         }
-        let k = Known { tag, level, leaf };
+        let k = Known { tag, level, leaf, via };
         let cl = self.claims.entry(p).or_default();
-        cl.retain(|c| c.tag.owner != tag.owner);
+        cl.retain(|c| (c.tag.owner, c.via) != (tag.owner, via));
         cl.push(k);
         self.make_effective(p, k, out);
     }
@@ -578,9 +582,9 @@ impl Inferrer {
     /// through `p` if `p` is its indirect block); if it was `p`'s tag, the
     /// newest other claim takes over, else `p` is unknown again (it stays
     /// where it is stored until a bitmap frees it or a pointer claims it).
-    fn withdraw(&mut self, p: u64, owner: u64, out: &mut Vec<Action>) {
+    fn withdraw(&mut self, p: u64, owner: u64, via: u64, out: &mut Vec<Action>) {
         let Some(cl) = self.claims.get_mut(&p) else { return };
-        let Some(i) = cl.iter().position(|c| c.tag.owner == owner) else {
+        let Some(i) = cl.iter().position(|c| (c.tag.owner, c.via) == (owner, via)) else {
             return;
         };
         let gone = cl.remove(i);
@@ -588,13 +592,13 @@ impl Inferrer {
         if cl.is_empty() {
             self.claims.remove(&p);
         }
-        if self.known.get(&p).map(|k| k.tag.owner) != Some(owner) {
+        if self.known.get(&p).map(|k| (k.tag.owner, k.via)) != Some((owner, via)) {
             return;
         }
         if gone.level > 0 {
             if let Some(d) = self.shadow.get(&p).cloned() {
                 for c in d.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&c| c != 0) {
-                    self.withdraw(c, owner, out);
+                    self.withdraw(c, owner, p, out);
                 }
             }
         }
@@ -631,7 +635,7 @@ impl Inferrer {
                 };
                 for c in old.chunks_exact(4).map(|w| u32_at(w, 0)) {
                     if c != 0 && !now.contains(&c) {
-                        self.withdraw(c, o, out);
+                        self.withdraw(c, o, b, out);
                     }
                 }
             }
@@ -641,7 +645,7 @@ impl Inferrer {
                 } else {
                     (BlockKind::Indirect, k.level - 1)
                 };
-                self.assign(p, Tag::of(k.tag.owner, kind, k.tag.parent), level, k.leaf, out);
+                self.assign(p, Tag::of(k.tag.owner, kind, k.tag.parent), level, k.leaf, b, out);
             }
         } else if k.tag.kind == BlockKind::Directory {
             let kids = dirent::children(&data, self.layout().sb.filetype);

@@ -466,3 +466,28 @@ fn an_indirect_block_taken_over_withdraws_only_its_old_owners_claims() {
     assert_eq!(inf.tag_of(c2), Some(Tag::of(14, BlockKind::Data, 0)));
     assert_eq!(inf.tag_of(ind), Some(Tag::of(14, BlockKind::Indirect, 0)));
 }
+
+#[test]
+fn a_block_pointed_at_from_the_inode_and_an_indirect_block_keeps_the_other_claim() {
+    // Inode 13 (an old incarnation) points at x directly; its new
+    // contents point at x through its indirect block instead. Dropping
+    // the direct pointer must not drop the claim through the indirect one.
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (ind, x) = (base, base + 1);
+    let mut ptrs = [0u32; 13];
+    ptrs[0] = x as u32;
+    ptrs[12] = ind as u32;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    let mut ib = vec![0u8; 1024];
+    ib[0..4].copy_from_slice(&(x as u32).to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    let mut ptrs2 = [0u32; 13];
+    ptrs2[0] = (base + 2) as u32;
+    ptrs2[12] = ind as u32;
+    let (_, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs2), Some(tbl));
+    inf.write_checked(tb, &tbl).unwrap();
+    assert_eq!(inf.tag_of(x), Some(Tag::of(13, BlockKind::Data, 0)));
+}
