@@ -40,7 +40,11 @@
 //!   answered again as `Retag` when its owner appears. A flush does the
 //!   same for the whole list;
 //! * **block reuse**: a pointer to a block already stored under another
-//!   tag (another owner, kind or parent) answers `Retag`. The classifier
+//!   tag (another owner, kind or parent) answers `Retag`. Every pointer
+//!   seen is kept as a claim (per owner and place: inode or indirect
+//!   block); when differencing shows an owner dropped it (truncate,
+//!   delete, an indirect block rewritten), the block falls back to the
+//!   newest remaining claim, so a stale pointer written late is undone. The classifier
 //!   keeps the contents of indirect and directory blocks (and of blocks it
 //!   placed by default that parse as either) so that a block's pointers or
 //!   entries are followed when its owner becomes known or changes.
