@@ -223,7 +223,7 @@ pub struct Dgraid {
     /// Kind of what each mapped block holds was replicated as metadata.
     replicated: Bitmap,
     /// Unit of fault isolation each mapped block was placed for.
-    unit: Vec<u32>,
+    unit: Vec<u64>,
     /// Blocks of a member file data may use (the rest is kept for replicas).
     data_limit: u64,
     home: FxHashMap<u64, u32>,
@@ -255,12 +255,9 @@ impl Dgraid {
         cfg.validate()?;
         let volume_blocks = geo.blocks;
         let mut is_static = Bitmap::new(volume_blocks);
-        for g in 0..geo.group_count() {
-            let grp = &geo.groups[g as usize];
-            for b in grp.start..=grp.end {
-                if geo.classify(b) != crate::fsmodel::StaticKind::Dynamic {
-                    is_static.set(b);
-                }
+        for ([a, b], _) in geo.static_extents() {
+            for blk in a..=b.min(volume_blocks.saturating_sub(1)) {
+                is_static.set(blk);
             }
         }
         let disk_blocks = if cfg.disk_blocks > 0 {
@@ -575,7 +572,7 @@ impl Dgraid {
         let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
             0
         } else {
-            self.unit_of(tag) as u32
+            self.unit_of(tag)
         };
         let same = !have.is_empty() && self.unit[block as usize] == unit && self.replicated.get(block) == replicated;
         let slots = if same {
