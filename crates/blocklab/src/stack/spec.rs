@@ -598,6 +598,14 @@ pub struct DgraidSpec {
     pub diffuse_segment: Option<NumOrStr>,
     /// Whole-segment reads before a segment is diffused.
     pub diffuse_threshold: u64,
+    /// Learn each block's owner from the file system's own writes (the
+    /// paper's semantically-smart disk): the real executor's default; the
+    /// simulators place by the trace's annotation and refuse `true`.
+    pub infer: Option<bool>,
+    /// With `infer = false` on the real executor: a `block,owner,kind[,parent]`
+    /// file (relative to the stack file) that tells the array each block's
+    /// owner.
+    pub tags: Option<String>,
 }
 
 impl Default for DgraidSpec {
@@ -610,6 +618,8 @@ impl Default for DgraidSpec {
             seed: 1,
             diffuse_segment: None,
             diffuse_threshold: 2,
+            infer: None,
+            tags: None,
         }
     }
 }
