@@ -10,6 +10,7 @@
 //! is told the answer (from `debugfs` of the finished image), the
 //! annotation-driven placement inference is measured against.
 
+use crate::error::Error;
 use crate::fsmodel::geometry::Geometry;
 use crate::fsmodel::kind::Tag;
 
@@ -33,7 +34,11 @@ pub enum Action {
 }
 
 /// The file system's writes in, the array's actions out. Blocks are fs
-/// blocks (`Geometry::block_size` bytes each); `data` is whole blocks.
+/// blocks (`Geometry::block_size` bytes each, the block size the array is
+/// configured with); `data` is whole blocks: the array turns an NBD
+/// request (any 512-byte-aligned extent) into whole fs blocks first,
+/// reading the rest of a partly written block (from its store, or
+/// [`Classifier::deferred`]) and passing the whole block.
 pub trait Classifier: Send {
     /// A write of `data` (a whole number of blocks) starting at fs block
     /// `block`. Blocks it cannot place yet are held (deferred) and not in
@@ -48,4 +53,12 @@ pub trait Classifier: Send {
     /// the array (placed as well as the classifier can; a later write may
     /// retag it).
     fn flush(&mut self) -> Vec<Action>;
+
+    /// Why the classifier gave up on this file system (a layout it does
+    /// not infer, e.g. ext4's 64bit), if it did. From then on it answers
+    /// nothing and holds nothing new: the array must stop accepting writes
+    /// (fail them) and report this error.
+    fn refused(&self) -> Option<&Error> {
+        None
+    }
 }

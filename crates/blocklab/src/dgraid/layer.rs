@@ -260,12 +260,9 @@ impl Dgraid {
         cfg.validate()?;
         let volume_blocks = geo.blocks;
         let mut is_static = Bitmap::new(volume_blocks);
-        for g in 0..geo.group_count() {
-            let grp = &geo.groups[g as usize];
-            for b in grp.start..=grp.end {
-                if geo.classify(b) != crate::fsmodel::StaticKind::Dynamic {
-                    is_static.set(b);
-                }
+        for ([a, b], _) in geo.static_extents() {
+            for blk in a..=b.min(volume_blocks.saturating_sub(1)) {
+                is_static.set(blk);
             }
         }
         let disk_blocks = if cfg.disk_blocks > 0 {

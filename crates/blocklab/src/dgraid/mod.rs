@@ -22,6 +22,9 @@
 //!   of metadata replication under a Postmark-like workload (Table 2).
 //! * [`classify`]: the seam on real bytes: a `Classifier` sees the file
 //!   system's writes and answers with the actions the array carries out.
+//! * [`infer`]: the inference classifier (Alexander's): the layout, inode
+//!   pointers, directory parents, deferred writes, reuse and frees learnt
+//!   from the block writes alone; and its counted check against `debugfs`.
 //! * [`model`]: the glue: a namespace copied into the ext2 model, its I/O
 //!   fed through the layer.
 //! * [`workload`]: annotated traces of model workloads (Postmark, Fig 7's
@@ -30,6 +33,7 @@
 
 pub mod avail;
 pub mod classify;
+pub mod infer;
 pub mod layer;
 pub mod live;
 pub mod model;

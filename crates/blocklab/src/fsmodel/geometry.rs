@@ -373,6 +373,31 @@ impl Geometry {
         }
     }
 
+    /// Every static extent `[first, last]` with its kind, ascending. Read
+    /// from the groups' own fields, so it holds also when a group's bitmaps
+    /// and inode table sit in another group (flex_bg), where
+    /// [`Geometry::classify`] (which looks only at the block's own group)
+    /// would not see them. The boot block of a 1 KiB file system is not listed.
+    pub fn static_extents(&self) -> Vec<([u64; 2], StaticKind)> {
+        let mut v = Vec::with_capacity(self.groups.len() * 6);
+        for grp in &self.groups {
+            if let Some(sb) = grp.superblock {
+                v.push(([sb, sb], StaticKind::Superblock));
+            }
+            if let Some(d) = grp.descriptors {
+                v.push((d, StaticKind::Descriptors));
+            }
+            if let Some(r) = grp.reserved_descriptors {
+                v.push((r, StaticKind::ReservedDescriptors));
+            }
+            v.push(([grp.block_bitmap, grp.block_bitmap], StaticKind::BlockBitmap));
+            v.push(([grp.inode_bitmap, grp.inode_bitmap], StaticKind::InodeBitmap));
+            v.push((grp.inode_table, StaticKind::InodeTable));
+        }
+        v.sort_by_key(|(r, _)| r[0]);
+        v
+    }
+
     /// Blocks of group `g` taken by its static layout.
     pub fn static_blocks_of_group(&self, g: u64) -> u64 {
         let grp = &self.groups[g as usize];
