@@ -812,6 +812,11 @@ impl Dgraid {
         self.holding = true;
     }
 
+    /// Copies held now (see [`Dgraid::hold_frees`]).
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
     /// Free the copies held since the last call (the map naming their
     /// release is durable now).
     pub fn release_held(&mut self) {

@@ -207,6 +207,12 @@ fn dgraid_target(
             "the simulators place blocks by the trace's annotation; inference runs on real bytes (`blocklab real`)",
         ));
     }
+    if d.deferred_max.is_some() {
+        return Err(o.err(
+            "array.dgraid.deferred_max",
+            "bounds inference's deferred writes, which run on real bytes (`blocklab real`)",
+        ));
+    }
     if d.tags.is_some() {
         return Err(o.err(
             "array.dgraid.tags",

@@ -606,6 +606,10 @@ pub struct DgraidSpec {
     /// file (relative to the stack file) that tells the array each block's
     /// owner.
     pub tags: Option<String>,
+    /// Inference on the real executor: blocks written before their owner
+    /// is known held at most (then the oldest is placed by default and
+    /// retagged later); default 1024.
+    pub deferred_max: Option<u64>,
 }
 
 impl Default for DgraidSpec {
@@ -620,6 +624,7 @@ impl Default for DgraidSpec {
             diffuse_threshold: 2,
             infer: None,
             tags: None,
+            deferred_max: None,
         }
     }
 }

@@ -44,10 +44,11 @@ use super::identity::{self, Identity};
 use super::members::member_path;
 use super::{take_lock, Recovery, ReqError};
 use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::infer::{InferConfig, Inferrer};
 use crate::dgraid::layer::Copy;
 use crate::dgraid::{Dgraid, DgraidConfig};
 use crate::error::{Error, Result};
-use crate::fsmodel::kind::Tag;
+use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::Geometry;
 use crate::nbd::{Export, ExportError};
 
@@ -79,6 +80,11 @@ pub struct DgCounts {
     /// Layouts announced again (the same: ignored; another one while blocks
     /// are mapped: refused, counted).
     pub geometry_conflicts: u64,
+    /// Writes made while the layout was unknown (held by the classifier).
+    pub writes_before_layout: u64,
+    /// Blocks shown to the classifier at open so that it learns the file
+    /// system again (inference keeps its knowledge in memory).
+    pub relearned_blocks: u64,
 }
 
 pub(super) struct Inner {
@@ -122,9 +128,11 @@ fn ioerr(what: &str) -> impl Fn(std::io::Error) -> ReqError + '_ {
 fn classifier_of(dir: &Path, st: &DgState) -> Result<Box<dyn Classifier>> {
     let geo = default_geometry(st)?;
     match st.classifier.as_str() {
+        "infer" => Ok(Box::new(Inferrer::new(InferConfig {
+            block_size: st.block_size,
+            deferred_max: st.deferred_max as usize,
+        })?)),
         "tags" => Ok(Box::new(tags::Tags::load(&dir.join(tags::TAGS_FILE), geo)?)),
-        // Where inference plugs in once it lands: `infer = true` arrays
-        // get `dgraid::infer::Inferrer` here instead of the stand-in.
         _ => Ok(Box::new(ByAddress::new(geo))),
     }
 }
@@ -216,6 +224,9 @@ impl RealDgraid {
         if !was_clean {
             recovery.resync.repaired = inner.resync().map_err(|e| Error::io(&shown, e))?;
             recovery.dirty_regions = 1;
+        }
+        if inner.st.classifier == "infer" {
+            inner.relearn().map_err(|e| Error::io(&shown, e.to_string()))?;
         }
         inner.st.clean = false;
         inner.bump(dir).map_err(|e| Error::io(&shown, e))?;
@@ -314,21 +325,39 @@ impl RealDgraid {
         }
         whole[head..end].copy_from_slice(data);
         let actions = g.classifier.write(first, &whole);
+        if let Some(e) = g.classifier.refused() {
+            return Err(ReqError::Io(format!("the classifier gave up on this file system: {e}")));
+        }
         g.carry_out(actions)?;
+        if g.layer.is_none() {
+            g.counts.writes_before_layout += 1;
+        }
         if fua || g.pending.len() >= COMMIT_EVERY {
             if fua { g.flush() } else { g.commit() }.map_err(ioerr("commit"))?;
         }
         Ok(())
     }
 
+    /// Zeroes (and TRIM): a whole block that already reads as zeroes by
+    /// holding nothing (never written or freed, nothing deferred) is left
+    /// as it is, so that discarding a fresh export (mke2fs does) stores
+    /// nothing; the rest is written as zeroes.
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ReqError> {
         self.check_range(offset, len)?;
-        let step = 1u64 << 20;
-        let zeros = vec![0u8; step.min(len) as usize];
-        let mut at = 0;
-        while at < len {
-            let n = step.min(len - at);
-            self.write(offset + at, &zeros[..n as usize], false)?;
+        let bs = self.bs;
+        let zeros = vec![0u8; bs as usize];
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            let n = (bs - at % bs).min(end - at);
+            let b = at / bs;
+            let empty = n == bs && {
+                let g = self.lock();
+                g.classifier.deferred(b).is_none() && matches!(g.readable_copy(b), Ok(None))
+            };
+            if !empty {
+                self.write(at, &zeros[..n as usize], false)?;
+            }
             at += n;
         }
         if fua {
@@ -504,6 +533,20 @@ impl Inner {
             .ok_or_else(|| ReqError::Io("the classifier placed a block before announcing the layout".into()))
     }
 
+    /// The layer's placement of a write of `block` as `tag`. Members full
+    /// while copies are held for the map (moves since the last commit):
+    /// commit, which frees them, and try again.
+    fn place(&mut self, block: u64, tag: &Tag) -> std::result::Result<Vec<Copy>, ReqError> {
+        match self.layer()?.write(block, tag) {
+            Ok(c) => Ok(c),
+            Err(_) if self.layer()?.held() > 0 => {
+                self.commit().map_err(ioerr("commit"))?;
+                self.layer()?.write(block, tag).map_err(rerr)
+            }
+            Err(e) => Err(rerr(e)),
+        }
+    }
+
     /// Carry out a classifier's actions.
     fn carry_out(&mut self, actions: Vec<Action>) -> std::result::Result<(), ReqError> {
         for a in actions {
@@ -521,7 +564,7 @@ impl Inner {
                 }
                 Action::Store { block, tag, data } => {
                     self.counts.stores += 1;
-                    let copies = self.layer()?.write(block, &tag).map_err(rerr)?;
+                    let copies = self.place(block, &tag)?;
                     let stored = self.write_copies(&copies, &data)?;
                     self.tags.insert(block, tag);
                     self.pending.push(Record::Map { block, tag, copies });
@@ -545,7 +588,7 @@ impl Inner {
                         Ok(Some(c)) => self.read_copy(c, &mut data).is_ok(),
                         _ => false,
                     };
-                    let new = self.layer()?.write(block, &tag).map_err(rerr)?;
+                    let new = self.place(block, &tag)?;
                     if new != old && have {
                         self.write_copies(&new, &data)?;
                     }
@@ -597,8 +640,17 @@ impl Inner {
         Ok(())
     }
 
-    /// The classifier's deferred blocks placed, then a commit.
+    /// The classifier's deferred blocks placed, then a commit. Writes the
+    /// classifier holds before it knows the file system's layout cannot be
+    /// placed: the flush fails rather than acknowledge them.
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        if self.layer.is_none() && self.counts.writes_before_layout > 0 {
+            return Err(std::io::Error::other(format!(
+                "{} write(s) are held until the file system's layout is known (no ext2 superblock and \
+                 descriptors written yet): they cannot be made durable",
+                self.counts.writes_before_layout
+            )));
+        }
         let actions = self.classifier.flush();
         self.carry_out(actions)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -607,6 +659,48 @@ impl Inner {
             f.sync_data()?;
         }
         Ok(())
+    }
+
+    /// Show inference what it learnt before the restart: the stored
+    /// superblock and descriptors (the layout), inode tables (owners) and
+    /// directory and indirect blocks (parents, deeper pointers), in that
+    /// order, carrying out what it answers (the same placement: blocks stay
+    /// where they are; a changed owner moves them as any retag does).
+    /// Blocks with no readable copy are skipped.
+    fn relearn(&mut self) -> std::result::Result<(), ReqError> {
+        let Some(geo) = self.geometry.clone() else {
+            return Ok(());
+        };
+        let bs = self.st.block_size;
+        let sb = 1024 / bs;
+        let mut order: Vec<u64> = vec![sb];
+        if let Some(d) = geo.groups.first().and_then(|g| g.descriptors) {
+            order.extend(d[0]..=d[1]);
+        }
+        for (ext, kind) in geo.static_extents() {
+            if kind == crate::fsmodel::StaticKind::InodeTable {
+                order.extend(ext[0]..=ext[1]);
+            }
+        }
+        let mut rest: Vec<u64> = self
+            .tags
+            .iter()
+            .filter(|(_, t)| matches!(t.kind, BlockKind::Directory | BlockKind::Indirect))
+            .map(|(&b, _)| b)
+            .collect();
+        rest.sort_unstable();
+        order.extend(rest);
+        let mut buf = vec![0u8; bs as usize];
+        for b in order {
+            if !self.tags.contains_key(&b) || self.readable_copy(b).is_err() {
+                continue;
+            }
+            self.read_block(b, &mut buf)?;
+            let actions = self.classifier.write(b, &buf);
+            self.counts.relearned_blocks += 1;
+            self.carry_out(actions)?;
+        }
+        self.commit().map_err(|e| ReqError::Io(e.to_string()))
     }
 
     /// After a crash: every mapped block's readable copies made equal to

@@ -65,7 +65,7 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
             "does not diffuse segments on real bytes (the copies are performance replicas the model times)",
         );
     }
-    let mut notes = Vec::new();
+    let notes = Vec::new();
     let classifier = match (d.infer, &d.tags) {
         (Some(false), Some(_)) => "tags",
         (Some(false), None) => {
@@ -75,16 +75,15 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
             )
         }
         (_, Some(_)) => return Err(o.err("array.dgraid.tags", "is read only with `infer = false`")),
-        (_, None) => {
-            notes.push(format!(
-                "{}: array.dgraid.infer: inference is not wired in yet; blocks are placed by address \
-                 (static metadata replicated, the rest as data of one owner per {} blocks)",
-                o.file,
-                super::by_address::SPAN
-            ));
-            "by-address"
-        }
+        (_, None) => "infer",
     };
+    let deferred_max = d.deferred_max.unwrap_or(1024);
+    if deferred_max == 0 || deferred_max > 1 << 24 {
+        return Err(o.err(
+            "array.dgraid.deferred_max",
+            format!("must be 1..=2^24 blocks, got {deferred_max}"),
+        ));
+    }
     let bs = spec.block_size();
     let fs = d.fs_size.as_ref().ok_or_else(|| {
         o.err(
@@ -120,6 +119,7 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
         fs_blocks,
         disk_blocks: 0,
         classifier: classifier.into(),
+        deferred_max,
         failed: Vec::new(),
         recovering: Vec::new(),
         generation: 1,
@@ -130,7 +130,11 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
     st.disk_blocks = match (disk_bytes, &a.disk_size) {
         (Some(n), _) => n / bs,
         (None, Some(s)) => crate::array::parse_bytes(&s.text()).map_err(|e| o.err("array.disk_size", e))? / bs,
-        (None, None) => Dgraid::member_blocks_for(&cfg, &geo, 0),
+        // The layer's size for a volume whose every block is stored, plus
+        // a quarter: on real bytes whole images are written (free space
+        // too), and the layer keeps the last blocks of each member for
+        // metadata replicas.
+        (None, None) => Dgraid::member_blocks_for(&cfg, &geo, 0) * 5 / 4,
     };
     st.validate(&o.file).map_err(|e| o.err("array", e))?;
     // The layer must place a full file system on members of this size.
@@ -231,6 +235,7 @@ impl RealDgraid {
                 "lost_blocks": g.lost.len(),
                 "used_per_disk": used,
                 "generation": st.generation,
+                "refused": g.classifier.refused().map(|e| e.to_string()),
                 "counts": g.counts,
             })),
         }

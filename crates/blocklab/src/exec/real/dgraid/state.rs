@@ -16,6 +16,10 @@ use crate::error::{Error, Location, Result};
 pub const STATE_FILE: &str = "dgraid.json";
 const FORMAT: u32 = 1;
 
+fn default_deferred_max() -> u64 {
+    1024
+}
+
 pub fn state_path(dir: &Path) -> PathBuf {
     dir.join(STATE_FILE)
 }
@@ -42,9 +46,14 @@ pub struct DgState {
     pub fs_blocks: u64,
     /// Blocks of each member.
     pub disk_blocks: u64,
-    /// What tells the array each block's owner: `by-address` (the stand-in
-    /// until inference is wired) or `tags` (a `tags` file).
+    /// What tells the array each block's owner: `infer` (inference from
+    /// the file system's writes, `dgraid::infer`), `tags` (a `tags` file),
+    /// or `by-address` (static metadata by address, the rest by extent:
+    /// tests).
     pub classifier: String,
+    /// Inference's bound on blocks written before their owner is known.
+    #[serde(default = "default_deferred_max")]
+    pub deferred_max: u64,
     pub failed: Vec<u32>,
     pub recovering: Vec<u32>,
     pub generation: u64,
@@ -133,7 +142,10 @@ impl DgState {
         if self.disk_blocks == 0 || self.disk_blocks > u32::MAX as u64 {
             return bad("disk_blocks", format!("{} is not in 1..2^32", self.disk_blocks));
         }
-        if !["by-address", "tags"].contains(&self.classifier.as_str()) {
+        if self.deferred_max == 0 || self.deferred_max > 1 << 24 {
+            return bad("deferred_max", format!("{} is not in 1..=2^24", self.deferred_max));
+        }
+        if !["infer", "by-address", "tags"].contains(&self.classifier.as_str()) {
             return bad("classifier", format!("unknown classifier `{}`", self.classifier));
         }
         for (field, list) in [("failed", &self.failed), ("recovering", &self.recovering)] {
