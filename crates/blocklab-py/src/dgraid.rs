@@ -102,6 +102,17 @@ fn dgraid_place(py: Python<'_>, params_json: &str) -> PyResult<String> {
     json(&r)
 }
 
+/// An ext2 image written through the inference classifier in an order,
+/// scored against its truth CSV (`InferParams` JSON in, `InferReport` out).
+#[pyfunction]
+fn dgraid_infer(py: Python<'_>, params_json: &str) -> PyResult<String> {
+    let p: blocklab::dgraid::infer::measure::InferParams = params(params_json)?;
+    let r = py
+        .allow_threads(|| blocklab::dgraid::infer::measure::measure(&p))
+        .map_err(to_py)?;
+    json(&r)
+}
+
 /// An annotated trace of a model workload (`postmark`, `seqread`,
 /// `readers`) written to `out`; its summary as JSON.
 #[pyfunction]
@@ -134,6 +145,7 @@ fn dgraid_workload(py: Python<'_>, kind: &str, params_json: &str, out: &str, max
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(dgraid_workload, m)?)?;
     m.add_function(wrap_pyfunction!(dgraid_place, m)?)?;
+    m.add_function(wrap_pyfunction!(dgraid_infer, m)?)?;
     m.add_function(wrap_pyfunction!(fs_geometry, m)?)?;
     m.add_function(wrap_pyfunction!(fs_tree, m)?)?;
     m.add_function(wrap_pyfunction!(fs_trace, m)?)?;

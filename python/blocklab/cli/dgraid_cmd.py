@@ -302,6 +302,61 @@ def _register(app: typer.Typer) -> None:
         _table(f"members of {rep['member_blocks']:,} blocks", ["disk", "used", "live"],
                [[str(d), f"{u:,}", f"{l:,}"] for d, (u, l) in enumerate(zip(rep["used"], rep["live"]))])
 
+    @group.command("infer")
+    def infer(
+        image: str = typer.Argument(..., help="An ext2 image (e.g. from `mke2fs -t ext2 -d TREE`)."),
+        order: str = typer.Option("sequential", "--order",
+                                  help="Write orders, comma-separated: sequential, reverse, seeded:N, files."),
+        deferred_max: int = typer.Option(1024, "--deferred-max", help="Blocks the deferred list holds before "
+                                         "its oldest is placed by default."),
+        level: str = typer.Option("dgraid0", "--level", help="dgraid0 or dgraid1."),
+        disks: int = typer.Option(4, "--disks", help="Disks."),
+        meta_copies: int = typer.Option(1, "--meta-copies", help="Copies of metadata."),
+        grouping: str = typer.Option("file", "--grouping", help="file or dir."),
+        truth_csv: Optional[str] = typer.Option(None, "--truth-csv", help="Also write the truth (debugfs's) "
+                                                "to this CSV: block,owner,kind,parent."),
+        as_json: bool = JsonOpt,
+    ) -> None:
+        """Inference (Alexander's): write an ext2 image's blocks through the inferrer in an order and compare
+        each block's inferred owner and kind with debugfs's; misplaced blocks against the truth-fed placement."""
+        import os
+        import tempfile
+
+        from blocklab import _core
+        from blocklab.repro import ext2_truth
+
+        orders = [o.strip() for o in order.split(",") if o.strip()] or fail("--order: empty")
+        if deferred_max < 0:
+            fail(f"--deferred-max must be >= 0, got {deferred_max}")
+        if not os.path.isfile(image):
+            fail(f"{image}: no such file")
+        try:
+            truth, facts = ext2_truth.extract(image)
+        except ext2_truth.TruthError as e:
+            fail(str(e))
+        reports = []
+        with tempfile.TemporaryDirectory(prefix="blocklab-infer-") as tmp:
+            path = truth_csv or os.path.join(tmp, "truth.csv")
+            ext2_truth.write_csv(truth, path)
+            for o in orders:
+                params = {"image": image, "truth": path, "block_size": facts["block_size"], "order": o,
+                          "deferred_max": deferred_max, "level": level, "disks": disks, "meta_copies": meta_copies,
+                          "grouping": grouping}
+                reports.append(json.loads(_core.dgraid_infer(json.dumps(params))))
+        if as_json:
+            print_json(reports)
+            return
+        print(f"{image}: {facts['blocks']:,} blocks of {facts['block_size']} B; in use {reports[0]['in_use']:,}; "
+              f"deferred list of {deferred_max} blocks; {disks} disks {level}, grouping {grouping}")
+        _table("inferred owner and kind of the in-use blocks against debugfs; misplaced: share of in-use blocks "
+               "off their home site at the end (no remap: where first placed), inference-fed vs truth-fed layer",
+               ["order", "written", "correct", "wrong", "unknown", "overflow", "retags", "misplaced", "no remap",
+                "truth-fed"],
+               [[r["order"], f"{r['written']:,}", f"{r['correct']:,}", f"{r['wrong']:,}", f"{r['unknown']:,}",
+                 f"{r['counts']['overflow_placed']:,}", f"{r['counts']['retags']:,}",
+                 f"{100 * r['misplaced_inferred_share']:.2f} %", f"{100 * r['misplaced_without_remap_share']:.2f} %",
+                 f"{100 * r['misplaced_truth_share']:.2f} %"] for r in reports])
+
     @group.command("diffusion")
     def diffusion(
         disks: int = typer.Option(4, "--disks", help="Disks."),

@@ -223,7 +223,7 @@ pub struct Dgraid {
     /// Kind of what each mapped block holds was replicated as metadata.
     replicated: Bitmap,
     /// Unit of fault isolation each mapped block was placed for.
-    unit: Vec<u32>,
+    unit: Vec<u64>,
     /// Blocks of a member file data may use (the rest is kept for replicas).
     data_limit: u64,
     home: FxHashMap<u64, u32>,
@@ -583,7 +583,7 @@ impl Dgraid {
         let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
             0
         } else {
-            self.unit_of(tag) as u32
+            self.unit_of(tag)
         };
         let same = !have.is_empty() && self.unit[block as usize] == unit && self.replicated.get(block) == replicated;
         let slots = if same {
@@ -876,7 +876,7 @@ impl Dgraid {
         let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
             0
         } else {
-            self.unit_of(tag) as u32
+            self.unit_of(tag)
         };
         if !replicated {
             let first = copies[0].disk;

@@ -287,3 +287,22 @@ fn rebuild_sources_cover_the_live_blocks_from_surviving_copies() {
         }
     }
 }
+
+/// Owners are u64 (the inferrer's default placement units live above
+/// 2^32): two owners equal in their low 32 bits are different units, and a
+/// block passed from one to the other is remapped to the new home.
+#[test]
+fn owners_differing_above_32_bits_are_different_units() {
+    use crate::fsmodel::kind::{BlockKind, Tag};
+    let geo = crate::fsmodel::Geometry::mke2fs(&MkfsParams::new(8 << 20, 1024)).unwrap();
+    let mut layer = Dgraid::new(DgraidConfig::new(DgraidLevel::L0, 4, 1), &geo).unwrap();
+    let data = |o| Tag::of(o, BlockKind::Data, 0);
+    // Unit 5 gets disk 0 (all empty); unit 2^40+5 the next least used, disk 1.
+    layer.write(1000, &data(5)).unwrap();
+    let b = 2000;
+    layer.write(b, &data((1 << 40) + 5)).unwrap();
+    assert_eq!(layer.copies(b)[0].disk, layer.home_of((1 << 40) + 5).unwrap());
+    layer.write(b, &data(5)).unwrap();
+    assert_eq!(layer.counts().remaps, 1);
+    assert_eq!(layer.copies(b)[0].disk, layer.home_of(5).unwrap());
+}

@@ -10,6 +10,8 @@
 //! every write (the annotation-driven placement). A block is misplaced in a
 //! layer when its first copy is not on the home site that layer gave the
 //! block's true placement unit (static metadata: when it has no copy).
+//! Members are sized to hold the whole volume each, so that no block
+//! spills off its home site for want of room.
 //!
 //! Orders: `sequential` and `reverse` copy every block of the image;
 //! `seeded:N` every block in a seeded random order; `files` writes the
@@ -17,6 +19,9 @@
 //! is known), then the data blocks of each file (ascending inode, then
 //! block), then every other in-use block (ascending) — all metadata last,
 //! the deferred list's worst case. `files` writes only in-use blocks.
+//! `stream:LOG` replays a recorded write stream (a mounted file system's
+//! writes, flushes included) in its order; the image is then the device's
+//! final contents.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -27,7 +32,7 @@ use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use super::superblock::{Superblock, SUPERBLOCK_OFFSET};
-use super::{InferConfig, InferCounts, Inferrer, DEFAULT_TAG};
+use super::{default_tag, is_default, InferConfig, InferCounts, Inferrer};
 use crate::dgraid::classify::{Action, Classifier};
 use crate::dgraid::layer::{Dgraid, DgraidConfig, Grouping, ReplicaPlacement};
 use crate::error::{Error, Location, Result};
@@ -101,6 +106,10 @@ pub struct InferReport {
     pub written: u64,
     /// In-use blocks (the truth's).
     pub in_use: u64,
+    /// In-use blocks never written (a recorded stream need not write
+    /// every block mke2fs reserved: zeroed inode tables, say). They are
+    /// left out of every count below.
+    pub unwritten: u64,
     pub correct: u64,
     pub wrong: u64,
     pub unknown: u64,
@@ -112,6 +121,11 @@ pub struct InferReport {
     pub misplaced_truth: u64,
     pub misplaced_inferred_share: f64,
     pub misplaced_truth_share: f64,
+    /// In-use blocks whose first placement by the inference layer was not
+    /// their final home site: misplaced at least for a while, and for good
+    /// without remapping (Fig 5's upper curve).
+    pub misplaced_without_remap: u64,
+    pub misplaced_without_remap_share: f64,
     /// Blocks the inference layer moved after placing them (retags that
     /// changed the placement unit).
     pub remaps_inferred: u64,
@@ -158,6 +172,9 @@ pub fn read_truth(path: &str) -> Result<BTreeMap<u64, Tag>> {
 
 fn parse_order(s: &str) -> Result<Order> {
     let s = s.trim();
+    if let Some(path) = s.strip_prefix("stream:") {
+        return Ok(Order::Stream(path.to_string()));
+    }
     match s {
         "sequential" => Ok(Order::Sequential),
         "reverse" => Ok(Order::Reverse),
@@ -167,28 +184,111 @@ fn parse_order(s: &str) -> Result<Order> {
             _ => Err(Error::unknown(
                 "order",
                 s,
-                &["sequential", "reverse", "seeded:N", "files"],
+                &["sequential", "reverse", "seeded:N", "files", "stream:LOG"],
             )),
         },
     }
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 enum Order {
     Sequential,
     Reverse,
     Seeded(u64),
     Files,
+    /// A recorded write stream (see [`Stream`]).
+    Stream(String),
+}
+
+/// One event of a write source.
+enum Event {
+    Write(u64, Vec<u8>),
+    Flush,
+}
+
+/// A write log as `tests/nbd_logserver.py` records what a device saw: per
+/// write `W`, u64 offset, u32 length (little-endian) and the bytes; per
+/// flush `F`. Writes may be any byte extent: each fs block they touch is
+/// passed whole, completed from the block's contents so far (the device
+/// starts zeroed), as the array does with NBD requests. The contents of
+/// every block written are kept (memory grows with the blocks written).
+struct Stream {
+    path: String,
+    r: BufReader<File>,
+    bs: u64,
+    record: u64,
+    current: FxHashMap<u64, Vec<u8>>,
+    pending: std::collections::VecDeque<Event>,
+}
+
+impl Stream {
+    fn open(path: &str, bs: u64) -> Result<Stream> {
+        let f = File::open(path).map_err(|e| Error::io(path, e))?;
+        Ok(Stream {
+            path: path.to_string(),
+            r: BufReader::new(f),
+            bs,
+            record: 0,
+            current: FxHashMap::default(),
+            pending: Default::default(),
+        })
+    }
+
+    fn bad(&self, field: &str, msg: impl Into<String>) -> Error {
+        Error::parse(&self.path, Location::Record(self.record), field, msg)
+    }
+
+    fn next(&mut self) -> Result<Option<Event>> {
+        use std::io::Read;
+        if let Some(e) = self.pending.pop_front() {
+            return Ok(Some(e));
+        }
+        let mut t = [0u8; 1];
+        if self.r.read(&mut t).map_err(|e| Error::io(&self.path, e))? == 0 {
+            return Ok(None);
+        }
+        let rec = self.record;
+        self.record += 1;
+        match t[0] {
+            b'F' => Ok(Some(Event::Flush)),
+            b'W' => {
+                let mut h = [0u8; 12];
+                self.r
+                    .read_exact(&mut h)
+                    .map_err(|_| Error::parse(&self.path, Location::Record(rec), "header", "truncated"))?;
+                let off = u64::from_le_bytes(h[0..8].try_into().expect("8"));
+                let len = u32::from_le_bytes(h[8..12].try_into().expect("4")) as u64;
+                let mut data = vec![0u8; len as usize];
+                self.r
+                    .read_exact(&mut data)
+                    .map_err(|_| Error::parse(&self.path, Location::Record(rec), "data", "truncated"))?;
+                let bs = self.bs;
+                let mut pos = off;
+                while pos < off + len {
+                    let b = pos / bs;
+                    let in_block = (pos % bs) as usize;
+                    let take = ((bs - pos % bs).min(off + len - pos)) as usize;
+                    let cur = self.current.entry(b).or_insert_with(|| vec![0u8; bs as usize]);
+                    let from = (pos - off) as usize;
+                    cur[in_block..in_block + take].copy_from_slice(&data[from..from + take]);
+                    self.pending.push_back(Event::Write(b, cur.clone()));
+                    pos += take as u64;
+                }
+                Ok(self.pending.pop_front())
+            }
+            other => Err(self.bad("type", format!("record type 0x{other:02X}, expected W or F"))),
+        }
+    }
 }
 
 /// The blocks to write, in order.
-fn blocks_in_order(order: Order, n: u64, geo: &Geometry, truth: &BTreeMap<u64, Tag>) -> Vec<u64> {
+fn blocks_in_order(order: &Order, n: u64, geo: &Geometry, truth: &BTreeMap<u64, Tag>) -> Vec<u64> {
     match order {
-        Order::Sequential => (0..n).collect(),
+        Order::Sequential | Order::Stream(_) => (0..n).collect(),
         Order::Reverse => (0..n).rev().collect(),
         Order::Seeded(seed) => {
             let mut v: Vec<u64> = (0..n).collect();
-            let mut r = SplitMix64::new(seed);
+            let mut r = SplitMix64::new(*seed);
             for i in (1..v.len()).rev() {
                 let j = (r.next_u64() % (i as u64 + 1)) as usize;
                 v.swap(i, j);
@@ -279,6 +379,16 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         ));
     }
     let n = geo.blocks;
+    // Members that could each hold the whole volume: a full member spills
+    // blocks off their home site, a capacity effect that would be counted
+    // as misplacement in both layers.
+    let mut cfg = cfg;
+    let copies = if cfg.level == crate::dgraid::layer::DgraidLevel::L1 {
+        2
+    } else {
+        1
+    };
+    cfg.disk_blocks = Dgraid::member_blocks_for(&cfg, &geo, n * copies * (cfg.disks as u64 - 1));
     let mut truth_layer = Dgraid::new(cfg.clone(), &geo)?;
     let mut inf_layer: Option<Dgraid> = None;
     let mut inferred: FxHashMap<u64, Tag> = FxHashMap::default();
@@ -286,32 +396,79 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         block_size: bs,
         deferred_max: p.deferred_max,
     })?;
-    let apply = |acts: Vec<Action>, layer: &mut Option<Dgraid>, inferred: &mut FxHashMap<u64, Tag>| -> Result<()> {
+    // The disk each block was first placed on (what it would stay on
+    // without the remapping of reused and late-known blocks).
+    let mut first_disk: FxHashMap<u64, u32> = FxHashMap::default();
+    let apply = |acts: Vec<Action>,
+                 layer: &mut Option<Dgraid>,
+                 inferred: &mut FxHashMap<u64, Tag>,
+                 first_disk: &mut FxHashMap<u64, u32>|
+     -> Result<()> {
         for a in acts {
             match a {
                 Action::Geometry(g) => *layer = Some(Dgraid::new(cfg.clone(), &g)?),
                 Action::Store { block, tag, .. } | Action::Retag { block, tag } => {
                     inferred.insert(block, tag);
-                    layer.as_mut().expect("geometry first").write(block, &tag)?;
+                    let l = layer.as_mut().expect("geometry first");
+                    l.write(block, &tag)?;
+                    if let Some(c) = l.copies(block).first() {
+                        first_disk.entry(block).or_insert(c.disk);
+                    }
                 }
                 Action::Free { block } => {
                     inferred.remove(&block);
+                    // A freed block's next placement is a new first one.
+                    first_disk.remove(&block);
                     layer.as_mut().expect("geometry first").bitmap_written(block, &[0], 1);
                 }
             }
         }
         Ok(())
     };
-    let blocks = blocks_in_order(order, n, &geo, &truth);
-    let mut buf = vec![0u8; bs as usize];
-    for &b in &blocks {
-        read(b, &mut buf)?;
-        let acts = inf.write_checked(b, &buf).map_err(wrap)?;
-        apply(acts, &mut inf_layer, &mut inferred)?;
-        truth_layer.write(b, truth.get(&b).unwrap_or(&DEFAULT_TAG))?;
+    let mut written = 0u64;
+    let mut seen: rustc_hash::FxHashSet<u64> = Default::default();
+    let mut step = |b: u64,
+                    data: &[u8],
+                    inf: &mut Inferrer,
+                    inf_layer: &mut Option<Dgraid>,
+                    inferred: &mut FxHashMap<u64, Tag>,
+                    first_disk: &mut FxHashMap<u64, u32>|
+     -> Result<()> {
+        if b >= n {
+            return Err(Error::config(format!(
+                "{}: a write of block {b} is beyond the {n}-block file system",
+                p.image
+            )));
+        }
+        written += 1;
+        seen.insert(b);
+        let acts = inf.write_checked(b, data).map_err(wrap)?;
+        apply(acts, inf_layer, inferred, first_disk)?;
+        truth_layer.write(b, &truth.get(&b).copied().unwrap_or_else(|| default_tag(b)))?;
+        Ok(())
+    };
+    if let Order::Stream(log) = &order {
+        let mut s = Stream::open(log, bs)?;
+        while let Some(ev) = s.next()? {
+            match ev {
+                Event::Write(b, d) => step(b, &d, &mut inf, &mut inf_layer, &mut inferred, &mut first_disk)?,
+                Event::Flush => {
+                    let acts = inf.flush();
+                    apply(acts, &mut inf_layer, &mut inferred, &mut first_disk)?;
+                }
+            }
+        }
+    } else {
+        let blocks = blocks_in_order(&order, n, &geo, &truth);
+        let mut buf = vec![0u8; bs as usize];
+        for &b in &blocks {
+            read(b, &mut buf)?;
+            step(b, &buf, &mut inf, &mut inf_layer, &mut inferred, &mut first_disk)?;
+        }
     }
+    drop(step);
     let acts = inf.flush();
-    apply(acts, &mut inf_layer, &mut inferred)?;
+    apply(acts, &mut inf_layer, &mut inferred, &mut first_disk)?;
     let Some(inf_layer) = inf_layer else {
         return Err(Error::config(format!(
             "{}: the superblock and descriptors were never written in order `{}`",
@@ -321,9 +478,16 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
 
     let mut rows: BTreeMap<BlockKind, KindRow> = BTreeMap::new();
     let (mut correct, mut wrong, mut unknown, mut parent_ok) = (0, 0, 0, 0);
-    let (mut mis_inf, mut mis_truth) = (0u64, 0u64);
+    let (mut mis_inf, mut mis_truth, mut mis_first) = (0u64, 0u64, 0u64);
     let mut examples = Vec::new();
+    let mut unwritten = 0u64;
     for (&b, t) in &truth {
+        if !seen.contains(&b) {
+            // In use, never written (e.g. inode tables mke2fs left to read
+            // as zeros): neither layer holds it, nothing to infer.
+            unwritten += 1;
+            continue;
+        }
         let row = rows.entry(t.kind).or_insert_with(|| KindRow {
             kind: t.kind.name().into(),
             ..KindRow::default()
@@ -338,7 +502,7 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
                     parent_ok += 1;
                 }
             }
-            Some(g) if g != DEFAULT_TAG => {
+            Some(g) if !is_default(&g) => {
                 wrong += 1;
                 row.wrong += 1;
             }
@@ -355,10 +519,16 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
             });
         }
         mis_inf += misplaced(&inf_layer, b, t) as u64;
+        if !t.kind.is_static() {
+            let home = inf_layer.home_of(inf_layer.unit_of(t));
+            mis_first += (first_disk.get(&b).copied() != home) as u64;
+        }
         mis_truth += misplaced(&truth_layer, b, t) as u64;
     }
     let in_use = truth.len() as u64;
-    let share = |x: u64| if in_use == 0 { 0.0 } else { x as f64 / in_use as f64 };
+    // Shares are of the in-use blocks written.
+    let base = in_use - unwritten;
+    let share = |x: u64| if base == 0 { 0.0 } else { x as f64 / base as f64 };
     let order_rank = |k: &BlockKind| KINDS.iter().position(|(x, _)| x == k).unwrap_or(0);
     let mut by_kind: Vec<KindRow> = rows.into_iter().map(|(_, r)| r).collect();
     by_kind.sort_by_key(|r| order_rank(&BlockKind::parse(&r.kind).expect("named")));
@@ -367,8 +537,9 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         order: p.order.clone(),
         block_size: bs,
         fs_blocks: n,
-        written: blocks.len() as u64,
+        written,
         in_use,
+        unwritten,
         correct,
         wrong,
         unknown,
@@ -378,6 +549,8 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
         misplaced_truth: mis_truth,
         misplaced_inferred_share: share(mis_inf),
         misplaced_truth_share: share(mis_truth),
+        misplaced_without_remap: mis_first,
+        misplaced_without_remap_share: share(mis_first),
         remaps_inferred: inf_layer.counts().remaps,
         counts: inf.counts().clone(),
         examples,

@@ -9,8 +9,9 @@
 //!   against the truth (`debugfs`'s), and the placement it leads to.
 //!
 //! How a write is handled:
-//! * before the layout is known (mke2fs writes its inode tables and bitmaps
-//!   before its primary superblock) every write is held, newest contents,
+//! * before the layout is known (mke2fs zeroes the superblock area first,
+//!   and writes its inode tables and bitmaps before its primary
+//!   superblock) every write is held, newest contents,
 //!   without bound (nothing can be placed before the layout: at most the
 //!   volume). Once the superblock and the whole primary descriptor table
 //!   have been written, `Geometry` is answered and the held writes are
@@ -33,9 +34,10 @@
 //!   it has been seen; else it waits on the deferred list (newest contents)
 //!   until one is, and is then answered as `Store`;
 //! * **overflow policy** (the paper gives none): when the list holds more
-//!   than `deferred_max` blocks, its oldest block is stored now under the
-//!   default tag (owner 0, data, parent 0 — one placement unit of its own)
-//!   and answered again as `Retag` when its owner appears. A flush does the
+//!   than `deferred_max` blocks, its oldest block is stored now under a
+//!   default tag ([`default_tag`]: data of a pseudo owner shared by 64
+//!   consecutive blocks, so that unknown blocks spread over the disks) and
+//!   answered again as `Retag` when its owner appears. A flush does the
 //!   same for the whole list;
 //! * **block reuse**: a pointer to a block already stored under another
 //!   tag (another owner, kind or parent) answers `Retag`. The classifier
@@ -69,12 +71,24 @@ use deferred::Deferred;
 use inode::InodeView;
 use superblock::{u32_at, Superblock, SUPERBLOCK_OFFSET};
 
-/// The tag of a block placed before its owner is known.
-pub const DEFAULT_TAG: Tag = Tag {
-    owner: 0,
-    kind: BlockKind::Data,
-    parent: 0,
-};
+/// Owners from here up are not inodes (ext2 has at most 2^32) but the
+/// default placement units of blocks placed before their owner is known.
+pub const DEFAULT_OWNER_BASE: u64 = 1 << 40;
+/// Consecutive blocks sharing one default placement unit.
+pub const DEFAULT_RUN: u64 = 64;
+
+/// The tag of a block placed before its owner is known: data of a pseudo
+/// owner shared by the `DEFAULT_RUN` blocks around it, so that unknown
+/// blocks spread over the disks (each run gets a home site by the layer's
+/// greedy rule) instead of filling one, and runs of a file stay together.
+pub fn default_tag(block: u64) -> Tag {
+    Tag::of(DEFAULT_OWNER_BASE + block / DEFAULT_RUN, BlockKind::Data, 0)
+}
+
+/// Whether `tag` is a default placement's.
+pub fn is_default(tag: &Tag) -> bool {
+    tag.owner >= DEFAULT_OWNER_BASE
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct InferConfig {
@@ -171,6 +185,15 @@ impl Layout {
     }
 }
 
+/// The block pointers an inode record holds itself (none for records
+/// without pointers).
+fn root_pointers(rec: &[u8]) -> Vec<u64> {
+    match inode::view(rec) {
+        InodeView::Pointers { ptrs, .. } => ptrs.iter().copied().filter(|&p| p != 0).collect(),
+        _ => Vec::new(),
+    }
+}
+
 fn static_tag(k: StaticKind) -> Tag {
     Tag::shared(match k {
         StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
@@ -192,6 +215,13 @@ pub struct Inferrer {
     early: Deferred,
     layout: Option<Layout>,
     known: FxHashMap<u64, Known>,
+    /// Every pointer seen to a block and not withdrawn since, oldest
+    /// first, one per owner: the block's tag is the newest. When an owner
+    /// drops its pointer (truncate, delete, an indirect block rewritten),
+    /// its claim goes and the block falls back to the newest other claim
+    /// — a stale pointer written late (an inode deleted after its blocks
+    /// went to another file) is undone when its deletion is written.
+    claims: FxHashMap<u64, Vec<Known>>,
     /// The tag each data-region block is stored under in the array.
     stored: FxHashMap<u64, Tag>,
     /// Last contents of inode-table blocks, primary descriptors, and of
@@ -218,6 +248,7 @@ impl Inferrer {
             early: Deferred::default(),
             layout: None,
             known: FxHashMap::default(),
+            claims: FxHashMap::default(),
             stored: FxHashMap::default(),
             shadow: FxHashMap::default(),
             parent: FxHashMap::default(),
@@ -278,7 +309,14 @@ impl Inferrer {
             let bs = self.cfg.block_size;
             if b == SUPERBLOCK_OFFSET / bs {
                 let off = (SUPERBLOCK_OFFSET % bs) as usize;
-                self.sb = Some(Superblock::parse(&data[off..off + 1024], b, bs)?);
+                let raw = &data[off..off + 1024];
+                // mke2fs first zeroes the old superblock area: a write there
+                // without the magic is not a superblock (yet), nor an error.
+                self.sb = if superblock::has_magic(raw) {
+                    Some(Superblock::parse(raw, b, bs)?)
+                } else {
+                    None
+                };
             }
             return self.try_layout(out);
         }
@@ -361,7 +399,7 @@ impl Inferrer {
             // Past the file system's end: nothing can own it.
             out.push(Action::Store {
                 block: b,
-                tag: DEFAULT_TAG,
+                tag: default_tag(b),
                 data: data.to_vec(),
             });
             return Ok(());
@@ -390,13 +428,13 @@ impl Inferrer {
     /// Store a block whose owner is unknown under the default tag, keeping
     /// its contents if it may turn out to be an indirect or directory block.
     fn place_default(&mut self, b: u64, data: Vec<u8>, out: &mut Vec<Action>) {
-        self.stored.insert(b, DEFAULT_TAG);
+        self.stored.insert(b, default_tag(b));
         if self.may_be_pointers(&data) || dirent::is_dir_block(&data, self.layout().sb.filetype) {
             self.shadow.insert(b, data.clone());
         }
         out.push(Action::Store {
             block: b,
-            tag: DEFAULT_TAG,
+            tag: default_tag(b),
             data,
         });
     }
@@ -443,6 +481,12 @@ impl Inferrer {
                 continue;
             }
             let ino = group * ipg + index + 1;
+            let before = old.as_ref().map(|o| &o[i * isz..(i + 1) * isz]);
+            let gone = before.map(root_pointers).unwrap_or_default();
+            let now = root_pointers(rec);
+            for p in gone.into_iter().filter(|p| !now.contains(p)) {
+                self.withdraw(p, ino, out);
+            }
             self.inode_changed(ino, rec, out);
         }
     }
@@ -482,6 +526,16 @@ impl Inferrer {
             return;
         }
         let k = Known { tag, level, leaf };
+        let cl = self.claims.entry(p).or_default();
+        cl.retain(|c| c.tag.owner != tag.owner);
+        cl.push(k);
+        self.make_effective(p, k, out);
+    }
+
+    /// `k` becomes what `p` holds: store it if deferred, retag it if
+    /// stored under another tag, follow its contents.
+    fn make_effective(&mut self, p: u64, k: Known, out: &mut Vec<Action>) {
+        let tag = k.tag;
         let prev = self.known.insert(p, k);
         if prev == Some(k) {
             return;
@@ -515,12 +569,59 @@ impl Inferrer {
         }
     }
 
+    /// `owner` no longer points at `p`: its claim goes (with those it made
+    /// through `p` if `p` is its indirect block); if it was `p`'s tag, the
+    /// newest other claim takes over, else `p` is unknown again (it stays
+    /// where it is stored until a bitmap frees it or a pointer claims it).
+    fn withdraw(&mut self, p: u64, owner: u64, out: &mut Vec<Action>) {
+        let Some(cl) = self.claims.get_mut(&p) else { return };
+        let Some(i) = cl.iter().position(|c| c.tag.owner == owner) else {
+            return;
+        };
+        let gone = cl.remove(i);
+        let next = cl.last().copied();
+        if cl.is_empty() {
+            self.claims.remove(&p);
+        }
+        if self.known.get(&p).map(|k| k.tag.owner) != Some(owner) {
+            return;
+        }
+        if gone.level > 0 {
+            if let Some(d) = self.shadow.get(&p).cloned() {
+                for c in d.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&c| c != 0) {
+                    self.withdraw(c, owner, out);
+                }
+            }
+        }
+        match next {
+            Some(mut k) => {
+                if let Some(&par) = self.parent.get(&k.tag.owner) {
+                    k.tag.parent = par;
+                }
+                self.make_effective(p, k, out);
+            }
+            None => {
+                self.known.remove(&p);
+                if let Some(s) = self.blocks_of.get_mut(&owner) {
+                    s.remove(&p);
+                }
+            }
+        }
+    }
+
     /// The contents of a block whose tag is known: an indirect block's
     /// pointers, a directory block's entries.
     fn follow(&mut self, b: u64, k: Known, data: Vec<u8>, out: &mut Vec<Action>) {
         if k.level > 0 {
             let ptrs: Vec<u64> = data.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&p| p != 0).collect();
-            self.shadow.insert(b, data);
+            if let Some(old) = self.shadow.insert(b, data) {
+                let now: FxHashSet<u64> = ptrs.iter().copied().collect();
+                for c in old.chunks_exact(4).map(|w| u32_at(w, 0)) {
+                    if c != 0 && !now.contains(&c) {
+                        self.withdraw(c, k.tag.owner, out);
+                    }
+                }
+            }
             for p in ptrs {
                 let (kind, level) = if k.level == 1 {
                     (k.leaf, 0)
@@ -587,6 +688,7 @@ impl Inferrer {
                 }
             }
             self.shadow.remove(&b);
+            self.claims.remove(&b);
             self.deferred.take(b);
             if self.stored.remove(&b).is_some() {
                 self.counts.frees += 1;

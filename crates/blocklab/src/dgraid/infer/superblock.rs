@@ -53,6 +53,11 @@ pub(crate) fn u32_at(b: &[u8], off: usize) -> u64 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]) as u64
 }
 
+/// Whether the 1024 superblock bytes carry ext2's magic.
+pub fn has_magic(sb: &[u8]) -> bool {
+    sb.len() >= 1024 && u16_at(sb, 0x38) as u16 == MAGIC
+}
+
 fn bad(block: u64, field: &str, message: impl Into<String>) -> Error {
     Error::parse("superblock", Location::Record(block), field, message)
 }

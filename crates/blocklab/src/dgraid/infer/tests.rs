@@ -118,10 +118,28 @@ fn writes_before_the_layout_are_held_then_placed_by_owner() {
 }
 
 #[test]
+fn a_zeroed_superblock_area_is_held_until_the_superblock_comes() {
+    // mke2fs zeroes the superblock area before anything else.
+    let g = geo(8 << 20, KIB);
+    let mut inf = inferrer(&g, 16);
+    assert!(inf.write_checked(1, &vec![0u8; 1024]).unwrap().is_empty());
+    assert!(inf.write_checked(2, &gdt_blocks(&g)).unwrap().is_empty());
+    assert!(inf.refused().is_none() && inf.geometry().is_none());
+    let acts = inf.write_checked(1, &sb_block(&g)).unwrap();
+    assert!(matches!(&acts[0], Action::Geometry(x) if *x == g));
+    // The superblock is stored once, with its newest contents.
+    let sb: Vec<_> = acts
+        .iter()
+        .filter(|a| matches!(a, Action::Store { block: 1, .. }))
+        .collect();
+    assert_eq!(sb.len(), 1);
+    assert!(matches!(sb[0], Action::Store { data, .. } if *data == sb_block(&g)));
+}
+
+#[test]
 fn bad_superblocks_are_refused_naming_the_field() {
     let g = geo(8 << 20, KIB);
     let cases: Vec<(Box<dyn Fn(&mut Vec<u8>)>, &str)> = vec![
-        (Box::new(|b| b[0x38] = 0), "s_magic"),
         (Box::new(|b| b[0x60] |= 0x80), "64bit"),
         (Box::new(|b| b[0x60] |= 0x10), "meta_bg"),
         (Box::new(|b| b[0x18] = 2), "s_log_block_size"),
@@ -292,7 +310,7 @@ fn overflow_places_the_oldest_by_default_then_retags_it() {
         acts,
         vec![Action::Store {
             block: blocks[0],
-            tag: DEFAULT_TAG,
+            tag: default_tag(blocks[0]),
             data: data(&g, 1)
         }]
     );
@@ -325,7 +343,7 @@ fn an_indirect_block_placed_by_default_is_followed_when_its_owner_appears() {
     inf.write_checked(ind, &ib).unwrap();
     inf.write_checked(leaf, &data(&g, 9)).unwrap(); // overflows: ind placed by default
     let flushed = inf.flush(); // leaf placed by default
-    assert_eq!(stores(&flushed), vec![(leaf, DEFAULT_TAG)]);
+    assert_eq!(stores(&flushed), vec![(leaf, default_tag(leaf))]);
     let mut ptrs = [0u32; 13];
     ptrs[12] = ind as u32;
     let (tb, tbl) = table_block(&g, 16, &inode(0o100644, 20 * 1024, 44, &ptrs), None);
@@ -357,4 +375,60 @@ fn fast_symlinks_devices_and_extent_inodes_have_no_blocks() {
     assert_eq!(stores(&acts), vec![(tb, Tag::shared(BlockKind::InodeTable))]);
     assert_eq!(inf.deferred_len(), 1);
     assert_eq!(inf.counts().extent_inodes, 1);
+}
+
+#[test]
+fn a_stale_claim_is_undone_when_its_inode_is_deleted() {
+    // Block x belongs to file 13. A late write of file 14's inode still
+    // points at x (14 held it before 13 did): x is retagged to 14. When
+    // 14's deletion is written, x goes back to 13, its remaining claim.
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let x = g.groups[0].inode_table[1] + 5;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 10, 2, &[x as u32]), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    inf.write_checked(x, &data(&g, 1)).unwrap();
+    let (_, tbl) = table_block(&g, 14, &inode(0o100644, 10, 2, &[x as u32]), Some(tbl));
+    let acts = inf.write_checked(tb, &tbl).unwrap();
+    assert!(acts.contains(&Action::Retag {
+        block: x,
+        tag: Tag::of(14, BlockKind::Data, 0)
+    }));
+    let mut dead = inode(0o100644, 10, 2, &[x as u32]);
+    dead[0x1A..0x1C].copy_from_slice(&0u16.to_le_bytes());
+    dead[0x14..0x18].copy_from_slice(&7u32.to_le_bytes());
+    let (_, tbl) = table_block(&g, 14, &dead, Some(tbl));
+    let acts = inf.write_checked(tb, &tbl).unwrap();
+    assert!(
+        acts.contains(&Action::Retag {
+            block: x,
+            tag: Tag::of(13, BlockKind::Data, 0)
+        }),
+        "{acts:?}"
+    );
+    // 13 truncated to nothing: no claim is left, x is unknown again.
+    let (_, tbl) = table_block(&g, 13, &inode(0o100644, 0, 0, &[]), Some(tbl));
+    inf.write_checked(tb, &tbl).unwrap();
+    assert_eq!(inf.tag_of(x), None);
+}
+
+#[test]
+fn a_pointer_dropped_from_an_indirect_block_is_withdrawn() {
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (ind, c1, c2) = (base, base + 1, base + 2);
+    let mut ptrs = [0u32; 13];
+    ptrs[12] = ind as u32;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    let mut ib = vec![0u8; 1024];
+    ib[0..4].copy_from_slice(&(c1 as u32).to_le_bytes());
+    ib[4..8].copy_from_slice(&(c2 as u32).to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    assert_eq!(inf.tag_of(c2), Some(Tag::of(13, BlockKind::Data, 0)));
+    ib[4..8].copy_from_slice(&0u32.to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    assert_eq!(inf.tag_of(c2), None);
+    assert_eq!(inf.tag_of(c1), Some(Tag::of(13, BlockKind::Data, 0)));
 }
