@@ -9,7 +9,7 @@ use blocklab::array::ArrayConfig;
 use blocklab::exec::real::control::{self, ServeOptions};
 use blocklab::exec::real::integrity::{self, IntegrityOptions};
 use blocklab::exec::real::rebuild::RebuildOptions;
-use blocklab::exec::real::replay::{self, ReplayOptions};
+use blocklab::exec::real::replay::ReplayOptions;
 use blocklab::exec::real::stack as real_stack;
 use blocklab::exec::real::stack_replay;
 use blocklab::exec::real::{OpenConfig, RealArray};
@@ -187,7 +187,8 @@ fn real_rebuild(
 
 #[pyfunction]
 #[pyo3(signature = (dir, traces, format="auto", replay="open", speedup=1.0, outstanding=1, threads=32,
-    direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None, start_dirty_degraded=false))]
+    direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None, start_dirty_degraded=false, skip=0,
+    log=None))]
 #[allow(clippy::too_many_arguments)]
 fn real_replay(
     py: Python<'_>,
@@ -204,8 +205,12 @@ fn real_replay(
     skip_bad: bool,
     sort_window: Option<f64>,
     start_dirty_degraded: bool,
+    skip: u64,
+    log: Option<String>,
 ) -> PyResult<String> {
     let o = ReplayOptions {
+        skip,
+        log,
         traces,
         format: format.into(),
         skip_bad,
@@ -219,11 +224,7 @@ fn real_replay(
         sort_window,
         start_dirty_degraded,
     };
-    let d = dir.clone();
-    if real_stack::stack_file(&dir).is_some() {
-        return Ok(json(&interruptible(py, move |_| stack_replay::replay_stack(&d, &o))?));
-    }
-    Ok(json(&interruptible(py, move |_| replay::replay(&d, &o))?))
+    Ok(json(&interruptible(py, move |_| stack_replay::replay_dir(&dir, &o))?))
 }
 
 /// Run the integrity suite; `progress(round, report_json)` is called every

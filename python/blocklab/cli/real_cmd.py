@@ -290,7 +290,9 @@ def replay(
     threads: int = typer.Option(32, "--threads", help="open: worker threads (requests in flight at most)."),
     direct: bool = typer.Option(True, "--direct/--no-direct", help="O_DIRECT on the member files where the file system allows."),
     wrap: bool = typer.Option(False, "--wrap", help="Fold offsets past the array's end back into it."),
-    limit: int = typer.Option(0, "--limit", help="Stop after this many requests per stream (0: all)."),
+    limit: int = typer.Option(0, "--limit", help="Stop after this many requests per stream (0: all; counted after --skip)."),
+    skip: int = typer.Option(0, "--skip", help="Leave out each stream's first N requests (e.g. a warm-up replayed before with --limit N)."),
+    log: Optional[Path] = typer.Option(None, "--log", help="Write one CSV line per request: issued_unix_s,op,offset,bytes,response_ms,ok (cut it at a rebuild's started_unix_s / finished_unix_s)."),
     sort: bool = SortOpt,
     sort_window_s: Optional[float] = SortWindowOpt,
     skip_bad: bool = SkipBadOpt,
@@ -298,21 +300,26 @@ def replay(
     json_out: bool = JsonOpt,
 ) -> None:
     """Issue a trace's requests against the array; response times in the timed executor's schema. On a stack
-    directory: through the stack, reported in `blocklab run`'s schema (executor `real`)."""
+    directory: through the stack, reported in `blocklab run`'s schema (executor `real`); on a served one, through
+    its server (the layers' figures are the server's: `real status`)."""
     for t in trace:
         if not t.exists():
             fail(f"{t}: no such file")
+    if limit < 0 or skip < 0:
+        fail("--limit and --skip must be >= 0")
     d = _array_dir(dir)
     # The engine replays through the stack when the directory has one (and reports in `run`'s schema).
     r = json.loads(_core.real_replay(d, [str(t) for t in trace], format=format, replay=replay,
                                      speedup=speedup, outstanding=outstanding, threads=threads, direct=direct,
                                      wrap=wrap, limit=limit, skip_bad=skip_bad,
                                      sort_window=sort_window(sort, sort_window_s),
-                                     start_dirty_degraded=start_dirty_degraded))
+                                     start_dirty_degraded=start_dirty_degraded, skip=skip,
+                                     log=str(log) if log else None))
     if json_out:
         print_json(r)
         return
-    if _core.real_has_stack(d):
+    # A stack replayed here reports in `run`'s schema; a served one goes through its server.
+    if "layers" in r:
         from blocklab.cli.run_cmd import print_result
 
         print_result(r, dir / "stack.toml")

@@ -56,8 +56,8 @@ def vdf(
     traces: Optional[List[str]] = typer.Option(None, "--traces", "-t", help="Extra traces, PATH or PATH:FORMAT (repeatable). The shipped sample and ../shared/traces are always included unless --only."),
     only: bool = typer.Option(False, "--only", help="Use only the traces given with --traces."),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="Output directory (default repro-vdf; --timed: repro-vdf-timed): results.parquet (every cell, resumable), report.html, vdf-reduction.csv/.png, vdf-report.md (--timed: vdf-timed-summary.csv, vdf-timed.png, vdf-timed-report.md)."),
-    disks: str = typer.Option("5,6,7,8", "--disks", help="Numbers of disks (RAID-5, one failed)."),
-    sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%)."),
+    disks: Optional[str] = typer.Option(None, "--disks", help="Numbers of disks (RAID-5, one failed); default 5,6,7,8 (--real: 5,8)."),
+    sizes: Optional[str] = typer.Option(None, "--sizes", help="Cache sizes (share of unique blocks, or blocks, or bytes); default 1%,2%,5%,10%,20%,40%,70% (--timed: 10%,40%; --real: one size, 40%)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
@@ -66,6 +66,13 @@ def vdf(
     threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
     warmup: float = typer.Option(15.0, "--warmup", help="--timed: seconds of the trace replayed to warm the cache, not measured (the rebuild starts after them); 0: none."),
     stripe_cache: int = typer.Option(256, "--stripe-cache", help="--timed: MD's stripe cache of the degraded array, in stripe heads (MD's default 256); 0: none."),
+    real: bool = typer.Option(False, "--real", help="§6 on real bytes: the stack on member files served over NBD, the trace replayed through it while the server rebuilds at full bandwidth; beside the timed simulator on the same stack and trace (one trace: the first --traces, default Tencent 222, else a built-in one)."),
+    outstanding: str = typer.Option("20,80", "--outstanding", help="--real: requests outstanding in the closed-loop parts (the largest also during the rebuild)."),
+    repeat: int = typer.Option(3, "--repeat", help="--real: rounds of every policy (alternating within a round); the spread is printed."),
+    policies: str = typer.Option("lru,vdf-lru,lfu,vdf-lfu", "--policies", help="--real: the policies (a base and its VDF variant make a pair)."),
+    part: int = typer.Option(4000, "--part", help="--real: requests in each measured part after the warm-up."),
+    member_size: Optional[str] = typer.Option(None, "--member-size", help="--real: bytes per member (default: the trace's span over the data members, so that it covers the array)."),
+    builtin: bool = typer.Option(False, "--builtin", help="--real: the built-in synthetic trace even when ../shared is present."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only.
     With --timed, §6: the same caches in front of the degraded array in simulated time."""
@@ -77,6 +84,13 @@ def vdf(
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
 
+    if real and timed:
+        fail("--real and --timed are two recipes: give one")
+    if real:
+        _vdf_real(traces, disks or "5,8", sizes or "40%", outstanding, repeat, policies, part, warmup, member_size,
+                  builtin, out or "repro-vdf-real")
+        return
+    disks = disks or "5,6,7,8"
     if timed:
         _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray, warmup, stripe_cache)
         return
@@ -186,20 +200,92 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
            md)
 
 
+def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, policies: str, part: int, warmup: float,
+              member_size, builtin: bool, out: str) -> None:
+    from pathlib import Path
+
+    from blocklab import _core
+    from blocklab.cli.common import fail
+    from blocklab.repro import vdf as rv
+    from blocklab.repro import vdf_real as vr
+
+    if traces:
+        t = rv.parse_trace_arg(traces[0])
+        if not Path(t.path).is_file():
+            fail(f"--traces: {t.path}: no such file")
+        trace = vr.Trace(t.path, t.format, t.label)
+    else:
+        trace = vr.default_trace(builtin)
+    ndisks = _ints(disks, "--disks")
+    if any(n < 5 or n > 8 for n in ndisks):
+        fail(f"--disks `{disks}`: the paper's RAID-5 has 5 to 8 members")
+    nout = _ints(outstanding, "--outstanding")
+    if not nout or any(t < 1 for t in nout):
+        fail("--outstanding: at least 1 request outstanding")
+    pols = [x.strip() for x in policies.split(",") if x.strip()]
+    bad = [x for x in pols if x not in vr.POLICIES]
+    if bad:
+        fail(f"--policies: unknown policy `{bad[0]}`; valid: {', '.join(vr.POLICIES)}")
+    if not vr.pairs(pols):
+        fail("--policies: give a base and its VDF variant (e.g. lru,vdf-lru)")
+    if repeat < 1:
+        fail(f"--repeat must be at least 1, not {repeat}")
+    if part < 1:
+        fail(f"--part must be at least 1, not {part}")
+    if not warmup >= 0:
+        fail(f"--warmup: {warmup} is not a number of seconds >= 0")
+    size = sizes.split(",")[0].strip()
+    try:
+        vr.cache_blocks(size, 100)
+    except ValueError:
+        fail(f"--sizes `{sizes}`: expected a share (40%) or a number of blocks")
+    member = None
+    if member_size is not None:
+        try:
+            member = _core.parse_bytes(member_size)
+        except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
+            fail(f"--member-size: {e}")
+        if member <= 0 or member % (64 * 1024):
+            fail(f"--member-size `{member_size}`: a positive multiple of the 64 KiB chunk")
+    outdir = Path(out)
+    try:
+        p, runs, sims = vr.run(trace, outdir, disks=ndisks, policies=pols, outstanding=nout, repeat=repeat, part=part,
+                               warmup_s=warmup, size=size, member=member,
+                               progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (RuntimeError, ValueError, OSError) as e:
+        fail(str(e))
+    rows = vr.summary(p, runs, sims)
+    md = vr.markdown(p, runs, rows, vr.claims(p, rows), _command_line())
+    from blocklab.repro.real_runs import write_csv
+
+    write_csv(runs, outdir / "vdf-real-runs.csv")
+    write_csv(sims, outdir / "vdf-real-sim.csv")
+    (outdir / "vdf-real-report.md").write_text(md)
+    _wrote(outdir, ["vdf-real-runs.csv", "vdf-real-sim.csv", "vdf-real-report.md"], md)
+
+
 @repro_app.command("pro")
 def pro(
-    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md."),
+    out: str = typer.Option("repro-pro", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, pro-tables.csv, pro-sensitivity.csv, PNG, pro-report.md (--real: repro-pro-real: pro-real-runs.csv, pro-real-sim.csv, pro-real-report.md)."),
     only: Optional[str] = typer.Option(None, "--only", help="Run only these traces: ws, fin (comma-separated)."),
     idle: str = typer.Option("md2611", "--idle", help="MD's idle test for every run: md2611 (the paper's kernel), md6, simple."),
     sweep: bool = typer.Option(True, "--sweep/--no-sweep", help="The sensitivity sweep over PRO's own parameters (RAID-5 of 5)."),
     workers: int = typer.Option(2, "--workers", "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    real: bool = typer.Option(False, "--real", help="One or two cells of Tables 3/4 on real bytes: md and pro rebuilding member files in the server while the trace is replayed through it; beside the timed simulator on the same array and trace (--out default repro-pro-real)."),
+    cells: Optional[str] = typer.Option(None, "--cells", help="--real: the cells, TRACE:DISKS of a RAID-5 (default ws:5, and fin:5 when ../shared holds it)."),
+    repeat: int = typer.Option(3, "--repeat", help="--real: rounds of md and pro (alternating within a round); the spread is printed."),
+    member_size: str = typer.Option("64MiB", "--member-size", help="--real: bytes per member file."),
 ) -> None:
     """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
     from pathlib import Path
 
     from blocklab.cli.common import fail
     from blocklab.repro import pro as rp
+
+    if real:
+        _pro_real(cells, repeat, member_size, out if out != "repro-pro" else "repro-pro-real")
+        return
 
     if idle not in ("md2611", "md6", "simple"):
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
@@ -226,6 +312,43 @@ def pro(
     (outdir / "pro-report.md").write_text(md)
     _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-sensitivity.csv", "pro-fig1.png",
                     "pro-sensitivity.png", "pro-report.md"], md)
+
+
+def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> None:
+    from pathlib import Path
+
+    from blocklab import _core
+    from blocklab.cli.common import fail
+    from blocklab.repro import pro_real as pr
+
+    try:
+        chosen = pr.parse_cells(cells) if cells else pr.default_cells()
+    except ValueError as e:
+        fail(str(e))
+    if not chosen:
+        fail("--cells: no cell given")
+    if repeat < 1:
+        fail(f"--repeat must be at least 1, not {repeat}")
+    try:
+        member = _core.parse_bytes(member_size)
+    except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
+        fail(f"--member-size: {e}")
+    if member <= 0 or member % (64 * 1024):
+        fail(f"--member-size `{member_size}`: a positive multiple of the 64 KiB chunk")
+    outdir = Path(out)
+    try:
+        runs, sims, notes = pr.run(chosen, outdir, repeat=repeat, member=member,
+                                   progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (RuntimeError, ValueError, OSError) as e:
+        fail(str(e))
+    rows = pr.summary(chosen, runs, sims)
+    md = pr.markdown(rows, runs, pr.claims(rows), notes, member, _command_line())
+    from blocklab.repro.real_runs import write_csv
+
+    write_csv(runs, outdir / "pro-real-runs.csv")
+    write_csv(sims, outdir / "pro-real-sim.csv")
+    (outdir / "pro-real-report.md").write_text(md)
+    _wrote(outdir, ["pro-real-runs.csv", "pro-real-sim.csv", "pro-real-report.md"], md)
 
 
 @repro_app.command("disks")

@@ -128,6 +128,13 @@ impl RebuildOptions {
     }
 }
 
+/// The wall clock, in seconds since the Unix epoch.
+pub(super) fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// What a rebuild run did.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct RebuildReport {
@@ -160,6 +167,10 @@ pub struct RebuildReport {
     pub max_in_flight: u64,
     /// User requests shown to the order's access monitor.
     pub user_requests_seen: u64,
+    /// The member sectors those requests' plans touched (what the speed
+    /// rule's idle test counts as the users' I/O), summed over the members.
+    #[serde(default)]
+    pub user_member_sectors: u64,
     /// Times the order started over because the members changed.
     pub restarts: u64,
     /// Checkpoints of the map, and the runs of rows beyond the offset the
@@ -170,6 +181,13 @@ pub struct RebuildReport {
     pub order_stats: BTreeMap<String, u64>,
     /// Blocks that could not be produced (now on the bad-block list).
     pub unrecoverable_blocks: u64,
+    /// When the run started and ended, in seconds since the Unix epoch (the
+    /// server's clock when served), so that a caller can cut a replay's
+    /// per-request log (`real replay --log`) at the rebuild's own ends.
+    #[serde(default)]
+    pub started_unix_s: f64,
+    #[serde(default)]
+    pub finished_unix_s: f64,
 }
 
 /// The wall clock since the array was opened, and its user requests.
@@ -293,6 +311,7 @@ impl RealArray {
             ..Default::default()
         };
         let t0 = Instant::now();
+        report.started_unix_s = unix_now_s();
         let workers = if self_limited {
             self.cfg.disks as usize + 2
         } else {
@@ -345,6 +364,7 @@ impl RealArray {
         };
         report.rows_done = end.saturating_sub(resumed_from);
         report.seconds = t0.elapsed().as_secs_f64();
+        report.finished_unix_s = unix_now_s();
         report.avg_kbps = if report.seconds > 0.0 {
             (report.rows_done * row_kib) as f64 / report.seconds
         } else {
@@ -599,6 +619,7 @@ impl Run<'_> {
         for ev in &events {
             for op in ev.plan.disk_ops() {
                 s.pacing.user_io(op.disk as usize, op.nblocks as u64 * spb);
+                report.user_member_sectors += op.nblocks as u64 * spb;
             }
             s.strategy
                 .observe_user(&live.array, ev.blocks.clone(), &ev.plan, ev.at_ns);

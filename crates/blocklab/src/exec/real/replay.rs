@@ -50,6 +50,13 @@ pub struct ReplayOptions {
     pub wrap: bool,
     /// Stop after this many requests per stream (0: all).
     pub limit: u64,
+    /// Leave out each stream's first requests (read, not issued): a replay
+    /// that goes on where an earlier one with `limit` stopped, e.g. after a
+    /// warm-up. `limit` counts the requests after them.
+    pub skip: u64,
+    /// Write one CSV line per request here (`RequestLog`), so that a caller
+    /// can take the figures of any phase (e.g. while a rebuild ran).
+    pub log: Option<String>,
     /// Put times that go back in order within this many seconds (None:
     /// they are an error naming the line); see trace::order.
     pub sort_window: Option<f64>,
@@ -73,6 +80,12 @@ impl ReplayOptions {
             )));
         }
         Ok(open)
+    }
+
+    /// Whether a stream's request `i` (counted from its first, skipped ones
+    /// included) is past `skip` + `limit`.
+    pub fn past_limit(&self, i: u64) -> bool {
+        self.limit > 0 && i >= self.skip.saturating_add(self.limit)
     }
 
     /// How the traces are read.
@@ -111,6 +124,8 @@ impl Default for ReplayOptions {
             direct: true,
             wrap: false,
             limit: 0,
+            skip: 0,
+            log: None,
             sort_window: None,
             start_dirty_degraded: false,
         }
@@ -229,6 +244,55 @@ struct Totals {
     bytes_written: AtomicU64,
 }
 
+/// `--log`: one line per request, `issued_unix_s,op,offset,bytes,response_ms,ok`
+/// (when it was due, in seconds since the Unix epoch; read `R` or write `W`;
+/// its response time; 1 if it succeeded). Lines are written as requests
+/// complete, so memory does not grow with the trace; times are on the same
+/// clock as a rebuild report's `started_unix_s` / `finished_unix_s`.
+pub(super) struct RequestLog {
+    out: Mutex<std::io::BufWriter<std::fs::File>>,
+    path: String,
+    /// The Unix time of `t0`, and `t0` itself.
+    unix0: f64,
+    t0: Instant,
+}
+
+pub(super) const LOG_HEADER: &str = "issued_unix_s,op,offset,bytes,response_ms,ok";
+
+impl RequestLog {
+    pub(super) fn create(path: &str, t0: Instant) -> Result<RequestLog> {
+        use std::io::Write;
+        let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+        let mut out = std::io::BufWriter::new(f);
+        writeln!(out, "{LOG_HEADER}").map_err(|e| Error::io(path, e))?;
+        Ok(RequestLog {
+            out: Mutex::new(out),
+            path: path.into(),
+            unix0: super::rebuild::unix_now_s() - t0.elapsed().as_secs_f64(),
+            t0,
+        })
+    }
+
+    pub(super) fn record(&self, op: Op, offset: u64, len: u64, due: Instant, ns: u64, ok: bool) {
+        use std::io::Write;
+        let at = self.unix0 + due.saturating_duration_since(self.t0).as_secs_f64();
+        let op = if op == Op::Read { 'R' } else { 'W' };
+        // A failed log write shows at `finish`, which flushes.
+        let _ = writeln!(
+            self.out.lock().unwrap(),
+            "{at:.6},{op},{offset},{len},{:.4},{}",
+            ns as f64 / 1e6,
+            ok as u8
+        );
+    }
+
+    pub(super) fn finish(self) -> Result<()> {
+        use std::io::Write;
+        let path = self.path;
+        self.out.into_inner().unwrap().flush().map_err(|e| Error::io(&path, e))
+    }
+}
+
 /// A request placed on the array: (op, offset, len).
 pub(super) fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
     let len = r.len.max(512);
@@ -270,13 +334,26 @@ fn pattern(buf: &mut [u8], offset: u64) {
     }
 }
 
-fn run_one(conn: &mut Conn, op: Op, off: u64, len: u64, due: Instant, totals: &Totals, lat: &mut (Lat, Lat)) {
+#[allow(clippy::too_many_arguments)]
+fn run_one(
+    conn: &mut Conn,
+    op: Op,
+    off: u64,
+    len: u64,
+    due: Instant,
+    totals: &Totals,
+    lat: &mut (Lat, Lat),
+    log: Option<&RequestLog>,
+) {
     let mut buf = vec![0u8; len as usize];
     if op == Op::Write {
         pattern(&mut buf, off);
     }
     let ok = conn.issue(op, off, &mut buf);
     let ns = due.elapsed().as_nanos() as u64;
+    if let Some(log) = log {
+        log.record(op, off, len, due, ns, ok);
+    }
     totals.requests.fetch_add(1, Ordering::Relaxed);
     if !ok {
         totals.errors.fetch_add(1, Ordering::Relaxed);
@@ -337,6 +414,11 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
         bytes_written: AtomicU64::new(0),
     });
     let t0 = Instant::now();
+    let log_owned = match &opts.log {
+        Some(p) => Some(RequestLog::create(p, t0)?),
+        None => None,
+    };
+    let log = log_owned.as_ref();
     let streams = readers.len();
     // What each trace's reorder moved, kept as its reader ends.
     let reordered: Mutex<Vec<crate::trace::order::Reordered>> = Mutex::new(Vec::new());
@@ -357,7 +439,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                     loop {
                         let job = rx.lock().unwrap().recv();
                         let Ok((op, off, len, due)) = job else { break };
-                        run_one(&mut conn, op, off, len, due, &totals, &mut lat);
+                        run_one(&mut conn, op, off, len, due, &totals, &mut lat, log);
                     }
                     let mut all = totals.all.lock().unwrap();
                     all.0.add(&lat.0);
@@ -372,10 +454,13 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                     let mut base: Option<f64> = None;
                     let mut reader = reader;
                     for (i, r) in reader.by_ref().enumerate() {
-                        if opts.limit > 0 && i as u64 >= opts.limit {
+                        if opts.past_limit(i as u64) {
                             break;
                         }
                         let r = r?;
+                        if (i as u64) < opts.skip {
+                            continue;
+                        }
                         let b = *base.get_or_insert(r.time);
                         let at = ((r.time - b).max(0.0) / opts.speedup).max(0.0);
                         let due = t0 + Duration::from_secs_f64(at);
@@ -423,11 +508,15 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
                                 g.1.next().map(|r| (i, r))
                             };
                             let Some((i, r)) = next else { break };
-                            if opts.limit > 0 && i >= opts.limit {
+                            if opts.past_limit(i) {
                                 break;
                             }
-                            let (op, off, len) = place(&r?, size, opts.wrap, &file)?;
-                            run_one(&mut conn, op, off, len, Instant::now(), &totals, &mut lat);
+                            let r = r?;
+                            if i < opts.skip {
+                                continue;
+                            }
+                            let (op, off, len) = place(&r, size, opts.wrap, &file)?;
+                            run_one(&mut conn, op, off, len, Instant::now(), &totals, &mut lat, log);
                         }
                         let mut all = totals.all.lock().unwrap();
                         all.0.add(&lat.0);
@@ -452,6 +541,9 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     let wall_s = t0.elapsed().as_secs_f64();
     let reordered = crate::trace::order::Reordered::sum(&reordered.lock().unwrap());
     drop(target);
+    if let Some(l) = log_owned {
+        l.finish()?;
+    }
     if let Some(a) = local {
         let a = Arc::try_unwrap(a).map_err(|_| Error::config("array still in use after the replay"))?;
         a.close()?;

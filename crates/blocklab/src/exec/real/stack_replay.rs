@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::server_of;
-use super::replay::{fill_pattern, place, ReplayOptions};
+use super::replay::{fill_pattern, place, ReplayOptions, RequestLog};
 use super::stack::{stack_file, RealStack};
 use super::RealArray;
 use crate::error::{Error, Result};
@@ -34,6 +34,20 @@ fn summary(l: &Latencies) -> ResponseSummary {
         p99_ms: q[2],
         max_ms: l.max_ms(),
     }
+}
+
+/// What `real replay DIR` runs: a stack directory not being served is
+/// replayed here through its stack (`run`'s schema); a served one, like any
+/// served array, through its server over NBD (`replay::replay`'s schema:
+/// the server serializes the stack's requests, and the layers' figures are
+/// the server's, `real status`). Anything else is `replay::replay`.
+pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value> {
+    let v = if stack_file(dir).is_some() && server_of(dir)?.is_none() {
+        serde_json::to_value(replay_stack(dir, opts)?)
+    } else {
+        serde_json::to_value(super::replay::replay(dir, opts)?)
+    };
+    Ok(v.expect("replay reports serialize"))
 }
 
 /// Replay `opts.traces` (one) through the stack kept in `dir`.
@@ -66,14 +80,21 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
     let (mut reads, mut writes) = (Latencies::new(), Latencies::new());
     let mut errors = 0u64;
     let t0 = Instant::now();
+    let log = match &opts.log {
+        Some(p) => Some(RequestLog::create(p, t0)?),
+        None => None,
+    };
     let mut base: Option<f64> = None;
     let mut buf = Vec::new();
     let run: Result<()> = (|| {
         for (i, r) in reader.by_ref().enumerate() {
-            if opts.limit > 0 && i as u64 >= opts.limit {
+            if opts.past_limit(i as u64) {
                 break;
             }
             let r = r?;
+            if (i as u64) < opts.skip {
+                continue;
+            }
             let due = if open {
                 let b = *base.get_or_insert(r.time);
                 let due = t0 + Duration::from_secs_f64((r.time - b).max(0.0) / opts.speedup);
@@ -95,6 +116,9 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
                 }
             };
             let ns = due.elapsed().as_nanos() as u64;
+            if let Some(log) = &log {
+                log.record(op, off, len, due, ns, ok);
+            }
             match (ok, op) {
                 (false, _) => errors += 1,
                 (true, Op::Read) => reads.record(ns),
@@ -103,6 +127,10 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
         }
         stack.flush().map_err(|e| Error::io(dir.display().to_string(), e))
     })();
+    let run = match log {
+        Some(l) => run.and(l.finish()),
+        None => run,
+    };
     let wall_s = t0.elapsed().as_secs_f64();
     let mut out = stack.result();
     drop(stack);

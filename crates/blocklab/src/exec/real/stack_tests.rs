@@ -803,3 +803,65 @@ fn a_tier_removed_from_the_stack_file_or_its_stack_file_removed_is_cleaned_first
         assert_eq!(RealStack::new(&s, a).unwrap().tier_recovered, 0);
     }
 }
+
+/// A served stack is replayed through its server (any number of requests
+/// outstanding: the server serializes them), so a rebuild can run in the
+/// server meanwhile; the layers' figures are the server's, and the rebuild
+/// reports its start and end on the Unix clock the replay's log uses.
+#[test]
+fn a_served_stack_is_replayed_through_its_server_while_it_rebuilds() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, stack_text("raid5", 4, &cache("vdf-lru", 64, "through"))).unwrap();
+    let d = dir.path().join("arr");
+    super::stack::create_stack(&d, &file, Some(MEMBER), false).unwrap();
+    let tr = dir.path().join("t.csv");
+    let reqs = synthetic(3, 600, 3 * MEMBER, 20, false);
+    let mut text = String::from("timestamp,op,offset,size\n");
+    for r in &reqs {
+        let op = if r.op == Op::Read { "R" } else { "W" };
+        text.push_str(&format!("{:.4},{op},{},{}\n", r.time, r.offset, r.len));
+    }
+    std::fs::write(&tr, text).unwrap();
+    super::control::fail(&d, 1).unwrap();
+    super::control::replace(&d, 1).unwrap();
+    let s = super::control::serve(
+        &d,
+        &super::control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let o = super::replay::ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        outstanding: 8,
+        ..Default::default()
+    };
+    let (r, rb) = std::thread::scope(|sc| {
+        let replay = sc.spawn(|| super::stack_replay::replay_dir(&d, &o).unwrap());
+        let opts = RebuildOptions {
+            min_kbps: 1_000_000,
+            max_kbps: 1_000_000,
+            ..Default::default()
+        };
+        let rb = super::control::rebuild(&d, &opts, &AtomicBool::new(false)).unwrap();
+        (replay.join().unwrap(), rb)
+    });
+    assert_eq!(r["target"], "nbd");
+    assert_eq!((r["requests"].as_u64(), r["errors"].as_u64()), (Some(600), Some(0)));
+    assert!(rb.finished && rb.started_unix_s > 0.0 && rb.started_unix_s <= rb.finished_unix_s);
+    // The server's stack saw every block the replay asked for.
+    let st = super::stack::stack_status(&d).unwrap().unwrap();
+    let blocks: u64 = reqs
+        .iter()
+        .map(|r| (r.offset + r.len).div_ceil(4096) - r.offset / 4096)
+        .sum();
+    assert_eq!(st["layers"][0]["accesses"].as_u64(), Some(blocks));
+    s.shutdown().unwrap();
+    // The rebuilt member is consistent with the rest.
+    let c = super::control::check(&d, false).unwrap();
+    assert_eq!((c.mismatches, c.degraded_skipped), (0, 0));
+}

@@ -913,6 +913,84 @@ fn replay_reports_response_times_locally_and_through_a_server() {
     assert_eq!(got, want);
 }
 
+/// The rebuild report counts the member sectors of the users' requests the
+/// speed rule's idle test saw (hand-worked): on a RAID-5 of 4 with member 0
+/// rebuilding and nothing rebuilt yet, a read of a block of member 0 is
+/// reconstructed from the three others (3 x 8 sectors), a read of a block of
+/// member 1 reads it alone (8 sectors).
+#[test]
+fn the_rebuild_report_counts_the_users_member_sectors_it_saw() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = make(dir.path(), cfg("raid5", 4, None), false);
+    fail_and_replace(&a, &[0]);
+    let mut buf = vec![0u8; 4096];
+    // Left-symmetric: row 0 holds data chunks on members 0, 1, 2 (8 KiB = 2 blocks each).
+    a.read(0, &mut buf).unwrap();
+    a.read(8192, &mut buf).unwrap();
+    let r = run_rebuild(&a, &RebuildOptions::unthrottled()).unwrap();
+    assert!(r.finished);
+    assert_eq!((r.user_requests_seen, r.user_member_sectors), (2, 3 * 8 + 8));
+}
+
+/// `--skip` / `--limit` cut a stream into phases (a warm-up, then the
+/// measured part) and `--log` writes one line per request, on the Unix clock
+/// a rebuild report uses: the lines are exactly the requests issued, with
+/// their offsets, in both disciplines.
+#[test]
+fn replay_skips_limits_and_logs_every_request() {
+    use super::replay::{replay, ReplayOptions};
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid5", 4, None), false).unwrap();
+    let tr = dir.path().join("t.csv");
+    let mut text = String::from("timestamp,op,offset,size\n");
+    for i in 0..200u64 {
+        let op = if i % 4 == 0 { "W" } else { "R" };
+        // Block i % 40 (the array holds 48): a write iff i % 4 == 0, so iff the block is.
+        text.push_str(&format!("{:.4},{op},{},4096\n", i as f64 * 0.0001, (i % 40) * 4096));
+    }
+    std::fs::write(&tr, text).unwrap();
+    for replay_mode in ["closed", "open"] {
+        let log = dir.path().join(format!("{replay_mode}.log"));
+        let o = ReplayOptions {
+            traces: vec![tr.display().to_string()],
+            format: "csv".into(),
+            replay: replay_mode.into(),
+            outstanding: 3,
+            threads: 3,
+            speedup: 100.0,
+            skip: 50,
+            limit: 120,
+            log: Some(log.display().to_string()),
+            ..Default::default()
+        };
+        let before = super::rebuild::unix_now_s();
+        let r = replay(dir.path(), &o).unwrap();
+        let after = super::rebuild::unix_now_s();
+        assert_eq!((r.requests, r.errors), (120, 0), "{replay_mode}");
+        // Requests 50..170: a write every fourth.
+        assert_eq!(r.writes, (50..170).filter(|i| i % 4 == 0).count() as u64);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some(super::replay::LOG_HEADER));
+        let mut offsets = Vec::new();
+        for l in lines {
+            let f: Vec<&str> = l.split(',').collect();
+            assert_eq!(f.len(), 6, "{l}");
+            let at: f64 = f[0].parse().unwrap();
+            assert!(at >= before - 1e-3 && at <= after + 1e-3, "{l}");
+            let off: u64 = f[2].parse().unwrap();
+            assert_eq!(f[1], if (off / 4096) % 4 == 0 { "W" } else { "R" }, "{l}");
+            assert_eq!((f[3], f[5]), ("4096", "1"), "{l}");
+            assert!(f[4].parse::<f64>().unwrap() >= 0.0);
+            offsets.push(off / 4096);
+        }
+        offsets.sort();
+        let mut want: Vec<u64> = (50..170).map(|i| i % 40).collect();
+        want.sort();
+        assert_eq!(offsets, want, "{replay_mode}");
+    }
+}
+
 /// A far RAID-10 truncated to nothing: healing an early row writes the far
 /// copies past the end of the image, which must not turn the rows in
 /// between into a hole read as zeroes (the tail goes on the bad-block list
