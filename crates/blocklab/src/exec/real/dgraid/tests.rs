@@ -461,3 +461,42 @@ fn an_ext2_image_through_inference_reads_back_and_keeps_its_metadata_after_failu
     assert!(lost > 0 && meta > 0, "lost {lost}, metadata read {meta}");
     a.close().unwrap();
 }
+
+/// `infer = false` with a tags file: each listed block is placed as its
+/// line says (a directory block replicated, a file's blocks on one home
+/// site); a bad line is refused naming the file, the line and the field.
+#[test]
+fn a_tags_file_places_blocks_as_it_says_and_a_bad_line_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let stack = t.path().join("dg.toml");
+    std::fs::write(
+        &stack,
+        "[array]\nraid = \"dgraid0\"\ndisks = 4\n[array.dgraid]\nfs_size = \"16MiB\"\nmeta_copies = 3\n\
+         infer = false\ntags = \"t.csv\"\n[device]\nmodel = \"const:1\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.path().join("t.csv"),
+        "# block,owner,kind,parent\n1000,12,directory,2\n1001,13,data,12\n1002,13,data,12\n2000,13,data,12\n",
+    )
+    .unwrap();
+    let arr = t.path().join("arr");
+    create(&arr, &stack, None).unwrap();
+    let a = RealDgraid::open(&arr).unwrap();
+    for b in [1000u64, 1001, 1002, 2000, 1003] {
+        a.write(b * BS, &content(b, 1), false).unwrap();
+    }
+    let disks = |b: u64| a.copies(b).iter().map(|c| c.disk).collect::<Vec<_>>();
+    assert_eq!(disks(1000).len(), 3, "a directory block: meta_copies copies");
+    assert_eq!(disks(1001).len(), 1);
+    assert_eq!(disks(1001), disks(2000), "one file, one home site");
+    assert_eq!(disks(1001), disks(1002));
+    a.close().unwrap();
+    std::fs::write(t.path().join("t.csv"), "1000,12,directory\n1001,x,data\n").unwrap();
+    let e = create(&t.path().join("arr2"), &stack, None).unwrap_err().to_string();
+    assert!(
+        e.contains("t.csv") && e.contains("line 2") && e.contains("owner"),
+        "{e}"
+    );
+    assert!(!t.path().join("arr2").join("dgraid.json").exists());
+}
