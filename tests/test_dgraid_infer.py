@@ -138,6 +138,13 @@ def test_refused_and_bad_input_exit_2(tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1
     ok = tmp_path / "ok.img"
     subprocess.run([mke2fs(), "-q", "-F", "-t", "ext2", str(ok), "2048"], check=True, capture_output=True)
+    trunc, junk_log = tmp_path / "trunc.log", tmp_path / "junk.log"
+    trunc.write_bytes(b"F" + b"W" + (1024).to_bytes(8, "little"))
+    junk_log.write_bytes(b"FFX")
+    for log, field in [(trunc, "record 1: field `header`"), (junk_log, "record 2: field `type`")]:
+        r = run("dgraid", "infer", str(ok), "--order", f"stream:{log}")
+        assert r.returncode == 2 and str(log) in r.stderr and field in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
     for args, word in [(["--order", "backwards"], "order"), (["--order", "seeded:x"], "order"),
                        (["--disks", "1"], "disks"), (["--grouping", "inode"], "grouping")]:
         r = run("dgraid", "infer", str(ok), *args)

@@ -306,7 +306,8 @@ def _register(app: typer.Typer) -> None:
     def infer(
         image: str = typer.Argument(..., help="An ext2 image (e.g. from `mke2fs -t ext2 -d TREE`)."),
         order: str = typer.Option("sequential", "--order",
-                                  help="Write orders, comma-separated: sequential, reverse, seeded:N, files."),
+                                  help="Write orders, comma-separated: sequential, reverse, seeded:N, files, "
+                                  "stream:LOG (a recorded write stream; IMAGE is the device after it)."),
         deferred_max: int = typer.Option(1024, "--deferred-max", help="Blocks the deferred list holds before "
                                          "its oldest is placed by default."),
         level: str = typer.Option("dgraid0", "--level", help="dgraid0 or dgraid1."),

@@ -20,6 +20,10 @@ impl Deferred {
         self.blocks.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
     pub fn get(&self, block: u64) -> Option<&[u8]> {
         self.blocks.get(&block).map(|(_, d)| d.as_slice())
     }

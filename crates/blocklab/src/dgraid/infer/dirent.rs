@@ -17,7 +17,7 @@ pub fn children(block: &[u8], filetype: bool) -> Vec<u64> {
         } else {
             u16::from_le_bytes([block[off + 6], block[off + 7]]) as usize
         };
-        if rec_len < 8 || rec_len % 4 != 0 || off + rec_len > block.len() || 8 + name_len > rec_len {
+        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > block.len() || 8 + name_len > rec_len {
             break;
         }
         let name = &block[off + 8..off + 8 + name_len];
@@ -40,7 +40,7 @@ pub fn is_dir_block(block: &[u8], filetype: bool) -> bool {
         } else {
             u16::from_le_bytes([block[off + 6], block[off + 7]]) as usize
         };
-        if rec_len < 8 || rec_len % 4 != 0 || off + rec_len > block.len() || 8 + name_len > rec_len {
+        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > block.len() || 8 + name_len > rec_len {
             return false;
         }
         off += rec_len;

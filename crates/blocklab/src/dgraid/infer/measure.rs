@@ -234,10 +234,6 @@ impl Stream {
         })
     }
 
-    fn bad(&self, field: &str, msg: impl Into<String>) -> Error {
-        Error::parse(&self.path, Location::Record(self.record), field, msg)
-    }
-
     fn next(&mut self) -> Result<Option<Event>> {
         use std::io::Read;
         if let Some(e) = self.pending.pop_front() {
@@ -276,7 +272,12 @@ impl Stream {
                 }
                 Ok(self.pending.pop_front())
             }
-            other => Err(self.bad("type", format!("record type 0x{other:02X}, expected W or F"))),
+            other => Err(Error::parse(
+                &self.path,
+                Location::Record(rec),
+                "type",
+                format!("record type 0x{other:02X}, expected W or F"),
+            )),
         }
     }
 }
@@ -466,7 +467,6 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
             step(b, &buf, &mut inf, &mut inf_layer, &mut inferred, &mut first_disk)?;
         }
     }
-    drop(step);
     let acts = inf.flush();
     apply(acts, &mut inf_layer, &mut inferred, &mut first_disk)?;
     let Some(inf_layer) = inf_layer else {
@@ -530,7 +530,7 @@ pub fn measure(p: &InferParams) -> Result<InferReport> {
     let base = in_use - unwritten;
     let share = |x: u64| if base == 0 { 0.0 } else { x as f64 / base as f64 };
     let order_rank = |k: &BlockKind| KINDS.iter().position(|(x, _)| x == k).unwrap_or(0);
-    let mut by_kind: Vec<KindRow> = rows.into_iter().map(|(_, r)| r).collect();
+    let mut by_kind: Vec<KindRow> = rows.into_values().collect();
     by_kind.sort_by_key(|r| order_rank(&BlockKind::parse(&r.kind).expect("named")));
     Ok(InferReport {
         image: p.image.clone(),

@@ -222,6 +222,9 @@ pub struct Inferrer {
     /// — a stale pointer written late (an inode deleted after its blocks
     /// went to another file) is undone when its deletion is written.
     claims: FxHashMap<u64, Vec<Known>>,
+    /// Whose indirect block the kept contents of a block were followed
+    /// for: the claims made through them are that owner's.
+    followed_for: FxHashMap<u64, u64>,
     /// The tag each data-region block is stored under in the array.
     stored: FxHashMap<u64, Tag>,
     /// Last contents of inode-table blocks, primary descriptors, and of
@@ -249,6 +252,7 @@ impl Inferrer {
             layout: None,
             known: FxHashMap::default(),
             claims: FxHashMap::default(),
+            followed_for: FxHashMap::default(),
             stored: FxHashMap::default(),
             shadow: FxHashMap::default(),
             parent: FxHashMap::default(),
@@ -284,7 +288,7 @@ impl Inferrer {
             return Err(Error::config(e.to_string()));
         }
         let bs = self.cfg.block_size as usize;
-        if data.len() % bs != 0 {
+        if !data.len().is_multiple_of(bs) {
             return Err(Error::config(format!(
                 "a write of {} bytes at block {block} is not whole {bs}-byte blocks",
                 data.len()
@@ -431,6 +435,7 @@ impl Inferrer {
         self.stored.insert(b, default_tag(b));
         if self.may_be_pointers(&data) || dirent::is_dir_block(&data, self.layout().sb.filetype) {
             self.shadow.insert(b, data.clone());
+            self.followed_for.remove(&b);
         }
         out.push(Action::Store {
             block: b,
@@ -614,11 +619,19 @@ impl Inferrer {
     fn follow(&mut self, b: u64, k: Known, data: Vec<u8>, out: &mut Vec<Action>) {
         if k.level > 0 {
             let ptrs: Vec<u64> = data.chunks_exact(4).map(|w| u32_at(w, 0)).filter(|&p| p != 0).collect();
-            if let Some(old) = self.shadow.insert(b, data) {
-                let now: FxHashSet<u64> = ptrs.iter().copied().collect();
+            let old = self.shadow.insert(b, data);
+            let old_owner = self.followed_for.insert(b, k.tag.owner);
+            if let (Some(old), Some(o)) = (old, old_owner) {
+                // Pointers the block no longer holds, or all it held when it
+                // was another owner's: that owner's claims through it go.
+                let now: FxHashSet<u64> = if o == k.tag.owner {
+                    ptrs.iter().copied().collect()
+                } else {
+                    FxHashSet::default()
+                };
                 for c in old.chunks_exact(4).map(|w| u32_at(w, 0)) {
                     if c != 0 && !now.contains(&c) {
-                        self.withdraw(c, k.tag.owner, out);
+                        self.withdraw(c, o, out);
                     }
                 }
             }
@@ -633,11 +646,13 @@ impl Inferrer {
         } else if k.tag.kind == BlockKind::Directory {
             let kids = dirent::children(&data, self.layout().sb.filetype);
             self.shadow.insert(b, data);
+            self.followed_for.remove(&b);
             for c in kids {
                 self.set_parent(c, k.tag.owner, out);
             }
         } else {
             self.shadow.remove(&b);
+            self.followed_for.remove(&b);
         }
     }
 
@@ -688,6 +703,7 @@ impl Inferrer {
                 }
             }
             self.shadow.remove(&b);
+            self.followed_for.remove(&b);
             self.claims.remove(&b);
             self.deferred.take(b);
             if self.stored.remove(&b).is_some() {

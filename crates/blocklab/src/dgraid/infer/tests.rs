@@ -139,7 +139,8 @@ fn a_zeroed_superblock_area_is_held_until_the_superblock_comes() {
 #[test]
 fn bad_superblocks_are_refused_naming_the_field() {
     let g = geo(8 << 20, KIB);
-    let cases: Vec<(Box<dyn Fn(&mut Vec<u8>)>, &str)> = vec![
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(Edit, &str)> = vec![
         (Box::new(|b| b[0x60] |= 0x80), "64bit"),
         (Box::new(|b| b[0x60] |= 0x10), "meta_bg"),
         (Box::new(|b| b[0x18] = 2), "s_log_block_size"),
@@ -431,4 +432,37 @@ fn a_pointer_dropped_from_an_indirect_block_is_withdrawn() {
     inf.write_checked(ind, &ib).unwrap();
     assert_eq!(inf.tag_of(c2), None);
     assert_eq!(inf.tag_of(c1), Some(Tag::of(13, BlockKind::Data, 0)));
+}
+
+#[test]
+fn an_indirect_block_taken_over_withdraws_only_its_old_owners_claims() {
+    // Indirect block `ind` of file 13 points at c. File 13 goes; file 14
+    // takes `ind` (rewritten while its owner is unknown) and points at c
+    // directly. When 14's inode is written, c is 14's data: the claims
+    // dropped with `ind`'s old contents are 13's, not 14's.
+    let g = geo(8 << 20, KIB);
+    let mut inf = booted(&g, 64);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (ind, c, c2) = (base, base + 1, base + 2);
+    let mut ptrs = [0u32; 13];
+    ptrs[12] = ind as u32;
+    let (tb, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs), None);
+    inf.write_checked(tb, &tbl).unwrap();
+    let mut ib = vec![0u8; 1024];
+    ib[0..4].copy_from_slice(&(c as u32).to_le_bytes());
+    inf.write_checked(ind, &ib).unwrap();
+    assert_eq!(inf.tag_of(c), Some(Tag::of(13, BlockKind::Data, 0)));
+    let (_, tbl) = table_block(&g, 13, &inode(0, 0, 0, &[]), Some(tbl));
+    inf.write_checked(tb, &tbl).unwrap();
+    let mut ib2 = vec![0u8; 1024];
+    ib2[0..4].copy_from_slice(&(c2 as u32).to_le_bytes());
+    inf.write_checked(ind, &ib2).unwrap(); // deferred: nobody points at it now
+    let mut p14 = [0u32; 13];
+    p14[0] = c as u32;
+    p14[12] = ind as u32;
+    let (_, tbl) = table_block(&g, 14, &inode(0o100644, 14 * 1024, 30, &p14), Some(tbl));
+    inf.write_checked(tb, &tbl).unwrap();
+    assert_eq!(inf.tag_of(c), Some(Tag::of(14, BlockKind::Data, 0)));
+    assert_eq!(inf.tag_of(c2), Some(Tag::of(14, BlockKind::Data, 0)));
+    assert_eq!(inf.tag_of(ind), Some(Tag::of(14, BlockKind::Indirect, 0)));
 }
