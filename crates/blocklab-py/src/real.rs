@@ -47,16 +47,17 @@ fn real_create(
 /// Create an array laid out by a stack file's `[array]` and keep the stack
 /// in `dir`; returns `{"status", "notes"}` as JSON.
 #[pyfunction]
-#[pyo3(signature = (dir, stack, disk_bytes=None, checksums=false))]
+#[pyo3(signature = (dir, stack, disk_bytes=None, checksums=false, tenants=Vec::new()))]
 fn real_create_stack(
     py: Python<'_>,
     dir: PathBuf,
     stack: PathBuf,
     disk_bytes: Option<u64>,
     checksums: bool,
+    tenants: Vec<(String, String)>,
 ) -> PyResult<String> {
     let (st, notes) = py
-        .allow_threads(|| real_stack::create_stack(&dir, &stack, disk_bytes, checksums))
+        .allow_threads(|| real_stack::create_stack(&dir, &stack, disk_bytes, checksums, &tenants))
         .map_err(to_py)?;
     Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
 }

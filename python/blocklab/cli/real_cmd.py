@@ -75,6 +75,19 @@ def _runs(runs: list) -> str:
     return ", ".join(f"{s}" if e == s + 1 else f"{s}-{e - 1}" for s, e in runs)
 
 
+def _tenants(text: Optional[str]) -> list[tuple[str, str]]:
+    """`--tenants NAME=SIZE,...` as (name, size) pairs (sizes are checked by the engine, by key)."""
+    if text is None:
+        return []
+    out = []
+    for i, part in enumerate(text.split(",")):
+        name, eq, size = part.partition("=")
+        if not eq or not name.strip() or not size.strip():
+            fail(f"--tenants: item {i + 1} ({part!r}): expected NAME=SIZE, e.g. web=64MiB")
+        out.append((name.strip(), size.strip()))
+    return out
+
+
 @app.command("create")
 def create(
     dir: Path = DirArg,
@@ -86,6 +99,7 @@ def create(
     checksums: bool = typer.Option(False, "--checksums", help="Keep a checksum per block (disk-I.sum): silent corruption is found and repaired on read, on any level."),
     block_size: Optional[int] = typer.Option(None, "--block-size", help="Array block size in bytes (default 4096)."),
     stack: Optional[Path] = typer.Option(None, "--stack", help="A stack file (as for `blocklab run`): lay out its [array] and serve its host cache layers in front of it (kept as DIR/stack.toml)."),
+    tenants: Optional[str] = typer.Option(None, "--tenants", help="With --stack: the tenants' volumes, NAME=SIZE,... (e.g. web=64MiB,db=64MiB): kept as [[tenant]] tables of DIR/stack.toml; tenant i of a trace is the i-th, served as the export NAME."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Make the member files and the state file of a new array (or of a stack file's array, with its caches)."""
@@ -98,7 +112,7 @@ def create(
             fail(f"{stack}: no such file")
         r = json.loads(_core.real_create_stack(str(dir), str(stack),
                                                disk_bytes=_core.parse_bytes(disk_size) if disk_size else None,
-                                               checksums=checksums))
+                                               checksums=checksums, tenants=_tenants(tenants)))
         for n in r["notes"]:
             print(f"note: {n}", file=sys.stderr)
         st = r["status"]
@@ -109,6 +123,8 @@ def create(
         print(f"created {dir} (stack {stack}{kept})")
         _print_status(st)
         return
+    if tenants is not None:
+        fail("--tenants: tenants are volumes of a stack; give --stack STACK.toml")
     missing = [f for f, v in (("--raid", raid), ("--disks", disks), ("--disk-size", disk_size)) if v is None]
     if missing:
         fail(f"real create: {missing[0]} is needed (or --stack STACK.toml)")
@@ -130,7 +146,7 @@ def serve(
     listen: str = typer.Option("127.0.0.1:10809", "--listen", help="Address to listen on (HOST:PORT; port 0 picks a free one)."),
     threads: int = typer.Option(16, "--threads", help="Worker threads shared by all clients (requests served at once)."),
     direct: bool = typer.Option(False, "--direct", help="O_DIRECT on the member files when the file system allows it."),
-    name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too)."),
+    name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too). A stack with [[tenant]] serves one export per tenant, by its name, and no default export."),
     start_dirty_degraded: bool = DirtyDegradedOpt,
 ) -> None:
     """Serve the array over NBD until Ctrl-C or SIGTERM (then close it cleanly)."""
@@ -141,8 +157,11 @@ def serve(
     def ready(info: str, status: str, recovery: str) -> None:
         i, st, rec = json.loads(info), json.loads(status), json.loads(recovery)
         what = "the stack of " if _core.real_has_stack(d) else ""
-        print(f"serving {what}{dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']}) "
-              f"on nbd://{i['nbd']}/{i['export']}", flush=True)
+        exports = i.get("exports") or [i["export"]]
+        where = " ".join(f"nbd://{i['nbd']}/{e}" for e in exports)  # (one URI per word)
+        tenants = f", {len(exports)} tenants, one export each," if exports != [name] else ""
+        print(f"serving {what}{dir} ({st['level']}, {st['disks']} disks, {st['size_bytes']} bytes, {st['health']})"
+              f"{tenants} on {where}", flush=True)
         for m in rec.get("reassembled", []):
             print(f"assembled by identity: {m}", file=sys.stderr, flush=True)
         if rec.get("stale_members"):
@@ -189,6 +208,13 @@ def _print_layers(s: dict) -> None:
     for l in s["layers"]:
         print(f"    {l['name']:<14} {l['policy']} {l['write']}, {l['cache_blocks']} blocks: {l['accesses']} accesses, "
               f"{l['hits']} hits, {l['dirty_evictions']} dirty evictions, {l['flushed_blocks']} flushed")
+    t = s.get("tier")
+    if t:
+        print(f"    {'tier':<14} {t['partitioner']}, {t['size']} frames (tier.img): {t['accesses']} accesses, "
+              f"{t['read_hits']} read hits, {t['ssd_writes']} SSD writes, {t['destaged']} destaged, "
+              f"{t['windows']} windows")
+    for e in (s.get("real") or {}).get("exports") or []:
+        print(f"    export {e['name']!r:<8} tenant {e['tenant']}, {e['size_bytes']} bytes at stack byte {e['offset_bytes']}")
 
 
 @app.command("fail")
@@ -282,7 +308,7 @@ def check(
 @app.command("replay")
 def replay(
     dir: Path = DirArg,
-    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat for several independent streams."),
+    trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat for several independent streams. On a stack: merged by time as `blocklab run` merges them, each request to the volume (export) of its trace's tenant column."),
     format: str = FormatOpt,
     replay: str = typer.Option("open", "--replay", help="open (trace times) or closed (N outstanding per stream)."),
     speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X."),

@@ -470,6 +470,12 @@ def eci(
     span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Runs at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    real: bool = typer.Option(False, "--real", help="Centaur vs ECI on real bytes: tenants as NBD exports (volumes of their own) over an SSD tier in a real file and a RAID-5 of member files, counted beside real (same decisions), measured times repeated (a minute or two; --full for more)."),
+    repeats: int = typer.Option(3, "--repeats", help="--real: real runs per scheme (the spread of the times)."),
+    requests: Optional[int] = typer.Option(None, "--requests", help="--real: requests per tenant (default 3000; --full 40000)."),
+    full: bool = typer.Option(False, "--full", help="--real: every single-volume shared trace of the note's mix and more requests per tenant."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="--real: synthetic per-tenant traces even when ../shared is present."),
+    tier_blocks: int = typer.Option(1500, "--tier-blocks", help="--real: frames of the SSD tier (8 KiB each)."),
 ) -> None:
     """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
     from pathlib import Path
@@ -480,6 +486,22 @@ def eci(
     from blocklab.repro import eci as re
 
     console = Console(stderr=True)
+    if real:
+        from blocklab.repro import eci_real
+
+        if repeats < 1 or tier_blocks < 1 or (requests is not None and requests < 1):
+            fail("--repeats, --tier-blocks and --requests must be positive")
+        n = requests or (eci_real.FULL_REQUESTS if full else eci_real.SHORT_REQUESTS)
+        outdir = Path(out)
+        res = eci_real.run(outdir, requests=n, repeats=repeats, full=full, tier_blocks=tier_blocks,
+                           synthetic=True if synthetic else None, progress=lambda m: console.log(m))
+        md = eci_real.markdown(res)
+        (outdir / "eci-real-report.md").write_text(md)
+        _wrote(outdir, ["eci-real-mix.csv", "eci-real-centaur.toml", "eci-real-eci.toml", "eci-real.json",
+                        "eci-real-report.md"], md)
+        if not all(res["same_decisions"].values()):
+            fail("the real runs did not decide as the counted runs (see the table)")
+        return
     if msr_dir is not None:
         folder = Path(msr_dir)
         if not folder.is_dir():

@@ -116,6 +116,11 @@ def print_result(out: dict, stack) -> None:
         for k in ("reads", "writes"):
             s = r[k]
             t.add_row(k, f"{s['requests']:,}", *(f"{s[m]:.3f}" for m in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
+        # A real replay of a stack with tenants: each tenant's export.
+        for x in (out.get("real") or {}).get("tenants") or []:
+            s = x["response"]
+            t.add_row(f"tenant {x['tenant']} ({x['name']})", f"{s['requests']:,}",
+                      *(f"{s[m]:.3f}" for m in ("avg_ms", "p50_ms", "p95_ms", "p99_ms", "max_ms")))
         con.print(t)
         tm = out.get("timing")
         real = out.get("real")

@@ -151,6 +151,7 @@ fn cell_spec(cfg: &RgrTraceConfig, map: TenantMap, policy: &str, blocks: u64, mi
             dgraid: None,
         }),
         tier: None,
+        tenant: Vec::new(),
         device: DeviceSpec {
             // No time is simulated: the device only has to exist.
             model: "const:0".into(),

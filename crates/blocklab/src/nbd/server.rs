@@ -51,6 +51,10 @@ pub struct ServerConfig {
     /// How long a client may take to reach the transmission phase (as
     /// qemu-nbd's `--handshake-limit`, 10 s by default).
     pub handshake_limit: Duration,
+    /// Whether the empty export name means the first export. Off when the
+    /// exports are peers (a stack's tenants): then no export is the
+    /// default, and the empty name is unknown like any other.
+    pub empty_name_is_first: bool,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +68,7 @@ impl Default for ServerConfig {
             max_queued_bytes: 16 * MAX_PAYLOAD as u64,
             stop_grace: Duration::from_secs(2),
             handshake_limit: Duration::from_secs(10),
+            empty_name_is_first: true,
         }
     }
 }
@@ -462,9 +467,10 @@ struct Connection {
 }
 
 impl Shared {
-    /// The export a client names (the empty name: the first).
+    /// The export a client names (the empty name: the first, unless the
+    /// exports are peers).
     fn export(&self, name: &[u8]) -> Option<(&str, &Arc<dyn Export>)> {
-        if name.is_empty() {
+        if name.is_empty() && self.cfg.empty_name_is_first {
             return self.exports.first().map(|(n, e)| (n.as_str(), e));
         }
         self.exports

@@ -641,6 +641,36 @@ fn several_named_exports_are_listed_and_chosen_by_name() {
     assert!(serve_exports(l, vec![], ServerConfig::default()).is_err());
 }
 
+/// Exports that are peers (a stack's tenants): the empty name is no
+/// export, refused like an unknown one; named ones are served.
+#[test]
+fn peer_exports_have_no_default() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let cfg = ServerConfig {
+        empty_name_is_first: false,
+        ..Default::default()
+    };
+    let h = serve_exports(
+        l,
+        vec![
+            ("web".into(), mem(1 << 16, 1) as Arc<dyn Export>),
+            ("db".into(), mem(1 << 17, 2)),
+        ],
+        cfg,
+    )
+    .unwrap();
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    assert_eq!(go(&mut s, b"").0, REP_ERR_UNKNOWN);
+    assert_eq!(go(&mut s, b"nosuch").0, REP_ERR_UNKNOWN);
+    assert_eq!(go(&mut s, b"db"), (REP_INFO, 1 << 17));
+    // EXPORT_NAME with the empty name: no way to report an error, closed.
+    let mut s = hello(h.addr(), FLAG_C_FIXED_NEWSTYLE | FLAG_C_NO_ZEROES);
+    opt(&mut s, OPT_EXPORT_NAME, b"");
+    let mut b = [0u8; 1];
+    assert_eq!(s.read(&mut b).unwrap_or(0), 0, "closed, no export's size");
+    h.shutdown();
+}
+
 /// libnbd's `nbdinfo --list` (a real client) sees every export, by name
 /// and description, and the export's size through `--size`.
 #[test]

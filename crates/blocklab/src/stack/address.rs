@@ -73,6 +73,12 @@ impl AddressMap {
         self.block_size
     }
 
+    /// `concat`: the first stack block of `tenant`'s volume (None: not a
+    /// tenant of the map, or another mapping).
+    pub fn first_block(&self, tenant: u32) -> Option<u64> {
+        self.bases.get(&tenant).copied()
+    }
+
     /// The identity of block `block` of `tenant` in this mapping (equal
     /// identities are the same stack block).
     #[inline]
@@ -151,6 +157,48 @@ pub struct Survey {
     pub unique: Option<u64>,
     /// The top layer's access stream as next-use indices (for `opt`).
     pub next_use: Option<Vec<u64>>,
+}
+
+impl Survey {
+    /// The volumes `[[tenant]]` declares (tenant i: `volumes[i]` blocks),
+    /// as a survey's extents.
+    pub fn declared(volumes: &[u64]) -> Survey {
+        Survey {
+            extents: volumes.iter().enumerate().map(|(i, &v)| (i as u32, v)).collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Put the declared `volumes` in place of the measured extents, after
+    /// checking that the trace stays inside them (`file` names the stack
+    /// file in the error).
+    pub fn use_declared(&mut self, volumes: &[u64], file: &str) -> Result<()> {
+        for (&t, &end) in &self.extents {
+            match volumes.get(t as usize) {
+                None => {
+                    return Err(Error::key(
+                        file,
+                        "tenant",
+                        format!(
+                            "the trace has tenant {t}, but [[tenant]] declares {} (tenants 0 to {})",
+                            volumes.len(),
+                            volumes.len().saturating_sub(1)
+                        ),
+                    ))
+                }
+                Some(&v) if end > v => {
+                    return Err(Error::key(
+                        file,
+                        format!("tenant.{t}.size"),
+                        format!("the trace reaches block {} of tenant {t}, past its {v} blocks", end - 1),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        self.extents = Survey::declared(volumes).extents;
+        Ok(())
+    }
 }
 
 /// What a survey must measure.

@@ -21,10 +21,12 @@ use crate::error::Result;
 /// footprint shows in a result, `unique_blocks`; the other measures are read
 /// only by the stacks that ask for them, but are kept apart too: a new
 /// measure need not be checked for that.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct PassKey {
     reads_only: bool,
     tenant_map: TenantMap,
+    /// `[[tenant]]`'s volumes (blocks): they replace the measured extents.
+    declared: Option<Vec<u64>>,
     block_size: u64,
     unique: bool,
     tenants: bool,
@@ -47,6 +49,8 @@ fn pass_key(s: &StackSpec) -> PassKey {
     PassKey {
         reads_only: s.replay.reads_only,
         tenant_map: s.tenant_map,
+        // (A spec that parsed has valid volumes; a bad one fails in its own run.)
+        declared: s.tenant_volumes().ok().flatten(),
         block_size: s.block_size(),
         unique,
         tenants,
@@ -63,7 +67,7 @@ pub fn groups(specs: &[StackSpec]) -> Vec<Vec<usize>> {
     let mut out: Vec<Vec<usize>> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
         let k = pass_key(s);
-        match keys.iter().position(|&x| x == k) {
+        match keys.iter().position(|x| *x == k) {
             Some(g) => out[g].push(i),
             None => {
                 keys.push(k);
@@ -167,6 +171,34 @@ mod tests {
             let alone = run(s, &traces, Executor::Count).unwrap();
             assert_eq!(r.unwrap().to_json(), alone.to_json());
         }
+    }
+
+    #[test]
+    fn declared_tenants_get_a_pass_of_their_own() {
+        let t = trace();
+        let traces = [TraceInput::new(t.path().to_string_lossy(), "csv")];
+        let measured = spec(BASE, &["tenant_map=concat"]);
+        let declared = spec(
+            &format!("{BASE}[[tenant]]\nname = \"a\"\nsize = \"8MiB\"\n[[tenant]]\nname = \"b\"\nsize = \"8MiB\"\n"),
+            &["tenant_map=concat"],
+        );
+        let specs = vec![measured, declared];
+        assert_eq!(groups(&specs).len(), 2, "[[tenant]] changes the layout: not one pass");
+        let each = run_count_each(&specs, &traces);
+        let mut out = Vec::new();
+        for (s, r) in specs.iter().zip(each) {
+            let alone = run(s, &traces, Executor::Count).unwrap();
+            assert_eq!(r.as_ref().unwrap().to_json(), alone.to_json());
+            out.push(alone);
+        }
+        assert_ne!(
+            out[0].devices, out[1].devices,
+            "tenant 1 placed after 8 MiB, not after its measured extent"
+        );
+        assert!(run_count(&specs, &traces)
+            .unwrap_err()
+            .to_string()
+            .contains("[[tenant]]"));
     }
 
     #[test]

@@ -249,6 +249,32 @@ pub struct RealFigures {
     pub replay: String,
     pub errors: u64,
     pub wall_s: f64,
+    /// A stack with tenants: each tenant's export (name, place, size).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exports: Vec<RealExport>,
+    /// `real replay` of a stack with tenants: each tenant's response times.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<RealTenant>,
+}
+
+/// One tenant's export: its name, where its volume starts in the stack's
+/// address space, and its size.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RealExport {
+    pub tenant: u32,
+    pub name: String,
+    pub offset_bytes: u64,
+    pub size_bytes: u64,
+}
+
+/// One tenant's response times in a `real replay` (its export's name).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct RealTenant {
+    pub tenant: u32,
+    pub name: String,
+    pub response: ResponseSummary,
+    pub reads: ResponseSummary,
+    pub writes: ResponseSummary,
 }
 
 /// Figures of a timed run beside the response times.

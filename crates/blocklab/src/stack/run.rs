@@ -205,12 +205,12 @@ fn pre_pass(spec: &StackSpec, needs: SurveyNeeds, inputs: &Inputs) -> Result<Opt
             "opt needs the future of one access stream: give one trace",
         ));
     }
-    Ok(Some(survey(
-        inputs.merged()?,
-        spec.tenant_map,
-        spec.block_size(),
-        needs,
-    )?))
+    let mut s = survey(inputs.merged()?, spec.tenant_map, spec.block_size(), needs)?;
+    // Volumes declared by `[[tenant]]` are laid out as declared.
+    if let Some(v) = spec.tenant_volumes()? {
+        s.use_declared(&v, &spec.origin.file)?;
+    }
+    Ok(Some(s))
 }
 
 /// Run `spec` over `traces` with `exec`.
@@ -233,10 +233,11 @@ pub fn run_count(specs: &[StackSpec], traces: &[TraceInput]) -> Result<Vec<Stack
         if s.replay.reads_only != first.replay.reads_only
             || counted_order(s, traces) != counted_order(first, traces)
             || s.tenant_map != first.tenant_map
+            || s.tenant_volumes()? != first.tenant_volumes()?
             || s.block_size() != first.block_size()
         {
             return Err(Error::config(
-                "stacks run together must agree on replay.reads_only, replay.sort, tenant_map and block_size",
+                "stacks run together must agree on replay.reads_only, replay.sort, tenant_map, [[tenant]] and block_size",
             ));
         }
     }
@@ -398,6 +399,49 @@ mod tests {
         // Two traces are merged by time: refused.
         let two = [traces[0].clone(), traces[0].clone()];
         assert!(run(&spec(&[]), &two, Executor::Count).is_err());
+    }
+
+    #[test]
+    fn declared_tenants_bound_the_trace_and_place_the_volumes() {
+        let d = tempfile::tempdir().unwrap();
+        let text = "tenant_map = \"concat\"\n[[tenant]]\nname = \"a\"\nsize = \"2MiB\"\n\
+                    [[tenant]]\nname = \"b\"\nsize = \"8KiB\"\n[[cache]]\npolicy = \"lru\"\nsize = 4\n\
+                    [device]\nmodel = \"const:1\"\n";
+        let spec = StackSpec::from_str_with(
+            text,
+            &[],
+            Origin {
+                file: "s.toml".into(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let go = |lines: &str| {
+            let path = d.path().join("t.csv");
+            std::fs::write(&path, lines).unwrap();
+            run(
+                &spec,
+                &[TraceInput::new(path.display().to_string(), "csv")],
+                Executor::Count,
+            )
+        };
+        let r = go("0.1,R,0,4096,0\n0.2,R,4096,4096,1\n").unwrap();
+        assert_eq!((r.requests, r.tenant_map.as_str()), (2, "concat"));
+        let e = go("0.1,R,0,4096,0\n0.2,R,8192,4096,1\n").unwrap_err().to_string();
+        assert!(
+            e.contains("s.toml") && e.contains("tenant.1.size") && e.contains("block 2"),
+            "{e}"
+        );
+        let e = go("0.1,R,0,4096,2\n").unwrap_err().to_string();
+        assert!(
+            e.contains("s.toml") && e.contains("tenant 2") && e.contains("declares 2"),
+            "{e}"
+        );
+        // Volumes laid as declared: tenant 1 starts after tenant 0's 2 MiB
+        // (512 blocks), whatever the trace touched of tenant 0.
+        let survey = Survey::declared(&spec.tenant_volumes().unwrap().unwrap());
+        let m = crate::stack::address::AddressMap::new(TenantMap::Concat, 4096, Some(&survey)).unwrap();
+        assert_eq!((m.first_block(0), m.first_block(1)), (Some(0), Some(512)));
     }
 
     #[test]

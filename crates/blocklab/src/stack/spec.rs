@@ -708,11 +708,28 @@ pub struct StackSpec {
     /// The SSD tier between the cache layers and the array.
     #[serde(default)]
     pub tier: Option<super::tier::spec::TierSpec>,
+    /// `[[tenant]]`: the tenants' volumes, declared (tenant i of the trace
+    /// is the i-th); `concat` then lays these out instead of the volumes a
+    /// pass over the trace measures. The real executor serves each as an
+    /// NBD export of its name.
+    #[serde(default)]
+    pub tenant: Vec<TenantSpec>,
     pub device: DeviceSpec,
     /// Where the spec came from (for messages) and the folder relative
     /// paths are resolved against; not a key of the file.
     #[serde(skip)]
     pub origin: Origin,
+}
+
+/// `[[tenant]]`: one tenant's volume.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Its name (the real executor's NBD export name).
+    pub name: String,
+    /// Bytes of its volume (`64MiB`, or a number of bytes), a multiple of
+    /// the block size.
+    pub size: NumOrStr,
 }
 
 /// The file a spec was read from, for error messages and relative paths.
@@ -830,9 +847,59 @@ impl StackSpec {
             .unwrap_or(4096)
     }
 
+    /// The declared tenants' volumes in blocks (`[[tenant]]`, tenant i the
+    /// i-th), None when the stack declares none.
+    pub fn tenant_volumes(&self) -> Result<Option<Vec<u64>>> {
+        if self.tenant.is_empty() {
+            return Ok(None);
+        }
+        let bs = self.block_size();
+        let o = &self.origin;
+        let mut out = Vec::with_capacity(self.tenant.len());
+        for (i, t) in self.tenant.iter().enumerate() {
+            let key = format!("tenant.{i}.size");
+            let bytes = crate::array::parse_bytes(&t.size.text()).map_err(|e| o.err(&key, e))?;
+            if bytes == 0 || !bytes.is_multiple_of(bs) {
+                return Err(o.err(
+                    &key,
+                    format!("{bytes} B is not a positive multiple of the block size ({bs} B)"),
+                ));
+            }
+            out.push(bytes / bs);
+        }
+        Ok(Some(out))
+    }
+
+    /// Checks of `[[tenant]]`: names that can be NBD export names, once
+    /// each; sizes; laid out by `concat`.
+    fn check_tenants(&self) -> Result<()> {
+        let o = &self.origin;
+        for (i, t) in self.tenant.iter().enumerate() {
+            let key = format!("tenant.{i}.name");
+            if t.name.is_empty() || t.name.len() > 4096 || t.name.chars().any(|c| c.is_control()) {
+                return Err(o.err(&key, "an export name: 1 to 4096 bytes, no control characters"));
+            }
+            if self.tenant[..i].iter().any(|u| u.name == t.name) {
+                return Err(o.err(&key, format!("{:?} is given twice", t.name)));
+            }
+        }
+        self.tenant_volumes()?;
+        if !self.tenant.is_empty() && self.tenant_map != TenantMap::Concat {
+            return Err(o.err(
+                "tenant_map",
+                format!(
+                    "[[tenant]] declares volumes laid end to end: use \"concat\" (not \"{}\")",
+                    self.tenant_map.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks that need no trace and no device: names, ranges, consistency.
     fn check(&self) -> Result<()> {
         let o = &self.origin;
+        self.check_tenants()?;
         if let (Some(a), Some(b)) = (self.block_size, self.array.as_ref().and_then(|a| a.block_size)) {
             if a != b {
                 return Err(o.err(

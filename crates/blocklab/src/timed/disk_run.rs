@@ -231,6 +231,7 @@ pub fn stack_spec(o: &RunOptions) -> Result<StackSpec> {
         },
         cache: Vec::new(),
         tier: None,
+        tenant: Vec::new(),
         device: DeviceSpec {
             model: o.model.clone(),
             scheduler,

@@ -39,7 +39,7 @@ use super::scrub::ScrubReport;
 use super::stack::RealStack;
 use super::{is_open_elsewhere, OpenConfig, RealArray, ReqError, Status};
 use crate::error::{Error, Result};
-use crate::nbd::server::{serve as nbd_serve, ServerConfig, ServerHandle};
+use crate::nbd::server::{serve_exports, ServerConfig, ServerHandle};
 use crate::nbd::{Export, ExportError};
 
 pub const SERVE_FILE: &str = "serve.json";
@@ -59,7 +59,11 @@ pub struct ServeInfo {
     pub pid: u32,
     /// The NBD address (`127.0.0.1:PORT`).
     pub nbd: String,
+    /// The export (a stack with tenants: the first tenant's).
     pub export: String,
+    /// Every export served (a stack with tenants: one per tenant).
+    #[serde(default)]
+    pub exports: Vec<String>,
     pub control: String,
     pub token: String,
 }
@@ -185,7 +189,8 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
             let a = array.clone();
             Arc::new(move |req: &Value, stop: &AtomicBool| a.run_op(req, stop)) as OpHandler
         };
-        return start(dir, opts, listener, array.clone(), ops, None, Some(array), None);
+        let exports = vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)];
+        return start(dir, opts, listener, exports, false, ops, None, Some(array), None);
     }
     let array = Arc::new(RealArray::open(
         dir,
@@ -196,42 +201,47 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         },
     )?);
     let stack = RealStack::load(dir, &array)?.map(Arc::new);
-    let export: Arc<dyn Export> = match &stack {
-        Some(s) => s.clone(),
-        None => array.clone(),
+    // A stack with tenants offers one export per tenant, peers (no default
+    // export); otherwise one export, `--name`, also under the empty name.
+    let exports: Vec<(String, Arc<dyn Export>)> = match &stack {
+        Some(s) => s.exports(&opts.name),
+        None => vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)],
     };
+    let peers = stack.as_ref().is_some_and(|s| s.has_tenants());
     let ops = {
         let (array, stack) = (array.clone(), stack.clone());
         let rebuilding = Arc::new(Mutex::new(()));
         Arc::new(move |req: &Value, stop: &AtomicBool| run_op(&array, stack.as_deref(), req, stop, &rebuilding))
             as OpHandler
     };
-    start(dir, opts, listener, export, ops, Some(array), None, stack)
+    start(dir, opts, listener, exports, peers, ops, Some(array), None, stack)
 }
 
 /// A control request's handler: the request and the server's stop flag in,
 /// the result out.
 type OpHandler = Arc<dyn Fn(&Value, &AtomicBool) -> Result<Value> + Send + Sync>;
 
-/// Serve `export` on `listener`, answer control requests with `ops`, and
-/// write `serve.json`.
+/// Serve `exports` on `listener` (`peers`: no default export), answer
+/// control requests with `ops`, and write `serve.json`.
 #[allow(clippy::too_many_arguments)]
 fn start(
     dir: &Path,
     opts: &ServeOptions,
     listener: TcpListener,
-    export: Arc<dyn Export>,
+    exports: Vec<(String, Arc<dyn Export>)>,
+    peers: bool,
     ops: OpHandler,
     array: Option<Arc<RealArray>>,
     dgraid: Option<Arc<RealDgraid>>,
     stack: Option<Arc<RealStack>>,
 ) -> Result<Serving> {
-    let nbd = nbd_serve(
+    let names: Vec<String> = exports.iter().map(|(n, _)| n.clone()).collect();
+    let nbd = serve_exports(
         listener,
-        export,
+        exports,
         ServerConfig {
-            name: opts.name.clone(),
             threads: opts.threads,
+            empty_name_is_first: !peers,
             ..Default::default()
         },
     )
@@ -243,7 +253,8 @@ fn start(
     let info = ServeInfo {
         pid: std::process::id(),
         nbd: nbd.addr().to_string(),
-        export: opts.name.clone(),
+        export: names[0].clone(),
+        exports: names,
         control: control
             .local_addr()
             .map_err(|e| Error::io("control socket", e))?

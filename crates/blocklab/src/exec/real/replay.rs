@@ -295,17 +295,22 @@ impl RequestLog {
 
 /// A request placed on the array: (op, offset, len).
 pub(super) fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
+    place_in(r, size, wrap, file, "the array")
+}
+
+/// [`place`] into `target` (a stack's tenant volume: "tenant 1's volume").
+pub(super) fn place_in(r: &Request, size: u64, wrap: bool, file: &str, target: &str) -> Result<(Op, u64, u64)> {
     let len = r.len.max(512);
     if len > size {
         return Err(Error::config(format!(
-            "{file}: a request of {len} bytes is larger than the array ({size} bytes)"
+            "{file}: a request of {len} bytes is larger than {target} ({size} bytes)"
         )));
     }
     let mut off = r.offset;
     if off + len > size {
         if !wrap {
             return Err(Error::config(format!(
-                "{file}: a request at byte {off} ({len} bytes) is past the end of the array ({size} bytes); \
+                "{file}: a request at byte {off} ({len} bytes) is past the end of {target} ({size} bytes); \
                  use --wrap to fold offsets into it"
             )));
         }

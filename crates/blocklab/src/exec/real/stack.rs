@@ -24,6 +24,7 @@ use crate::array::shared::SharedArray;
 use crate::array::{parse_bytes, ArrayConfig};
 use crate::error::{Error, Result};
 use crate::nbd::{Export, ExportError};
+use crate::stack::address::{AddressMap, Survey};
 use crate::stack::build::{build, Executor};
 use crate::stack::layer::AtOnce;
 use crate::stack::result::StackResult;
@@ -118,7 +119,7 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
     if spec.tenant_map == TenantMap::Key {
         return refuse(
             "tenant_map",
-            "serves one volume (tenants share it, as with \"ignore\"); \"key\" would put them out of the array",
+            "lays tenants out as the counted stack's `concat` does, with volumes declared by [[tenant]]; \"key\" would put them out of the array",
         );
     }
     if a.stripe_cache > 0 {
@@ -209,22 +210,73 @@ pub fn array_config(spec: &StackSpec, disk_bytes: u64) -> Result<ArrayConfig> {
 }
 
 /// The stack file as the counted stack the real executor runs over an
-/// array of `real`: sized by it, one volume, a device model that only
-/// sizes the members (never timed).
+/// array of `real`: sized by it, a device model that only sizes the
+/// members (never timed); without `[[tenant]]` one volume (every tenant
+/// addresses it, as with `ignore`), with it the declared volumes laid out
+/// by `concat`.
 fn real_spec(spec: &StackSpec, real: &ArrayConfig) -> StackSpec {
     let mut s = spec.clone();
     if let Some(a) = &mut s.array {
         a.disk_size = Some(crate::stack::spec::NumOrStr::Int(real.disk_bytes));
     }
-    s.tenant_map = TenantMap::Ignore;
+    if s.tenant.is_empty() {
+        s.tenant_map = TenantMap::Ignore;
+    }
     s.device.model = format!("toy:base=0,cap={}", real.disk_bytes.div_ceil(512).max(1));
     s
 }
 
+/// A volume the stack serves: a tenant's (`[[tenant]]`), or the whole
+/// array's for a stack without tenants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Volume {
+    /// The tenant's name (its export); empty for the whole array.
+    pub name: String,
+    /// Its first stack block (`concat`'s place for it).
+    pub first: u64,
+    pub blocks: u64,
+}
+
+/// The volumes of `spec` over an array of `capacity` blocks, and the
+/// survey the counted stack is built with: the declared volumes laid out
+/// by `concat` (`AddressMap` itself places them), else one volume, the
+/// array. Declared volumes past the array are refused.
+fn volumes(spec: &StackSpec, capacity: u64) -> Result<(Vec<Volume>, Survey)> {
+    let Some(v) = spec.tenant_volumes()? else {
+        let one = Volume {
+            name: String::new(),
+            first: 0,
+            blocks: capacity,
+        };
+        return Ok((vec![one], Survey::declared(&[capacity])));
+    };
+    let survey = Survey::declared(&v);
+    let map = AddressMap::new(TenantMap::Concat, spec.block_size(), Some(&survey))?;
+    let mut out = Vec::new();
+    for (i, (&blocks, t)) in v.iter().zip(&spec.tenant).enumerate() {
+        let first = map.first_block(i as u32).expect("a declared tenant has a volume");
+        if first + blocks > capacity {
+            return Err(spec.origin.err(
+                &format!("tenant.{i}.size"),
+                format!(
+                    "the volumes laid end to end (on 1 MiB boundaries) need {} blocks; the array has {capacity}",
+                    first + blocks
+                ),
+            ));
+        }
+        out.push(Volume {
+            name: t.name.clone(),
+            first,
+            blocks,
+        });
+    }
+    Ok((out, survey))
+}
+
 /// The stack of `spec` as the real executor runs it over `array` (its
 /// own array model starts healthy: the real one's state is copied in before
-/// each request).
-fn composed(spec: &StackSpec, array: &RealArray) -> Result<Composed> {
+/// each request), and the volumes it serves.
+fn composed(spec: &StackSpec, array: &RealArray) -> Result<(Composed, Vec<Volume>)> {
     check_real(spec)?;
     let cfg = array_config(spec, array.config().disk_bytes)?;
     let real = array.config();
@@ -241,24 +293,61 @@ fn composed(spec: &StackSpec, array: &RealArray) -> Result<Composed> {
             ),
         ));
     }
-    build(&real_spec(spec, real), Executor::Count, None)
+    let (vols, survey) = volumes(spec, array.size_bytes() / real.block_size)?;
+    Ok((build(&real_spec(spec, real), Executor::Count, Some(&survey))?, vols))
+}
+
+/// The stack file's text with `tenants` (`real create --tenants`: name,
+/// size) appended as `[[tenant]]` tables; a file that declares tenants
+/// itself takes none.
+fn with_tenants(file: &Path, text: &str, tenants: &[(String, String)]) -> Result<String> {
+    if tenants.is_empty() {
+        return Ok(text.to_string());
+    }
+    let shown = file.display().to_string();
+    let declared = toml::from_str::<toml::Table>(text).is_ok_and(|t| t.contains_key("tenant"));
+    if declared {
+        return Err(Error::config(format!(
+            "--tenants: {shown} declares [[tenant]] itself; give one or the other"
+        )));
+    }
+    let mut out = text.to_string();
+    out.push_str("\n# The tenants of `real create --tenants` (one NBD export each).\n");
+    for (name, size) in tenants {
+        let q = |v: &str| toml::Value::String(v.to_string()).to_string();
+        out.push_str(&format!("[[tenant]]\nname = {}\nsize = {}\n", q(name), q(size)));
+    }
+    Ok(out)
 }
 
 /// `real create DIR --stack FILE`: lay out the array of the stack's
 /// `[array]` (members of `disk_bytes`, else `array.disk_size`) and keep the
-/// stack file in `dir`. Returns the array's status and the notes on keys
-/// ignored.
+/// stack file in `dir` (with `tenants` appended as `[[tenant]]`). Returns
+/// the array's status and the notes on keys ignored.
 pub fn create_stack(
     dir: &Path,
     file: &Path,
     disk_bytes: Option<u64>,
     checksums: bool,
+    tenants: &[(String, String)],
 ) -> Result<(Status, Vec<String>)> {
-    let spec = StackSpec::load(file, &[])?;
+    let shown_file = file.display().to_string();
+    let text = std::fs::read_to_string(file).map_err(|e| Error::io(&shown_file, e))?;
+    let text = with_tenants(file, &text, tenants)?;
+    let origin = crate::stack::spec::Origin {
+        file: shown_file,
+        dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+    };
+    let spec = StackSpec::from_str_with(&text, &[], origin)?;
     if spec.array.as_ref().is_some_and(|a| is_dgraid(&a.raid.text())) {
         if checksums {
             return Err(Error::config(
                 "--checksums: a D-GRAID array keeps whole copies, not checksums (not offered)",
+            ));
+        }
+        if !tenants.is_empty() {
+            return Err(Error::config(
+                "--tenant: the real executor serves a D-GRAID array as one file system (one export), not tenants",
             ));
         }
         return super::dgraid::ops::create(dir, file, disk_bytes);
@@ -269,8 +358,10 @@ pub fn create_stack(
     // The stack must build over an array of this size (cache sizes...)
     // before any file is made.
     let probe = crate::array::Array::new(cfg).map_err(|e| spec.origin.err("array", e))?;
-    if probe.capacity_blocks().unwrap_or(0) > 0 {
-        build(&real_spec(&spec, &cfg), Executor::Count, None)?;
+    let capacity = probe.capacity_blocks().unwrap_or(0);
+    if capacity > 0 {
+        let (_, survey) = volumes(&spec, capacity)?;
+        build(&real_spec(&spec, &cfg), Executor::Count, Some(&survey))?;
     }
     let shown = dir.display().to_string();
     if dir.join(STACK_FILE).exists() {
@@ -282,7 +373,7 @@ pub fn create_stack(
         let uuid = super::identity::parse_uuid(&state.uuid).expect("a state just saved names its UUID");
         super::tier_store::create(dir, frames, cfg.block_size as u64, uuid)?;
     }
-    std::fs::copy(file, dir.join(STACK_FILE)).map_err(|e| Error::io(&shown, e))?;
+    std::fs::write(dir.join(STACK_FILE), text).map_err(|e| Error::io(&shown, e))?;
     Ok((st, ignored_keys(&spec)))
 }
 
@@ -316,7 +407,8 @@ struct Inner {
 pub struct RealStack {
     array: Arc<RealArray>,
     inner: Mutex<Inner>,
-    size: u64,
+    /// What it serves: the tenants' volumes, or the whole array.
+    volumes: Vec<Volume>,
     bs: u64,
     file: String,
     /// Dirty blocks of the SSD tier a crash left, written back at open.
@@ -330,7 +422,7 @@ fn req_err(e: Error) -> ReqError {
 impl RealStack {
     /// The stack of `spec` in front of `array`.
     pub fn new(spec: &StackSpec, array: Arc<RealArray>) -> Result<RealStack> {
-        let composed = composed(spec, &array)?;
+        let (composed, volumes) = composed(spec, &array)?;
         let shared = composed.shared_array();
         let mut blocks = Blocks::new(array.clone());
         let tier_recovered;
@@ -349,7 +441,7 @@ impl RealStack {
             tier_recovered = super::tier_journal::recover_orphan(array.dir(), &array)?;
         }
         Ok(RealStack {
-            size: array.size_bytes(),
+            volumes,
             bs: array.block_size() as u64,
             file: spec.origin.file.clone(),
             tier_recovered,
@@ -407,28 +499,49 @@ impl RealStack {
         inner.seen = Some(v);
     }
 
-    fn check_range(&self, offset: u64, len: u64) -> std::result::Result<(), ReqError> {
+    /// The volumes served: the tenants' (`[[tenant]]`), else one, the array.
+    pub fn volumes(&self) -> &[Volume] {
+        &self.volumes
+    }
+
+    /// Bytes of `tenant`'s volume.
+    pub fn volume_size(&self, tenant: u32) -> u64 {
+        self.volumes.get(tenant as usize).map_or(0, |v| v.blocks * self.bs)
+    }
+
+    /// `tenant`'s volume, with `offset + len` inside it.
+    fn check_range(&self, tenant: u32, offset: u64, len: u64) -> std::result::Result<&Volume, ReqError> {
+        let v = self
+            .volumes
+            .get(tenant as usize)
+            .ok_or_else(|| ReqError::OutOfRange(format!("tenant {tenant}: the stack serves {}", self.volumes.len())))?;
+        let size = v.blocks * self.bs;
         match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
+            Some(end) if end <= size => Ok(v),
             _ => Err(ReqError::OutOfRange(format!(
-                "bytes {offset}+{len} are past the end of the stack ({} bytes)",
-                self.size
+                "bytes {offset}+{len} are past the end of the volume ({size} bytes)"
             ))),
         }
     }
 
-    /// Serve one request through the stack. A write's `data` (None: zeroes)
-    /// enters the request's frame first, a partial block merged with its
-    /// newest contents; a read's bytes come from the frame into `out`.
+    /// Serve one request of `tenant` through the stack, at `clock` seconds
+    /// of the stack's clock (None: the wall clock since the stack opened;
+    /// `real replay` gives the trace's time, as a counted run reads it). A
+    /// write's `data` (None: zeroes) enters the request's frame first, a
+    /// partial block merged with its newest contents; a read's bytes come
+    /// from the frame into `out`.
+    #[allow(clippy::too_many_arguments)]
     fn request(
         &self,
+        tenant: u32,
+        clock: Option<f64>,
         op: Op,
         offset: u64,
         len: u64,
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> std::result::Result<(), ReqError> {
-        self.check_range(offset, len)?;
+        let vol = self.check_range(tenant, offset, len)?;
         if len == 0 {
             return Ok(());
         }
@@ -436,6 +549,9 @@ impl RealStack {
         let inner = &mut *guard;
         self.sync(inner);
         let bs = self.bs;
+        // The volume's bytes in the stack's address space (`concat`'s place).
+        let volume_offset = offset;
+        let offset = vol.first * bs + offset;
         let blocks = &mut inner.exec.blocks;
         blocks.begin_request();
         let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
@@ -464,11 +580,11 @@ impl RealStack {
             }
         }
         let req = Request {
-            time: inner.started.elapsed().as_secs_f64(),
+            time: clock.unwrap_or_else(|| inner.started.elapsed().as_secs_f64()),
             op,
-            offset,
+            offset: volume_offset,
             len,
-            tenant: 0,
+            tenant,
             fs: Default::default(),
         };
         (inner.exec.at.t0, inner.exec.at.time) = (0.0, req.time);
@@ -487,14 +603,39 @@ impl RealStack {
         Ok(())
     }
 
+    /// Read at `offset` of the first volume (the whole array without tenants).
     pub fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ReqError> {
-        let len = buf.len() as u64;
-        self.request(Op::Read, offset, len, None, Some(buf))
+        self.read_at(0, None, offset, buf)
     }
 
-    /// Write `data` at `offset`; with `fua`, a whole FLUSH follows.
+    /// Write `data` at `offset` of the first volume; with `fua`, a whole FLUSH follows.
     pub fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), ReqError> {
-        self.request(Op::Write, offset, data.len() as u64, Some(data), None)?;
+        self.write_at(0, None, offset, data, fua)
+    }
+
+    /// Read at `offset` of `tenant`'s volume, at `clock` (see `request`).
+    pub fn read_at(
+        &self,
+        tenant: u32,
+        clock: Option<f64>,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> std::result::Result<(), ReqError> {
+        let len = buf.len() as u64;
+        self.request(tenant, clock, Op::Read, offset, len, None, Some(buf))
+    }
+
+    /// Write `data` at `offset` of `tenant`'s volume, at `clock`; with
+    /// `fua`, a whole FLUSH follows.
+    pub fn write_at(
+        &self,
+        tenant: u32,
+        clock: Option<f64>,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> std::result::Result<(), ReqError> {
+        self.request(tenant, clock, Op::Write, offset, data.len() as u64, Some(data), None)?;
         if fua {
             self.flush()?;
         }
@@ -504,12 +645,17 @@ impl RealStack {
     /// Zeroes through the stack (NBD WRITE_ZEROES and TRIM), in pieces of
     /// at most 1 MiB (one request each).
     pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ReqError> {
-        self.check_range(offset, len)?;
+        self.write_zeroes_at(0, offset, len, fua)
+    }
+
+    /// Zeroes into `tenant`'s volume.
+    pub fn write_zeroes_at(&self, tenant: u32, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ReqError> {
+        self.check_range(tenant, offset, len)?;
         let piece = 1u64 << 20;
         let mut at = offset;
         while at < offset + len {
             let n = (offset + len - at).min(piece - at % piece);
-            self.request(Op::Write, at, n, None, None)?;
+            self.request(tenant, None, Op::Write, at, n, None, None)?;
             at += n;
         }
         if fua {
@@ -540,15 +686,48 @@ impl RealStack {
     pub fn result(&self) -> StackResult {
         let inner = self.lock();
         let mut out = inner.composed.result("real");
-        out.tenant_map = "ignore".into();
+        out.tenant_map = if self.has_tenants() { "concat" } else { "ignore" }.into();
         out.fit = "none".into();
         out.real = Some(crate::stack::result::RealFigures {
             partial_block_reads: inner.exec.blocks.partial_block_reads,
             flushes: inner.flushes,
+            exports: match self.has_tenants() {
+                true => (self.volumes.iter().enumerate())
+                    .map(|(i, v)| crate::stack::result::RealExport {
+                        tenant: i as u32,
+                        name: v.name.clone(),
+                        offset_bytes: v.first * self.bs,
+                        size_bytes: v.blocks * self.bs,
+                    })
+                    .collect(),
+                false => Vec::new(),
+            },
             ..Default::default()
         });
         out.finish();
         out
+    }
+
+    /// Whether the stack declares tenants (`[[tenant]]`): one export each.
+    pub fn has_tenants(&self) -> bool {
+        !self.volumes[0].name.is_empty()
+    }
+
+    /// What `real serve` offers: one export per tenant, by its name (no
+    /// default export), or the whole stack as one export named `name`.
+    pub fn exports(self: &Arc<Self>, name: &str) -> Vec<(String, Arc<dyn Export>)> {
+        if !self.has_tenants() {
+            return vec![(name.to_string(), self.clone() as Arc<dyn Export>)];
+        }
+        (0..self.volumes.len())
+            .map(|i| {
+                let e = TenantExport {
+                    stack: self.clone(),
+                    tenant: i as u32,
+                };
+                (self.volumes[i].name.clone(), Arc::new(e) as Arc<dyn Export>)
+            })
+            .collect()
     }
 
     /// Blocks each layer's policy holds and each layer's store holds (tests:
@@ -565,9 +744,56 @@ impl RealStack {
     }
 }
 
+/// One tenant's volume of a stack as an NBD export.
+pub struct TenantExport {
+    stack: Arc<RealStack>,
+    tenant: u32,
+}
+
+impl Export for TenantExport {
+    fn size(&self) -> u64 {
+        self.stack.volume_size(self.tenant)
+    }
+    fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ExportError> {
+        self.stack
+            .read_at(self.tenant, None, offset, buf)
+            .map_err(super::control::to_export)
+    }
+    fn write(&self, offset: u64, data: &[u8], fua: bool) -> std::result::Result<(), ExportError> {
+        self.stack
+            .write_at(self.tenant, None, offset, data, fua)
+            .map_err(super::control::to_export)
+    }
+    fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ExportError> {
+        self.stack
+            .write_zeroes_at(self.tenant, offset, len, fua)
+            .map_err(super::control::to_export)
+    }
+    fn flush(&self) -> std::result::Result<(), ExportError> {
+        self.stack.flush().map_err(super::control::to_export)
+    }
+    fn extents(&self, offset: u64, len: u64) -> std::result::Result<Vec<(u64, u32)>, ExportError> {
+        let first = self.stack.volumes[self.tenant as usize].first * self.stack.bs;
+        self.stack.stack_extents(first + offset, len)
+    }
+    fn description(&self) -> String {
+        let c = self.stack.array.config();
+        format!(
+            "blocklab stack {}, tenant {} ({} of {}), over {} of {} ({})",
+            self.stack.file,
+            self.stack.volumes[self.tenant as usize].name,
+            self.tenant,
+            self.stack.volumes.len(),
+            c.level.name(),
+            c.disks,
+            self.stack.array.dir().display()
+        )
+    }
+}
+
 impl Export for RealStack {
     fn size(&self) -> u64 {
-        self.size
+        self.volume_size(0)
     }
     fn read(&self, offset: u64, buf: &mut [u8]) -> std::result::Result<(), ExportError> {
         RealStack::read(self, offset, buf).map_err(super::control::to_export)
@@ -581,9 +807,25 @@ impl Export for RealStack {
     fn flush(&self) -> std::result::Result<(), ExportError> {
         RealStack::flush(self).map_err(super::control::to_export)
     }
-    /// The array's allocation, where every block a cache holds is data
-    /// (it may be dirty, whatever the array says).
     fn extents(&self, offset: u64, len: u64) -> std::result::Result<Vec<(u64, u32)>, ExportError> {
+        self.stack_extents(offset, len)
+    }
+    fn description(&self) -> String {
+        let c = self.array.config();
+        format!(
+            "blocklab stack {} over {} of {} ({})",
+            self.file,
+            c.level.name(),
+            c.disks,
+            self.array.dir().display()
+        )
+    }
+}
+
+impl RealStack {
+    /// The array's allocation of stack bytes `offset..+len`, where every
+    /// block a cache holds is data (it may be dirty, whatever the array says).
+    fn stack_extents(&self, offset: u64, len: u64) -> std::result::Result<Vec<(u64, u32)>, ExportError> {
         let hz = crate::nbd::STATE_HOLE | crate::nbd::STATE_ZERO;
         let runs = self.array.allocation(offset, len);
         let bs = self.bs;
@@ -624,15 +866,5 @@ impl Export for RealStack {
             at = end;
         }
         Ok(out)
-    }
-    fn description(&self) -> String {
-        let c = self.array.config();
-        format!(
-            "blocklab stack {} over {} of {} ({})",
-            self.file,
-            c.level.name(),
-            c.disks,
-            self.array.dir().display()
-        )
     }
 }

@@ -8,21 +8,28 @@
 //! completed; `open` issues each at its trace time (divided by `speedup`)
 //! and measures its response from then. The run ends with a FLUSH (the
 //! counted run's end-of-run flush), whose destages are in the figures.
+//!
+//! Several traces are merged by time as `blocklab run` merges them (each
+//! trace's clock from its first request; ties: the earlier trace first),
+//! and each request goes to the volume of its tenant column, as in a
+//! counted run: with `[[tenant]]`, tenant i's export; without, the one
+//! volume. The stack's clock (an SSD tier's windows) is the trace's time.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::server_of;
-use super::replay::{fill_pattern, place, ReplayOptions, RequestLog};
+use super::replay::{fill_pattern, place_in, ReplayOptions, RequestLog};
 use super::stack::{stack_file, RealStack};
 use super::RealArray;
 use crate::error::{Error, Result};
-use crate::stack::result::{response_covers, Response, StackResult};
+use crate::stack::result::{response_covers, RealTenant, Response, StackResult};
 use crate::stack::spec::StackSpec;
+use crate::timed::engine::secs_to_ns;
 use crate::timed::latency::Latencies;
 use crate::timed::metrics::ResponseSummary;
-use crate::trace::{self, Op};
+use crate::trace::{self, Op, Request, TraceOptions};
 
 fn summary(l: &Latencies) -> ResponseSummary {
     let q = l.quantiles_ms(&[0.50, 0.95, 0.99]);
@@ -50,16 +57,50 @@ pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value>
     Ok(v.expect("replay reports serialize"))
 }
 
-/// Replay `opts.traces` (one) through the stack kept in `dir`.
+type Requests = Box<dyn Iterator<Item = Result<Request>>>;
+/// Requests with the index of the trace each came from.
+type Tagged<'a> = Box<dyn Iterator<Item = Result<(usize, Request)>> + 'a>;
+
+/// The requests of `traces` merged by time since each trace's first request
+/// (ties: the earlier trace first), with the index of the trace each came
+/// from: the order `blocklab run` gives a counted run of several traces.
+fn merged(traces: &[String], topts: &TraceOptions) -> Result<Tagged<'static>> {
+    let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
+    let mut readers = Vec::new();
+    for t in traces {
+        let reader = trace::open(Path::new(t), topts)?;
+        readers.push(reader);
+    }
+    for reader in readers {
+        let mut it: Requests = Box::new(reader);
+        let first = it.next().transpose()?;
+        let base = first.as_ref().map_or(0.0, |r| r.time);
+        heads.push((it, first, base));
+    }
+    Ok(Box::new(std::iter::from_fn(move || {
+        let pick = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, r, base))| r.as_ref().map(|r| (i, secs_to_ns(r.time - base))))
+            .min_by_key(|&(i, t)| (t, i))?
+            .0;
+        let (it, head, _) = &mut heads[pick];
+        let out = head.take().expect("picked a trace with a request");
+        match it.next().transpose() {
+            Ok(next) => *head = next,
+            Err(e) => return Some(Err(e)),
+        }
+        Some(Ok((pick, out)))
+    })))
+}
+
+/// Replay `opts.traces` through the stack kept in `dir`.
 pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
     let file = stack_file(dir).ok_or_else(|| Error::config(format!("{}: no stack here", dir.display())))?;
     let open = opts.open_loop()?;
-    let [trace_path] = opts.traces.as_slice() else {
-        return Err(Error::config(
-            "real replay of a stack takes one trace (the stack serves one request at a time; \
-             merge traces with `blocklab trace merge`)",
-        ));
-    };
+    if opts.traces.is_empty() {
+        return Err(Error::config("no trace given"));
+    }
     if opts.outstanding != 1 && !open {
         return Err(Error::config(
             "--outstanding: a stack serves one request at a time; replay it with --outstanding 1",
@@ -73,30 +114,53 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
     }
     let spec = StackSpec::load(&file, &[])?;
     let topts = opts.trace_options();
-    let mut reader = trace::open(Path::new(trace_path), &topts)?;
+    // A single trace is read as it is (its reader reports what a sort moved).
+    let mut single = match opts.traces.as_slice() {
+        [one] => Some(trace::open(Path::new(one), &topts)?),
+        _ => None,
+    };
+    let requests: Tagged<'_> = match single.as_mut() {
+        Some(r) => Box::new(r.by_ref().map(|x| x.map(|r| (0, r)))),
+        None => merged(&opts.traces, &topts)?,
+    };
     let array = Arc::new(RealArray::open(dir, opts.open_config())?);
     let stack = RealStack::new(&spec, array.clone())?;
-    let size = array.size_bytes();
+    let tenants = stack.has_tenants();
     let (mut reads, mut writes) = (Latencies::new(), Latencies::new());
+    // Per tenant (with tenants): reads and writes.
+    let nt = if tenants { stack.volumes().len() } else { 0 };
+    let mut per: Vec<(Latencies, Latencies)> = (0..nt).map(|_| (Latencies::new(), Latencies::new())).collect();
     let mut errors = 0u64;
     let t0 = Instant::now();
     let log = match &opts.log {
         Some(p) => Some(RequestLog::create(p, t0)?),
         None => None,
     };
-    let mut base: Option<f64> = None;
+    // Each trace's clock starts at its first request (as the merge reads it).
+    let mut base: Vec<Option<f64>> = vec![None; opts.traces.len()];
     let mut buf = Vec::new();
     let run: Result<()> = (|| {
-        for (i, r) in reader.by_ref().enumerate() {
+        for (i, r) in requests.enumerate() {
             if opts.past_limit(i as u64) {
                 break;
             }
-            let r = r?;
+            let (from, r) = r?;
             if (i as u64) < opts.skip {
                 continue;
             }
+            let trace_path = &opts.traces[from];
+            // The tenant column picks the volume (without tenants: the one).
+            let tenant = if tenants { r.tenant } else { 0 };
+            if tenants && tenant as usize >= stack.volumes().len() {
+                return Err(Error::config(format!(
+                    "{trace_path}: tenant {tenant}: the stack declares {} tenants ([[tenant]] in {})",
+                    stack.volumes().len(),
+                    file.display()
+                )));
+            }
+            let size = stack.volume_size(tenant);
             let due = if open {
-                let b = *base.get_or_insert(r.time);
+                let b = *base[from].get_or_insert(r.time);
                 let due = t0 + Duration::from_secs_f64((r.time - b).max(0.0) / opts.speedup);
                 let now = Instant::now();
                 if due > now {
@@ -106,13 +170,18 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
             } else {
                 Instant::now()
             };
-            let (op, off, len) = place(&r, size, opts.wrap, trace_path)?;
+            let target = match tenants {
+                true => format!("tenant {tenant}'s volume"),
+                false => "the array".to_string(),
+            };
+            let (op, off, len) = place_in(&r, size, opts.wrap, trace_path, &target)?;
             buf.resize(len as usize, 0);
+            let clock = Some(r.time);
             let ok = match op {
-                Op::Read => stack.read(off, &mut buf).is_ok(),
+                Op::Read => stack.read_at(tenant, clock, off, &mut buf).is_ok(),
                 Op::Write => {
                     fill_pattern(&mut buf, off);
-                    stack.write(off, &buf, false).is_ok()
+                    stack.write_at(tenant, clock, off, &buf, false).is_ok()
                 }
             };
             let ns = due.elapsed().as_nanos() as u64;
@@ -124,6 +193,12 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
                 (true, Op::Read) => reads.record(ns),
                 (true, Op::Write) => writes.record(ns),
             }
+            if let (true, Some((r, w))) = (ok, per.get_mut(tenant as usize)) {
+                match op {
+                    Op::Read => r.record(ns),
+                    Op::Write => w.record(ns),
+                }
+            }
         }
         stack.flush().map_err(|e| Error::io(dir.display().to_string(), e))
     })();
@@ -132,6 +207,7 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
         None => run,
     };
     let wall_s = t0.elapsed().as_secs_f64();
+    let names: Vec<String> = stack.volumes().iter().map(|v| v.name.clone()).collect();
     let mut out = stack.result();
     drop(stack);
     let array = Arc::try_unwrap(array).map_err(|_| Error::config("array still in use after the replay"))?;
@@ -152,11 +228,27 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
         cdf_ms: Vec::new(),
         covers: response_covers(errors).to_string(),
     });
-    out.reordered = reader.reordered();
+    out.reordered = single.and_then(|r| r.reordered());
     if let Some(real) = &mut out.real {
         real.errors = errors;
         real.wall_s = wall_s;
         real.replay = if open { "open" } else { "closed" }.into();
+        real.tenants = per
+            .iter()
+            .enumerate()
+            .map(|(i, (r, w))| {
+                let mut all = Latencies::new();
+                all.merge(r);
+                all.merge(w);
+                RealTenant {
+                    tenant: i as u32,
+                    name: names[i].clone(),
+                    response: summary(&all),
+                    reads: summary(r),
+                    writes: summary(w),
+                }
+            })
+            .collect();
     }
     Ok(out)
 }

@@ -580,30 +580,51 @@ fn real_create_with_a_tier_lays_out_its_cache_device() {
     let file = dir.path().join("s.toml");
     std::fs::write(&file, stack_text("raid5", 4, &tier("wt", 100, ""))).unwrap();
     let arr = dir.path().join("arr");
-    let (_, notes) = super::stack::create_stack(&arr, &file, Some(MEMBER), false).unwrap();
+    let (_, notes) = super::stack::create_stack(&arr, &file, Some(MEMBER), false, &[]).unwrap();
     let len = std::fs::metadata(arr.join(super::tier_store::TIER_FILE)).unwrap().len();
     assert_eq!(len, 100 * 4096);
     assert!(notes.iter().any(|n| n.contains("tier.model: ignored")), "{notes:?}");
     for (extra, key) in [
-        ("partitioner = \"eci\"\n", "tier.partitioner"),
-        ("partitioner = \"static\"\n", "tier.partitioner"),
         ("size = \"10%\"\n", "tier.size"),
+        ("size = \"unlimited\"\n", "tier.size"),
     ] {
         let text = stack_text("raid5", 4, &format!("[tier]\n{extra}"));
-        let text = if extra.starts_with("size") {
-            text
-        } else {
-            text.replace("[tier]\n", "[tier]\nsize = 64\n")
-        };
-        // (Per-tenant partitioners need tenants: the spec refuses them with `ignore`.)
-        let text = if extra.starts_with("partitioner") {
-            text.replace("\"ignore\"", "\"concat\"")
-        } else {
-            text
-        };
         let s = spec(&text, &[]);
         let e = super::stack::check_real(&s).unwrap_err().to_string();
         assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
+    }
+    // `--tenants` appends [[tenant]] tables to the stack kept in DIR.
+    let arr2 = dir.path().join("arr2");
+    let file2 = dir.path().join("t.toml");
+    std::fs::write(&file2, stack_text("raid5", 4, "").replace("\"ignore\"", "\"concat\"")).unwrap();
+    let ts = [
+        ("a b".to_string(), "1MiB".to_string()),
+        ("c\"d".to_string(), "2MiB".to_string()),
+    ];
+    super::stack::create_stack(&arr2, &file2, Some(MEMBER), false, &ts).unwrap();
+    let kept = spec(
+        &std::fs::read_to_string(arr2.join(super::stack::STACK_FILE)).unwrap(),
+        &[],
+    );
+    assert_eq!(
+        kept.tenant.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(),
+        ["a b", "c\"d"]
+    );
+    let e = super::stack::create_stack(
+        &dir.path().join("arr3"),
+        &arr2.join("stack.toml"),
+        Some(MEMBER),
+        false,
+        &ts,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--tenants"), "{e}");
+    // Every partitioner runs (the tenants are the stack's; here one).
+    for p in ["static", "centaur", "eci"] {
+        let text = stack_text("raid5", 4, &tier("wb", 64, &format!("partitioner = \"{p}\"\n")));
+        let text = text.replace("\"ignore\"", "\"concat\"");
+        super::stack::check_real(&spec(&text, &[])).unwrap();
     }
 }
 
@@ -814,7 +835,7 @@ fn a_served_stack_is_replayed_through_its_server_while_it_rebuilds() {
     let file = dir.path().join("s.toml");
     std::fs::write(&file, stack_text("raid5", 4, &cache("vdf-lru", 64, "through"))).unwrap();
     let d = dir.path().join("arr");
-    super::stack::create_stack(&d, &file, Some(MEMBER), false).unwrap();
+    super::stack::create_stack(&d, &file, Some(MEMBER), false, &[]).unwrap();
     let tr = dir.path().join("t.csv");
     let reqs = synthetic(3, 600, 3 * MEMBER, 20, false);
     let mut text = String::from("timestamp,op,offset,size\n");
@@ -864,4 +885,272 @@ fn a_served_stack_is_replayed_through_its_server_while_it_rebuilds() {
     // The rebuilt member is consistent with the rest.
     let c = super::control::check(&d, false).unwrap();
     assert_eq!((c.mismatches, c.degraded_skipped), (0, 0));
+}
+
+// ---- Tenants: one volume each (`[[tenant]]`), the tier's partitioners ----
+
+/// Three tenants' volumes (4 KiB blocks): 1 MiB, 768 KiB and 1 MiB, laid out
+/// by `concat` at stack blocks 0, 256 and 512.
+const TENANTS: &str = "[[tenant]]\nname = \"web\"\nsize = \"1MiB\"\n\
+                       [[tenant]]\nname = \"db\"\nsize = \"768KiB\"\n\
+                       [[tenant]]\nname = \"log\"\nsize = \"1MiB\"\n";
+
+fn tenant_stack(layers: &str) -> String {
+    format!(
+        "tenant_map = \"concat\"\n{TENANTS}{layers}\n[array]\nraid = \"raid5\"\ndisks = 4\nchunk = \"16KiB\"\n\
+         [device]\nmodel = \"const:1\"\n"
+    )
+}
+
+/// Per-tenant traces merged by time, as `blocklab run` merges them: tenant
+/// t's request i at `i ms + t × 0.1 ms`; the tenants differ (a read-mostly
+/// skewed one, a write-heavy one that re-writes, a mixed one).
+fn tenant_requests(n: usize, seed: u64) -> Vec<Request> {
+    let sizes = [1u64 << 20, 768 << 10, 1 << 20];
+    let shares = [10, 70, 40];
+    let mut all = Vec::new();
+    for (t, (&size, &w)) in sizes.iter().zip(&shares).enumerate() {
+        for (i, mut r) in synthetic(seed + t as u64, n, size, w, t == 2).into_iter().enumerate() {
+            r.tenant = t as u32;
+            r.time = i as f64 * 0.001 + t as f64 * 0.0001;
+            all.push(r);
+        }
+    }
+    all.sort_by(|a, b| a.time.total_cmp(&b.time));
+    all
+}
+
+/// `reqs` through the stack on real bytes, each to its tenant's volume at
+/// its trace time (as `real replay` issues them), then a FLUSH.
+fn real_tenants(st: &RealStack, reqs: &[Request]) -> StackResult {
+    for r in reqs {
+        let mut buf = vec![0u8; r.len as usize];
+        match r.op {
+            Op::Read => st.read_at(r.tenant, Some(r.time), r.offset, &mut buf).unwrap(),
+            Op::Write => {
+                buf.iter_mut()
+                    .enumerate()
+                    .for_each(|(i, x)| *x = (r.offset as usize + i) as u8 ^ r.tenant as u8);
+                st.write_at(r.tenant, Some(r.time), r.offset, &buf, false).unwrap()
+            }
+        }
+    }
+    st.flush().unwrap();
+    st.result()
+}
+
+#[test]
+fn counted_and_real_decide_alike_per_tenant_with_every_partitioner() {
+    let win = "window_s = 0.25\ninitial_blocks = 16\nsolver = \"exact\"\n";
+    let cases: Vec<String> = vec![
+        tier("wb", 96, &format!("partitioner = \"centaur\"\n{win}")),
+        tier("adaptive", 96, &format!("partitioner = \"eci\"\ntheta = 0.3\n{win}")),
+        tier("wb", 72, &format!("partitioner = \"eci\"\n{win}")),
+        tier("wt", 90, "partitioner = \"static\"\n"),
+        cache("lru", 24, "back") + &tier("wb", 80, &format!("partitioner = \"centaur\"\n{win}")),
+        tier("wb", 64, "partitioner = \"global\"\n"),
+    ];
+    for (i, layers) in cases.iter().enumerate() {
+        let s = spec(&tenant_stack(layers), &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let a = real_tier_array(dir.path(), &s);
+        let reqs = tenant_requests(1200, 31 + i as u64);
+        let st = RealStack::new(&s, a.clone()).unwrap();
+        assert_eq!(
+            st.volumes()
+                .iter()
+                .map(|v| (v.name.as_str(), v.first, v.blocks))
+                .collect::<Vec<_>>(),
+            [("web", 0, 256), ("db", 256, 192), ("log", 512, 256)],
+            "concat's places for the declared volumes"
+        );
+        let r = real_tenants(&st, &reqs);
+        let vols = s.tenant_volumes().unwrap().unwrap();
+        let c = test_util::counted(
+            &{
+                let mut s = s.clone();
+                s.array.as_mut().unwrap().disk_size = Some(crate::stack::spec::NumOrStr::Int(MEMBER));
+                s
+            },
+            &reqs,
+            Some(&crate::stack::address::Survey::declared(&vols)),
+        );
+        let what = format!("case {i}: {layers}");
+        let (ct, rt) = (c.tier.as_ref().unwrap(), r.tier.as_ref().unwrap());
+        assert!(
+            ct.counts.read_hits > 0 && ct.counts.array_reads > 0 && ct.tenants.len() == 3,
+            "{what}: a test that exercises the tier's tenants"
+        );
+        if layers.contains("centaur") || layers.contains("eci") {
+            assert!(ct.windows >= 4, "{what}: partitions re-sized several times");
+            let allocs: std::collections::BTreeSet<u64> = ct
+                .timeline
+                .iter()
+                .flat_map(|w| w.tenants.iter().map(|t| t.allocated_blocks))
+                .collect();
+            assert!(allocs.len() > 2, "{what}: the partitions changed size");
+        }
+        assert_eq!(ct.counts, rt.counts, "{what}: the tier's counts");
+        assert_eq!(ct.tenants, rt.tenants, "{what}: per tenant");
+        assert_eq!(ct.timeline, rt.timeline, "{what}: every window's decisions");
+        assert_eq!(
+            (ct.ssd_read_ops, ct.ssd_write_ops),
+            (rt.ssd_read_ops, rt.ssd_write_ops),
+            "{what}: SSD operations"
+        );
+        assert_same(&c, &r, &what);
+        assert_resident(&st);
+        assert_eq!(r.tenant_map, "concat");
+    }
+}
+
+#[test]
+fn tenants_volumes_are_apart_and_bounded() {
+    let s = spec(
+        &tenant_stack(&tier("wb", 64, "partitioner = \"centaur\"\nwindow_s = 0.01\n")),
+        &[],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_tier_array(dir.path(), &s);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    // Each tenant writes its own pattern over its whole volume, in turns.
+    let sizes = [1u64 << 20, 768 << 10, 1 << 20];
+    let pat = |t: u32, off: u64| -> u8 { (off / 512) as u8 ^ (0x11 * (t as u8 + 1)) };
+    let mut clock = 0.0;
+    for round in 0..3u64 {
+        for (t, &size) in sizes.iter().enumerate() {
+            let t = t as u32;
+            let mut off = round * 4096;
+            while off + 8192 <= size {
+                let buf: Vec<u8> = (0..8192u64).map(|i| pat(t, off + i)).collect();
+                clock += 0.001;
+                st.write_at(t, Some(clock), off, &buf, false).unwrap();
+                off += 3 * 8192;
+            }
+        }
+    }
+    st.flush().unwrap();
+    // Every tenant reads back only its own bytes (zeroes where it never wrote).
+    for (t, &size) in sizes.iter().enumerate() {
+        let t = t as u32;
+        let mut buf = vec![0u8; size as usize];
+        st.read_at(t, None, 0, &mut buf).unwrap();
+        for (i, chunk) in buf.chunks(512).enumerate() {
+            let b = chunk[0];
+            assert!(
+                b == 0 || b == pat(t, i as u64 * 512),
+                "tenant {t} byte {}: {b}",
+                i * 512
+            );
+        }
+        assert!(buf.iter().any(|&b| b != 0));
+    }
+    // Past a volume's end: refused, not another tenant's bytes.
+    let mut b = vec![0u8; 4096];
+    assert!(st.read_at(1, None, (768 << 10) - 2048, &mut b).is_err());
+    assert!(st.read_at(3, None, 0, &mut b).is_err(), "no tenant 3");
+    assert_eq!(st.volume_size(1), 768 << 10);
+}
+
+#[test]
+fn declared_volumes_past_the_array_are_refused_by_key() {
+    let text = tenant_stack(&tier("wb", 64, "")).replace("size = \"768KiB\"", "size = \"64MiB\"");
+    let s = spec(&text, &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let a = real_tier_array(dir.path(), &s);
+    let e = RealStack::new(&s, a).err().expect("refused").to_string();
+    assert!(e.contains("tenant.1.size") && e.contains("the array has"), "{e}");
+    for (bad, key) in [("size = \"1000\"", "tenant.0.size"), ("name = \"db\"", "tenant.2.name")] {
+        let t = tenant_stack("").replacen(
+            if key == "tenant.0.size" {
+                "size = \"1MiB\""
+            } else {
+                "name = \"log\""
+            },
+            bad,
+            1,
+        );
+        let e = parse_spec(&t, &[], "stack.toml", PathBuf::new())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(key), "{e}");
+    }
+    let e = parse_spec(&tenant_stack(""), &["tenant_map=key"], "stack.toml", PathBuf::new())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("tenant_map") && e.contains("concat"), "{e}");
+}
+
+#[test]
+fn a_partitioned_write_back_tier_keeps_every_flushed_write_of_every_tenant_across_a_crash() {
+    for p in ["centaur", "eci"] {
+        let layers = cache("lru", 16, "back")
+            + &tier(
+                "wb",
+                96,
+                &format!("partitioner = \"{p}\"\nwindow_s = 0.05\ninitial_blocks = 24\nsolver = \"exact\"\n"),
+            );
+        let s = spec(&tenant_stack(&layers), &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let a = real_tier_array(dir.path(), &s);
+        let st = RealStack::new(&s, a.clone()).unwrap();
+        let sizes = [1usize << 20, 768 << 10, 1 << 20];
+        let mut image: Vec<Vec<u8>> = sizes.iter().map(|&n| vec![0u8; n]).collect();
+        let mut seed = 99u64;
+        let mut clock = 0.0;
+        // Writes and re-reads of skewed blocks, a FLUSH every 100 requests:
+        // windows close, partitions shrink and destage dirty blocks between.
+        for i in 0..1500u64 {
+            let t = (rng(&mut seed) % 3) as usize;
+            let blocks = sizes[t] as u64 / 4096;
+            let u = rng(&mut seed) % 1000;
+            let b = (u * u / 1000) * blocks / 1000;
+            clock += 0.001;
+            if rng(&mut seed).is_multiple_of(3) {
+                let mut buf = vec![0u8; 4096];
+                st.read_at(t as u32, Some(clock), b * 4096, &mut buf).unwrap();
+                assert_eq!(
+                    buf[..],
+                    image[t][(b * 4096) as usize..][..4096],
+                    "{p}: tenant {t} block {b}"
+                );
+            } else {
+                let buf = vec![(i as u8) | 1; 4096];
+                st.write_at(t as u32, Some(clock), b * 4096, &buf, false).unwrap();
+                image[t][(b * 4096) as usize..][..4096].copy_from_slice(&buf);
+            }
+            if i % 100 == 99 {
+                st.flush().unwrap();
+            }
+        }
+        st.flush().unwrap();
+        let flushed = image.clone();
+        let t = st.result().tier.unwrap();
+        assert!(
+            t.windows > 10 && t.counts.destaged > 0,
+            "{p}: partitions re-sized, dirty blocks destaged"
+        );
+        assert!(t.dirty_blocks > 0, "{p}: the tier holds dirty blocks at the crash");
+        // Acknowledged, not flushed: may be lost, nothing else may.
+        let late = vec![0xeeu8; 4096];
+        for b in 0..16u64 {
+            st.write_at((b % 3) as u32, Some(clock), b * 4096, &late, false)
+                .unwrap();
+        }
+        let a = crash(dir.path(), st, a);
+        let st = RealStack::new(&s, a.clone()).unwrap();
+        assert!(st.tier_recovered > 0, "{p}: dirty blocks found at open");
+        for (t, want) in flushed.iter().enumerate() {
+            let mut got = vec![0u8; want.len()];
+            st.read_at(t as u32, None, 0, &mut got).unwrap();
+            for b in 0..want.len() / 4096 {
+                let r = b * 4096..(b + 1) * 4096;
+                let late_ok = b < 16 && b % 3 == t && got[r.clone()] == late[..];
+                assert!(
+                    got[r.clone()] == want[r] || late_ok,
+                    "{p}: tenant {t} block {b} lost a flushed write"
+                );
+            }
+        }
+    }
 }

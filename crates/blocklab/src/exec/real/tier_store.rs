@@ -20,7 +20,6 @@ use super::tier_journal::TierJournal;
 use crate::error::{Error, Result};
 use crate::exec::buf::AlignedBuf;
 use crate::stack::spec::StackSpec;
-use crate::stack::tier::partitioner::PartitionerKind;
 
 /// The cache device file in an array directory made with `real create --stack`.
 pub const TIER_FILE: &str = "tier.img";
@@ -193,13 +192,9 @@ pub fn check_tier(spec: &StackSpec) -> Result<()> {
             "needs the cache device's size in blocks or bytes (a share needs a pass over a trace)",
         );
     }
-    let kind = t.partitioner_kind().map_err(|e| o.err("tier.partitioner", e))?;
-    if kind != PartitionerKind::Global {
-        return refuse(
-            "tier.partitioner",
-            "serves one volume: the tier is `global` (per-tenant partitions need one export per tenant: not yet)",
-        );
-    }
+    // Every partitioner runs: the tenants are the stack's (`[[tenant]]`,
+    // one export each; without it one, the whole array).
+    t.partitioner_kind().map_err(|e| o.err("tier.partitioner", e))?;
     Ok(())
 }
 

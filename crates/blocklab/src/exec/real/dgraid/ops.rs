@@ -40,6 +40,12 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
     if spec.tier.is_some() {
         return refuse("tier", "runs D-GRAID without an SSD tier in front");
     }
+    if !spec.tenant.is_empty() {
+        return refuse(
+            "tenant",
+            "serves a D-GRAID array as one file system (one export), not tenants",
+        );
+    }
     if !a.failed.is_empty() {
         return refuse(
             "array.failed",
