@@ -102,8 +102,8 @@ fn real_serve(
     };
     let serving = py.allow_threads(|| control::serve(&dir, &opts)).map_err(to_py)?;
     let info = json(&serving.info);
-    let status = json(&serving.array().status());
-    let recovery = json(&serving.array().recovery);
+    let status = json(&serving.status());
+    let recovery = json(&serving.recovery());
     if let Err(e) = ready.call1(py, (info, status, recovery)) {
         py.allow_threads(|| serving.shutdown()).map_err(to_py)?;
         return Err(e);
@@ -281,7 +281,7 @@ fn real_integrity(
 /// Whether `dir` holds an array (for friendlier CLI errors).
 #[pyfunction]
 fn real_exists(dir: PathBuf) -> bool {
-    Path::new(&dir).join("array.json").exists()
+    Path::new(&dir).join("array.json").exists() || blocklab::exec::real::dgraid::is_dgraid_dir(&dir)
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

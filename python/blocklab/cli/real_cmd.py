@@ -119,7 +119,8 @@ def create(
         if json_out:
             print_json(st)
             return
-        print(f"created {dir} (stack {stack}, kept as {dir / 'stack.toml'})")
+        kept = f", kept as {dir / 'stack.toml'}" if _core.real_has_stack(str(dir)) else ""
+        print(f"created {dir} (stack {stack}{kept})")
         _print_status(st)
         return
     if tenants is not None:
@@ -267,8 +268,14 @@ def rebuild(
         print_json(r)
         return
     state = "finished" if r["finished"] else "stopped"
-    print(f"rebuild ({r['order']}) of disk(s) {', '.join(map(str, r['disks']))} {state}: {r['rows_done']} rows "
-          f"(from row {r['resumed_from']} of {r['rows_total']}) in {r['seconds']:.2f} s, {r['avg_kbps']:.0f} KiB/s")
+    if r["order"] == "live":  # D-GRAID: live blocks only, beside a whole-member copy on the same files
+        o = r["order_stats"]
+        print(f"live-block rebuild of disk(s) {', '.join(map(str, r['disks']))} {state}: {o['live_blocks']} live "
+              f"blocks of {o['member_blocks']} in {o['live_copy_us'] / 1e6:.3f} s; a whole-member copy took "
+              f"{o['whole_member_copy_us'] / 1e6:.3f} s (this machine's files, not a drive's)")
+    else:
+        print(f"rebuild ({r['order']}) of disk(s) {', '.join(map(str, r['disks']))} {state}: {r['rows_done']} rows "
+              f"(from row {r['resumed_from']} of {r['rows_total']}) in {r['seconds']:.2f} s, {r['avg_kbps']:.0f} KiB/s")
     if r["unrecoverable_blocks"]:
         print(f"  {r['unrecoverable_blocks']} block(s) could not be rebuilt (now on the bad-block list: reads of them fail)")
 

@@ -237,6 +237,11 @@ pub struct Dgraid {
     seg_reads: FxHashMap<u64, u64>,
     diffused: FxHashMap<u64, Vec<Slot>>,
     counts: DgraidCounts,
+    /// Hold released copies instead of freeing them (`hold_frees`): on real
+    /// bytes a copy the durable map still names must not be reused before
+    /// the map's change is on disk.
+    holding: bool,
+    held: Vec<Slot>,
 }
 
 fn mix(seed: u64, x: u64) -> u64 {
@@ -298,6 +303,8 @@ impl Dgraid {
                 ..DgraidCounts::default()
             },
             cfg,
+            holding: false,
+            held: Vec::new(),
         })
     }
 
@@ -508,6 +515,10 @@ impl Dgraid {
     }
 
     fn free_phys(&mut self, s: Slot) {
+        if self.holding {
+            self.held.push(s);
+            return;
+        }
         if self.phys[s.disk as usize].clear(s.phys as u64) {
             self.used[s.disk as usize] -= 1;
         }
@@ -792,5 +803,111 @@ impl Dgraid {
             .collect();
         v.sort_unstable_by_key(|x| x.0);
         v
+    }
+
+    /// From now on, copies released by a remap or a free are held (still
+    /// allocated) until [`Dgraid::release_held`]: the real executor's map on
+    /// disk may still name them.
+    pub fn hold_frees(&mut self) {
+        self.holding = true;
+    }
+
+    /// Copies held now (see [`Dgraid::hold_frees`]).
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Free the copies held since the last call (the map naming their
+    /// release is durable now).
+    pub fn release_held(&mut self) {
+        for s in std::mem::take(&mut self.held) {
+            if self.phys[s.disk as usize].clear(s.phys as u64) {
+                self.used[s.disk as usize] -= 1;
+            }
+        }
+    }
+
+    /// The file system freed `block` (its bitmap says so): the live map
+    /// drops it and its copies are released.
+    pub fn free(&mut self, block: u64) {
+        if block >= self.volume_blocks {
+            return;
+        }
+        self.live.clear(block);
+        for s in self.slots(block) {
+            self.free_phys(s);
+            self.counts.freed += 1;
+        }
+        self.set_slots(block, &[]);
+        self.replicated.clear(block);
+    }
+
+    /// Put back a mapping saved earlier (the real executor's map at open):
+    /// `block` holding `tag` lives at `copies`. Home sites, directories and
+    /// the allocation follow from what is put back.
+    pub fn restore(&mut self, block: u64, tag: &Tag, copies: &[Copy]) -> Result<()> {
+        if block >= self.volume_blocks || copies.is_empty() {
+            return Err(Error::config(format!(
+                "restore: block {block} is beyond the volume or has no copy"
+            )));
+        }
+        if let Some(c) = copies
+            .iter()
+            .find(|c| c.disk >= self.cfg.disks || c.block >= self.disk_blocks)
+        {
+            return Err(Error::config(format!(
+                "restore: block {block}: copy on disk {} block {} is outside the members",
+                c.disk, c.block
+            )));
+        }
+        if !self.slots(block).is_empty() {
+            return Err(Error::config(format!("restore: block {block} is mapped twice")));
+        }
+        if let Some(c) = copies.iter().find(|c| self.phys[c.disk as usize].get(c.block)) {
+            return Err(Error::config(format!(
+                "restore: block {block}: disk {} block {} already holds another block",
+                c.disk, c.block
+            )));
+        }
+        if tag.kind == BlockKind::Directory {
+            self.dirs.insert(tag.owner);
+        }
+        let replicated = self.is_replicated(block, tag);
+        let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
+            0
+        } else {
+            self.unit_of(tag)
+        };
+        if !replicated {
+            let first = copies[0].disk;
+            let home = match self.cfg.level {
+                DgraidLevel::L0 => first,
+                DgraidLevel::L1 => first & !1,
+            };
+            self.home.entry(self.unit_of(tag)).or_insert(home);
+        }
+        let slots: Vec<Slot> = copies
+            .iter()
+            .map(|c| Slot {
+                disk: c.disk as u16,
+                phys: c.block as u32,
+            })
+            .collect();
+        for s in &slots {
+            if self.phys[s.disk as usize].set(s.phys as u64) {
+                self.used[s.disk as usize] += 1;
+            }
+            let c = &mut self.cursor[s.disk as usize];
+            *c = (*c).max(s.phys as u64 + 1);
+        }
+        self.set_slots(block, &slots);
+        self.unit[block as usize] = unit;
+        if replicated {
+            self.replicated.set(block);
+        } else {
+            self.replicated.clear(block);
+        }
+        self.live.set(block);
+        Ok(())
     }
 }

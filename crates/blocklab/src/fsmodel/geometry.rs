@@ -21,7 +21,7 @@
 //!   descriptors and the reserved descriptors; every group then holds its
 //!   block bitmap, inode bitmap and inode table at its first free blocks.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
@@ -57,7 +57,7 @@ impl MkfsParams {
 }
 
 /// One block group: `[first, last]` ranges are inclusive, as dumpe2fs prints them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Group {
     pub group: u64,
     pub start: u64,
@@ -86,7 +86,7 @@ pub enum StaticKind {
 }
 
 /// The whole layout.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Geometry {
     pub block_size: u64,
     pub blocks: u64,

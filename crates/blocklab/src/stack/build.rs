@@ -201,6 +201,24 @@ fn dgraid_target(
         Some(f) => parse_bytes(&f.text()).map_err(|e| o.err("array.dgraid.fs_size", e))?,
         None => return Err(o.err("array.dgraid.fs_size", "a D-GRAID array needs the file system's size")),
     };
+    if d.infer == Some(true) {
+        return Err(o.err(
+            "array.dgraid.infer",
+            "the simulators place blocks by the trace's annotation; inference runs on real bytes (`blocklab real`)",
+        ));
+    }
+    if d.deferred_max.is_some() {
+        return Err(o.err(
+            "array.dgraid.deferred_max",
+            "bounds inference's deferred writes, which run on real bytes (`blocklab real`)",
+        ));
+    }
+    if d.tags.is_some() {
+        return Err(o.err(
+            "array.dgraid.tags",
+            "a tags file is for the real executor; the simulators read the trace's annotation",
+        ));
+    }
     let geo = Geometry::mke2fs(&MkfsParams::new(fs_bytes, bs)).map_err(|e| o.err("array.dgraid.fs_size", e))?;
     let level = DgraidConfig::parse_level(&a.raid.text().to_ascii_lowercase()).map_err(|e| o.err("array.raid", e))?;
     let mut cfg = DgraidConfig::new(level, a.disks, d.meta_copies);

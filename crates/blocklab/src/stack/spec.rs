@@ -598,6 +598,18 @@ pub struct DgraidSpec {
     pub diffuse_segment: Option<NumOrStr>,
     /// Whole-segment reads before a segment is diffused.
     pub diffuse_threshold: u64,
+    /// Learn each block's owner from the file system's own writes (the
+    /// paper's semantically-smart disk): the real executor's default; the
+    /// simulators place by the trace's annotation and refuse `true`.
+    pub infer: Option<bool>,
+    /// With `infer = false` on the real executor: a `block,owner,kind[,parent]`
+    /// file (relative to the stack file) that tells the array each block's
+    /// owner.
+    pub tags: Option<String>,
+    /// Inference on the real executor: blocks written before their owner
+    /// is known held at most (then the oldest is placed by default and
+    /// retagged later); default 1024.
+    pub deferred_max: Option<u64>,
 }
 
 impl Default for DgraidSpec {
@@ -610,6 +622,9 @@ impl Default for DgraidSpec {
             seed: 1,
             diffuse_segment: None,
             diffuse_threshold: 2,
+            infer: None,
+            tags: None,
+            deferred_max: None,
         }
     }
 }

@@ -70,6 +70,7 @@ impl RealArray {
             bad_blocks,
             unreadable_rows,
             direct: self.direct,
+            dgraid: None,
         }
     }
 

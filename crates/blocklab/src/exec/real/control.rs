@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use super::dgraid::{self, RealDgraid};
 use super::rebuild::{RebuildOptions, RebuildReport};
 use super::scrub::ScrubReport;
 use super::stack::RealStack;
@@ -153,7 +154,9 @@ impl Default for ServeOptions {
 
 /// A served array (with the stack in front of it, when its directory has one).
 pub struct Serving {
-    array: Arc<RealArray>,
+    array: Option<Arc<RealArray>>,
+    /// A D-GRAID array served instead of a RAID one (`exec/real/dgraid`).
+    dgraid: Option<Arc<RealDgraid>>,
     stack: Option<Arc<RealStack>>,
     nbd: Option<ServerHandle>,
     stop: Arc<AtomicBool>,
@@ -180,6 +183,15 @@ fn random_token() -> String {
 pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     let listener =
         TcpListener::bind(&opts.listen).map_err(|e| Error::config(format!("--listen {}: {e}", opts.listen)))?;
+    if dgraid::is_dgraid_dir(dir) {
+        let array = Arc::new(RealDgraid::open(dir)?);
+        let ops = {
+            let a = array.clone();
+            Arc::new(move |req: &Value, stop: &AtomicBool| a.run_op(req, stop)) as OpHandler
+        };
+        let exports = vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)];
+        return start(dir, opts, listener, exports, false, ops, None, Some(array), None);
+    }
     let array = Arc::new(RealArray::open(
         dir,
         OpenConfig {
@@ -196,6 +208,33 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         None => vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)],
     };
     let peers = stack.as_ref().is_some_and(|s| s.has_tenants());
+    let ops = {
+        let (array, stack) = (array.clone(), stack.clone());
+        let rebuilding = Arc::new(Mutex::new(()));
+        Arc::new(move |req: &Value, stop: &AtomicBool| run_op(&array, stack.as_deref(), req, stop, &rebuilding))
+            as OpHandler
+    };
+    start(dir, opts, listener, exports, peers, ops, Some(array), None, stack)
+}
+
+/// A control request's handler: the request and the server's stop flag in,
+/// the result out.
+type OpHandler = Arc<dyn Fn(&Value, &AtomicBool) -> Result<Value> + Send + Sync>;
+
+/// Serve `exports` on `listener` (`peers`: no default export), answer
+/// control requests with `ops`, and write `serve.json`.
+#[allow(clippy::too_many_arguments)]
+fn start(
+    dir: &Path,
+    opts: &ServeOptions,
+    listener: TcpListener,
+    exports: Vec<(String, Arc<dyn Export>)>,
+    peers: bool,
+    ops: OpHandler,
+    array: Option<Arc<RealArray>>,
+    dgraid: Option<Arc<RealDgraid>>,
+    stack: Option<Arc<RealStack>>,
+) -> Result<Serving> {
     let names: Vec<String> = exports.iter().map(|(n, _)| n.clone()).collect();
     let nbd = serve_exports(
         listener,
@@ -237,12 +276,10 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     {
-        let (array, stack, stop, token) = (array.clone(), stack.clone(), stop.clone(), info.token.clone());
-        threads.push(std::thread::spawn(move || {
-            control_loop(control, array, stack, stop, token)
-        }));
+        let (stop, token) = (stop.clone(), info.token.clone());
+        threads.push(std::thread::spawn(move || control_loop(control, ops, stop, token)));
     }
-    {
+    if let Some(array) = &array {
         let (array, stop, every) = (array.clone(), stop.clone(), opts.bitmap_interval);
         threads.push(std::thread::spawn(move || {
             let mut last = Instant::now();
@@ -261,6 +298,7 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
     }
     Ok(Serving {
         array,
+        dgraid,
         stack,
         nbd: Some(nbd),
         stop,
@@ -271,8 +309,27 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
 }
 
 impl Serving {
+    /// The RAID array served (not for a D-GRAID one: see [`Serving::status`]).
     pub fn array(&self) -> &Arc<RealArray> {
-        &self.array
+        self.array.as_ref().expect("a RAID array is served")
+    }
+
+    /// The served array's status (RAID or D-GRAID).
+    pub fn status(&self) -> Status {
+        match (&self.array, &self.dgraid) {
+            (Some(a), _) => a.status(),
+            (None, Some(d)) => d.status(),
+            (None, None) => unreachable!("something is served"),
+        }
+    }
+
+    /// What opening the served array had to do.
+    pub fn recovery(&self) -> super::Recovery {
+        match (&self.array, &self.dgraid) {
+            (Some(a), _) => a.recovery.clone(),
+            (None, Some(d)) => d.recovery.clone(),
+            (None, None) => unreachable!("something is served"),
+        }
     }
 
     /// The stack served in front of the array, if any.
@@ -294,32 +351,24 @@ impl Serving {
             s.flush().map_err(|e| Error::io(self.dir.display().to_string(), e))?;
         }
         let _ = fs::remove_file(self.dir.join(SERVE_FILE));
-        let array = Arc::try_unwrap(self.array).map_err(|_| Error::config("array still in use at shutdown"))?;
+        if let Some(d) = self.dgraid.take() {
+            let d = Arc::try_unwrap(d).map_err(|_| Error::config("array still in use at shutdown"))?;
+            return d.close();
+        }
+        let array = self.array.take().expect("a RAID array is served");
+        let array = Arc::try_unwrap(array).map_err(|_| Error::config("array still in use at shutdown"))?;
         array.close()
     }
 }
 
-fn control_loop(
-    listener: TcpListener,
-    array: Arc<RealArray>,
-    stack: Option<Arc<RealStack>>,
-    stop: Arc<AtomicBool>,
-    token: String,
-) {
-    let rebuilding = Arc::new(Mutex::new(()));
+fn control_loop(listener: TcpListener, ops: OpHandler, stop: Arc<AtomicBool>, token: String) {
     let mut conns: Vec<JoinHandle<()>> = Vec::new();
     while !stop.load(Ordering::SeqCst) {
         match listener.accept() {
             Ok((sock, _)) => {
-                let (array, stack, stop, token, rebuilding) = (
-                    array.clone(),
-                    stack.clone(),
-                    stop.clone(),
-                    token.clone(),
-                    rebuilding.clone(),
-                );
+                let (ops, stop, token) = (ops.clone(), stop.clone(), token.clone());
                 conns.push(std::thread::spawn(move || {
-                    let _ = handle_control(sock, &array, stack.as_deref(), &stop, &token, &rebuilding);
+                    let _ = handle_control(sock, &*ops, &stop, &token);
                 }));
                 conns.retain(|h| !h.is_finished());
             }
@@ -333,11 +382,9 @@ fn control_loop(
 
 fn handle_control(
     mut sock: TcpStream,
-    array: &RealArray,
-    stack: Option<&RealStack>,
+    ops: &(dyn Fn(&Value, &AtomicBool) -> Result<Value> + Send + Sync),
     stop: &AtomicBool,
     token: &str,
-    rebuilding: &Mutex<()>,
 ) -> std::io::Result<()> {
     sock.set_nonblocking(false)?;
     sock.set_read_timeout(Some(CONTROL_POLL))?;
@@ -366,7 +413,7 @@ fn handle_control(
         Ok(line) => match serde_json::from_str::<Value>(&line) {
             Err(e) => json!({"ok": false, "error": format!("bad control request: {e}")}),
             Ok(req) if req["token"].as_str() != Some(token) => json!({"ok": false, "error": "bad control token"}),
-            Ok(req) => match run_op(array, stack, &req, stop, rebuilding) {
+            Ok(req) => match ops(&req, stop) {
                 Ok(v) => json!({"ok": true, "result": v}),
                 Err(e) => json!({"ok": false, "error": e.to_string()}),
             },
@@ -572,14 +619,23 @@ fn dispatch_with<T: serde::de::DeserializeOwned>(
 }
 
 pub fn status(dir: &Path) -> Result<Status> {
+    if dgraid::is_dgraid_dir(dir) {
+        return dgraid::ops::status(dir);
+    }
     dispatch(dir, json!({"op": "status"}), |a| Ok(a.status()))
 }
 
 pub fn fail(dir: &Path, disk: u32) -> Result<Status> {
+    if dgraid::is_dgraid_dir(dir) {
+        return dgraid::ops::fail(dir, disk);
+    }
     dispatch(dir, json!({"op": "fail", "disk": disk}), |a| a.fail(disk))
 }
 
 pub fn replace(dir: &Path, disk: u32) -> Result<Status> {
+    if dgraid::is_dgraid_dir(dir) {
+        return dgraid::ops::replace(dir, disk);
+    }
     dispatch(dir, json!({"op": "replace", "disk": disk}), |a| a.replace(disk))
 }
 
@@ -589,6 +645,12 @@ pub fn check(dir: &Path, repair: bool) -> Result<ScrubReport> {
 
 /// [`check`], opening the array here (when not served) with `open`.
 pub fn check_with(dir: &Path, repair: bool, open: &OpenConfig) -> Result<ScrubReport> {
+    if dgraid::is_dgraid_dir(dir) {
+        return Err(Error::config(format!(
+            "{}: a D-GRAID array has no parity to check (its copies are made equal after a crash)",
+            dir.display()
+        )));
+    }
     dispatch_with(dir, json!({"op": "check", "repair": repair}), open, |a| a.check(repair))
 }
 
@@ -599,6 +661,9 @@ pub fn rebuild(dir: &Path, opts: &RebuildOptions, stop: &AtomicBool) -> Result<R
 
 /// [`rebuild`], opening the array here (when not served) with `open`.
 pub fn rebuild_with(dir: &Path, opts: &RebuildOptions, stop: &AtomicBool, open: &OpenConfig) -> Result<RebuildReport> {
+    if dgraid::is_dgraid_dir(dir) {
+        return dgraid::ops::rebuild(dir, opts, stop);
+    }
     dispatch_with(dir, json!({"op": "rebuild", "opts": opts}), open, |a| {
         a.rebuild(opts, stop)
     })

@@ -28,6 +28,7 @@ mod alloc;
 pub mod bitmap;
 pub mod blocks;
 pub mod control;
+pub mod dgraid;
 mod gather;
 pub mod identity;
 pub mod integrity;
@@ -172,6 +173,10 @@ pub struct Status {
     #[serde(default)]
     pub unreadable_rows: Vec<(u64, u64)>,
     pub direct: bool,
+    /// A D-GRAID array's own figures (`exec/real/dgraid`): its placement,
+    /// classifier, map and what it did; absent for RAID arrays.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dgraid: Option<serde_json::Value>,
 }
 
 /// Counters since open.

@@ -378,6 +378,12 @@ fn run_one(
 
 /// Replay `opts.traces` against the array in `dir`.
 pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
+    if super::dgraid::is_dgraid_dir(dir) {
+        return Err(Error::config(format!(
+            "{}: a D-GRAID array is not replayed (it places a file system's blocks): serve it and mount it",
+            dir.display()
+        )));
+    }
     if opts.traces.is_empty() {
         return Err(Error::config("no trace given"));
     }

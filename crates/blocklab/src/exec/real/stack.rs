@@ -82,7 +82,12 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
         );
     };
     if is_dgraid(&a.raid.text()) {
-        return refuse("array.raid", "does not run D-GRAID");
+        // `real create --stack` lays out a D-GRAID array of its own
+        // (`exec/real/dgraid`); it runs without layers in front.
+        return refuse(
+            "array.raid",
+            "runs D-GRAID as an array of its own, without a stack in front",
+        );
     }
     if !a.failed.is_empty() {
         return refuse(
@@ -334,6 +339,19 @@ pub fn create_stack(
         dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
     };
     let spec = StackSpec::from_str_with(&text, &[], origin)?;
+    if spec.array.as_ref().is_some_and(|a| is_dgraid(&a.raid.text())) {
+        if checksums {
+            return Err(Error::config(
+                "--checksums: a D-GRAID array keeps whole copies, not checksums (not offered)",
+            ));
+        }
+        if !tenants.is_empty() {
+            return Err(Error::config(
+                "--tenant: the real executor serves a D-GRAID array as one file system (one export), not tenants",
+            ));
+        }
+        return super::dgraid::ops::create(dir, file, disk_bytes);
+    }
     check_real(&spec)?;
     let cfg = array_config(&spec, disk_bytes.unwrap_or(0))?;
     cfg.validate().map_err(|e| spec.origin.err("array", e))?;

@@ -1,0 +1,71 @@
+//! The stand-in classifier: each block tagged by its address alone, until
+//! inference from the bytes (`dgraid::infer`) is wired in.
+//!
+//! The layout is mke2fs's for the export's size (`fs_size`, the array's
+//! block size), announced at the first write: its static blocks
+//! (superblocks, descriptors, bitmaps, inode tables) are system metadata,
+//! replicated `meta_copies` times; every other block is file data of a
+//! made-up owner, one per `SPAN` consecutive blocks (so runs of a file stay
+//! on one home site as mke2fs -d and ext2's allocator lay them out). It
+//! defers nothing. A file system made with other parameters than mke2fs's
+//! defaults has its metadata placed as data: what the real classifier fixes.
+
+use crate::dgraid::classify::{Action, Classifier};
+use crate::fsmodel::kind::{BlockKind, Tag};
+use crate::fsmodel::{Geometry, StaticKind};
+
+/// Blocks per made-up owner.
+pub const SPAN: u64 = 64;
+
+pub struct ByAddress {
+    geo: Geometry,
+    announced: bool,
+}
+
+impl ByAddress {
+    pub fn new(geo: Geometry) -> ByAddress {
+        ByAddress { geo, announced: false }
+    }
+
+    /// The tag this classifier gives `block`.
+    pub fn tag(geo: &Geometry, block: u64) -> Tag {
+        let kind = match geo.classify(block) {
+            StaticKind::Dynamic => return Tag::of(1 + block / SPAN, BlockKind::Data, 0),
+            StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
+            StaticKind::Descriptors => BlockKind::Descriptors,
+            StaticKind::ReservedDescriptors => BlockKind::ReservedDescriptors,
+            StaticKind::BlockBitmap => BlockKind::BlockBitmap,
+            StaticKind::InodeBitmap => BlockKind::InodeBitmap,
+            StaticKind::InodeTable => BlockKind::InodeTable,
+        };
+        Tag::shared(kind)
+    }
+}
+
+impl Classifier for ByAddress {
+    fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
+        let bs = self.geo.block_size as usize;
+        let mut out = Vec::with_capacity(data.len() / bs + 1);
+        if !self.announced {
+            self.announced = true;
+            out.push(Action::Geometry(self.geo.clone()));
+        }
+        for (i, d) in data.chunks(bs).enumerate() {
+            let b = block + i as u64;
+            out.push(Action::Store {
+                block: b,
+                tag: ByAddress::tag(&self.geo, b),
+                data: d.to_vec(),
+            });
+        }
+        out
+    }
+
+    fn deferred(&self, _block: u64) -> Option<&[u8]> {
+        None
+    }
+
+    fn flush(&mut self) -> Vec<Action> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,249 @@
+"""D-GRAID as a real array (`real create --stack` with `raid = "dgraid0|1"`):
+an ext2 image made by `mke2fs -d` written through the served export, read
+back across restarts, a kill -9 mid-write, swapped members, failures past
+the redundancy (with the file system mounted read-only on what survives)
+and a live-block rebuild. Blocks are placed by inference (the default
+classifier) from the file system's own writes."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import random
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from realkit import BLOCKLAB, Server, js, nbdcopy, read_export, run
+
+BS = 4096
+STACK = """[array]
+raid = "{raid}"
+disks = {disks}
+[array.dgraid]
+fs_size = "{fs}"
+meta_copies = {meta}
+{extra}
+[device]
+model = "const:1"
+"""
+
+pytestmark = pytest.mark.skipif(shutil.which("mke2fs") is None and not os.path.exists("/usr/sbin/mke2fs")
+                                or shutil.which("nbdcopy") is None, reason="needs mke2fs and nbdcopy")
+
+
+def stack(tmp: Path, raid="dgraid0", disks=4, meta=4, fs="16MiB", extra="") -> Path:
+    p = tmp / f"dg-{raid}-{disks}-{meta}.toml"
+    p.write_text(STACK.format(raid=raid, disks=disks, meta=meta, fs=fs, extra=extra))
+    return p
+
+
+def make_tree(root: Path, seed: int) -> dict[str, bytes]:
+    """Directories, small files and files with indirect blocks; returns path -> contents."""
+    rng = random.Random(seed)
+    files = {}
+    for d in range(5):
+        for f in range(10):
+            rel = f"d{d}/sub{f % 2}/f{f}" if f % 3 else f"d{d}/f{f}"
+            data = rng.randbytes(rng.choice([200, 6000, 30_000, 90_000, 250_000]))
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_bytes(data)
+            files[rel] = data
+    return files
+
+
+def ext2_image(tmp: Path, name: str, seed: int, size: str = "16M") -> tuple[Path, dict[str, bytes]]:
+    tree = tmp / f"tree-{name}"
+    files = make_tree(tree, seed)
+    img = tmp / f"{name}.img"
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext2", "-b", "4096", "-d", str(tree), str(img), size],
+                   check=True, capture_output=True, timeout=60)
+    return img, files
+
+
+def blocks(data: bytes) -> list[bytes]:
+    return [data[i:i + BS] for i in range(0, len(data), BS)]
+
+
+def test_an_ext2_image_reads_back_through_a_restart_and_kill9_leaves_old_or_new_blocks(tmp_path):
+    d = tmp_path / "arr"
+    r = run("real", "create", d, "--stack", stack(tmp_path))
+    assert "dgraid0" in r.stdout and "classifier infer" in r.stdout, r.stdout
+    a_img, _ = ext2_image(tmp_path, "a", 1)
+    b_img, _ = ext2_image(tmp_path, "b", 2)
+    srv = Server(d)
+    try:
+        assert srv.banner.split()[2:4] == ["(dgraid0,", "4"], srv.banner
+        nbdcopy(str(a_img), srv.uri)
+        srv.stop()
+        srv = Server(d)
+        assert read_export(srv, tmp_path / "back.img") == a_img.read_bytes()
+        st = js("real", "status", d)
+        assert st["dgraid"]["refused"] is None and st["dgraid"]["counts"]["relearned_blocks"] > 0, st
+        # kill -9 while images A and B are copied over each other.
+        a, b = blocks(a_img.read_bytes()), blocks(b_img.read_bytes())
+        loop = subprocess.Popen(["sh", "-c", f"while :; do nbdcopy {b_img} {srv.uri}; nbdcopy {a_img} {srv.uri}; done"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(2.5)
+        srv.kill9()
+        loop.kill()
+        loop.wait()
+        srv = Server(d)
+        got = blocks(read_export(srv, tmp_path / "after.img"))
+        bad = [i for i, g in enumerate(got) if g not in (a[i], b[i])]
+        assert not bad, f"{len(bad)} block(s) hold neither image's bytes, first {bad[:5]}"
+    finally:
+        srv.ensure_dead()
+
+
+@contextlib.contextmanager
+def nbdfuse_logged(uri: str, where: Path):
+    """The export as the read-only file `where/dev`; nbdfuse's messages go to
+    `where.log` (one line per failed read: a pipe nobody reads would fill and
+    stall nbdfuse, and with it every reader in the kernel)."""
+    from test_real_fs import _is_mounted, _umount
+
+    where.mkdir(exist_ok=True)
+    dev = where / "dev"
+    with open(f"{where}.log", "w") as log:
+        p = subprocess.Popen(["nbdfuse", "-r", str(dev), uri], stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 30
+            while not (_is_mounted(where) and dev.exists()):
+                assert p.poll() is None, f"nbdfuse exited {p.returncode}"
+                assert time.monotonic() < deadline, "nbdfuse did not expose the export within 30 s"
+                time.sleep(0.05)
+            yield dev
+        finally:
+            _umount(where)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)
+
+
+def _files_after_failure(mnt: Path, files: dict[str, bytes]) -> tuple[int, int]:
+    """Every directory lists as it was; every file reads identical or fails with EIO."""
+    names: dict[str, set[str]] = {}
+    for rel in files:
+        parts = rel.split("/")
+        for i in range(len(parts)):
+            names.setdefault("/".join(parts[:i]), set()).add(parts[i])
+    for dir_, want in names.items():
+        assert set(os.listdir(mnt / dir_)) - {"lost+found"} == want, dir_
+    whole = lost = 0
+    for rel, data in files.items():
+        try:
+            got = (mnt / rel).read_bytes()
+        except OSError as e:
+            assert e.errno == errno.EIO, (rel, e)
+            lost += 1
+            continue
+        assert got == data, f"{rel}: other bytes"
+        whole += 1
+    return whole, lost
+
+
+def test_after_two_of_four_members_fail_ext2_mounts_read_only_and_files_read_whole_or_eio(tmp_path):
+    from test_real_fs import _probe, loop_mounted
+
+    d = tmp_path / "arr"
+    run("real", "create", d, "--stack", stack(tmp_path, "dgraid0", 4, 4))
+    img, files = ext2_image(tmp_path, "a", 3)
+    srv = Server(d)
+    try:
+        nbdcopy(str(img), srv.uri)
+        run("real", "fail", d, "1")
+        run("real", "fail", d, "--disk", "3")
+        st = js("real", "status", d)
+        assert st["health"] == "partial" and st["failed"] == [1, 3], st
+        why = _probe()
+        if why:
+            pytest.skip(f"cannot mount here: {why}")
+        want = blocks(img.read_bytes())
+        with nbdfuse_logged(srv.uri, tmp_path / "fuse") as dev:
+            # Block level: every block reads back as written or fails (EIO), never other bytes.
+            fd = os.open(dev, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+                eio = 0
+                for i, w in enumerate(want):
+                    try:
+                        assert os.pread(fd, BS, i * BS) == w, f"block {i}: other bytes"
+                    except OSError as e:
+                        assert e.errno == errno.EIO, (i, e)
+                        eio += 1
+            finally:
+                os.close(fd)
+            assert 0 < eio < len(want) // 2, eio
+            with loop_mounted(dev, tmp_path / "mnt", read_only=True) as mnt:
+                whole, lost = _files_after_failure(mnt, files)
+        assert whole > 0 and lost > 0, (whole, lost)
+        # D-GRAID's promise: about (D - k) / D of the files whole (here 2 of 4 members left).
+        assert 0.25 <= whole / len(files) <= 0.8, (whole, lost)
+    finally:
+        srv.ensure_dead()
+
+
+def test_swapped_members_are_put_back_and_a_foreign_one_refused(tmp_path):
+    d = tmp_path / "arr"
+    run("real", "create", d, "--stack", stack(tmp_path, "dgraid1", 4, 2))
+    img, _ = ext2_image(tmp_path, "a", 4)
+    srv = Server(d)
+    try:
+        nbdcopy(str(img), srv.uri)
+    finally:
+        srv.stop()
+    (d / "disk-0.img").rename(d / "x")
+    (d / "disk-2.img").rename(d / "disk-0.img")
+    (d / "x").rename(d / "disk-2.img")
+    srv = Server(d)
+    try:
+        assert read_export(srv, tmp_path / "back.img") == img.read_bytes()
+    finally:
+        srv.stop()
+    other = tmp_path / "other"
+    run("real", "create", other, "--stack", stack(tmp_path, "dgraid1", 4, 2))
+    shutil.copy(other / "disk-1.img", d / "disk-1.img")
+    p = run("real", "serve", d, "--listen", "127.0.0.1:0", check=False, timeout=60)
+    assert p.returncode == 2 and "disk-1.img" in p.stderr and "another array" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_live_block_rebuild_copies_only_live_blocks_and_the_image_reads_back(tmp_path):
+    d = tmp_path / "arr"
+    run("real", "create", d, "--stack", stack(tmp_path, "dgraid1", 4, 2, fs="32MiB"))
+    img, _ = ext2_image(tmp_path, "a", 5, "32M")
+    srv = Server(d)
+    try:
+        nbdcopy(str(img), srv.uri)
+        run("real", "fail", d, "2")
+        run("real", "replace", d, "2")
+        r = js("real", "rebuild", d)
+        o = r["order_stats"]
+        assert r["finished"] and r["order"] == "live" and r["unrecoverable_blocks"] == 0, r
+        assert 0 < o["live_blocks"] < o["member_blocks"], o
+        assert o["whole_member_copy_us"] > 0 and o["live_copy_us"] > 0, o
+        # The rebuilt member alone now holds its pair's copies.
+        run("real", "fail", d, "3")
+        assert read_export(srv, tmp_path / "back.img") == img.read_bytes()
+    finally:
+        srv.ensure_dead()
+
+
+@pytest.mark.parametrize("extra,key,why", [
+    ("infer = false", "array.dgraid.infer", "needs `tags`"),
+    ('tags = "t.csv"', "array.dgraid.tags", "only with `infer = false`"),
+    ('diffuse_segment = "1MiB"', "array.dgraid.diffuse_segment", "does not diffuse"),
+    ("deferred_max = 0", "array.dgraid.deferred_max", "must be 1..="),
+])
+def test_impossible_dgraid_stacks_are_refused_naming_the_key(tmp_path, extra, key, why):
+    p = run("real", "create", tmp_path / "arr", "--stack", stack(tmp_path, extra=extra), check=False)
+    assert p.returncode == 2 and key in p.stderr and why in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "arr" / "dgraid.json").exists()
