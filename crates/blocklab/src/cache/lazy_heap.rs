@@ -1,5 +1,5 @@
-//! A binary heap of per-slot entries with lazy deletion, shared by the
-//! policies that keep their eviction order in a heap (LFU, OPT).
+//! A binary heap of per-slot entries with lazy deletion, used by
+//! OPT, which keeps its eviction order in a heap.
 //!
 //! Re-keying a cached block pushes a fresh entry instead of finding and
 //! changing the old one: each entry carries the stamp of the access that made

@@ -12,6 +12,7 @@ pub mod clock;
 pub mod fault;
 pub mod fifo;
 mod ghost;
+mod index;
 mod lazy_heap;
 pub mod lfu;
 pub mod lirs;

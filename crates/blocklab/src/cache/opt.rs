@@ -12,13 +12,13 @@
 //! `remove` drops the block (OPT keeps no history; a removed block that comes
 //! back is a miss like any other).
 
+use super::index::{BlockIndex, PREFETCH_AHEAD};
 use super::lazy_heap::LazyHeap;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 pub struct Opt {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockIndex,
     blocks: Vec<u64>,
     /// (next use, access stamp, slot), largest first.
     heap: LazyHeap<(u64, u64, u32)>,
@@ -31,11 +31,9 @@ pub struct Opt {
 impl Opt {
     pub fn new(capacity: usize) -> Self {
         let reserve = capacity.min(1 << 20);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Opt {
             capacity,
-            map,
+            map: BlockIndex::with_capacity(reserve),
             blocks: Vec::with_capacity(reserve),
             heap: LazyHeap::with_capacity(reserve),
             free: Vec::new(),
@@ -51,7 +49,7 @@ impl Policy for Opt {
         self.now += 1;
         self.evicted = None;
         let now = self.now;
-        if let Some(&slot) = self.map.get(&a.block) {
+        if let Some(slot) = self.map.get(a.block) {
             self.heap.push((a.next_use, now, slot));
             return true;
         }
@@ -59,7 +57,7 @@ impl Policy for Opt {
             let s = self.heap.pop_live();
             let old = self.blocks[s as usize];
             self.evicted = Some(old);
-            self.map.remove(&old);
+            self.map.remove(old);
             self.blocks[s as usize] = a.block;
             s
         } else if let Some(s) = self.free.pop() {
@@ -74,8 +72,19 @@ impl Policy for Opt {
         false
     }
 
+    fn access_all(&mut self, accesses: &[Access]) -> u64 {
+        let mut hits = 0;
+        for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+                self.map.prefetch(ahead.block);
+            }
+            hits += self.access(a) as u64;
+        }
+        hits
+    }
+
     fn contains(&self, block: u64) -> bool {
-        self.map.contains_key(&block)
+        self.map.contains(block)
     }
 
     fn evicted(&self) -> Option<u64> {
@@ -83,7 +92,7 @@ impl Policy for Opt {
     }
 
     fn remove(&mut self, block: u64) -> bool {
-        match self.map.remove(&block) {
+        match self.map.remove(block) {
             Some(s) => {
                 self.heap.kill(s);
                 self.free.push(s);
