@@ -11,37 +11,52 @@
 //! nothing until it holds blocks. Nothing iterates it: its order cannot leak
 //! into a decision.
 
-/// `slot` of an empty entry.
-const VACANT: u32 = u32::MAX;
 const MIN_BITS: u32 = 4;
 
-#[derive(Debug, Clone, Copy)]
-struct Entry {
-    key: u64,
-    slot: u32,
+/// What an index maps blocks to: a slot (`u32`), or an access index (`u64`,
+/// the next-use pre-pass); its largest value marks an empty entry.
+pub(crate) trait Value: Copy + Eq {
+    const VACANT: Self;
 }
 
-const EMPTY: Entry = Entry { key: 0, slot: VACANT };
+impl Value for u32 {
+    const VACANT: u32 = u32::MAX;
+}
+
+impl Value for u64 {
+    const VACANT: u64 = u64::MAX;
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Entry<V> {
+    key: u64,
+    slot: V,
+}
 
 #[inline]
 fn home(key: u64, shift: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
 }
 
-pub(crate) struct BlockIndex {
-    table: Vec<Entry>,
+pub(crate) struct BlockIndex<V: Value = u32> {
+    table: Vec<Entry<V>>,
     /// 64 - log2(table.len()).
     shift: u32,
     len: usize,
 }
 
-impl BlockIndex {
+impl<V: Value> BlockIndex<V> {
+    const EMPTY: Entry<V> = Entry {
+        key: 0,
+        slot: V::VACANT,
+    };
+
     /// Room for `n` blocks before the first growth (the table itself starts
     /// small when `n` is huge: it grows as blocks arrive).
     pub fn with_capacity(n: usize) -> Self {
         let bits = ((2 * n.clamp(1, 1 << 16)).next_power_of_two().trailing_zeros()).max(MIN_BITS);
         BlockIndex {
-            table: vec![EMPTY; 1 << bits],
+            table: vec![Self::EMPTY; 1 << bits],
             shift: 64 - bits,
             len: 0,
         }
@@ -63,7 +78,7 @@ impl BlockIndex {
         let mut i = home(key, self.shift);
         loop {
             let e = &self.table[i];
-            if e.slot == VACANT {
+            if e.slot == V::VACANT {
                 return None;
             }
             if e.key == key {
@@ -75,7 +90,7 @@ impl BlockIndex {
 
     /// The slot of `key`, if indexed.
     #[inline]
-    pub fn get(&self, key: u64) -> Option<u32> {
+    pub fn get(&self, key: u64) -> Option<V> {
         self.find(key).map(|i| self.table[i].slot)
     }
 
@@ -86,8 +101,8 @@ impl BlockIndex {
 
     /// Index `key` (which must be absent) at `slot`.
     #[inline]
-    pub fn insert(&mut self, key: u64, slot: u32) {
-        debug_assert!(slot != VACANT && self.find(key).is_none());
+    pub fn insert(&mut self, key: u64, slot: V) {
+        debug_assert!(slot != V::VACANT && self.find(key).is_none());
         if 2 * (self.len + 1) > self.table.len() {
             self.grow();
         }
@@ -96,25 +111,37 @@ impl BlockIndex {
     }
 
     #[inline]
-    fn place(&mut self, e: Entry) {
+    fn place(&mut self, e: Entry<V>) {
         let mask = self.mask();
         let mut i = home(e.key, self.shift);
-        while self.table[i].slot != VACANT {
+        while self.table[i].slot != V::VACANT {
             i = (i + 1) & mask;
         }
         self.table[i] = e;
     }
 
+    /// Map `key` to `value` whether or not it was indexed; its old value.
+    #[inline]
+    pub fn replace(&mut self, key: u64, value: V) -> Option<V> {
+        match self.find(key) {
+            Some(i) => Some(std::mem::replace(&mut self.table[i].slot, value)),
+            None => {
+                self.insert(key, value);
+                None
+            }
+        }
+    }
+
     /// Drop `key`; its slot, if it was indexed.
     #[inline]
-    pub fn remove(&mut self, key: u64) -> Option<u32> {
+    pub fn remove(&mut self, key: u64) -> Option<V> {
         let mut i = self.find(key)?;
         let slot = self.table[i].slot;
         let mask = self.mask();
         let mut j = i;
         loop {
             j = (j + 1) & mask;
-            if self.table[j].slot == VACANT {
+            if self.table[j].slot == V::VACANT {
                 break;
             }
             let h = home(self.table[j].key, self.shift);
@@ -125,7 +152,7 @@ impl BlockIndex {
                 i = j;
             }
         }
-        self.table[i] = EMPTY;
+        self.table[i] = Self::EMPTY;
         self.len -= 1;
         Some(slot)
     }
@@ -146,9 +173,9 @@ impl BlockIndex {
 
     fn grow(&mut self) {
         let bits = 64 - self.shift + 1;
-        let old = std::mem::replace(&mut self.table, vec![EMPTY; 1 << bits]);
+        let old = std::mem::replace(&mut self.table, vec![Self::EMPTY; 1 << bits]);
         self.shift = 64 - bits;
-        for e in old.into_iter().filter(|e| e.slot != VACANT) {
+        for e in old.into_iter().filter(|e| e.slot != V::VACANT) {
             self.place(e);
         }
     }
@@ -166,7 +193,7 @@ mod tests {
     /// deletions in the middle of probe chains) and through growth.
     #[test]
     fn agrees_with_a_hash_map_under_churn() {
-        let mut idx = BlockIndex::with_capacity(4);
+        let mut idx: BlockIndex = BlockIndex::with_capacity(4);
         let mut model: FxHashMap<u64, u32> = FxHashMap::default();
         let mut x: u64 = 12345;
         for step in 0..200_000u32 {
@@ -191,5 +218,18 @@ mod tests {
             assert_eq!(idx.get(k), Some(v));
         }
         assert!(!idx.contains(u64::MAX));
+    }
+
+    #[test]
+    fn replace_returns_the_old_value() {
+        let mut idx: BlockIndex<u64> = BlockIndex::with_capacity(1);
+        for k in 0..100u64 {
+            assert_eq!(idx.replace(k, k), None);
+        }
+        for k in 0..100u64 {
+            assert_eq!(idx.replace(k, k + 1000), Some(k));
+        }
+        assert_eq!(idx.len(), 100);
+        assert_eq!(idx.get(7), Some(1007));
     }
 }
