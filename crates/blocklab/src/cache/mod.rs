@@ -13,7 +13,6 @@ pub mod fault;
 pub mod fifo;
 mod ghost;
 mod index;
-mod lazy_heap;
 pub mod lfu;
 pub mod lirs;
 pub mod list;
