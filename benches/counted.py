@@ -118,6 +118,8 @@ def _lcs_python_version(python: str) -> str:
 
 
 def every_policy(blocklab: str, trace: Path, accesses: int, cache: int, runs: int = 3) -> list[str]:
+    """Every policy both tools have; $BENCH_RUNS_EVERY sets the runs per policy."""
+    runs = int(os.environ.get("BENCH_RUNS_EVERY", runs))
     binary = peers.cachesim()
     load_before = os.getloadavg()[0]
     rows = []
@@ -126,7 +128,8 @@ def every_policy(blocklab: str, trace: Path, accesses: int, cache: int, runs: in
                           "cachesim": _cachesim(binary, trace, theirs, cache)}, runs)
         bl, lc = res["blocklab"], res["cachesim"]
         rows.append(f"| {ours} | {theirs} | {bl['wall_med']:.3f} | {lc['wall_med']:.3f} | "
-                    f"**{lc['wall_med'] / bl['wall_med']:.1f}×** | {accesses / bl['wall_med'] / 1e6:.1f} | "
+                    f"**{lc['wall_med'] / bl['wall_med']:.1f}×** | {bl['cpu_med']:.3f} | {lc['cpu_med']:.3f} | "
+                    f"{lc['cpu_med'] / bl['cpu_med']:.1f}× | {accesses / bl['wall_med'] / 1e6:.1f} | "
                     f"{bl['miss']:.4f} | {lc['miss']:.4f} |")
     load_after = os.getloadavg()[0]
     return [
@@ -136,11 +139,12 @@ def every_policy(blocklab: str, trace: Path, accesses: int, cache: int, runs: in
         f"runs alternating, medians of {runs}; load average {load_before:.1f} before, {load_after:.1f} after. "
         "`cachesim` prints miss ratios to 4 digits. `opt` is Belady's (both tools look ahead: libCacheSim "
         "reads the file's next-access field, blocklab computes next uses in a first pass). `mq` and `lru2` "
-        "have no `cachesim` counterpart.",
+        "have no `cachesim` counterpart. CPU time is user + system of the whole process (blocklab reads the "
+        "trace on a second thread, so on a loaded machine its wall time suffers more than `cachesim`'s).",
         "",
-        "| policy | `cachesim` name | blocklab wall (s) | `cachesim` wall (s) | `cachesim` / blocklab | blocklab M accesses/s "
-        "| blocklab miss ratio | `cachesim` miss ratio |",
-        "|---|---|---|---|---|---|---|---|",
+        "| policy | `cachesim` name | blocklab wall (s) | `cachesim` wall (s) | `cachesim` / blocklab | blocklab CPU (s) "
+        "| `cachesim` CPU (s) | CPU ratio | blocklab M accesses/s | blocklab miss ratio | `cachesim` miss ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
     ]

@@ -90,6 +90,31 @@ def test_cache_help_imports_only_the_cache_module(tmp_path):
     assert "rich.markdown" not in mods and "rich.traceback" not in mods
 
 
+def test_help_loads_none_of_typers_unused_standard_modules(tmp_path):
+    for args in (["--help"], ["cache", "--help"], ["rgr", "--help"]):
+        mods, r = imported(args, tmp_path)
+        assert r.returncode == 0
+        assert not {"subprocess", "difflib", "pickle"} & mods, args
+
+
+def test_deferred_standard_modules_are_the_real_ones_when_used(tmp_path):
+    # An unknown command takes typer's "did you mean" path (difflib) in a fresh process.
+    mods, r = imported(["cachee"], tmp_path)
+    assert r.returncode == 2
+    assert "No such command" in r.stderr and "'cache'" in r.stderr
+    assert "difflib" in mods
+    code = ("import sys\n"
+            "from blocklab.cli import app\n"
+            "import typer.main, subprocess, pickle\n"
+            "assert typer.main.subprocess.Popen is subprocess.Popen\n"
+            "from rich.style import Style\n"
+            "assert Style(meta={'a': 1}).meta == {'a': 1}\n"
+            "assert type(sys.modules['subprocess']).__name__ == 'module'\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_top_level_help_imports_no_command_module(tmp_path):
     mods, r = imported(["--help"], tmp_path)
     assert r.returncode == 0 and "cachesim" in r.stdout

@@ -3,11 +3,12 @@ imported only when that command runs (`commands.py` lists them)."""
 
 from __future__ import annotations
 
-import typer
-
 from blocklab.cli import light_help
-from blocklab.cli.commands import LazyGroup
-from blocklab.cli.common import run_guarded
+
+typer = light_help.typer_quietly()
+
+from blocklab.cli.commands import LazyGroup  # noqa: E402
+from blocklab.cli.common import run_guarded  # noqa: E402
 
 light_help.install()
 

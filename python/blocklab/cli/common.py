@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 EXIT_BAD_INPUT = 2
@@ -33,6 +32,8 @@ def _is_engine_error(e: BaseException) -> bool:
 
 
 def print_json(obj) -> None:
+    import json
+
     print(json.dumps(obj, indent=2))
 
 

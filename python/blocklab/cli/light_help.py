@@ -8,6 +8,12 @@ while `typer.rich_utils` loads, those two modules are stand-ins whose classes
 import the real module the first time they are used. Once `rich_utils` has
 loaded, the stand-ins leave `sys.modules`: any later import gets the real
 modules. The help text is the same either way (tests/test_cli_startup.py).
+
+`import typer` itself loads three standard modules only its rarely taken
+paths use: `subprocess` (`typer.launch`), `difflib` (the "did you mean" of an
+unknown command) and `pickle` (rich styles with metadata). `typer_quietly()`
+imports typer with stand-ins for them in the same way: the stand-in's names
+load the real module on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ import types
 
 # module -> the class typer's formatter takes from it.
 DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
+# module -> the functions typer (or rich, under it) takes from it by name; the
+# module's other names are looked up on first use (`subprocess.Popen`).
+DEFERRED_STDLIB = {"subprocess": (), "difflib": ("get_close_matches",), "pickle": ("dumps", "loads")}
 
 
 class _Deferred(type):
@@ -32,6 +41,51 @@ class _Deferred(type):
 
     def __getattr__(cls, attr):
         return getattr(cls._real(), attr)
+
+
+def _real_module(module: str, stand_in: types.ModuleType):
+    """The real module behind `stand_in` (imported now if need be)."""
+    if sys.modules.get(module) is stand_in:
+        del sys.modules[module]
+    return importlib.import_module(module)
+
+
+class _LazyModule(types.ModuleType):
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(_real_module(self.__name__, self), attr)
+
+
+def _stdlib_stand_in(module: str, functions: tuple[str, ...]) -> types.ModuleType:
+    m = _LazyModule(module)
+
+    def deferred(name):
+        def call(*args, **kwargs):
+            return getattr(_real_module(module, m), name)(*args, **kwargs)
+
+        call.__name__ = name
+        return call
+
+    for name in functions:
+        setattr(m, name, deferred(name))
+    return m
+
+
+def typer_quietly():
+    """`import typer` without the standard modules it does not need to start (see above)."""
+    if "typer" in sys.modules:
+        return sys.modules["typer"]
+    placed = {}
+    for name, functions in DEFERRED_STDLIB.items():
+        if name not in sys.modules:
+            placed[name] = sys.modules[name] = _stdlib_stand_in(name, functions)
+    try:
+        return importlib.import_module("typer")
+    finally:
+        for name, m in placed.items():
+            if sys.modules.get(name) is m:
+                del sys.modules[name]
 
 
 def _stand_in(module: str, name: str) -> types.ModuleType:
@@ -53,6 +107,9 @@ class _Loader:
         for name, cls in DEFERRED.items():
             if name not in sys.modules:
                 placed[name] = sys.modules[name] = _stand_in(name, cls)
+        for name, functions in DEFERRED_STDLIB.items():
+            if name not in sys.modules:
+                placed[name] = sys.modules[name] = _stdlib_stand_in(name, functions)
         try:
             self.real.exec_module(module)
         finally:

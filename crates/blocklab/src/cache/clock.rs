@@ -12,14 +12,14 @@
 //! the block from the ring (bit and all; CLOCK keeps no history); a later
 //! newcomer enters just behind the hand, as every newcomer does.
 
+use super::index::{BlockIndex, PREFETCH_AHEAD};
 use super::slot_queue::SlotQueue;
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
 
 pub struct Clock {
     capacity: usize,
     /// block -> slot
-    map: FxHashMap<u64, u32>,
+    map: BlockIndex,
     blocks: Vec<u64>,
     referenced: Vec<bool>,
     ring: SlotQueue,
@@ -29,11 +29,9 @@ pub struct Clock {
 impl Clock {
     pub fn new(capacity: usize) -> Self {
         let reserve = capacity.min(1 << 20);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Clock {
             capacity,
-            map,
+            map: BlockIndex::with_capacity(reserve),
             blocks: Vec::with_capacity(reserve),
             referenced: Vec::with_capacity(reserve),
             ring: SlotQueue::with_capacity(reserve),
@@ -46,7 +44,7 @@ impl Policy for Clock {
     #[inline]
     fn access(&mut self, a: &Access) -> bool {
         self.evicted = None;
-        if let Some(&slot) = self.map.get(&a.block) {
+        if let Some(slot) = self.map.get(a.block) {
             self.referenced[slot as usize] = true;
             return true;
         }
@@ -59,7 +57,7 @@ impl Policy for Clock {
             }
             let old = self.blocks[h as usize];
             self.evicted = Some(old);
-            self.map.remove(&old);
+            self.map.remove(old);
             self.blocks[h as usize] = a.block;
             h
         } else {
@@ -78,8 +76,19 @@ impl Policy for Clock {
         false
     }
 
+    fn access_all(&mut self, accesses: &[Access]) -> u64 {
+        let mut hits = 0;
+        for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+                self.map.prefetch(ahead.block);
+            }
+            hits += self.access(a) as u64;
+        }
+        hits
+    }
+
     fn contains(&self, block: u64) -> bool {
-        self.map.contains_key(&block)
+        self.map.contains(block)
     }
 
     fn evicted(&self) -> Option<u64> {
@@ -87,7 +96,7 @@ impl Policy for Clock {
     }
 
     fn remove(&mut self, block: u64) -> bool {
-        match self.map.remove(&block) {
+        match self.map.remove(block) {
             Some(s) => {
                 self.ring.kill(s);
                 true

@@ -12,7 +12,7 @@ pub mod clock;
 pub mod fault;
 pub mod fifo;
 mod ghost;
-mod lazy_heap;
+mod index;
 pub mod lfu;
 pub mod lirs;
 pub mod list;

@@ -5,23 +5,41 @@
 //! broken by the most recent access first (ties cannot change hits or misses
 //! when next uses are exact).
 //!
-//! A binary max-heap keyed by (next use, access stamp) with lazy deletion
-//! ([`LazyHeap`]): each access pushes a new entry stamped with its (unique)
-//! access count.
+//! A binary max-heap of the cached blocks keyed by (next use, access stamp)
+//! that knows where each slot sits (`pos`), so an access re-keys its block's
+//! entry in place: a hit moves it up or down, a miss with a full cache gives
+//! the victim's entry at the root to the newcomer and moves it down. One
+//! entry per cached block, no stale entries to skip or sweep.
 //!
 //! `remove` drops the block (OPT keeps no history; a removed block that comes
 //! back is a miss like any other).
 
-use super::lazy_heap::LazyHeap;
+use super::index::{BlockIndex, PREFETCH_AHEAD};
 use super::{Access, Policy};
-use rustc_hash::FxHashMap;
+
+/// A cached block's place in the eviction order: the largest goes first.
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    next_use: u64,
+    /// Access count of its last access (unique: no two entries tie).
+    stamp: u64,
+    slot: u32,
+}
+
+impl Entry {
+    #[inline]
+    fn key(&self) -> (u64, u64) {
+        (self.next_use, self.stamp)
+    }
+}
 
 pub struct Opt {
     capacity: usize,
-    map: FxHashMap<u64, u32>,
+    map: BlockIndex,
+    /// Per slot: its block and its entry's index in `heap`.
     blocks: Vec<u64>,
-    /// (next use, access stamp, slot), largest first.
-    heap: LazyHeap<(u64, u64, u32)>,
+    pos: Vec<u32>,
+    heap: Vec<Entry>,
     /// Slots of removed blocks.
     free: Vec<u32>,
     now: u64,
@@ -31,16 +49,69 @@ pub struct Opt {
 impl Opt {
     pub fn new(capacity: usize) -> Self {
         let reserve = capacity.min(1 << 20);
-        let mut map = FxHashMap::default();
-        map.reserve(reserve);
         Opt {
             capacity,
-            map,
+            map: BlockIndex::with_capacity(reserve),
             blocks: Vec::with_capacity(reserve),
-            heap: LazyHeap::with_capacity(reserve),
+            pos: Vec::with_capacity(reserve),
+            heap: Vec::with_capacity(reserve),
             free: Vec::new(),
             now: 0,
             evicted: None,
+        }
+    }
+
+    #[inline]
+    fn place(&mut self, i: usize, e: Entry) {
+        self.heap[i] = e;
+        self.pos[e.slot as usize] = i as u32;
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if self.heap[parent].key() >= e.key() {
+                break;
+            }
+            self.place(i, self.heap[parent]);
+            i = parent;
+        }
+        self.place(i, e);
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let e = self.heap[i];
+        let n = self.heap.len();
+        loop {
+            let left = 2 * i + 1;
+            if left >= n {
+                break;
+            }
+            let right = left + 1;
+            let child = if right < n && self.heap[right].key() > self.heap[left].key() {
+                right
+            } else {
+                left
+            };
+            if self.heap[child].key() <= e.key() {
+                break;
+            }
+            self.place(i, self.heap[child]);
+            i = child;
+        }
+        self.place(i, e);
+    }
+
+    /// Give the entry at `i` a new key and restore the heap order.
+    #[inline]
+    fn rekey(&mut self, i: usize, e: Entry) {
+        let up = e.key() > self.heap[i].key();
+        self.heap[i] = e;
+        if up {
+            self.sift_up(i);
+        } else {
+            self.sift_down(i);
         }
     }
 }
@@ -51,31 +122,71 @@ impl Policy for Opt {
         self.now += 1;
         self.evicted = None;
         let now = self.now;
-        if let Some(&slot) = self.map.get(&a.block) {
-            self.heap.push((a.next_use, now, slot));
+        if let Some(slot) = self.map.get(a.block) {
+            let i = self.pos[slot as usize] as usize;
+            self.rekey(
+                i,
+                Entry {
+                    next_use: a.next_use,
+                    stamp: now,
+                    slot,
+                },
+            );
             return true;
         }
-        let slot = if self.map.len() >= self.capacity {
-            let s = self.heap.pop_live();
-            let old = self.blocks[s as usize];
+        if self.map.len() >= self.capacity {
+            // The victim is the root; the newcomer takes its slot and entry.
+            let slot = self.heap[0].slot;
+            let old = self.blocks[slot as usize];
             self.evicted = Some(old);
-            self.map.remove(&old);
-            self.blocks[s as usize] = a.block;
-            s
-        } else if let Some(s) = self.free.pop() {
-            self.blocks[s as usize] = a.block;
-            s
-        } else {
-            self.blocks.push(a.block);
-            (self.blocks.len() - 1) as u32
+            self.map.remove(old);
+            self.blocks[slot as usize] = a.block;
+            self.map.insert(a.block, slot);
+            self.rekey(
+                0,
+                Entry {
+                    next_use: a.next_use,
+                    stamp: now,
+                    slot,
+                },
+            );
+            return false;
+        }
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.blocks[s as usize] = a.block;
+                s
+            }
+            None => {
+                self.blocks.push(a.block);
+                self.pos.push(0);
+                (self.blocks.len() - 1) as u32
+            }
         };
         self.map.insert(a.block, slot);
-        self.heap.push((a.next_use, now, slot));
+        self.heap.push(Entry {
+            next_use: a.next_use,
+            stamp: now,
+            slot,
+        });
+        self.pos[slot as usize] = (self.heap.len() - 1) as u32;
+        self.sift_up(self.heap.len() - 1);
         false
     }
 
+    fn access_all(&mut self, accesses: &[Access]) -> u64 {
+        let mut hits = 0;
+        for (i, a) in accesses.iter().enumerate() {
+            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+                self.map.prefetch(ahead.block);
+            }
+            hits += self.access(a) as u64;
+        }
+        hits
+    }
+
     fn contains(&self, block: u64) -> bool {
-        self.map.contains_key(&block)
+        self.map.contains(block)
     }
 
     fn evicted(&self) -> Option<u64> {
@@ -83,14 +194,16 @@ impl Policy for Opt {
     }
 
     fn remove(&mut self, block: u64) -> bool {
-        match self.map.remove(&block) {
-            Some(s) => {
-                self.heap.kill(s);
-                self.free.push(s);
-                true
-            }
-            None => false,
+        let Some(slot) = self.map.remove(block) else {
+            return false;
+        };
+        let i = self.pos[slot as usize] as usize;
+        let last = self.heap.pop().expect("a cached block has an entry");
+        if i < self.heap.len() {
+            self.rekey(i, last);
         }
+        self.free.push(slot);
+        true
     }
 
     fn len(&self) -> usize {

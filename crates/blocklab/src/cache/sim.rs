@@ -18,6 +18,7 @@
 //! oracleGeneral `next_access` field) can skip that pass by feeding
 //! [`simulate_accesses`] directly with `Access::next_use` filled in.
 
+use super::index::{BlockIndex, PREFETCH_AHEAD};
 use super::{sizes, Access, Policy, NEVER};
 use crate::error::{Error, Result};
 use crate::trace::blocks::{BlockOptions, BlockStream};
@@ -26,7 +27,7 @@ use crate::trace::oracle::{MappedKeys, ORACLE_BLOCK};
 use crate::trace::order::TimeOrder;
 use crate::trace::{self, sniff, TraceOptions};
 use rayon::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use std::path::Path;
 
 /// Accesses per chunk handed from the reader to the cells.
@@ -243,10 +244,15 @@ where
 /// Turn a key sequence into next-use indices, in place, by one reverse pass:
 /// `keys[i]` becomes the index of the next access to the same key, or NEVER.
 pub fn next_uses_in_place(keys: &mut [u64]) {
-    let mut last: FxHashMap<u64, u64> = FxHashMap::default();
+    // The keys ahead are known: prefetch their index entries (as the
+    // policies' `access_all` does).
+    let mut last: BlockIndex<u64> = BlockIndex::with_capacity(1 << 16);
     for i in (0..keys.len()).rev() {
+        if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| keys.get(j)) {
+            last.prefetch(ahead);
+        }
         let k = keys[i];
-        keys[i] = last.insert(k, i as u64).unwrap_or(NEVER);
+        keys[i] = last.replace(k, i as u64).unwrap_or(NEVER);
     }
 }
 

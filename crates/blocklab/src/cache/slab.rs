@@ -6,10 +6,10 @@
 //! counters, links) lives in plain vectors indexed by it. When [`Slab::insert`]
 //! hands out a new slot, the caller grows its own vectors by one.
 
-use rustc_hash::FxHashMap;
+use super::index::BlockIndex;
 
 pub(crate) struct Slab {
-    map: FxHashMap<u64, u32>,
+    map: BlockIndex,
     blocks: Vec<u64>,
     free: Vec<u32>,
 }
@@ -17,10 +17,8 @@ pub(crate) struct Slab {
 impl Slab {
     /// Room for `n` slots without reallocating.
     pub fn with_capacity(n: usize) -> Self {
-        let mut map = FxHashMap::default();
-        map.reserve(n);
         Slab {
-            map,
+            map: BlockIndex::with_capacity(n),
             blocks: Vec::with_capacity(n),
             free: Vec::new(),
         }
@@ -29,7 +27,13 @@ impl Slab {
     /// The slot of `block`, if the policy holds it (cached or ghost).
     #[inline]
     pub fn get(&self, block: u64) -> Option<u32> {
-        self.map.get(&block).copied()
+        self.map.get(block)
+    }
+
+    /// Start loading the index entry of `block` (see [`BlockIndex::prefetch`]).
+    #[inline(always)]
+    pub fn prefetch(&self, block: u64) {
+        self.map.prefetch(block);
     }
 
     /// The block of slot `s` (cached or ghost).
@@ -60,7 +64,7 @@ impl Slab {
     /// Forget slot `s` and its block for good; the slot will be reused.
     #[inline]
     pub fn forget(&mut self, s: u32) {
-        self.map.remove(&self.blocks[s as usize]);
+        self.map.remove(self.blocks[s as usize]);
         self.free.push(s);
     }
 }
