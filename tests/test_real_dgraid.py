@@ -7,7 +7,6 @@ classifier) from the file system's own writes."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import random
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from realkit import BLOCKLAB, Server, js, nbdcopy, read_export, run
+from realkit import Server, js, nbdcopy, read_export, run
 
 BS = 4096
 STACK = """[array]
@@ -100,33 +99,6 @@ def test_an_ext2_image_reads_back_through_a_restart_and_kill9_leaves_old_or_new_
         srv.ensure_dead()
 
 
-@contextlib.contextmanager
-def nbdfuse_logged(uri: str, where: Path):
-    """The export as the read-only file `where/dev`; nbdfuse's messages go to
-    `where.log` (one line per failed read: a pipe nobody reads would fill and
-    stall nbdfuse, and with it every reader in the kernel)."""
-    from test_real_fs import _is_mounted, _umount
-
-    where.mkdir(exist_ok=True)
-    dev = where / "dev"
-    with open(f"{where}.log", "w") as log:
-        p = subprocess.Popen(["nbdfuse", "-r", str(dev), uri], stdout=log, stderr=log)
-        try:
-            deadline = time.monotonic() + 30
-            while not (_is_mounted(where) and dev.exists()):
-                assert p.poll() is None, f"nbdfuse exited {p.returncode}"
-                assert time.monotonic() < deadline, "nbdfuse did not expose the export within 30 s"
-                time.sleep(0.05)
-            yield dev
-        finally:
-            _umount(where)
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=30)
-
-
 def _files_after_failure(mnt: Path, files: dict[str, bytes]) -> tuple[int, int]:
     """Every directory lists as it was; every file reads identical or fails with EIO."""
     names: dict[str, set[str]] = {}
@@ -150,7 +122,7 @@ def _files_after_failure(mnt: Path, files: dict[str, bytes]) -> tuple[int, int]:
 
 
 def test_after_two_of_four_members_fail_ext2_mounts_read_only_and_files_read_whole_or_eio(tmp_path):
-    from test_real_fs import _probe, loop_mounted
+    from test_real_fs import _probe, loop_mounted, nbdfuse
 
     d = tmp_path / "arr"
     run("real", "create", d, "--stack", stack(tmp_path, "dgraid0", 4, 4))
@@ -166,7 +138,7 @@ def test_after_two_of_four_members_fail_ext2_mounts_read_only_and_files_read_who
         if why:
             pytest.skip(f"cannot mount here: {why}")
         want = blocks(img.read_bytes())
-        with nbdfuse_logged(srv.uri, tmp_path / "fuse") as dev:
+        with nbdfuse(srv.uri, tmp_path / "fuse", read_only=True) as dev:
             # Block level: every block reads back as written or fails (EIO), never other bytes.
             fd = os.open(dev, os.O_RDONLY)
             try:

@@ -92,25 +92,30 @@ def _umount(path: Path) -> None:
 
 @contextlib.contextmanager
 def nbdfuse(uri: str, where: Path, read_only: bool = False):
-    """The export as the file `where/dev` (nbdfuse in the background)."""
+    """The export as the file `where/dev` (nbdfuse in the background).
+
+    nbdfuse's output goes to `where.log`, not a pipe: it prints a line per
+    failed read, and a pipe nobody reads would fill and stall every reader
+    of the device in the kernel."""
     where.mkdir(exist_ok=True)
     dev = where / "dev"
-    p = subprocess.Popen(["nbdfuse", *(["-r"] if read_only else []), str(dev), uri],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 30
-        while not (_is_mounted(where) and dev.exists()):
-            assert p.poll() is None, f"nbdfuse exited {p.returncode}: {p.stderr.read()}"
-            assert time.monotonic() < deadline, "nbdfuse did not expose the export within 30 s"
-            time.sleep(0.05)
-        yield dev
-    finally:
-        _umount(where)
+    log_path = Path(f"{where}.log")
+    with open(log_path, "w") as log:
+        p = subprocess.Popen(["nbdfuse", *(["-r"] if read_only else []), str(dev), uri], stdout=log, stderr=log)
         try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while not (_is_mounted(where) and dev.exists()):
+                assert p.poll() is None, f"nbdfuse exited {p.returncode}: {log_path.read_text()}"
+                assert time.monotonic() < deadline, "nbdfuse did not expose the export within 30 s"
+                time.sleep(0.05)
+            yield dev
+        finally:
+            _umount(where)
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=30)
 
 
 @contextlib.contextmanager

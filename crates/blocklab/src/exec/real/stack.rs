@@ -69,6 +69,34 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
     notes
 }
 
+/// The real executor starts an array healthy and fails, replaces and
+/// rebuilds members when told (`real fail` / `replace` / `rebuild`): a
+/// stack's failures and rebuild on a schedule are refused, naming the key.
+pub fn refuse_schedules(spec: &StackSpec) -> Result<()> {
+    let Some(a) = &spec.array else { return Ok(()) };
+    let o = &spec.origin;
+    let refuse = |key: &str, why: &str| Err(o.err(key, format!("the real executor {why}")));
+    if !a.failed.is_empty() {
+        return refuse(
+            "array.failed",
+            "starts the array healthy: fail members with `blocklab real fail`",
+        );
+    }
+    if a.fail_at.is_some() {
+        return refuse(
+            "array.fail_at",
+            "fails members when told (`blocklab real fail`), not on a schedule",
+        );
+    }
+    if a.rebuild.is_some() {
+        return refuse(
+            "array.rebuild",
+            "rebuilds when told (`blocklab real rebuild`), not on a schedule",
+        );
+    }
+    Ok(())
+}
+
 /// Refuse what the real executor cannot honour, where ignoring it would
 /// change results: one error naming the file and the key.
 pub fn check_real(spec: &StackSpec) -> Result<()> {
@@ -89,24 +117,7 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
             "runs D-GRAID as an array of its own, without a stack in front",
         );
     }
-    if !a.failed.is_empty() {
-        return refuse(
-            "array.failed",
-            "starts the array healthy: fail members with `blocklab real fail`",
-        );
-    }
-    if a.fail_at.is_some() {
-        return refuse(
-            "array.fail_at",
-            "fails members when told (`blocklab real fail`), not on a schedule",
-        );
-    }
-    if a.rebuild.is_some() {
-        return refuse(
-            "array.rebuild",
-            "rebuilds when told (`blocklab real rebuild`), not on a schedule",
-        );
-    }
+    refuse_schedules(spec)?;
     if a.wrap || spec.device.wrap {
         return refuse(
             "array.wrap",

@@ -46,24 +46,7 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
             "serves a D-GRAID array as one file system (one export), not tenants",
         );
     }
-    if !a.failed.is_empty() {
-        return refuse(
-            "array.failed",
-            "starts the array healthy: fail members with `blocklab real fail`",
-        );
-    }
-    if a.fail_at.is_some() {
-        return refuse(
-            "array.fail_at",
-            "fails members when told (`blocklab real fail`), not on a schedule",
-        );
-    }
-    if a.rebuild.is_some() {
-        return refuse(
-            "array.rebuild",
-            "rebuilds when told (`blocklab real rebuild`), not on a schedule",
-        );
-    }
+    crate::exec::real::stack::refuse_schedules(&spec)?;
     let d = a.dgraid.clone().unwrap_or_default();
     if d.diffuse_segment.is_some() {
         return refuse(
