@@ -402,6 +402,14 @@ def dgraid(
     timed: bool = typer.Option(False, "--timed", help="In simulated time on four Ultrastar 73LZX models: Fig 8 (live-block vs full rebuild), Fig 9 (rebuild with a reader, then a mirror pair lost), Table 2's run times, Fig 7's throughput. Its stack runs are a sweep: results.parquet (every run, resumable) and report.html in --out."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once (see `blocklab sweep`)."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
+    real: bool = typer.Option(False, "--real", help="On real bytes: ext2 of a namespace on a real D-GRAID array, k of D members failed, files and directories whole beside `dgraid avail`; Fig 9's live-block rebuild at three fills. --tree is then a directory copied in beside the generated tree."),
+    full: bool = typer.Option(False, "--full", help="--real: the larger namespace, more seeds and a 256 MiB Fig 9 file system (the default is a short run)."),
+    repeat: Optional[int] = typer.Option(None, "--repeat", help="--real: seeds of the generated tree (default 1, --full 3)."),
+    disks: int = typer.Option(4, "--disks", help="--real: members D (failure sets: all of them for D = 4, a seeded sample otherwise)."),
+    seed: int = typer.Option(1, "--seed", help="--real: seed of the first generated tree (and of the failure-set sample)."),
+    dirs: Optional[int] = typer.Option(None, "--dirs", help="--real: directories of the generated tree (default 12, --full 60; 0 with --files 0: no generated tree)."),
+    files: Optional[int] = typer.Option(None, "--files", help="--real: files of the generated tree (default 80, --full 600)."),
+    fills: Optional[str] = typer.Option(None, "--fills", help="--real: Fig 9's fills of the file system in percent (default 25,50,75; `none` skips Fig 9)."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
 
@@ -412,6 +420,13 @@ def dgraid(
 
     console = Console(stderr=True)
     outdir = Path(out)
+    if real:
+        if timed:
+            from blocklab.cli.common import fail
+
+            fail("--real and --timed are two recipes: give one")
+        _dgraid_real(outdir, tree, full, repeat, disks, seed, dirs, files, fills)
+        return
     outdir.mkdir(parents=True, exist_ok=True)
     if timed:
         _dgraid_timed(outdir, quick, console, jobs, ray)
@@ -433,6 +448,59 @@ def dgraid(
     for line in lines:
         print(f"  - {line}")
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-report.md"])
+
+
+def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, files, fills) -> None:
+    import os
+    import platform
+    from pathlib import Path
+
+    from blocklab.cli.common import fail
+    from blocklab.repro import dgraid_real as dr
+    from blocklab.repro.real_runs import write_csv
+    if not 2 <= disks <= 16:
+        fail(f"--disks {disks}: D-GRAID on member files takes 2 to 16 members")
+    if repeat is not None and repeat < 1:
+        fail(f"--repeat must be at least 1, not {repeat}")
+    if tree is not None and not Path(tree).is_dir():
+        fail(f"--tree {tree}: not a directory (with --real, --tree is a tree to copy in)")
+    kw = {"disks": disks, "seed": seed, "tree": tree}
+    if repeat is not None:
+        kw["repeat"] = repeat
+    if (dirs is None) != (files is None):
+        fail("--dirs and --files go together (the generated tree's size)")
+    if dirs is not None:
+        if dirs < 0 or files < 0 or (files > 0) != (dirs > 0):
+            fail(f"--dirs {dirs} --files {files}: both positive, or both 0 (no generated tree, with --tree)")
+        if files == 0 and tree is None:
+            fail("--dirs 0 --files 0: no namespace; give --tree DIR")
+        kw["dirs"], kw["files"] = dirs, files
+    if fills is not None:
+        if fills.strip() == "none":
+            kw["fills"] = ()
+        else:
+            try:
+                kw["fills"] = tuple(int(x) / 100 for x in fills.split(",") if x.strip())
+            except ValueError:
+                fail(f"--fills `{fills}`: percentages such as 25,50,75, or none")
+            if not kw["fills"] or any(not 0 < f < 1 for f in kw["fills"]):
+                fail(f"--fills `{fills}`: percentages between 1 and 99")
+    plan = dr.full_plan(**kw) if full else dr.quick_plan(**kw)
+    try:
+        av, f9 = dr.run(plan, outdir, progress=lambda m: print(m, file=sys.stderr, flush=True))
+    except (dr.RecipeError, RuntimeError, OSError) as e:
+        fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
+    rows = dr.summary(av)
+    cl = dr.claims(rows, f9)
+    machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
+    md = dr.markdown(rows, f9, cl, _command_line(), machine)
+    write_csv([{k: v for k, v in r.items() if k != "lost"} | {"lost": ";".join(r["lost"])} for r in av],
+              outdir / "dgraid-real-avail.csv")
+    if f9:
+        write_csv(f9, outdir / "dgraid-real-fig9.csv")
+    (outdir / "dgraid-real-report.md").write_text(md)
+    _wrote(outdir, ["dgraid-real-avail.csv"] + (["dgraid-real-fig9.csv"] if f9 else []) + ["dgraid-real-report.md"],
+           md)
 
 
 def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray: Optional[str] = None) -> None:

@@ -1,0 +1,534 @@
+"""`blocklab repro dgraid --real`: D-GRAID's graceful degradation and live-block recovery
+(Sivathanu et al., FAST'04) on real bytes, beside `dgraid avail`'s prediction.
+
+Availability. A namespace — a seeded generated tree (`fs tree --dirs --files`, the listing
+`dgraid avail --tree` reads) and optionally a real tree (`--tree PATH`) — is made into ext2
+by `mke2fs -t ext2 -b 4096 -d` and copied onto a served D-GRAID export with `nbdcopy`; the
+array places the blocks by inference. The filled array is kept as a pristine copy; for
+every failure set (all of them for D = 4, a seeded sample otherwise) a copy of it has the
+set's members failed (`real fail`), is served, and every file's blocks (from `debugfs`'s
+block lists of the image) are read over NBD: a block that fails (EIO) makes the file lost,
+a file whose blocks all read is compared byte for byte with the tree (other bytes are
+counted apart: they must never happen). A directory is whole when its own blocks read and
+all of its files are whole (the paper's definition, `dgraid avail`'s `dirs_available`).
+
+Fig 9 for real. A `dgraid1` array filled to a share of its file system with 32 KiB files
+has a member failed, replaced and rebuilt (`real rebuild`, order `live`): the report's
+`order_stats` count live and member blocks exactly and time the live copy against a copy
+of the whole member.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from blocklab.repro import ext2_truth
+from blocklab.repro.real_runs import ONE_DISK, Server, cli
+from blocklab.repro.verdicts import Claim
+
+BS = 4096
+STACK = """[array]
+raid = "{level}"
+disks = {disks}
+[array.dgraid]
+fs_size = "{fs}"
+meta_copies = {meta}
+[device]
+model = "const:1"
+"""
+
+
+class RecipeError(ValueError):
+    """Bad input or a missing tool: the CLI reports it in one line (exit status 2)."""
+
+
+@dataclass
+class Plan:
+    disks: int = 4
+    levels: tuple = ("dgraid0", "dgraid1")
+    dirs: int = 12
+    files: int = 80
+    max_file: int = 256 << 10
+    repeat: int = 1
+    seed: int = 1
+    sets_per_k: int = 6  # failure sets sampled per k when there are more
+    fills: tuple = (0.25, 0.5, 0.75)
+    fig9_fs: int = 64 << 20
+    fig9_repeat: int = 2
+    tree: str | None = None
+    notes: list = field(default_factory=list)
+
+
+def quick_plan(**kw) -> Plan:
+    return Plan(**kw)
+
+
+def full_plan(**kw) -> Plan:
+    base = dict(dirs=60, files=600, max_file=1 << 20, repeat=3, fig9_fs=256 << 20, fig9_repeat=3)
+    base.update(kw)
+    return Plan(**base)
+
+
+# ---------------------------------------------------------------- NBD reads
+
+
+class NbdReader:
+    """The few bytes of the NBD protocol a reader needs (fixed newstyle, NBD_OPT_GO, simple
+    replies): a read returns the bytes, or None when the server answers with an error."""
+
+    def __init__(self, host: str, port: int, name: str):
+        self.s = socket.create_connection((host, port), timeout=60)
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        hello = self._recv(18)
+        if hello[:16] != b"NBDMAGICIHAVEOPT":
+            raise RecipeError(f"nbd://{host}:{port}: not a newstyle NBD server")
+        self.s.sendall(struct.pack(">I", 3))  # FIXED_NEWSTYLE | NO_ZEROES
+        data = struct.pack(">I", len(name)) + name.encode() + struct.pack(">H", 0)
+        self.s.sendall(b"IHAVEOPT" + struct.pack(">II", 7, len(data)) + data)  # NBD_OPT_GO
+        while True:
+            _, _, rtype, length = struct.unpack(">QIII", self._recv(20))
+            self._recv(length)
+            if rtype == 1:  # ACK
+                break
+            if rtype & 0x80000000:
+                raise RecipeError(f"nbd://{host}:{port}/{name}: export refused ({rtype:#x})")
+        self.handle = 0
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                raise RecipeError("the NBD server closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def read(self, offset: int, length: int) -> bytes | None:
+        self.handle += 1
+        self.s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 0, self.handle, offset, length))
+        magic, err, handle = struct.unpack(">IIQ", self._recv(16))
+        if magic != 0x67446698 or handle != self.handle:
+            raise RecipeError("the NBD server answered out of order")
+        return None if err else self._recv(length)
+
+    def close(self) -> None:
+        try:
+            self.s.sendall(struct.pack(">IHHQQI", 0x25609513, 0, 2, 0, 0, 0))  # DISC
+        finally:
+            self.s.close()
+
+
+def _reader(srv: Server) -> NbdReader:
+    import re
+
+    m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", srv.banner)
+    return NbdReader(m.group(1), int(m.group(2)), m.group(3))
+
+
+# ---------------------------------------------------------------- namespace
+
+
+def generated_listing(dst: Path, dirs: int, files: int, seed: int, max_file: int) -> Path:
+    """The seeded tree `dgraid avail --dirs --files --tree-seed` would generate, as a listing."""
+    from blocklab import _core
+
+    spec = {"listing": None, "generate_under": "",
+            "generate": {"dirs": dirs, "files": files, "seed": seed, "max_file": max_file}}
+    _core.fs_tree(json.dumps(spec), str(dst))
+    return dst
+
+
+def materialize(listing: Path, root: Path, seed: int) -> None:
+    """The listing's directories and files under `root`, file contents seeded random bytes."""
+    rng = random.Random(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    for line in listing.read_text().splitlines():
+        kind, size, path = line.split(" ", 2)
+        p = root / path.lstrip("/")
+        if kind == "d":
+            p.mkdir(parents=True, exist_ok=True)
+        elif kind == "f":
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(rng.randbytes(int(size)))
+
+
+def listing_of(tree: Path, dst: Path) -> Path:
+    """A find-style listing (`%y %s %p`) of a real tree: directories and regular files only."""
+    with open(dst, "w") as f:
+        for dirpath, dirnames, filenames in os.walk(tree):
+            dirnames.sort()
+            rel = os.path.relpath(dirpath, tree)
+            if rel != ".":
+                f.write(f"d 4096 /{rel}\n")
+            for n in sorted(filenames):
+                p = os.path.join(dirpath, n)
+                if os.path.isfile(p) and not os.path.islink(p):
+                    f.write(f"f {os.path.getsize(p)} /{os.path.relpath(p, tree)}\n")
+    return dst
+
+
+def tree_bytes(listing: Path) -> int:
+    return sum(-(-int(l.split(" ", 2)[1]) // BS) * BS + BS
+               for l in listing.read_text().splitlines() if l.startswith(("f ", "d ")))
+
+
+def fs_size_for(listing: Path) -> int:
+    """About half full (as `dgraid avail` fits it), whole MiB, at least 16 MiB."""
+    return max(16 << 20, -(-2 * tree_bytes(listing) // (1 << 20)) << 20)
+
+
+def make_image(tree: Path, img: Path, fs: int) -> None:
+    """`mke2fs -t ext2 -d TREE`, with a fixed UUID, hash seed and clock: the same tree makes the
+    same layout every time (the recipe is deterministic, and a test can make the image again)."""
+    mke2fs = ext2_truth._tool("mke2fs")
+    fixed = "0d6a1d00-0000-4000-8000-000000000001"
+    p = subprocess.run([mke2fs, "-q", "-F", "-t", "ext2", "-b", str(BS), "-U", fixed, "-E", f"hash_seed={fixed}",
+                        "-d", str(tree), str(img), str(fs // BS)],
+                       capture_output=True, text=True, timeout=600, env=dict(os.environ, E2FSPROGS_FAKE_TIME="1"))
+    if p.returncode != 0:
+        raise RecipeError(f"mke2fs -d {tree}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+
+
+@dataclass
+class Entry:
+    path: str
+    is_dir: bool
+    blocks: list  # every fs block the entry's contents need (data, directory and indirect blocks)
+    data: set  # the blocks among them holding the file's bytes
+    parent: str
+
+
+def entries(img: Path) -> list[Entry]:
+    """Every reachable file and directory of the image with its blocks, from e2fsprogs."""
+    truth, _ = ext2_truth.extract(str(img))
+    parent, dirs = ext2_truth._walk(str(img))
+    names = _paths(img, dirs)
+    by_owner: dict[int, list[int]] = {}
+    data: dict[int, set[int]] = {}
+    for b, t in truth.items():
+        if t.owner:
+            by_owner.setdefault(t.owner, []).append(b)
+            if t.kind == "data":
+                data.setdefault(t.owner, set()).add(b)
+    out = []
+    for ino, path in names.items():
+        if path.startswith("/lost+found"):
+            continue
+        out.append(Entry(path, ino in dirs, sorted(by_owner.get(ino, [])), data.get(ino, set()), os.path.dirname(path)))
+    return out
+
+
+def _paths(img: Path, dirs: set[int]) -> dict[int, str]:
+    """inode -> path for every reachable directory and regular file (the first name found, breadth first)."""
+    names = {2: "/"}
+    level = [2]
+    while level:
+        outs = ext2_truth._batches(str(img), [f"ls -p <{d}>" for d in level])
+        nxt = []
+        for d in level:
+            for line in outs.get(f"ls -p <{d}>", "").splitlines():
+                f = line.strip().split("/")
+                if len(f) < 7 or not f[1].isdigit():
+                    continue
+                ino, mode, name = int(f[1]), int(f[2], 8), f[5]
+                if ino == 0 or name in (".", "..") or ino in names:
+                    continue
+                if mode & 0o170000 not in (0o040000, 0o100000):
+                    continue  # symlinks, devices: neither files nor directories here
+                names[ino] = os.path.join(names[d], name)
+                if ino in dirs:
+                    nxt.append(ino)
+        level = sorted(nxt)
+    return names
+
+
+# ---------------------------------------------------------------- measurement
+
+
+def failure_sets(disks: int, k: int, sample: int, seed: int) -> list[tuple[int, ...]]:
+    every = list(itertools.combinations(range(disks), k))
+    if disks <= 4 or len(every) <= sample:
+        return every
+    return sorted(random.Random(seed * 1000 + k).sample(every, sample))
+
+
+def measure(srv: Server, ents: list[Entry], tree: Path) -> dict:
+    """Read every entry's blocks over NBD: files whole / lost / other bytes, directories whole."""
+    rd = _reader(srv)
+    try:
+        ok_block: dict[int, bool] = {}
+        whole: dict[str, bool] = {}
+        wrong = []
+        for e in ents:
+            data = []
+            good = True
+            for b in e.blocks:
+                got = rd.read(b * BS, BS)
+                ok_block[b] = got is not None
+                if got is None:
+                    good = False
+                elif b in e.data:
+                    data.append(got)
+            if good and not e.is_dir:
+                want = (tree / e.path.lstrip("/")).read_bytes()
+                # The file's blocks as a multiset (their logical order is not in the block list):
+                # random contents make every block distinct, so other bytes show.
+                need = sorted(want[i:i + BS].ljust(BS, b"\0") for i in range(0, len(want), BS))
+                if sorted(data) != need:
+                    wrong.append(e.path)
+                    good = False
+            whole[e.path] = good
+    finally:
+        rd.close()
+    files = [e for e in ents if not e.is_dir]
+    dirs = [e for e in ents if e.is_dir]
+    kids: dict[str, list[Entry]] = {}
+    for e in files:
+        kids.setdefault(e.parent, []).append(e)
+    # A directory is whole when its own blocks (and its ancestors') read and all its files are whole.
+    dir_ok = {d.path: whole[d.path] for d in dirs}
+
+    def reachable(p: str) -> bool:
+        while p not in ("/", ""):
+            if not dir_ok.get(p, True):
+                return False
+            p = os.path.dirname(p)
+        return dir_ok.get("/", True)
+
+    dirs_whole = sum(1 for d in dirs if reachable(d.path) and all(whole[f.path] for f in kids.get(d.path, [])))
+    files_whole = sum(1 for f in files if whole[f.path] and reachable(f.parent))
+    return {"files": len(files), "files_whole": files_whole, "dirs": len(dirs), "dirs_whole": dirs_whole,
+            "other_bytes": len(wrong), "lost": sorted(f.path for f in files if not whole[f.path]),
+            "eio_blocks": sum(1 for v in ok_block.values() if not v)}
+
+
+def avail_prediction(listing: Path, level: str, disks: int, fs: int, sets: list) -> list[tuple[float, float]]:
+    """`dgraid avail --tree LISTING --level L --disks D --meta-copies D --failed SET` for each set:
+    (files_available, dirs_available)."""
+    from blocklab import _core
+
+    out = []
+    for s in sets:
+        params = {"tree": {"listing": str(listing), "generate_under": ""}, "level": level, "disks": disks,
+                  "grouping": "file", "failed_counts": "0", "failed_disks": ",".join(map(str, s)) if s else None,
+                  "trials": 200, "seed": 1, "semantics": None, "exact_limit": 5000, "placement": "rotate",
+                  "popular_copies": 1, "processes": 100, "block_size": BS, "size": fs, "chunk_bytes": 64 << 10,
+                  "meta_copies": disks}
+        row = json.loads(_core.dgraid_avail(json.dumps(params)))["rows"][0]
+        out.append((row["files_available"], row["dirs_available"]))
+    return out
+
+
+def _array(work: Path, name: str, level: str, disks: int, fs: int) -> Path:
+    stack = work / f"{name}.toml"
+    stack.write_text(STACK.format(level=level, disks=disks, fs=fs, meta=disks))
+    d = work / name
+    cli("real", "create", d, "--stack", stack)
+    return d
+
+
+def _fill(d: Path, img: Path) -> None:
+    # One connection, one request at a time: the array sees the image's blocks in address order,
+    # so inference (and so the placement) is the same every run.
+    with Server(d, direct=False) as srv:
+        subprocess.run(["nbdcopy", "-C", "1", "-R", "1", str(img), _uri(srv)], check=True,
+                       capture_output=True, timeout=600)
+
+
+def _uri(srv: Server) -> str:
+    import re
+
+    return re.search(r"nbd://\S+", srv.banner).group(0)
+
+
+def availability(plan: Plan, work: Path, progress=print) -> list[dict]:
+    rows = []
+    for rep in range(plan.repeat):
+        seed = plan.seed + rep
+        sources = ([("generated", None)] if plan.files else []) + ([("tree", Path(plan.tree))] if plan.tree else [])
+        for ns, src in sources:
+            if ns == "tree" and rep:
+                continue  # a real tree has no seeds
+            listing = work / f"ns-{ns}-{seed}.lst"
+            if src is None:
+                generated_listing(listing, plan.dirs, plan.files, seed, plan.max_file)
+                tree = work / f"tree-{seed}"
+                materialize(listing, tree, seed)
+            else:
+                listing_of(src, listing)
+                tree = src
+            fs = fs_size_for(listing)
+            img = work / f"fs-{ns}-{seed}.img"
+            make_image(tree, img, fs)
+            ents = entries(img)
+            for level in plan.levels:
+                pristine = _array(work, f"arr-{ns}-{seed}-{level}", level, plan.disks, fs)
+                _fill(pristine, img)
+                for k in range(plan.disks):
+                    sets = [()] if k == 0 else failure_sets(plan.disks, k, plan.sets_per_k, seed)
+                    pred = avail_prediction(listing, level, plan.disks, fs, sets)
+                    for s, (model_files, model_dirs) in zip(sets, pred):
+                        d = work / "trial"
+                        shutil.rmtree(d, ignore_errors=True)
+                        shutil.copytree(pristine, d)
+                        for disk in s:
+                            cli("real", "fail", d, "--disk", disk)
+                        with Server(d, direct=False) as srv:
+                            m = measure(srv, ents, tree)
+                        rows.append({"namespace": ns, "seed": seed, "level": level, "disks": plan.disks, "k": k,
+                                     "failed": ",".join(map(str, s)), "fs_bytes": fs, **m,
+                                     "model_files": model_files, "model_dirs": model_dirs})
+                    progress(f"{ns} seed {seed} {level} k={k}: {len(sets)} set(s)")
+                shutil.rmtree(pristine, ignore_errors=True)
+            shutil.rmtree(work / "trial", ignore_errors=True)
+    return rows
+
+
+def fig9(plan: Plan, work: Path, progress=print) -> list[dict]:
+    from blocklab.repro.dgraid import fig9_listing
+
+    rows = []
+    fs = plan.fig9_fs
+    for fill in plan.fills:
+        nfiles = max(1, int(fill * fs / (32 << 10)))
+        listing = work / f"fig9-{fill}.lst"
+        fig9_listing(listing, nfiles)
+        tree = work / f"fig9-tree-{fill}"
+        materialize(listing, tree, plan.seed)
+        img = work / f"fig9-{fill}.img"
+        make_image(tree, img, fs)
+        d = _array(work, f"fig9-{int(fill * 100)}", "dgraid1", plan.disks, fs)
+        _fill(d, img)
+        for rep in range(plan.fig9_repeat):
+            disk = rep % plan.disks
+            cli("real", "fail", d, "--disk", disk)
+            cli("real", "replace", d, "--disk", disk)
+            r = json.loads(cli("real", "rebuild", d, "--json"))
+            o = r["order_stats"]
+            rows.append({"fill": fill, "rep": rep, "disk": disk, "fs_bytes": fs, "files": nfiles,
+                         "finished": r["finished"], "unrecoverable_blocks": r["unrecoverable_blocks"],
+                         "live_blocks": o["live_blocks"], "member_blocks": o["member_blocks"],
+                         "live_copy_us": o["live_copy_us"], "whole_member_copy_us": o["whole_member_copy_us"]})
+        progress(f"fig9 fill {fill:.0%}: {plan.fig9_repeat} rebuild(s)")
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.rmtree(tree, ignore_errors=True)
+    return rows
+
+
+def run(plan: Plan, out: Path, progress=print) -> tuple[list[dict], list[dict]]:
+    for tool in ("mke2fs", "debugfs", "dumpe2fs"):
+        try:
+            ext2_truth._tool(tool)
+        except ext2_truth.TruthError as e:
+            raise RecipeError(str(e))
+    if shutil.which("nbdcopy") is None:
+        raise RecipeError("nbdcopy not found: install libnbd-bin (`make tools`)")
+    if plan.tree and not Path(plan.tree).is_dir():
+        raise RecipeError(f"--tree {plan.tree}: not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="dgraid-real-", dir=out) as tmp:
+        work = Path(tmp)
+        av = availability(plan, work, progress)
+        f9 = fig9(plan, work, progress) if plan.fills else []
+    return av, f9
+
+
+# ---------------------------------------------------------------- report
+
+
+def summary(av: list[dict]) -> list[dict]:
+    """Per namespace, level and k: measured shares (mean, min-max over sets and seeds) beside the model's."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in av:
+        groups.setdefault((r["namespace"], r["level"], r["k"]), []).append(r)
+    rows = []
+    for (ns, level, k), rs in sorted(groups.items()):
+        f = [r["files_whole"] / r["files"] for r in rs]
+        dd = [r["dirs_whole"] / r["dirs"] for r in rs]
+        rows.append({"namespace": ns, "level": level, "k": k, "runs": len(rs), "files": rs[0]["files"],
+                     "dirs": rs[0]["dirs"], "files_whole": sum(f) / len(f), "files_min": min(f), "files_max": max(f),
+                     "dirs_whole": sum(dd) / len(dd), "model_files": sum(r["model_files"] for r in rs) / len(rs),
+                     "model_dirs": sum(r["model_dirs"] for r in rs) / len(rs),
+                     "other_bytes": sum(r["other_bytes"] for r in rs),
+                     # failure sets where the model names the same share of files whole as the array
+                     "sets_as_model": sum(1 for r in rs if abs(r["files_whole"] / r["files"] - r["model_files"]) < 1e-9),
+                     "paper_files": (rs[0]["disks"] - k) / rs[0]["disks"] if level == "dgraid0" else None})
+    return rows
+
+
+def claims(rows: list[dict], f9: list[dict]) -> list[Claim]:
+    out = []
+    g = [r for r in rows if r["level"] == "dgraid0" and r["namespace"] == "generated" and r["k"] > 0]
+    if g:
+        worst = max(abs(r["files_whole"] - r["paper_files"]) for r in g)
+        ours = ", ".join(f"k={r['k']}: {r['files_whole']:.2f} (model {r['model_files']:.2f})" for r in g)
+        v = "matched" if worst <= 0.1 else ("trend" if all(a["files_whole"] > b["files_whole"]
+                                                             for a, b in zip(g, g[1:])) else "contradicted")
+        out.append(Claim("graceful degradation: files available ~ (D-k)/D (dgraid0, file grouping)",
+                         ", ".join(f"k={r['k']}: {r['paper_files']:.2f}" for r in g), ours, v, "model",
+                         "a small namespace: a few large files weigh a whole home site; see the model column"))
+    if f9:
+        ratios = [(r["live_copy_us"] / r["whole_member_copy_us"], r["live_blocks"] / r["member_blocks"]) for r in f9
+                  if r["whole_member_copy_us"]]
+        faster = sum(1 for t, _ in ratios if t < 1) / len(ratios)
+        by_fill: dict[float, list[float]] = {}
+        for r in f9:
+            by_fill.setdefault(r["fill"], []).append(r["live_copy_us"])
+        med = [sorted(v)[len(v) // 2] for _, v in sorted(by_fill.items())]
+        grows = all(a <= b for a, b in zip(med, med[1:]))
+        v = "matched" if faster == 1 and grows else ("trend" if faster >= 0.5 else "contradicted")
+        out.append(Claim("Fig 9: live-block recovery time grows with the live fraction, below a whole rebuild",
+                         "68 s for 1.3 GB live of 3 GB vs 160 s (RAID-10)",
+                         "; ".join(f"{fill:.0%} full: live share {_live(f9, fill):.2f}, time ratio "
+                                   f"{_ratios(f9, fill)}" for fill in sorted(by_fill))
+                         + f"; live copy faster in {faster:.0%} of runs", v, "model",
+                         "member files on one virtual disk and its page cache: only the order within a run counts"))
+    return out
+
+
+def _live(f9: list[dict], fill: float) -> float:
+    r = next(r for r in f9 if r["fill"] == fill)
+    return r["live_blocks"] / r["member_blocks"]
+
+
+def _ratios(f9: list[dict], fill: float) -> str:
+    v = sorted(r["live_copy_us"] / r["whole_member_copy_us"] for r in f9 if r["fill"] == fill and r["whole_member_copy_us"])
+    return f"{v[0]:.2f}" if len(v) == 1 else f"{v[0]:.2f}-{v[-1]:.2f}"
+
+
+def markdown(rows: list[dict], f9: list[dict], cl: list[Claim], command: str, machine: str) -> str:
+    from blocklab.repro.verdicts import markdown as vm
+
+    lines = ["# D-GRAID on real bytes (`repro dgraid --real`)", "", f"Command: `{command}`; machine: {machine}.", "",
+             f"_{ONE_DISK}._", "", "## Files and directories whole after k failed members", "",
+             "Measured: every block of every file read over NBD (EIO = lost). Model: `dgraid avail` on the same "
+             "listing, same failure sets, `files_available` and `dirs_available` (a directory is whole when "
+             "reachable and all of its files are).", "",
+             "| namespace | level | k | runs | files | dirs | files whole (min-max) | model files | dirs whole | "
+             "model dirs | sets as model | other bytes |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['namespace']} | {r['level']} | {r['k']} | {r['runs']} | {r['files']} | {r['dirs']} | "
+                     f"{r['files_whole']:.3f} ({r['files_min']:.2f}-{r['files_max']:.2f}) | {r['model_files']:.3f} | "
+                     f"{r['dirs_whole']:.3f} | {r['model_dirs']:.3f} | {r['sets_as_model']}/{r['runs']} | "
+                     f"{r['other_bytes']} |")
+    if f9:
+        lines += ["", "## Fig 9: live-block recovery of one member (dgraid1)", "",
+                  "| fill | rep | live blocks | member blocks | live share | live copy ms | whole copy ms | ratio |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in f9:
+            lines.append(f"| {r['fill']:.0%} | {r['rep']} | {r['live_blocks']} | {r['member_blocks']} | "
+                         f"{r['live_blocks'] / r['member_blocks']:.3f} | {r['live_copy_us'] / 1e3:.1f} | "
+                         f"{r['whole_member_copy_us'] / 1e3:.1f} | "
+                         f"{r['live_copy_us'] / max(1, r['whole_member_copy_us']):.2f} |")
+    lines += ["", "## Verdict", "", vm(cl)]
+    return "\n".join(lines) + "\n"
