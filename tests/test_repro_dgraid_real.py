@@ -125,6 +125,27 @@ def test_a_tiny_real_run_keeps_its_invariants_and_its_lost_files_are_those_a_mou
     assert checked == 14
 
 
+def test_mount_mode_copies_the_tree_through_the_mounted_fs_and_keeps_the_invariants(tmp_path):
+    from test_real_fs import _probe
+
+    why = _probe()
+    if why:
+        pytest.skip(f"cannot mount here: {why}")
+    out = tmp_path / "out"
+    run("repro", "dgraid", "--real", "--mount", "--dirs", "4", "--files", "16", "--fills", "none", "-o", out,
+        timeout=900)
+    av = _rows(out / "dgraid-real-avail.csv")
+    assert len(av) == 2 * 15 and not (out / "dgraid-real-fig9.csv").exists()
+    for x in av:
+        f, fw = int(x["files"]), int(x["files_whole"])
+        assert f == 16 and 0 <= fw <= f and int(x["other_bytes"]) == 0, x
+        if x["k"] == "0":
+            assert fw == f and x["dirs_whole"] == x["dirs"], x
+    # Each file lives on one home site: across the four single failures of dgraid0 every file is lost once.
+    one = [x for x in av if x["level"] == "dgraid0" and x["k"] == "1"]
+    assert sum(int(x["files"]) - int(x["files_whole"]) for x in one) == 16, one
+
+
 @pytest.mark.parametrize("args,msg", [
     (["--disks", "1"], "--disks 1"),
     (["--repeat", "0"], "--repeat must be at least 1"),

@@ -409,6 +409,7 @@ def dgraid(
     seed: int = typer.Option(1, "--seed", help="--real: seed of the first generated tree (and of the failure-set sample)."),
     dirs: Optional[int] = typer.Option(None, "--dirs", help="--real: directories of the generated tree (default 12, --full 60; 0 with --files 0: no generated tree)."),
     files: Optional[int] = typer.Option(None, "--files", help="--real: files of the generated tree (default 80, --full 600)."),
+    mount: bool = typer.Option(False, "--mount", help="--real: make ext2 through the mounted export (nbdfuse + mount -o loop, needs root and FUSE) and cp the tree in, instead of copying an `mke2fs -d` image."),
     fills: Optional[str] = typer.Option(None, "--fills", help="--real: Fig 9's fills of the file system in percent (default 25,50,75; `none` skips Fig 9)."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
@@ -425,7 +426,7 @@ def dgraid(
             from blocklab.cli.common import fail
 
             fail("--real and --timed are two recipes: give one")
-        _dgraid_real(outdir, tree, full, repeat, disks, seed, dirs, files, fills)
+        _dgraid_real(outdir, tree, full, repeat, disks, seed, dirs, files, fills, mount)
         return
     outdir.mkdir(parents=True, exist_ok=True)
     if timed:
@@ -450,7 +451,7 @@ def dgraid(
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-report.md"])
 
 
-def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, files, fills) -> None:
+def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, files, fills, mount: bool) -> None:
     import os
     import platform
     from pathlib import Path
@@ -464,7 +465,7 @@ def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, 
         fail(f"--repeat must be at least 1, not {repeat}")
     if tree is not None and not Path(tree).is_dir():
         fail(f"--tree {tree}: not a directory (with --real, --tree is a tree to copy in)")
-    kw = {"disks": disks, "seed": seed, "tree": tree}
+    kw = {"disks": disks, "seed": seed, "tree": tree, "mount": mount}
     if repeat is not None:
         kw["repeat"] = repeat
     if (dirs is None) != (files is None):

@@ -66,6 +66,7 @@ class Plan:
     fig9_fs: int = 64 << 20
     fig9_repeat: int = 2
     tree: str | None = None
+    mount: bool = False  # make the fs through the mounted export (nbdfuse + loop) and cp the tree in
     notes: list = field(default_factory=list)
 
 
@@ -187,16 +188,16 @@ def fs_size_for(listing: Path) -> int:
     return max(16 << 20, -(-2 * tree_bytes(listing) // (1 << 20)) << 20)
 
 
-def make_image(tree: Path, img: Path, fs: int) -> None:
+def make_image(tree: Path, img: Path, fs: int, with_tree: bool = True) -> None:
     """`mke2fs -t ext2 -d TREE`, with a fixed UUID, hash seed and clock: the same tree makes the
     same layout every time (the recipe is deterministic, and a test can make the image again)."""
     mke2fs = ext2_truth._tool("mke2fs")
     fixed = "0d6a1d00-0000-4000-8000-000000000001"
     p = subprocess.run([mke2fs, "-q", "-F", "-t", "ext2", "-b", str(BS), "-U", fixed, "-E", f"hash_seed={fixed}",
-                        "-d", str(tree), str(img), str(fs // BS)],
+                        *(["-d", str(tree)] if with_tree else []), str(img), str(fs // BS)],
                        capture_output=True, text=True, timeout=600, env=dict(os.environ, E2FSPROGS_FAKE_TIME="1"))
     if p.returncode != 0:
-        raise RecipeError(f"mke2fs -d {tree}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
+        raise RecipeError(f"mke2fs {img}: {(p.stderr.strip().splitlines() or ['failed'])[-1]}")
 
 
 @dataclass
@@ -351,6 +352,71 @@ def _uri(srv: Server) -> str:
     return re.search(r"nbd://\S+", srv.banner).group(0)
 
 
+def mount_problem() -> str | None:
+    """Why the file system cannot be made through a mounted export here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (mount)"
+    if not os.path.exists("/dev/fuse"):
+        return "needs FUSE (/dev/fuse)"
+    if shutil.which("nbdfuse") is None:
+        return "needs nbdfuse (libnbd-bin)"
+    return None
+
+
+def _mounted(path: Path) -> bool:
+    target = os.path.realpath(path)
+    with open("/proc/self/mounts") as f:
+        return any(line.split()[1] == target for line in f)
+
+
+def _umount(path: Path) -> None:
+    if _mounted(path) and subprocess.run(["umount", str(path)], capture_output=True, timeout=120).returncode != 0:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=60)
+
+
+def _fill_mounted(d: Path, tree: Path, fs: int, work: Path, img: Path) -> None:
+    """An empty ext2 on the array, the export seen as a file (nbdfuse) mounted through a loop
+    device, the tree copied in with cp, unmounted; then the export read back as `img` (for
+    its block lists)."""
+    import time
+
+    fuse, mnt = work / "fuse", work / "mnt"
+    fuse.mkdir(exist_ok=True)
+    mnt.mkdir(exist_ok=True)
+    # The empty fs is made beside and copied on in address order: mke2fs run on the export
+    # itself writes the inode tables before the superblock, more blocks than the array can
+    # hold unplaced before it knows the layout (its FLUSH then fails with EIO).
+    make_image(tree, img, fs, with_tree=False)
+    _fill(d, img)
+    with Server(d, direct=False) as srv:
+        with open(work / "nbdfuse.log", "w") as log:  # a file, not a pipe nobody reads
+            p = subprocess.Popen(["nbdfuse", str(fuse / "dev"), _uri(srv)], stdout=log, stderr=log)
+        try:
+            deadline = time.monotonic() + 30
+            while not (_mounted(fuse) and (fuse / "dev").exists()):
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise RecipeError(f"nbdfuse did not expose the export: {(work / 'nbdfuse.log').read_text()[-200:]}")
+                time.sleep(0.05)
+            r = subprocess.run(["mount", "-o", "loop", str(fuse / "dev"), str(mnt)], capture_output=True, text=True,
+                               timeout=120)
+            if r.returncode != 0:
+                raise RecipeError(f"mount -o loop: {r.stderr.strip()}")
+            try:
+                subprocess.run(["cp", "-a", f"{tree}/.", str(mnt)], check=True, capture_output=True, timeout=3600)
+            finally:
+                _umount(mnt)
+        finally:
+            _umount(fuse)
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if img.exists():
+            img.unlink()
+        subprocess.run(["nbdcopy", _uri(srv), str(img)], check=True, capture_output=True, timeout=600)
+
+
 def availability(plan: Plan, work: Path, progress=print) -> list[dict]:
     rows = []
     for rep in range(plan.repeat):
@@ -369,11 +435,16 @@ def availability(plan: Plan, work: Path, progress=print) -> list[dict]:
                 tree = src
             fs = fs_size_for(listing)
             img = work / f"fs-{ns}-{seed}.img"
-            make_image(tree, img, fs)
-            ents = entries(img)
+            if not plan.mount:
+                make_image(tree, img, fs)
+                ents = entries(img)
             for level in plan.levels:
                 pristine = _array(work, f"arr-{ns}-{seed}-{level}", level, plan.disks, fs)
-                _fill(pristine, img)
+                if plan.mount:
+                    _fill_mounted(pristine, tree, fs, work, img)
+                    ents = entries(img)  # this array's own file system: the kernel allocated it
+                else:
+                    _fill(pristine, img)
                 for k in range(plan.disks):
                     sets = [()] if k == 0 else failure_sets(plan.disks, k, plan.sets_per_k, seed)
                     pred = avail_prediction(listing, level, plan.disks, fs, sets)
@@ -433,6 +504,8 @@ def run(plan: Plan, out: Path, progress=print) -> tuple[list[dict], list[dict]]:
             raise RecipeError(str(e))
     if shutil.which("nbdcopy") is None:
         raise RecipeError("nbdcopy not found: install libnbd-bin (`make tools`)")
+    if plan.mount and mount_problem():
+        raise RecipeError(f"--mount {mount_problem()}; without it the image is made by mke2fs -d")
     if plan.tree and not Path(plan.tree).is_dir():
         raise RecipeError(f"--tree {plan.tree}: not a directory")
     out.mkdir(parents=True, exist_ok=True)
