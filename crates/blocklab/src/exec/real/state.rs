@@ -135,19 +135,28 @@ fn field_at_line(body: &str, line: usize) -> String {
         .unwrap_or_else(|| "state".to_string())
 }
 
+/// Write `value` as `dir/file` atomically: its JSON, then a line with the
+/// CRC-32 of that JSON (a torn or edited file is refused at load), written
+/// to a temporary file, synced, renamed over the old one, and the directory
+/// synced. The RAID array's and the D-GRAID array's state files are both
+/// written so.
+pub fn save_checksummed<T: serde::Serialize>(value: &T, dir: &Path, file: &str) -> std::io::Result<()> {
+    let body = serde_json::to_string_pretty(value).expect("state serializes");
+    let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
+    let tmp = dir.join(format!("{file}.tmp"));
+    {
+        let mut f = File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, dir.join(file))?;
+    File::open(dir)?.sync_all()
+}
+
 impl State {
     /// Write the state atomically into `dir`.
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
-        let body = serde_json::to_string_pretty(self).expect("state serializes");
-        let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
-        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, state_path(dir))?;
-        File::open(dir)?.sync_all()
+        save_checksummed(self, dir, STATE_FILE)
     }
 
     /// Load and verify the state of the array in `dir`.

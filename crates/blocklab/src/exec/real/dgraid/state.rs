@@ -4,8 +4,7 @@
 //! closed cleanly. Written as the RAID state file is: pretty JSON, then
 //! `# crc32`, to a temporary file renamed over the old one.
 
-use std::fs::{self, File};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -79,16 +78,7 @@ impl DgState {
     }
 
     pub fn save(&self, dir: &Path) -> std::io::Result<()> {
-        let body = serde_json::to_string_pretty(self).expect("state serializes");
-        let text = format!("{body}\n# crc32 {:08x}\n", crc32fast::hash(body.as_bytes()));
-        let tmp = dir.join(format!("{STATE_FILE}.tmp"));
-        {
-            let mut f = File::create(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, state_path(dir))?;
-        File::open(dir)?.sync_all()
+        crate::exec::real::state::save_checksummed(self, dir, STATE_FILE)
     }
 
     pub fn load(dir: &Path) -> Result<DgState> {
