@@ -127,28 +127,8 @@ impl<'a> Inputs<'a> {
         if self.traces.len() == 1 {
             return self.open(0);
         }
-        let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
-        for i in 0..self.traces.len() {
-            let mut it = self.open(i)?;
-            let first = it.next().transpose()?;
-            let base = first.map_or(0.0, |r| r.time);
-            heads.push((it, first, base));
-        }
-        Ok(Box::new(std::iter::from_fn(move || {
-            let pick = heads
-                .iter()
-                .enumerate()
-                .filter_map(|(i, (_, r, base))| r.map(|r| (i, secs_to_ns(r.time - base))))
-                .min_by_key(|&(i, t)| (t, i))?
-                .0;
-            let (it, head, _) = &mut heads[pick];
-            let out = head.take().expect("picked a trace with a request");
-            match it.next().transpose() {
-                Ok(next) => *head = next,
-                Err(e) => return Some(Err(e)),
-            }
-            Some(Ok(out))
-        })))
+        let streams = (0..self.traces.len()).map(|i| self.open(i));
+        Ok(Box::new(MergedByTime::new(streams)?.map(|r| r.map(|(_, req)| req))))
     }
 
     /// Replay sources, one per trace.
@@ -156,6 +136,50 @@ impl<'a> Inputs<'a> {
         (0..self.traces.len())
             .map(|i| Box::new(move || self.open(i)) as Source<'_>)
             .collect()
+    }
+}
+
+/// The requests of several streams merged by time since each stream's first
+/// request (ties: the earlier stream first), each with the index of the
+/// stream it came from: the order in which an open replay at speed-up 1
+/// issues them (`blocklab run` of several traces, `real replay` of a stack).
+pub(crate) struct MergedByTime<I> {
+    /// Each stream, its next request, and its first request's time.
+    heads: Vec<(I, Option<Request>, f64)>,
+}
+
+impl<I: Iterator<Item = Result<Request>>> MergedByTime<I> {
+    /// Opens each stream in turn and reads its first request.
+    pub(crate) fn new(streams: impl IntoIterator<Item = Result<I>>) -> Result<Self> {
+        let mut heads = Vec::new();
+        for it in streams {
+            let mut it = it?;
+            let first = it.next().transpose()?;
+            let base = first.map_or(0.0, |r| r.time);
+            heads.push((it, first, base));
+        }
+        Ok(MergedByTime { heads })
+    }
+}
+
+impl<I: Iterator<Item = Result<Request>>> Iterator for MergedByTime<I> {
+    type Item = Result<(usize, Request)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let pick = self
+            .heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, r, base))| r.map(|r| (i, secs_to_ns(r.time - base))))
+            .min_by_key(|&(i, t)| (t, i))?
+            .0;
+        let (it, head, _) = &mut self.heads[pick];
+        let out = head.take().expect("picked a stream with a request");
+        match it.next().transpose() {
+            Ok(next) => *head = next,
+            Err(e) => return Some(Err(e)),
+        }
+        Some(Ok((pick, out)))
     }
 }
 

@@ -25,8 +25,8 @@ use super::stack::{stack_file, RealStack};
 use super::RealArray;
 use crate::error::{Error, Result};
 use crate::stack::result::{response_covers, RealTenant, Response, StackResult};
+use crate::stack::run::MergedByTime;
 use crate::stack::spec::StackSpec;
-use crate::timed::engine::secs_to_ns;
 use crate::timed::latency::Latencies;
 use crate::timed::metrics::ResponseSummary;
 use crate::trace::{self, Op, Request, TraceOptions};
@@ -57,41 +57,17 @@ pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value>
     Ok(v.expect("replay reports serialize"))
 }
 
-type Requests = Box<dyn Iterator<Item = Result<Request>>>;
 /// Requests with the index of the trace each came from.
 type Tagged<'a> = Box<dyn Iterator<Item = Result<(usize, Request)>> + 'a>;
 
-/// The requests of `traces` merged by time since each trace's first request
-/// (ties: the earlier trace first), with the index of the trace each came
-/// from: the order `blocklab run` gives a counted run of several traces.
+/// The requests of `traces` merged by time as `blocklab run` merges them.
 fn merged(traces: &[String], topts: &TraceOptions) -> Result<Tagged<'static>> {
-    let mut heads: Vec<(Requests, Option<Request>, f64)> = Vec::new();
-    let mut readers = Vec::new();
-    for t in traces {
-        let reader = trace::open(Path::new(t), topts)?;
-        readers.push(reader);
-    }
-    for reader in readers {
-        let mut it: Requests = Box::new(reader);
-        let first = it.next().transpose()?;
-        let base = first.as_ref().map_or(0.0, |r| r.time);
-        heads.push((it, first, base));
-    }
-    Ok(Box::new(std::iter::from_fn(move || {
-        let pick = heads
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (_, r, base))| r.as_ref().map(|r| (i, secs_to_ns(r.time - base))))
-            .min_by_key(|&(i, t)| (t, i))?
-            .0;
-        let (it, head, _) = &mut heads[pick];
-        let out = head.take().expect("picked a trace with a request");
-        match it.next().transpose() {
-            Ok(next) => *head = next,
-            Err(e) => return Some(Err(e)),
-        }
-        Some(Ok((pick, out)))
-    })))
+    // Every file is opened before any is read, as before.
+    let readers = traces
+        .iter()
+        .map(|t| trace::open(Path::new(t), topts))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Box::new(MergedByTime::new(readers.into_iter().map(Ok))?))
 }
 
 /// Replay `opts.traces` through the stack kept in `dir`.
