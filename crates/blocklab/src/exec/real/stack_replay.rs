@@ -48,11 +48,23 @@ fn summary(l: &Latencies) -> ResponseSummary {
 /// served array, through its server over NBD (`replay::replay`'s schema:
 /// the server serializes the stack's requests, and the layers' figures are
 /// the server's, `real status`). Anything else is `replay::replay`.
+///
+/// A served stack with tenants is refused: its server offers one export per
+/// tenant and no default, and replaying over NBD would send every tenant's
+/// requests to one export.
 pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value> {
-    let v = if stack_file(dir).is_some() && server_of(dir)?.is_none() {
-        serde_json::to_value(replay_stack(dir, opts)?)
-    } else {
-        serde_json::to_value(super::replay::replay(dir, opts)?)
+    let served = server_of(dir)?;
+    let v = match (stack_file(dir), served) {
+        (Some(_), None) => serde_json::to_value(replay_stack(dir, opts)?),
+        (Some(file), Some(info)) if StackSpec::load(&file, &[])?.tenant_volumes()?.is_some() => {
+            return Err(Error::config(format!(
+                "{}: the stack's tenants are served as exports {}: stop the server to replay it here \
+                 (each request to its tenant's volume), or replay a client of each export",
+                dir.display(),
+                info.exports.join(", ")
+            )))
+        }
+        _ => serde_json::to_value(super::replay::replay(dir, opts)?),
     };
     Ok(v.expect("replay reports serialize"))
 }

@@ -887,6 +887,43 @@ fn a_served_stack_is_replayed_through_its_server_while_it_rebuilds() {
     assert_eq!((c.mismatches, c.degraded_skipped), (0, 0));
 }
 
+/// A served stack with tenants has no default export: `real replay DIR`
+/// refuses it in one line naming the exports, rather than sending every
+/// tenant's requests to the first tenant's export.
+#[test]
+fn a_served_stack_with_tenants_is_not_replayed_into_one_export() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, tenant_stack(&cache("lru", 16, "through"))).unwrap();
+    let d = dir.path().join("arr");
+    super::stack::create_stack(&d, &file, Some(MEMBER), false, &[]).unwrap();
+    let tr = dir.path().join("t.csv");
+    std::fs::write(&tr, "0.001,W,0,4096,1\n0.002,R,0,4096,2\n").unwrap();
+    let s = super::control::serve(
+        &d,
+        &super::control::ServeOptions {
+            listen: "127.0.0.1:0".into(),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let o = super::replay::ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        ..Default::default()
+    };
+    let e = super::stack_replay::replay_dir(&d, &o).unwrap_err().to_string();
+    s.shutdown().unwrap();
+    assert!(
+        e.contains(&d.display().to_string()) && e.contains("web, db, log") && !e.contains('\n'),
+        "{e}"
+    );
+    // Not served, the same trace goes to each request's tenant.
+    let r = super::stack_replay::replay_dir(&d, &o).unwrap();
+    assert_eq!(r["real"]["tenants"][1]["writes"]["requests"].as_u64(), Some(1), "{r}");
+}
+
 // ---- Tenants: one volume each (`[[tenant]]`), the tier's partitioners ----
 
 /// Three tenants' volumes (4 KiB blocks): 1 MiB, 768 KiB and 1 MiB, laid out
