@@ -17,6 +17,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 BLOCKLAB = [sys.executable, "-c", "from blocklab.cli import main; main()"]
@@ -31,6 +32,16 @@ def run(*args, check=True, timeout=300) -> subprocess.CompletedProcess:
 
 def js(*args) -> dict:
     return json.loads(run(*args, "--json").stdout)
+
+
+def within(secs: float, f):
+    """f()'s result, or raise if it has not returned after `secs` seconds (tells a hang from a success)."""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("v", f()), daemon=True)
+    t.start()
+    t.join(secs)
+    assert "v" in out, f"did not complete within {secs} s"
+    return out["v"]
 
 
 class Server:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from nbd_stamp import CMD_READ, CMD_WRITE, IHAVEOPT, NBDMAGIC, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC, recv_exact
-from realkit import Server, make_array, run
+from realkit import Server, make_array, run, within
 
 MIB = 1 << 20
 
@@ -61,16 +61,6 @@ def read_block(s: socket.socket, offset: int, length: int, cookie: int = 2) -> b
     magic, err, got = struct.unpack(">IIQ", recv_exact(s, 16))
     assert (magic, err, got) == (SIMPLE_REPLY_MAGIC, 0, cookie)
     return recv_exact(s, length)
-
-
-def within(secs: float, f):
-    """f()'s result, or raise if it has not returned after `secs` seconds."""
-    out = {}
-    t = threading.Thread(target=lambda: out.setdefault("v", f()), daemon=True)
-    t.start()
-    t.join(secs)
-    assert "v" in out, f"did not complete within {secs} s"
-    return out["v"]
 
 
 def rss_mib(pid: int) -> float:

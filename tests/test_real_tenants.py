@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import signal
 import struct
 import subprocess
 import threading
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from nbd_stamp import Nbd, NbdError, Stamper, read_all
-from realkit import Server, js, run
+from nbd_stamp import CMD_READ, Nbd, NbdError, Stamper, read_all
+from realkit import Server, js, run, within
 
 TWO = """tenant_map = "concat"
 [[tenant]]
@@ -151,6 +152,74 @@ def test_a_tenants_writes_never_change_another_tenants_bytes(tmp_path):
     finally:
         srv.ensure_dead()
     srv.stop()
+
+
+def stalled_on(srv: Server, name: str) -> Nbd:
+    """A client of export `name` that pipelines reads of the whole volume and never reads the replies."""
+    bad = Nbd(srv.host, srv.port, name)
+    for _ in range(20):
+        bad.send(CMD_READ, 0, bad.size)
+    return bad
+
+
+def test_a_client_not_reading_replies_on_one_tenant_does_not_stall_another(tmp_path):
+    _, d = two_tenants(tmp_path, "stall", tier("static", "wb", 256))
+    srv = Server(d)
+    try:
+        db = Nbd(srv.host, srv.port, "db")
+        db.write(8192, b"\x07" * 4096)
+        bad = stalled_on(srv, "web")
+        time.sleep(0.5)
+        assert within(10, lambda: db.read(8192, 4096)) == b"\x07" * 4096
+        # A new client of either tenant gets in and is served.
+        for name, want in (("db", b"\x07" * 4096), ("web", None)):
+            c = within(10, lambda: Nbd(srv.host, srv.port, name))
+            got = within(10, lambda: c.read(8192, 4096))
+            assert want is None or got == want, name
+            c.close()
+        bad.s.close()
+        db.close()
+    finally:
+        srv.ensure_dead()
+    srv.stop()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_stop_with_a_stalled_tenant_client_exits_cleanly_and_keeps_every_tenants_flushed_writes(tmp_path, sig):
+    _, d = two_tenants(tmp_path, "stop", tier("centaur", "wb", 256, window=0.3))
+    rnd = random.Random(5)
+    data = {"web": rnd.randbytes(1 << 20), "db": rnd.randbytes(1 << 20)}
+    srv = Server(d)
+    conns = {n: Nbd(srv.host, srv.port, n) for n in data}
+    for n, c in conns.items():
+        for off in range(0, 1 << 20, 64 << 10):
+            c.write(off, data[n][off:off + (64 << 10)])
+        c.flush()  # held dirty in the write-back tier: the FLUSH commits them to its journal
+    peer = stalled_on(srv, "web")
+    time.sleep(0.5)
+    srv.p.send_signal(sig)
+    try:
+        srv.p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        srv.p.kill()
+        srv.p.wait()
+        raise AssertionError(f"server still running 10 s after {sig.name} with a tenant's client not reading")
+    err = srv.p.stderr.read()
+    assert srv.p.returncode == 0 and "closed cleanly" in err, err
+    peer.s.close()
+    for c in conns.values():
+        c.s.close()
+    assert not (d / "serve.json").exists()
+    again = Server(d)
+    try:
+        for n, want in data.items():
+            c = Nbd(again.host, again.port, n)
+            assert c.read(0, 1 << 20) == want, n
+            c.close()
+    finally:
+        again.ensure_dead()
+    again.stop()
+    assert "unclean" not in again.p.stderr.read()
 
 
 @pytest.mark.parametrize("partitioner", ["centaur", "eci"])
