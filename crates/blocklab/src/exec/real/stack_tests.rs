@@ -150,6 +150,21 @@ fn assert_same(c: &StackResult, r: &StackResult, what: &str) {
     assert_eq!(c.requests, r.requests, "{what}");
 }
 
+/// The counted run `c` and the real one `r` (through `st`) of a stack with
+/// an SSD tier decided alike: the tier's counts, its SSD operations, every
+/// layer's figures, and what `st` holds is resident.
+fn assert_tier_alike(c: &StackResult, r: &StackResult, st: &RealStack, what: &str) {
+    let (ct, rt) = (c.tier.as_ref().unwrap(), r.tier.as_ref().unwrap());
+    assert_eq!(ct.counts, rt.counts, "{what}: the tier's counts");
+    assert_eq!(
+        (ct.ssd_read_ops, ct.ssd_write_ops),
+        (rt.ssd_read_ops, rt.ssd_write_ops),
+        "{what}: SSD operations"
+    );
+    assert_same(c, r, what);
+    assert_resident(st);
+}
+
 fn assert_resident(st: &RealStack) {
     for (policy, store) in st.residency() {
         assert_eq!(policy, store, "a layer's store holds what its policy holds");
@@ -458,21 +473,14 @@ fn counted_and_real_decide_alike_with_an_ssd_tier() {
             let st = RealStack::new(&s, a.clone()).unwrap();
             let r = real(&st, &reqs);
             let c = counted(&s, &reqs);
-            let (ct, rt) = (c.tier.as_ref().unwrap(), r.tier.as_ref().unwrap());
+            let ct = c.tier.as_ref().unwrap();
             if !layers.contains("\"pt\"") {
                 assert!(
                     ct.counts.read_hits > 0 && ct.counts.array_reads > 0,
                     "{what}: a test that exercises the tier"
                 );
             }
-            assert_eq!(ct.counts, rt.counts, "{what}: the tier's counts");
-            assert_eq!(
-                (ct.ssd_read_ops, ct.ssd_write_ops),
-                (rt.ssd_read_ops, rt.ssd_write_ops),
-                "{what}: SSD operations"
-            );
-            assert_same(&c, &r, &what);
-            assert_resident(&st);
+            assert_tier_alike(&c, &r, &st, &what);
         }
     }
 }
@@ -1027,16 +1035,9 @@ fn counted_and_real_decide_alike_per_tenant_with_every_partitioner() {
                 .collect();
             assert!(allocs.len() > 2, "{what}: the partitions changed size");
         }
-        assert_eq!(ct.counts, rt.counts, "{what}: the tier's counts");
         assert_eq!(ct.tenants, rt.tenants, "{what}: per tenant");
         assert_eq!(ct.timeline, rt.timeline, "{what}: every window's decisions");
-        assert_eq!(
-            (ct.ssd_read_ops, ct.ssd_write_ops),
-            (rt.ssd_read_ops, rt.ssd_write_ops),
-            "{what}: SSD operations"
-        );
-        assert_same(&c, &r, &what);
-        assert_resident(&st);
+        assert_tier_alike(&c, &r, &st, &what);
         assert_eq!(r.tenant_map, "concat");
     }
 }
