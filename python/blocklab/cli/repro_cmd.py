@@ -154,6 +154,20 @@ def _ints(text: str, flag: str) -> list[int]:
         fail(f"bad {flag} `{text}`: expected e.g. 5,6,7,8")
 
 
+def _member_bytes(text: str) -> int:
+    """`--member-size` of a real recipe in bytes: a positive multiple of its arrays' 64 KiB chunk."""
+    from blocklab import _core
+    from blocklab.cli.common import fail
+
+    try:
+        member = _core.parse_bytes(text)
+    except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
+        fail(f"--member-size: {e}")
+    if member <= 0 or member % (64 * 1024):
+        fail(f"--member-size `{text}`: a positive multiple of the 64 KiB chunk")
+    return member
+
+
 def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str, jobs, ray, warmup: float,
                stripe_cache: int) -> None:
     from pathlib import Path
@@ -204,7 +218,6 @@ def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, pol
               member_size, builtin: bool, out: str) -> None:
     from pathlib import Path
 
-    from blocklab import _core
     from blocklab.cli.common import fail
     from blocklab.repro import vdf as rv
     from blocklab.repro import vdf_real as vr
@@ -239,14 +252,7 @@ def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, pol
         vr.cache_blocks(size, 100)
     except ValueError:
         fail(f"--sizes `{sizes}`: expected a share (40%) or a number of blocks")
-    member = None
-    if member_size is not None:
-        try:
-            member = _core.parse_bytes(member_size)
-        except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
-            fail(f"--member-size: {e}")
-        if member <= 0 or member % (64 * 1024):
-            fail(f"--member-size `{member_size}`: a positive multiple of the 64 KiB chunk")
+    member = None if member_size is None else _member_bytes(member_size)
     outdir = Path(out)
     try:
         p, runs, sims = vr.run(trace, outdir, disks=ndisks, policies=pols, outstanding=nout, repeat=repeat, part=part,
@@ -317,7 +323,6 @@ def pro(
 def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> None:
     from pathlib import Path
 
-    from blocklab import _core
     from blocklab.cli.common import fail
     from blocklab.repro import pro_real as pr
 
@@ -329,12 +334,7 @@ def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> 
         fail("--cells: no cell given")
     if repeat < 1:
         fail(f"--repeat must be at least 1, not {repeat}")
-    try:
-        member = _core.parse_bytes(member_size)
-    except Exception as e:  # noqa: BLE001 - the engine's parse error, one line
-        fail(f"--member-size: {e}")
-    if member <= 0 or member % (64 * 1024):
-        fail(f"--member-size `{member_size}`: a positive multiple of the 64 KiB chunk")
+    member = _member_bytes(member_size)
     outdir = Path(out)
     try:
         runs, sims, notes = pr.run(chosen, outdir, repeat=repeat, member=member,
