@@ -293,6 +293,22 @@ def test_real_replay_of_per_tenant_traces_decides_as_the_counted_run(tmp_path):
         assert p.returncode == 2 and what in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+def test_real_replay_of_a_served_stack_with_tenants_is_one_line_exit_2(tmp_path):
+    # Its server has no default export: a replay through it would send every tenant's requests to one export.
+    _, d = two_tenants(tmp_path, "served", tier("static", "wb", 256))
+    t = tenant_trace(tmp_path / "db.csv", 1, 3 << 20, 20, 3, 0.5)
+    srv = Server(d)
+    try:
+        p = run("real", "replay", d, "-t", t, "--format", "csv", "--replay", "closed", check=False, timeout=60)
+    finally:
+        srv.ensure_dead()
+    srv.stop()
+    assert p.returncode == 2 and "exports web, db" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    # Stopped, the same trace replays here, to tenant 1's volume.
+    real = js("real", "replay", d, "-t", t, "--format", "csv", "--replay", "closed")
+    assert real["real"]["tenants"][1]["response"]["requests"] == 20
+
+
 def test_repro_eci_real_end_to_end_small(tmp_path):
     out = tmp_path / "eci"
     p = run("repro", "eci", "--real", "--synthetic", "--requests", "400", "--repeats", "2", "--tier-blocks", "300",
