@@ -295,23 +295,32 @@ impl RequestLog {
 
 /// A request placed on the array: (op, offset, len).
 pub(super) fn place(r: &Request, size: u64, wrap: bool, file: &str) -> Result<(Op, u64, u64)> {
-    place_in(r, size, wrap, file, "the array")
+    place_in(r, size, wrap, file, || "the array".into())
 }
 
 /// [`place`] into `target` (a stack's tenant volume: "tenant 1's volume").
-pub(super) fn place_in(r: &Request, size: u64, wrap: bool, file: &str, target: &str) -> Result<(Op, u64, u64)> {
+/// `target` names what is addressed, for an error only (not built per request).
+pub(super) fn place_in(
+    r: &Request,
+    size: u64,
+    wrap: bool,
+    file: &str,
+    target: impl Fn() -> String,
+) -> Result<(Op, u64, u64)> {
     let len = r.len.max(512);
     if len > size {
         return Err(Error::config(format!(
-            "{file}: a request of {len} bytes is larger than {target} ({size} bytes)"
+            "{file}: a request of {len} bytes is larger than {} ({size} bytes)",
+            target()
         )));
     }
     let mut off = r.offset;
     if off + len > size {
         if !wrap {
             return Err(Error::config(format!(
-                "{file}: a request at byte {off} ({len} bytes) is past the end of {target} ({size} bytes); \
-                 use --wrap to fold offsets into it"
+                "{file}: a request at byte {off} ({len} bytes) is past the end of {} ({size} bytes); \
+                 use --wrap to fold offsets into it",
+                target()
             )));
         }
         off %= size - len + 1;

@@ -55,7 +55,7 @@ fn summary(l: &Latencies) -> ResponseSummary {
 pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value> {
     let served = server_of(dir)?;
     let v = match (stack_file(dir), served) {
-        (Some(_), None) => serde_json::to_value(replay_stack(dir, opts)?),
+        (Some(file), None) => serde_json::to_value(replay_stack(dir, &file, opts)?),
         (Some(file), Some(info)) if StackSpec::load(&file, &[])?.tenant_volumes()?.is_some() => {
             return Err(Error::config(format!(
                 "{}: the stack's tenants are served as exports {}: stop the server to replay it here \
@@ -82,9 +82,9 @@ fn merged(traces: &[String], topts: &TraceOptions) -> Result<Tagged<'static>> {
     Ok(Box::new(MergedByTime::new(readers.into_iter().map(Ok))?))
 }
 
-/// Replay `opts.traces` through the stack kept in `dir`.
-pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
-    let file = stack_file(dir).ok_or_else(|| Error::config(format!("{}: no stack here", dir.display())))?;
+/// Replay `opts.traces` through the stack kept in `dir` (its stack file
+/// `file`), which is not being served (`replay_dir` looked).
+fn replay_stack(dir: &Path, file: &Path, opts: &ReplayOptions) -> Result<StackResult> {
     let open = opts.open_loop()?;
     if opts.traces.is_empty() {
         return Err(Error::config("no trace given"));
@@ -94,13 +94,7 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
             "--outstanding: a stack serves one request at a time; replay it with --outstanding 1",
         ));
     }
-    if server_of(dir)?.is_some() {
-        return Err(Error::config(format!(
-            "{}: the stack is being served; stop the server to replay it here (its figures live in the server)",
-            dir.display()
-        )));
-    }
-    let spec = StackSpec::load(&file, &[])?;
+    let spec = StackSpec::load(file, &[])?;
     let topts = opts.trace_options();
     // A single trace is read as it is (its reader reports what a sort moved).
     let mut single = match opts.traces.as_slice() {
@@ -158,11 +152,11 @@ pub fn replay_stack(dir: &Path, opts: &ReplayOptions) -> Result<StackResult> {
             } else {
                 Instant::now()
             };
-            let target = match tenants {
+            let target = || match tenants {
                 true => format!("tenant {tenant}'s volume"),
                 false => "the array".to_string(),
             };
-            let (op, off, len) = place_in(&r, size, opts.wrap, trace_path, &target)?;
+            let (op, off, len) = place_in(&r, size, opts.wrap, trace_path, target)?;
             buf.resize(len as usize, 0);
             let clock = Some(r.time);
             let ok = match op {
