@@ -11,6 +11,8 @@
 //! nothing until it holds blocks. Nothing iterates it: its order cannot leak
 //! into a decision.
 
+use super::{Access, Policy};
+
 const MIN_BITS: u32 = 4;
 
 /// What an index maps blocks to: a slot (`u32`), or an access index (`u64`,
@@ -33,9 +35,64 @@ struct Entry<V> {
     slot: V,
 }
 
+/// The home entry of `key` in a table of 2^(64 - `shift`) entries (Fibonacci
+/// hashing keeps the high bits of the product).
 #[inline]
-fn home(key: u64, shift: u32) -> usize {
+pub(super) fn home(key: u64, shift: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+}
+
+/// Table bits so that `n` entries fill at most half of it.
+pub(super) fn bits_for(n: usize) -> u32 {
+    ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
+}
+
+/// Backward-shift deletion: when entry `i` empties, the entry at `j` (later
+/// in the same probe chain) whose home is `h` stays iff `h` lies cyclically
+/// in (i, j]; otherwise it moves back to `i`.
+#[inline]
+pub(super) fn stays(i: usize, j: usize, h: usize) -> bool {
+    if i <= j {
+        i < h && h <= j
+    } else {
+        i < h || h <= j
+    }
+}
+
+/// Start loading `table[i]` into the CPU cache (a hint only).
+#[inline(always)]
+pub(super) fn prefetch_entry<T>(table: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let entry = table[i..].as_ptr();
+        // SAFETY: a prefetch hint of an address inside the table; it
+        // neither reads into the program nor faults.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (table, i);
+}
+
+/// How far ahead `access_all` prefetches (see [`BlockIndex::prefetch`]).
+pub(crate) const PREFETCH_AHEAD: usize = 8;
+
+/// `Policy::access_all` for a policy whose index is larger than the CPU's
+/// caches: `prefetch(policy, block)` starts loading the index entry of the
+/// access [`PREFETCH_AHEAD`] ahead before each access is presented.
+#[inline(always)]
+pub(super) fn access_all_prefetching<P: Policy>(
+    policy: &mut P,
+    accesses: &[Access],
+    prefetch: impl Fn(&P, u64),
+) -> u64 {
+    let mut hits = 0;
+    for (i, a) in accesses.iter().enumerate() {
+        if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+            prefetch(policy, ahead.block);
+        }
+        hits += policy.access(a) as u64;
+    }
+    hits
 }
 
 pub(crate) struct BlockIndex<V: Value = u32> {
@@ -54,7 +111,7 @@ impl<V: Value> BlockIndex<V> {
     /// Room for `n` blocks before the first growth (the table itself starts
     /// small when `n` is huge: it grows as blocks arrive).
     pub fn with_capacity(n: usize) -> Self {
-        let bits = ((2 * n.clamp(1, 1 << 16)).next_power_of_two().trailing_zeros()).max(MIN_BITS);
+        let bits = bits_for(n.min(1 << 16));
         BlockIndex {
             table: vec![Self::EMPTY; 1 << bits],
             shift: 64 - bits,
@@ -144,10 +201,7 @@ impl<V: Value> BlockIndex<V> {
             if self.table[j].slot == V::VACANT {
                 break;
             }
-            let h = home(self.table[j].key, self.shift);
-            // Entry j may stay iff its home lies cyclically in (i, j].
-            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
-            if !stays {
+            if !stays(i, j, home(self.table[j].key, self.shift)) {
                 self.table[i] = self.table[j];
                 i = j;
             }
@@ -160,15 +214,7 @@ impl<V: Value> BlockIndex<V> {
     /// Start loading `key`'s home entry into the CPU cache (a hint only).
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let entry = self.table[home(key, self.shift)..].as_ptr();
-            // SAFETY: a prefetch hint of an address inside the table; it
-            // neither reads into the program nor faults.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        prefetch_entry(&self.table, home(key, self.shift));
     }
 
     fn grow(&mut self) {
@@ -180,9 +226,6 @@ impl<V: Value> BlockIndex<V> {
         }
     }
 }
-
-/// How far ahead `access_all` prefetches (see [`BlockIndex::prefetch`]).
-pub(crate) const PREFETCH_AHEAD: usize = 8;
 
 #[cfg(test)]
 mod tests {
