@@ -35,6 +35,9 @@ struct Entry<V> {
     slot: V,
 }
 
+// The table primitives below are LRU's too (`super::lru`, whose entries
+// carry list links and so cannot be a `BlockIndex`).
+
 /// The home entry of `key` in a table of 2^(64 - `shift`) entries (Fibonacci
 /// hashing keeps the high bits of the product).
 #[inline]

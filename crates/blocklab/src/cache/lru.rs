@@ -9,14 +9,17 @@
 //! entry it moves. The table grows by doubling up to what `capacity` needs,
 //! so a huge nominal cache costs nothing until it fills. 16 bytes an entry.
 //!
+//! The table's hashing, sizing, deletion rule and prefetch are those of
+//! [`super::index`] (whose entries carry no links).
+//!
 //! `remove` deletes the entry like an eviction does; LRU keeps no history.
 
+use super::index::{access_all_prefetching, bits_for, home, prefetch_entry, stays};
 use super::{Access, Policy};
 
 const NIL: u32 = u32::MAX;
 /// `prev` of an empty entry.
 const VACANT: u32 = u32::MAX - 1;
-const MIN_BITS: u32 = 4;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
@@ -45,19 +48,9 @@ pub struct Lru {
     evicted: Option<u64>,
 }
 
-/// `access_all` prefetches the home slot of the access this far ahead: the
-/// table is larger than the CPU's caches, and a miss on it is most of the
-/// cost of an access.
-const PREFETCH_AHEAD: usize = 8;
-
-#[inline]
-fn home(key: u64, shift: u32) -> usize {
-    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
-}
-
 impl Lru {
     pub fn new(capacity: usize) -> Self {
-        let bits = Self::bits_for(capacity.min(1 << 16));
+        let bits = bits_for(capacity.min(1 << 16));
         Lru {
             capacity,
             len: 0,
@@ -67,11 +60,6 @@ impl Lru {
             tail: NIL,
             evicted: None,
         }
-    }
-
-    /// Table bits so that `n` entries fill at most half of it.
-    fn bits_for(n: usize) -> u32 {
-        ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
     }
 
     #[inline]
@@ -133,10 +121,7 @@ impl Lru {
             if self.table[j].prev == VACANT {
                 break;
             }
-            let h = home(self.table[j].key, self.shift);
-            // Entry j may stay iff its home lies cyclically in (i, j].
-            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
-            if !stays {
+            if !stays(i, j, home(self.table[j].key, self.shift)) {
                 self.move_entry(j, i);
                 i = j;
             }
@@ -176,15 +161,7 @@ impl Lru {
     /// Start loading `key`'s home slot into the CPU cache (a hint only).
     #[inline(always)]
     fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let slot = self.table[home(key, self.shift)..].as_ptr();
-            // SAFETY: a prefetch hint of an address inside the table; it
-            // neither reads into the program nor faults.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        prefetch_entry(&self.table, home(key, self.shift));
     }
 
     /// Double the table, re-inserting from the LRU end so the order survives.
@@ -231,14 +208,7 @@ impl Policy for Lru {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, Lru::prefetch)
     }
 
     fn contains(&self, block: u64) -> bool {
@@ -270,6 +240,7 @@ impl Policy for Lru {
 
 #[cfg(test)]
 mod tests {
+    use super::super::index::PREFETCH_AHEAD;
     use super::*;
     use proptest::prelude::*;
     use std::collections::VecDeque;
