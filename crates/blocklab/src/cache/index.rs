@@ -2,7 +2,8 @@
 //! CLOCK, OPT, and through [`super::slab::Slab`] ARC, 2Q, S3-FIFO, MQ).
 //!
 //! An open-addressing table (linear probing, Fibonacci hashing, at most half
-//! full) of `(block, slot)` pairs, as LRU's own table: a look-up reads one
+//! full) of `(block, slot)` pairs, on the same table functions as LRU's own
+//! table (`find_in`, `vacant_in`, `shift_back`): a look-up reads one
 //! cache line in the common case, and [`BlockIndex::prefetch`] lets a policy's
 //! `access_all` start loading the line of an access a few ahead, since the
 //! table is larger than the CPU's caches and a miss on it is most of the cost
@@ -35,8 +36,25 @@ struct Entry<V> {
     slot: V,
 }
 
+impl<V: Value> TableEntry for Entry<V> {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn is_vacant(&self) -> bool {
+        self.slot == V::VACANT
+    }
+}
+
 // The table primitives below are LRU's too (`super::lru`, whose entries
 // carry list links and so cannot be a `BlockIndex`).
+
+/// An entry of an open-addressing table of blocks: the index's, or LRU's.
+pub(super) trait TableEntry: Copy {
+    fn key(&self) -> u64;
+    fn is_vacant(&self) -> bool;
+}
 
 /// The home entry of `key` in a table of 2^(64 - `shift`) entries (Fibonacci
 /// hashing keeps the high bits of the product).
@@ -50,15 +68,59 @@ pub(super) fn bits_for(n: usize) -> u32 {
     ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
 }
 
-/// Backward-shift deletion: when entry `i` empties, the entry at `j` (later
-/// in the same probe chain) whose home is `h` stays iff `h` lies cyclically
-/// in (i, j]; otherwise it moves back to `i`.
+/// Where `key` is in `table` (of 2^(64 - `shift`) entries), if there.
 #[inline]
-pub(super) fn stays(i: usize, j: usize, h: usize) -> bool {
-    if i <= j {
-        i < h && h <= j
-    } else {
-        i < h || h <= j
+pub(super) fn find_in<E: TableEntry>(table: &[E], shift: u32, key: u64) -> Option<usize> {
+    let mask = table.len() - 1;
+    let mut i = home(key, shift);
+    loop {
+        let e = &table[i];
+        if e.is_vacant() {
+            return None;
+        }
+        if e.key() == key {
+            return Some(i);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Where an absent `key` goes: the first vacant entry of its probe chain.
+#[inline]
+pub(super) fn vacant_in<E: TableEntry>(table: &[E], shift: u32, key: u64) -> usize {
+    let mask = table.len() - 1;
+    let mut i = home(key, shift);
+    while !table[i].is_vacant() {
+        i = (i + 1) & mask;
+    }
+    i
+}
+
+/// Backward-shift deletion of entry `i` (no tombstones): every later entry
+/// of its probe chain that the hole would cut off from its home moves back
+/// into the hole by `move_entry(table, from, to)`, leaving a new hole. Returns
+/// the last hole, for the caller to mark vacant.
+#[inline]
+pub(super) fn shift_back<E: TableEntry>(
+    table: &mut [E],
+    shift: u32,
+    mut i: usize,
+    mut move_entry: impl FnMut(&mut [E], usize, usize),
+) -> usize {
+    let mask = table.len() - 1;
+    let mut j = i;
+    loop {
+        j = (j + 1) & mask;
+        if table[j].is_vacant() {
+            return i;
+        }
+        let h = home(table[j].key(), shift);
+        // Entry j may stay iff its home lies cyclically in (i, j].
+        let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
+        if !stays {
+            move_entry(table, j, i);
+            i = j;
+        }
     }
 }
 
@@ -128,24 +190,8 @@ impl<V: Value> BlockIndex<V> {
     }
 
     #[inline]
-    fn mask(&self) -> usize {
-        self.table.len() - 1
-    }
-
-    #[inline]
     fn find(&self, key: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        loop {
-            let e = &self.table[i];
-            if e.slot == V::VACANT {
-                return None;
-            }
-            if e.key == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        find_in(&self.table, self.shift, key)
     }
 
     /// The slot of `key`, if indexed.
@@ -172,11 +218,7 @@ impl<V: Value> BlockIndex<V> {
 
     #[inline]
     fn place(&mut self, e: Entry<V>) {
-        let mask = self.mask();
-        let mut i = home(e.key, self.shift);
-        while self.table[i].slot != V::VACANT {
-            i = (i + 1) & mask;
-        }
+        let i = vacant_in(&self.table, self.shift, e.key);
         self.table[i] = e;
     }
 
@@ -195,21 +237,10 @@ impl<V: Value> BlockIndex<V> {
     /// Drop `key`; its slot, if it was indexed.
     #[inline]
     pub fn remove(&mut self, key: u64) -> Option<V> {
-        let mut i = self.find(key)?;
+        let i = self.find(key)?;
         let slot = self.table[i].slot;
-        let mask = self.mask();
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            if self.table[j].slot == V::VACANT {
-                break;
-            }
-            if !stays(i, j, home(self.table[j].key, self.shift)) {
-                self.table[i] = self.table[j];
-                i = j;
-            }
-        }
-        self.table[i] = Self::EMPTY;
+        let hole = shift_back(&mut self.table, self.shift, i, |t, from, to| t[to] = t[from]);
+        self.table[hole] = Self::EMPTY;
         self.len -= 1;
         Some(slot)
     }
@@ -220,6 +251,10 @@ impl<V: Value> BlockIndex<V> {
         prefetch_entry(&self.table, home(key, self.shift));
     }
 
+    // Rare (each doubles the table): kept out of `insert`, which every miss
+    // of LFU, CLOCK and OPT inlines.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self) {
         let bits = 64 - self.shift + 1;
         let old = std::mem::replace(&mut self.table, vec![Self::EMPTY; 1 << bits]);

@@ -9,12 +9,14 @@
 //! entry it moves. The table grows by doubling up to what `capacity` needs,
 //! so a huge nominal cache costs nothing until it fills. 16 bytes an entry.
 //!
-//! The table's hashing, sizing, deletion rule and prefetch are those of
-//! [`super::index`] (whose entries carry no links).
+//! The table's hashing, probing, sizing, backward-shift deletion and prefetch
+//! are `cache::index`'s (LRU supplies the entry type and the link repair).
 //!
 //! `remove` deletes the entry like an eviction does; LRU keeps no history.
 
-use super::index::{access_all_prefetching, bits_for, home, prefetch_entry, stays};
+use super::index::{
+    access_all_prefetching, bits_for, find_in, home, prefetch_entry, shift_back, vacant_in, TableEntry,
+};
 use super::{Access, Policy};
 
 const NIL: u32 = u32::MAX;
@@ -26,6 +28,17 @@ struct Entry {
     key: u64,
     prev: u32,
     next: u32,
+}
+
+impl TableEntry for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn is_vacant(&self) -> bool {
+        self.prev == VACANT
+    }
 }
 
 const EMPTY: Entry = Entry {
@@ -63,24 +76,8 @@ impl Lru {
     }
 
     #[inline]
-    fn mask(&self) -> usize {
-        self.table.len() - 1
-    }
-
-    #[inline]
     fn find(&self, key: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        loop {
-            let e = &self.table[i];
-            if e.prev == VACANT {
-                return None;
-            }
-            if e.key == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        find_in(&self.table, self.shift, key)
     }
 
     #[inline]
@@ -112,48 +109,23 @@ impl Lru {
     }
 
     /// Vacate entry `i` (already unlinked), shifting back the entries of its
-    /// probe chain that would otherwise become unreachable.
-    fn remove_at(&mut self, mut i: usize) {
-        let mask = self.mask();
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            if self.table[j].prev == VACANT {
-                break;
-            }
-            if !stays(i, j, home(self.table[j].key, self.shift)) {
-                self.move_entry(j, i);
-                i = j;
-            }
-        }
-        self.table[i] = EMPTY;
-    }
-
-    /// Move the linked entry at `from` to the vacant slot `to`.
-    #[inline]
-    fn move_entry(&mut self, from: usize, to: usize) {
-        let e = self.table[from];
-        self.table[to] = e;
-        if e.prev != NIL {
-            self.table[e.prev as usize].next = to as u32;
-        } else {
-            self.head = to as u32;
-        }
-        if e.next != NIL {
-            self.table[e.next as usize].prev = to as u32;
-        } else {
-            self.tail = to as u32;
-        }
+    /// probe chain that would otherwise become unreachable, links and all.
+    fn remove_at(&mut self, i: usize) {
+        let Lru {
+            table,
+            shift,
+            head,
+            tail,
+            ..
+        } = self;
+        let hole = shift_back(table, *shift, i, |t, from, to| move_linked(t, head, tail, from, to));
+        self.table[hole] = EMPTY;
     }
 
     /// Place `key` in its first free slot (the key is absent).
     #[inline]
     fn insert_slot(&mut self, key: u64) -> usize {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        while self.table[i].prev != VACANT {
-            i = (i + 1) & mask;
-        }
+        let i = vacant_in(&self.table, self.shift, key);
         self.table[i].key = key;
         i
     }
@@ -178,6 +150,24 @@ impl Lru {
             self.push_head(i);
             cur = e.prev;
         }
+    }
+}
+
+/// Move the linked entry at `from` to the vacant slot `to`, repointing its
+/// neighbours (or the list's ends) at it.
+#[inline]
+fn move_linked(table: &mut [Entry], head: &mut u32, tail: &mut u32, from: usize, to: usize) {
+    let e = table[from];
+    table[to] = e;
+    if e.prev != NIL {
+        table[e.prev as usize].next = to as u32;
+    } else {
+        *head = to as u32;
+    }
+    if e.next != NIL {
+        table[e.next as usize].prev = to as u32;
+    } else {
+        *tail = to as u32;
     }
 }
 
