@@ -136,7 +136,8 @@ def every_policy(blocklab: str, trace: Path, accesses: int, cache: int, runs: in
         "## Every policy against libCacheSim",
         "",
         f"The same file and cache ({cache:,} objects), each policy both tools have, whole process, "
-        f"runs alternating, medians of {runs}; load average {load_before:.1f} before, {load_after:.1f} after. "
+        f"runs alternating, medians of {runs}; measured {peers.today()} at blocklab {peers.commit()}; "
+        f"load average {load_before:.1f} before, {load_after:.1f} after. "
         "`cachesim` prints miss ratios to 4 digits. `opt` is Belady's (both tools look ahead: libCacheSim "
         "reads the file's next-access field, blocklab computes next uses in a first pass). `mq` and `lru2` "
         "have no `cachesim` counterpart. CPU time is user + system of the whole process (blocklab reads the "
@@ -153,6 +154,7 @@ def every_policy(blocklab: str, trace: Path, accesses: int, cache: int, runs: in
 def engine_rates() -> list[str]:
     """Each policy alone in the engine: `cargo bench -p blocklab --bench policies` (criterion)."""
     cmd = ["cargo", "bench", "-q", "-p", "blocklab", "--bench", "policies", "--", "policy access"]
+    load = os.getloadavg()[0]
     subprocess.run(cmd, cwd=peers.ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = peers.ROOT / "target" / "criterion" / "policy access"
     rows = []
@@ -164,7 +166,7 @@ def engine_rates() -> list[str]:
     return [
         f"The engine alone, each policy on its own: `{' '.join(cmd[:7])} -- 'policy access'` (criterion, median "
         "of 10 samples; 1,000,000 accesses of Zipf(1.0) over 100,000 blocks in memory, cache 10,000 blocks; "
-        f"measured {peers.today()}):",
+        f"measured {peers.today()} at blocklab {peers.commit()}, load average {load:.1f} before):",
         "",
         "| policy | M accesses/s |",
         "|---|---|",

@@ -970,14 +970,15 @@ def in_process_rates() -> list[str]:
     policies = list(_core.cache_policies())
     script = ("import sys, json; from blocklab import _core; "
               "print(_core.simulate_cache(sys.argv[1], 'oracle', sys.argv[2], sys.argv[3], 4096, False, False, None))")
+    load = os.getloadavg()[0]
     w_all, _, out, _ = peers.run([PYTHON, "-c", script, str(TRACE), ",".join(policies), str(CACHE)])
     lines = [
         "## Accesses per second of every policy",
         "",
         f"One run of all policies at {CACHE:,} blocks over the same trace ({w_all:.2f} s whole process, cells "
-        "in parallel on the cores; measured {today}); the rate is accesses divided by the wall time the engine spent "
-        "feeding that cell (on a loaded or shared machine this undercounts). `opt`'s next-use pre-pass (8 bytes per "
-        "access) is not in its cell time.".replace("{today}", peers.today()),
+        f"in parallel on the cores; measured {peers.today()} at blocklab {peers.commit()}, load average {load:.1f} "
+        "before); the rate is accesses divided by the wall time the engine spent feeding that cell (on a loaded or "
+        "shared machine this undercounts). `opt`'s next-use pre-pass (8 bytes per access) is not in its cell time.",
         "",
         "| policy | miss ratio | M accesses/s |",
         "|---|---|---|",

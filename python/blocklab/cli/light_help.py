@@ -72,26 +72,33 @@ def _stdlib_stand_in(module: str, functions: tuple[str, ...]) -> types.ModuleTyp
     return m
 
 
-def typer_quietly():
-    """`import typer` without the standard modules it does not need to start (see above)."""
-    if "typer" in sys.modules:
-        return sys.modules["typer"]
+def _stand_in(module: str, name: str) -> types.ModuleType:
+    m = types.ModuleType(module)
+    setattr(m, name, _Deferred(name, (), {"_module": module}))
+    return m
+
+
+def _with_stand_ins(modules, load):
+    """`load()` with stand-ins in `sys.modules` for those of `modules` (names in
+    DEFERRED or DEFERRED_STDLIB) not imported yet; they leave it afterwards."""
     placed = {}
-    for name, functions in DEFERRED_STDLIB.items():
+    for name in modules:
         if name not in sys.modules:
-            placed[name] = sys.modules[name] = _stdlib_stand_in(name, functions)
+            m = _stand_in(name, DEFERRED[name]) if name in DEFERRED else _stdlib_stand_in(name, DEFERRED_STDLIB[name])
+            placed[name] = sys.modules[name] = m
     try:
-        return importlib.import_module("typer")
+        return load()
     finally:
         for name, m in placed.items():
             if sys.modules.get(name) is m:
                 del sys.modules[name]
 
 
-def _stand_in(module: str, name: str) -> types.ModuleType:
-    m = types.ModuleType(module)
-    setattr(m, name, _Deferred(name, (), {"_module": module}))
-    return m
+def typer_quietly():
+    """`import typer` without the standard modules it does not need to start (see above)."""
+    if "typer" in sys.modules:
+        return sys.modules["typer"]
+    return _with_stand_ins(DEFERRED_STDLIB, lambda: importlib.import_module("typer"))
 
 
 class _Loader:
@@ -103,19 +110,7 @@ class _Loader:
         return self.real.create_module(spec)
 
     def exec_module(self, module) -> None:
-        placed = {}
-        for name, cls in DEFERRED.items():
-            if name not in sys.modules:
-                placed[name] = sys.modules[name] = _stand_in(name, cls)
-        for name, functions in DEFERRED_STDLIB.items():
-            if name not in sys.modules:
-                placed[name] = sys.modules[name] = _stdlib_stand_in(name, functions)
-        try:
-            self.real.exec_module(module)
-        finally:
-            for name, m in placed.items():
-                if sys.modules.get(name) is m:
-                    del sys.modules[name]
+        _with_stand_ins([*DEFERRED, *DEFERRED_STDLIB], lambda: self.real.exec_module(module))
 
 
 class _Finder:

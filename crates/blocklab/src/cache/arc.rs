@@ -32,7 +32,7 @@
 //!   B2 when the directory holds 2c blocks. Without removals the cache is
 //!   full whenever a ghost exists, so none of this changes ARC.
 
-use super::index::PREFETCH_AHEAD;
+use super::index::access_all_prefetching;
 use super::list::{Ends, Links32};
 use super::slab::Slab;
 use super::{Access, Policy};
@@ -243,14 +243,7 @@ impl<V: Victim> Policy for ArcOf<V> {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.slots.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, |p, block| p.slots.prefetch(block))
     }
 
     fn contains(&self, block: u64) -> bool {

@@ -12,7 +12,7 @@
 //! the block from the ring (bit and all; CLOCK keeps no history); a later
 //! newcomer enters just behind the hand, as every newcomer does.
 
-use super::index::{BlockIndex, PREFETCH_AHEAD};
+use super::index::{access_all_prefetching, BlockIndex};
 use super::slot_queue::SlotQueue;
 use super::{Access, Policy};
 
@@ -77,14 +77,7 @@ impl Policy for Clock {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.map.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, |p, block| p.map.prefetch(block))
     }
 
     fn contains(&self, block: u64) -> bool {

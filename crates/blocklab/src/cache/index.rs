@@ -2,7 +2,8 @@
 //! CLOCK, OPT, and through [`super::slab::Slab`] ARC, 2Q, S3-FIFO, MQ).
 //!
 //! An open-addressing table (linear probing, Fibonacci hashing, at most half
-//! full) of `(block, slot)` pairs, as LRU's own table: a look-up reads one
+//! full) of `(block, slot)` pairs, on the same table functions as LRU's own
+//! table (`find_in`, `vacant_in`, `shift_back`): a look-up reads one
 //! cache line in the common case, and [`BlockIndex::prefetch`] lets a policy's
 //! `access_all` start loading the line of an access a few ahead, since the
 //! table is larger than the CPU's caches and a miss on it is most of the cost
@@ -10,6 +11,8 @@
 //! tombstones). The table doubles as it fills, so a huge nominal cache costs
 //! nothing until it holds blocks. Nothing iterates it: its order cannot leak
 //! into a decision.
+
+use super::{Access, Policy};
 
 const MIN_BITS: u32 = 4;
 
@@ -33,9 +36,128 @@ struct Entry<V> {
     slot: V,
 }
 
+impl<V: Value> TableEntry for Entry<V> {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn is_vacant(&self) -> bool {
+        self.slot == V::VACANT
+    }
+}
+
+// The table primitives below are LRU's too (`super::lru`, whose entries
+// carry list links and so cannot be a `BlockIndex`).
+
+/// An entry of an open-addressing table of blocks: the index's, or LRU's.
+pub(super) trait TableEntry: Copy {
+    fn key(&self) -> u64;
+    fn is_vacant(&self) -> bool;
+}
+
+/// The home entry of `key` in a table of 2^(64 - `shift`) entries (Fibonacci
+/// hashing keeps the high bits of the product).
 #[inline]
-fn home(key: u64, shift: u32) -> usize {
+pub(super) fn home(key: u64, shift: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
+}
+
+/// Table bits so that `n` entries fill at most half of it.
+pub(super) fn bits_for(n: usize) -> u32 {
+    ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
+}
+
+/// Where `key` is in `table` (of 2^(64 - `shift`) entries), if there.
+#[inline]
+pub(super) fn find_in<E: TableEntry>(table: &[E], shift: u32, key: u64) -> Option<usize> {
+    let mask = table.len() - 1;
+    let mut i = home(key, shift);
+    loop {
+        let e = &table[i];
+        if e.is_vacant() {
+            return None;
+        }
+        if e.key() == key {
+            return Some(i);
+        }
+        i = (i + 1) & mask;
+    }
+}
+
+/// Where an absent `key` goes: the first vacant entry of its probe chain.
+#[inline]
+pub(super) fn vacant_in<E: TableEntry>(table: &[E], shift: u32, key: u64) -> usize {
+    let mask = table.len() - 1;
+    let mut i = home(key, shift);
+    while !table[i].is_vacant() {
+        i = (i + 1) & mask;
+    }
+    i
+}
+
+/// Backward-shift deletion of entry `i` (no tombstones): every later entry
+/// of its probe chain that the hole would cut off from its home moves back
+/// into the hole by `move_entry(table, from, to)`, leaving a new hole. Returns
+/// the last hole, for the caller to mark vacant.
+#[inline]
+pub(super) fn shift_back<E: TableEntry>(
+    table: &mut [E],
+    shift: u32,
+    mut i: usize,
+    mut move_entry: impl FnMut(&mut [E], usize, usize),
+) -> usize {
+    let mask = table.len() - 1;
+    let mut j = i;
+    loop {
+        j = (j + 1) & mask;
+        if table[j].is_vacant() {
+            return i;
+        }
+        let h = home(table[j].key(), shift);
+        // Entry j may stay iff its home lies cyclically in (i, j].
+        let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
+        if !stays {
+            move_entry(table, j, i);
+            i = j;
+        }
+    }
+}
+
+/// Start loading `table[i]` into the CPU cache (a hint only).
+#[inline(always)]
+pub(super) fn prefetch_entry<T>(table: &[T], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let entry = table[i..].as_ptr();
+        // SAFETY: a prefetch hint of an address inside the table; it
+        // neither reads into the program nor faults.
+        unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast()) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (table, i);
+}
+
+/// How far ahead `access_all` prefetches (see [`BlockIndex::prefetch`]).
+pub(crate) const PREFETCH_AHEAD: usize = 8;
+
+/// `Policy::access_all` for a policy whose index is larger than the CPU's
+/// caches: `prefetch(policy, block)` starts loading the index entry of the
+/// access [`PREFETCH_AHEAD`] ahead before each access is presented.
+#[inline(always)]
+pub(super) fn access_all_prefetching<P: Policy>(
+    policy: &mut P,
+    accesses: &[Access],
+    prefetch: impl Fn(&P, u64),
+) -> u64 {
+    let mut hits = 0;
+    for (i, a) in accesses.iter().enumerate() {
+        if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
+            prefetch(policy, ahead.block);
+        }
+        hits += policy.access(a) as u64;
+    }
+    hits
 }
 
 pub(crate) struct BlockIndex<V: Value = u32> {
@@ -54,7 +176,7 @@ impl<V: Value> BlockIndex<V> {
     /// Room for `n` blocks before the first growth (the table itself starts
     /// small when `n` is huge: it grows as blocks arrive).
     pub fn with_capacity(n: usize) -> Self {
-        let bits = ((2 * n.clamp(1, 1 << 16)).next_power_of_two().trailing_zeros()).max(MIN_BITS);
+        let bits = bits_for(n.min(1 << 16));
         BlockIndex {
             table: vec![Self::EMPTY; 1 << bits],
             shift: 64 - bits,
@@ -68,24 +190,8 @@ impl<V: Value> BlockIndex<V> {
     }
 
     #[inline]
-    fn mask(&self) -> usize {
-        self.table.len() - 1
-    }
-
-    #[inline]
     fn find(&self, key: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        loop {
-            let e = &self.table[i];
-            if e.slot == V::VACANT {
-                return None;
-            }
-            if e.key == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        find_in(&self.table, self.shift, key)
     }
 
     /// The slot of `key`, if indexed.
@@ -112,11 +218,7 @@ impl<V: Value> BlockIndex<V> {
 
     #[inline]
     fn place(&mut self, e: Entry<V>) {
-        let mask = self.mask();
-        let mut i = home(e.key, self.shift);
-        while self.table[i].slot != V::VACANT {
-            i = (i + 1) & mask;
-        }
+        let i = vacant_in(&self.table, self.shift, e.key);
         self.table[i] = e;
     }
 
@@ -135,24 +237,10 @@ impl<V: Value> BlockIndex<V> {
     /// Drop `key`; its slot, if it was indexed.
     #[inline]
     pub fn remove(&mut self, key: u64) -> Option<V> {
-        let mut i = self.find(key)?;
+        let i = self.find(key)?;
         let slot = self.table[i].slot;
-        let mask = self.mask();
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            if self.table[j].slot == V::VACANT {
-                break;
-            }
-            let h = home(self.table[j].key, self.shift);
-            // Entry j may stay iff its home lies cyclically in (i, j].
-            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
-            if !stays {
-                self.table[i] = self.table[j];
-                i = j;
-            }
-        }
-        self.table[i] = Self::EMPTY;
+        let hole = shift_back(&mut self.table, self.shift, i, |t, from, to| t[to] = t[from]);
+        self.table[hole] = Self::EMPTY;
         self.len -= 1;
         Some(slot)
     }
@@ -160,17 +248,13 @@ impl<V: Value> BlockIndex<V> {
     /// Start loading `key`'s home entry into the CPU cache (a hint only).
     #[inline(always)]
     pub fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let entry = self.table[home(key, self.shift)..].as_ptr();
-            // SAFETY: a prefetch hint of an address inside the table; it
-            // neither reads into the program nor faults.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(entry.cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        prefetch_entry(&self.table, home(key, self.shift));
     }
 
+    // Rare (each doubles the table): kept out of `insert`, which every miss
+    // of LFU, CLOCK and OPT inlines.
+    #[cold]
+    #[inline(never)]
     fn grow(&mut self) {
         let bits = 64 - self.shift + 1;
         let old = std::mem::replace(&mut self.table, vec![Self::EMPTY; 1 << bits]);
@@ -180,9 +264,6 @@ impl<V: Value> BlockIndex<V> {
         }
     }
 }
-
-/// How far ahead `access_all` prefetches (see [`BlockIndex::prefetch`]).
-pub(crate) const PREFETCH_AHEAD: usize = 8;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,7 @@
 //! `remove` drops the block and its count (LFU keeps no history: a removed
 //! block that comes back starts again at 1, as after an eviction).
 
-use super::index::{BlockIndex, PREFETCH_AHEAD};
+use super::index::{access_all_prefetching, BlockIndex};
 use super::list::{Ends, Links32, NIL};
 use super::{Access, Policy};
 
@@ -176,14 +176,7 @@ impl Policy for Lfu {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.index.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, |p, block| p.index.prefetch(block))
     }
 
     fn contains(&self, block: u64) -> bool {

@@ -9,20 +9,36 @@
 //! entry it moves. The table grows by doubling up to what `capacity` needs,
 //! so a huge nominal cache costs nothing until it fills. 16 bytes an entry.
 //!
+//! The table's hashing, probing, sizing, backward-shift deletion and prefetch
+//! are `cache::index`'s (LRU supplies the entry type and the link repair).
+//!
 //! `remove` deletes the entry like an eviction does; LRU keeps no history.
 
+use super::index::{
+    access_all_prefetching, bits_for, find_in, home, prefetch_entry, shift_back, vacant_in, TableEntry,
+};
 use super::{Access, Policy};
 
 const NIL: u32 = u32::MAX;
 /// `prev` of an empty entry.
 const VACANT: u32 = u32::MAX - 1;
-const MIN_BITS: u32 = 4;
 
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     key: u64,
     prev: u32,
     next: u32,
+}
+
+impl TableEntry for Entry {
+    #[inline]
+    fn key(&self) -> u64 {
+        self.key
+    }
+    #[inline]
+    fn is_vacant(&self) -> bool {
+        self.prev == VACANT
+    }
 }
 
 const EMPTY: Entry = Entry {
@@ -45,19 +61,9 @@ pub struct Lru {
     evicted: Option<u64>,
 }
 
-/// `access_all` prefetches the home slot of the access this far ahead: the
-/// table is larger than the CPU's caches, and a miss on it is most of the
-/// cost of an access.
-const PREFETCH_AHEAD: usize = 8;
-
-#[inline]
-fn home(key: u64, shift: u32) -> usize {
-    (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> shift) as usize
-}
-
 impl Lru {
     pub fn new(capacity: usize) -> Self {
-        let bits = Self::bits_for(capacity.min(1 << 16));
+        let bits = bits_for(capacity.min(1 << 16));
         Lru {
             capacity,
             len: 0,
@@ -69,30 +75,9 @@ impl Lru {
         }
     }
 
-    /// Table bits so that `n` entries fill at most half of it.
-    fn bits_for(n: usize) -> u32 {
-        ((2 * n.max(1)).next_power_of_two().trailing_zeros()).max(MIN_BITS)
-    }
-
-    #[inline]
-    fn mask(&self) -> usize {
-        self.table.len() - 1
-    }
-
     #[inline]
     fn find(&self, key: u64) -> Option<usize> {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        loop {
-            let e = &self.table[i];
-            if e.prev == VACANT {
-                return None;
-            }
-            if e.key == key {
-                return Some(i);
-            }
-            i = (i + 1) & mask;
-        }
+        find_in(&self.table, self.shift, key)
     }
 
     #[inline]
@@ -124,51 +109,23 @@ impl Lru {
     }
 
     /// Vacate entry `i` (already unlinked), shifting back the entries of its
-    /// probe chain that would otherwise become unreachable.
-    fn remove_at(&mut self, mut i: usize) {
-        let mask = self.mask();
-        let mut j = i;
-        loop {
-            j = (j + 1) & mask;
-            if self.table[j].prev == VACANT {
-                break;
-            }
-            let h = home(self.table[j].key, self.shift);
-            // Entry j may stay iff its home lies cyclically in (i, j].
-            let stays = if i <= j { i < h && h <= j } else { i < h || h <= j };
-            if !stays {
-                self.move_entry(j, i);
-                i = j;
-            }
-        }
-        self.table[i] = EMPTY;
-    }
-
-    /// Move the linked entry at `from` to the vacant slot `to`.
-    #[inline]
-    fn move_entry(&mut self, from: usize, to: usize) {
-        let e = self.table[from];
-        self.table[to] = e;
-        if e.prev != NIL {
-            self.table[e.prev as usize].next = to as u32;
-        } else {
-            self.head = to as u32;
-        }
-        if e.next != NIL {
-            self.table[e.next as usize].prev = to as u32;
-        } else {
-            self.tail = to as u32;
-        }
+    /// probe chain that would otherwise become unreachable, links and all.
+    fn remove_at(&mut self, i: usize) {
+        let Lru {
+            table,
+            shift,
+            head,
+            tail,
+            ..
+        } = self;
+        let hole = shift_back(table, *shift, i, |t, from, to| move_linked(t, head, tail, from, to));
+        self.table[hole] = EMPTY;
     }
 
     /// Place `key` in its first free slot (the key is absent).
     #[inline]
     fn insert_slot(&mut self, key: u64) -> usize {
-        let mask = self.mask();
-        let mut i = home(key, self.shift);
-        while self.table[i].prev != VACANT {
-            i = (i + 1) & mask;
-        }
+        let i = vacant_in(&self.table, self.shift, key);
         self.table[i].key = key;
         i
     }
@@ -176,15 +133,7 @@ impl Lru {
     /// Start loading `key`'s home slot into the CPU cache (a hint only).
     #[inline(always)]
     fn prefetch(&self, key: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let slot = self.table[home(key, self.shift)..].as_ptr();
-            // SAFETY: a prefetch hint of an address inside the table; it
-            // neither reads into the program nor faults.
-            unsafe { std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(slot.cast()) };
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = key;
+        prefetch_entry(&self.table, home(key, self.shift));
     }
 
     /// Double the table, re-inserting from the LRU end so the order survives.
@@ -201,6 +150,24 @@ impl Lru {
             self.push_head(i);
             cur = e.prev;
         }
+    }
+}
+
+/// Move the linked entry at `from` to the vacant slot `to`, repointing its
+/// neighbours (or the list's ends) at it.
+#[inline]
+fn move_linked(table: &mut [Entry], head: &mut u32, tail: &mut u32, from: usize, to: usize) {
+    let e = table[from];
+    table[to] = e;
+    if e.prev != NIL {
+        table[e.prev as usize].next = to as u32;
+    } else {
+        *head = to as u32;
+    }
+    if e.next != NIL {
+        table[e.next as usize].prev = to as u32;
+    } else {
+        *tail = to as u32;
     }
 }
 
@@ -231,14 +198,7 @@ impl Policy for Lru {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, Lru::prefetch)
     }
 
     fn contains(&self, block: u64) -> bool {
@@ -270,6 +230,7 @@ impl Policy for Lru {
 
 #[cfg(test)]
 mod tests {
+    use super::super::index::PREFETCH_AHEAD;
     use super::*;
     use proptest::prelude::*;
     use std::collections::VecDeque;

@@ -74,7 +74,8 @@ pub trait Policy: Send {
     /// Present a run of accesses in order; the number of hits. The same as
     /// calling [`Policy::access`] on each, but one dynamic call per run (the
     /// counted simulator feeds chunks); a policy may also look ahead in the
-    /// run (LRU prefetches the table slots of the next accesses).
+    /// run (LRU, LFU, CLOCK, OPT and ARC prefetch the index entries of the
+    /// next accesses: `index::access_all_prefetching`).
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
         accesses.iter().map(|a| self.access(a) as u64).sum()
     }

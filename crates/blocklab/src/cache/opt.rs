@@ -14,7 +14,7 @@
 //! `remove` drops the block (OPT keeps no history; a removed block that comes
 //! back is a miss like any other).
 
-use super::index::{BlockIndex, PREFETCH_AHEAD};
+use super::index::{access_all_prefetching, BlockIndex};
 use super::{Access, Policy};
 
 /// A cached block's place in the eviction order: the largest goes first.
@@ -175,14 +175,7 @@ impl Policy for Opt {
     }
 
     fn access_all(&mut self, accesses: &[Access]) -> u64 {
-        let mut hits = 0;
-        for (i, a) in accesses.iter().enumerate() {
-            if let Some(ahead) = accesses.get(i + PREFETCH_AHEAD) {
-                self.map.prefetch(ahead.block);
-            }
-            hits += self.access(a) as u64;
-        }
-        hits
+        access_all_prefetching(self, accesses, |p, block| p.map.prefetch(block))
     }
 
     fn contains(&self, block: u64) -> bool {

@@ -299,10 +299,6 @@ pub(crate) enum Keys {
 }
 
 impl Accesses {
-    pub fn new(stream: BlockStream, next_use: Option<Vec<u64>>) -> Self {
-        Self::with_keys(Keys::Stream(stream), next_use)
-    }
-
     fn with_keys(keys: Keys, next_use: Option<Vec<u64>>) -> Self {
         Accesses {
             keys,
