@@ -12,7 +12,7 @@
 
 use crate::dgraid::classify::{Action, Classifier};
 use crate::fsmodel::kind::{BlockKind, Tag};
-use crate::fsmodel::{Geometry, StaticKind};
+use crate::fsmodel::Geometry;
 
 /// Blocks per made-up owner.
 pub const SPAN: u64 = 64;
@@ -29,16 +29,10 @@ impl ByAddress {
 
     /// The tag this classifier gives `block`.
     pub fn tag(geo: &Geometry, block: u64) -> Tag {
-        let kind = match geo.classify(block) {
-            StaticKind::Dynamic => return Tag::of(1 + block / SPAN, BlockKind::Data, 0),
-            StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
-            StaticKind::Descriptors => BlockKind::Descriptors,
-            StaticKind::ReservedDescriptors => BlockKind::ReservedDescriptors,
-            StaticKind::BlockBitmap => BlockKind::BlockBitmap,
-            StaticKind::InodeBitmap => BlockKind::InodeBitmap,
-            StaticKind::InodeTable => BlockKind::InodeTable,
-        };
-        Tag::shared(kind)
+        match geo.classify(block).block_kind() {
+            Some(kind) => Tag::shared(kind),
+            None => Tag::of(1 + block / SPAN, BlockKind::Data, 0),
+        }
     }
 }
 
