@@ -10,7 +10,7 @@
 //! defers nothing. A file system made with other parameters than mke2fs's
 //! defaults has its metadata placed as data: what the real classifier fixes.
 
-use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::classify::{store_each, Action, Classifier};
 use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::Geometry;
 
@@ -38,21 +38,9 @@ impl ByAddress {
 
 impl Classifier for ByAddress {
     fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
-        let bs = self.geo.block_size as usize;
-        let mut out = Vec::with_capacity(data.len() / bs + 1);
-        if !self.announced {
-            self.announced = true;
-            out.push(Action::Geometry(self.geo.clone()));
-        }
-        for (i, d) in data.chunks(bs).enumerate() {
-            let b = block + i as u64;
-            out.push(Action::Store {
-                block: b,
-                tag: ByAddress::tag(&self.geo, b),
-                data: d.to_vec(),
-            });
-        }
-        out
+        store_each(&self.geo, &mut self.announced, block, data, |b| {
+            ByAddress::tag(&self.geo, b)
+        })
     }
 
     fn deferred(&self, _block: u64) -> Option<&[u8]> {

@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use super::ops::create;
 use super::RealDgraid;
-use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::classify::{store_each, Action, Classifier};
 use crate::exec::real::members::member_path;
 use crate::exec::real::rebuild::RebuildOptions;
 use crate::exec::real::ReqError;
@@ -152,27 +152,14 @@ struct Scripted {
 
 impl Classifier for Scripted {
     fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
-        let mut out = Vec::new();
-        if !self.announced {
-            self.announced = true;
-            out.push(Action::Geometry(self.geo.clone()));
-        }
         let owners = self.owner.lock().unwrap();
-        for (i, d) in data.chunks(BS as usize).enumerate() {
-            let b = block + i as u64;
-            let owner = owners.get(&b).copied().unwrap_or(20);
-            let tag = if self.geo.classify(b) == StaticKind::Dynamic {
-                Tag::of(owner, BlockKind::Data, 2)
+        store_each(&self.geo, &mut self.announced, block, data, |b| {
+            if self.geo.classify(b) == StaticKind::Dynamic {
+                Tag::of(owners.get(&b).copied().unwrap_or(20), BlockKind::Data, 2)
             } else {
                 super::ByAddress::tag(&self.geo, b)
-            };
-            out.push(Action::Store {
-                block: b,
-                tag,
-                data: d.to_vec(),
-            });
-        }
-        out
+            }
+        })
     }
     fn deferred(&self, _block: u64) -> Option<&[u8]> {
         None
