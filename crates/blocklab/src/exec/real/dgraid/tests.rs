@@ -78,6 +78,11 @@ fn written_blocks_read_back_identical_after_a_restart_and_unwritten_ones_are_zer
     let copies: FxHashMap<u64, _> = blocks.iter().map(|&b| (b, a.copies(b))).collect();
     a.close().unwrap();
     let a = RealDgraid::open(&dir).unwrap();
+    assert_eq!(
+        a.recovery,
+        Default::default(),
+        "closed cleanly: nothing to recover (the map read back is no journal replayed)"
+    );
     let geo = super::default_geometry(&a.lock().st).unwrap();
     for &b in &blocks {
         let want = if b == 5 { want5.clone() } else { content(b, 1) };
