@@ -290,7 +290,7 @@ def _kill9_mid_copy(srv: Server, images: list[Path]) -> None:
 def _blocks_or_eio(d: Path, allowed: list[list[bytes]]) -> tuple[str, int]:
     """Serve `d` again: either it refuses with one clear line (exit 2), or
     every block reads as one of the `allowed` images' or fails with EIO.
-    Returns ("refused", 0) or ("served", blocks lost)."""
+    Returns the verdict (the refusal, or "served" with what the server said) and the blocks lost."""
     from nbd_stamp import Nbd, read_all
     from realkit import BLOCKLAB
     p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0"],
@@ -310,10 +310,10 @@ def _blocks_or_eio(d: Path, allowed: list[list[bytes]]) -> tuple[str, int]:
         wrong = [i for i, g in got.items() if isinstance(g, bytes) and all(g != a[i] for a in allowed)]
         assert not other, f"errors other than EIO at {other[:5]}"
         assert not wrong, f"{len(wrong)} block(s) hold bytes of no acknowledged image, first {wrong[:5]}"
-        return "served", len(lost)
     finally:
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=30)
+    return "served (" + " / ".join(p.stderr.read().strip().splitlines()) + ")", len(lost)
 
 
 def test_kill9_then_a_deleted_member_gives_an_error_or_eio_never_wrong_bytes(tmp_path):
