@@ -15,23 +15,10 @@ import struct
 import sys
 import threading
 
-NBDMAGIC = 0x4E42444D41474943
-IHAVEOPT = 0x49484156454F5054
-REPLY_MAGIC = 0x3E889045565A9
-REQ_MAGIC = 0x25609513
-SIMPLE_REPLY = 0x67446698
+from nbd_stamp import IHAVEOPT, NBDMAGIC, REPLY_MAGIC, REQUEST_MAGIC, SIMPLE_REPLY_MAGIC, recv_exact
+
 ERR_UNSUP = 0x80000001
 TX_FLAGS = 1 | 4  # HAS_FLAGS, SEND_FLUSH
-
-
-def recv(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return bytes(buf)
 
 
 class Export:
@@ -43,10 +30,10 @@ class Export:
 
     def serve(self, s: socket.socket) -> None:
         s.sendall(struct.pack(">QQH", NBDMAGIC, IHAVEOPT, 1 | 2))
-        (cflags,) = struct.unpack(">I", recv(s, 4))
+        (cflags,) = struct.unpack(">I", recv_exact(s, 4))
         while True:
-            magic, opt, length = struct.unpack(">QII", recv(s, 16))
-            data = recv(s, length)
+            magic, opt, length = struct.unpack(">QII", recv_exact(s, 16))
+            data = recv_exact(s, length)
             if opt == 1:  # EXPORT_NAME
                 s.sendall(struct.pack(">QH", self.size, TX_FLAGS) + (b"" if cflags & 2 else b"\0" * 124))
                 break
@@ -62,31 +49,31 @@ class Export:
             else:
                 s.sendall(struct.pack(">QIII", REPLY_MAGIC, opt, ERR_UNSUP, 0))
         while True:
-            magic, _flags, typ, cookie, off, length = struct.unpack(">IHHQQI", recv(s, 28))
-            if magic != REQ_MAGIC:
+            magic, _flags, typ, cookie, off, length = struct.unpack(">IHHQQI", recv_exact(s, 28))
+            if magic != REQUEST_MAGIC:
                 return
             if typ == 0:  # READ
                 with self.lock:
                     data = os.pread(self.fd, length, off)
-                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY, 0, cookie) + data)
+                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie) + data)
             elif typ == 1:  # WRITE
-                data = recv(s, length)
+                data = recv_exact(s, length)
                 with self.lock:
                     os.pwrite(self.fd, data, off)
                     self.log.write(b"W" + struct.pack("<QI", off, length) + data)
-                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY, 0, cookie))
+                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
             elif typ == 3:  # FLUSH
                 with self.lock:
                     os.fsync(self.fd)
                     self.log.write(b"F")
                     self.log.flush()
-                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY, 0, cookie))
+                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 0, cookie))
             elif typ == 2:  # DISC
                 with self.lock:
                     self.log.flush()
                 return
             else:
-                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY, 22, cookie))
+                s.sendall(struct.pack(">IIQ", SIMPLE_REPLY_MAGIC, 22, cookie))
 
 
 def main() -> None:

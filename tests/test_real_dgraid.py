@@ -10,7 +10,9 @@ from __future__ import annotations
 import errno
 import os
 import random
+import re
 import shutil
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -219,3 +221,127 @@ def test_impossible_dgraid_stacks_are_refused_naming_the_key(tmp_path, extra, ke
     assert p.returncode == 2 and key in p.stderr and why in p.stderr, p.stderr
     assert len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert not (tmp_path / "arr" / "dgraid.json").exists()
+
+
+# --- the served array attacked: stalled peers, SIGTERM, kill -9 with a member gone or stale
+
+
+def _served_image(tmp_path: Path, raid="dgraid0", meta=4) -> tuple[Path, Server, Path]:
+    """A D-GRAID array served with an ext2 image copied onto it."""
+    d = tmp_path / "arr"
+    run("real", "create", d, "--stack", stack(tmp_path, raid, 4, meta))
+    img, _ = ext2_image(tmp_path, "a", 7)
+    srv = Server(d)
+    nbdcopy(str(img), srv.uri)
+    return d, srv, img
+
+
+def test_a_dgraid_client_not_reading_replies_does_not_stall_another(tmp_path):
+    from test_nbd_attacks import CMD_READ, header, read_block, transmitting, within
+    d, srv, img_path = _served_image(tmp_path)
+    img = img_path.read_bytes()
+    try:
+        good = transmitting(srv)
+        assert read_block(good, 8 * BS, BS) == img[8 * BS:9 * BS]
+        bad = transmitting(srv)
+        for i in range(20):
+            bad.sendall(header(CMD_READ, i, 0, 16 << 20))
+        time.sleep(0.5)
+        assert within(10, lambda: read_block(good, 8 * BS, BS)) == img[8 * BS:9 * BS]
+        other = within(10, lambda: transmitting(srv))
+        assert within(10, lambda: read_block(other, 8 * BS, BS)) == img[8 * BS:9 * BS]
+    finally:
+        srv.ensure_dead()
+
+
+def test_sigterm_with_a_stalled_dgraid_peer_exits_cleanly_and_keeps_flushed_writes(tmp_path):
+    from test_nbd_attacks import stall
+    d, srv, img_path = _served_image(tmp_path)
+    img = img_path.read_bytes()
+    peer = stall("not-reading", srv, d)
+    time.sleep(0.5)
+    srv.p.send_signal(signal.SIGTERM)
+    try:
+        srv.p.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        srv.p.kill()
+        srv.p.wait()
+        raise AssertionError("server still running 10 s after SIGTERM with a peer not reading")
+    err = srv.p.stderr.read()
+    assert srv.p.returncode == 0 and "closed cleanly" in err, err
+    peer.close()
+    again = Server(d)
+    try:
+        assert read_export(again, tmp_path / "back.img") == img
+    finally:
+        again.stop()
+    assert "unclean" not in again.p.stderr.read()
+
+
+def _kill9_mid_copy(srv: Server, images: list[Path]) -> None:
+    loop = subprocess.Popen(["sh", "-c", "while :; do " + " ".join(f"nbdcopy {i} {srv.uri};" for i in images)
+                             + " done"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(2.5)
+    srv.kill9()
+    loop.kill()
+    loop.wait()
+
+
+def _blocks_or_eio(d: Path, allowed: list[list[bytes]]) -> tuple[str, int]:
+    """Serve `d` again: either it refuses with one clear line (exit 2), or
+    every block reads as one of the `allowed` images' or fails with EIO.
+    Returns the verdict (the refusal, or "served" with what the server said) and the blocks lost."""
+    from nbd_stamp import Nbd, read_all
+    from realkit import BLOCKLAB
+    p = subprocess.Popen([*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    m = re.search(r"nbd://([\d.]+):(\d+)/(\S+)", p.stdout.readline())
+    if m is None:
+        p.wait(timeout=30)
+        err = p.stderr.read()
+        assert p.returncode == 2 and len(err.strip().splitlines()) == 1, (p.returncode, err)
+        return "refused: " + err.strip(), 0
+    try:
+        nbd = Nbd(m.group(1), int(m.group(2)), m.group(3))
+        got = read_all(nbd, len(allowed[0]))
+        nbd.close()
+        lost = [i for i, g in got.items() if g == errno.EIO]
+        other = [i for i, g in got.items() if isinstance(g, int) and g != errno.EIO]
+        wrong = [i for i, g in got.items() if isinstance(g, bytes) and all(g != a[i] for a in allowed)]
+        assert not other, f"errors other than EIO at {other[:5]}"
+        assert not wrong, f"{len(wrong)} block(s) hold bytes of no acknowledged image, first {wrong[:5]}"
+    finally:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    return "served (" + " / ".join(p.stderr.read().strip().splitlines()) + ")", len(lost)
+
+
+def test_kill9_then_a_deleted_member_gives_an_error_or_eio_never_wrong_bytes(tmp_path):
+    d, srv, a_img = _served_image(tmp_path)
+    b_img, _ = ext2_image(tmp_path, "b", 8)
+    try:
+        _kill9_mid_copy(srv, [b_img, a_img])
+    finally:
+        srv.ensure_dead()
+    (d / "disk-2.img").unlink()
+    verdict, lost = _blocks_or_eio(d, [blocks(a_img.read_bytes()), blocks(b_img.read_bytes())])
+    print(f"member deleted after kill -9: {verdict}, {lost} block(s) EIO")
+
+
+def test_kill9_then_a_stale_member_gives_an_error_or_eio_never_wrong_bytes(tmp_path):
+    # The stale copy holds image C; afterwards only A and B are written, so
+    # a block reading C's bytes (and neither A's nor B's) came from the stale member.
+    d, srv, a_img = _served_image(tmp_path)
+    c_img, _ = ext2_image(tmp_path, "c", 9)
+    b_img, _ = ext2_image(tmp_path, "b", 8)
+    try:
+        nbdcopy(str(c_img), srv.uri)
+        srv.stop()
+        shutil.copy(d / "disk-2.img", tmp_path / "stale-disk-2.img")
+        srv = Server(d)
+        _kill9_mid_copy(srv, [b_img, a_img])
+    finally:
+        srv.ensure_dead()
+    shutil.copy(tmp_path / "stale-disk-2.img", d / "disk-2.img")
+    verdict, lost = _blocks_or_eio(d, [blocks(a_img.read_bytes()), blocks(b_img.read_bytes())])
+    print(f"stale member after kill -9: {verdict}, {lost} block(s) EIO")

@@ -211,9 +211,8 @@ class Entry:
 
 def entries(img: Path) -> list[Entry]:
     """Every reachable file and directory of the image with its blocks, from e2fsprogs."""
-    truth, _ = ext2_truth.extract(str(img))
-    parent, dirs = ext2_truth._walk(str(img))
-    names = _paths(img, dirs)
+    tree = ext2_truth.walk(str(img))
+    truth, _ = ext2_truth.extract(str(img), tree)
     by_owner: dict[int, list[int]] = {}
     data: dict[int, set[int]] = {}
     for b, t in truth.items():
@@ -222,35 +221,11 @@ def entries(img: Path) -> list[Entry]:
             if t.kind == "data":
                 data.setdefault(t.owner, set()).add(b)
     out = []
-    for ino, path in names.items():
+    for ino, path in tree.paths.items():
         if path.startswith("/lost+found"):
             continue
-        out.append(Entry(path, ino in dirs, sorted(by_owner.get(ino, [])), data.get(ino, set()), os.path.dirname(path)))
+        out.append(Entry(path, ino in tree.dirs, sorted(by_owner.get(ino, [])), data.get(ino, set()), os.path.dirname(path)))
     return out
-
-
-def _paths(img: Path, dirs: set[int]) -> dict[int, str]:
-    """inode -> path for every reachable directory and regular file (the first name found, breadth first)."""
-    names = {2: "/"}
-    level = [2]
-    while level:
-        outs = ext2_truth._batches(str(img), [f"ls -p <{d}>" for d in level])
-        nxt = []
-        for d in level:
-            for line in outs.get(f"ls -p <{d}>", "").splitlines():
-                f = line.strip().split("/")
-                if len(f) < 7 or not f[1].isdigit():
-                    continue
-                ino, mode, name = int(f[1]), int(f[2], 8), f[5]
-                if ino == 0 or name in (".", "..") or ino in names:
-                    continue
-                if mode & 0o170000 not in (0o040000, 0o100000):
-                    continue  # symlinks, devices: neither files nor directories here
-                names[ino] = os.path.join(names[d], name)
-                if ino in dirs:
-                    nxt.append(ino)
-        level = sorted(nxt)
-    return names
 
 
 # ---------------------------------------------------------------- measurement

@@ -111,10 +111,17 @@ def _batches(image: str, commands: list[str]) -> dict[str, str]:
     return {k: "\n".join(v) for k, v in res.items()}
 
 
-def _walk(image: str) -> tuple[dict[int, int], set[int]]:
-    """Every inode reachable from the root: inode -> parent directory, and the directories."""
-    parent: dict[int, int] = {2: 0}
-    dirs = {2}
+@dataclass
+class Tree:
+    """What walking the image from the root finds."""
+    parent: dict[int, int]  # every reachable inode -> its parent directory (the root: 0)
+    dirs: set[int]
+    paths: dict[int, str]  # every reachable directory and regular file -> the first path found (breadth first)
+
+
+def walk(image: str) -> Tree:
+    """Every inode reachable from the root (`ls -p`, breadth first, one debugfs per level)."""
+    tree = Tree({2: 0}, {2}, {2: "/"})
     level = [2]
     while level:
         outs = _batches(image, [f"ls -p <{d}>" for d in level])
@@ -128,27 +135,32 @@ def _walk(image: str) -> tuple[dict[int, int], set[int]]:
                 ino, mode, name = int(f[1]), int(f[2], 8), f[5]
                 if ino == 0 or name in (".", ".."):
                     continue
-                if ino not in parent or d < parent[ino]:
-                    parent[ino] = d
-                if mode & 0o170000 == 0o040000 and ino not in dirs:
-                    dirs.add(ino)
+                if ino not in tree.parent or d < tree.parent[ino]:
+                    tree.parent[ino] = d
+                # symlinks, devices: neither files nor directories, no path
+                if mode & 0o170000 in (0o040000, 0o100000) and ino not in tree.paths:
+                    tree.paths[ino] = os.path.join(tree.paths[d], name)
+                if mode & 0o170000 == 0o040000 and ino not in tree.dirs:
+                    tree.dirs.add(ino)
                     nxt.append(ino)
         level = sorted(nxt)
-    return parent, dirs
+    return tree
 
 
 _ITEM = re.compile(r"\((IND|DIND|TIND|[\d-]+)\):(\d+(?:-\d+)?)")
 
 
-def extract(image: str) -> tuple[dict[int, BlockTruth], dict]:
-    """block -> BlockTruth for every in-use block of `image`, and facts about the image."""
+def extract(image: str, tree: Tree | None = None) -> tuple[dict[int, BlockTruth], dict]:
+    """block -> BlockTruth for every in-use block of `image`, and facts about the image (`tree`: the
+    image's walk, if the caller has it already)."""
     statics, header = static_blocks(image)
     try:
         block_size = int(header["Block size"])
         first_ino = int(header.get("First inode", "11"))
     except (KeyError, ValueError) as e:
         raise TruthError(f"{image}: dumpe2fs header lacks a field: {e}")
-    parent, dirs = _walk(image)
+    tree = tree or walk(image)
+    parent, dirs = tree.parent, tree.dirs
     inodes = sorted(set(parent) | set(range(1, first_ino)))
     stats = _batches(image, [f"stat <{i}>" for i in inodes])
     truth: dict[int, BlockTruth] = {b: BlockTruth(0, k, 0) for b, k in statics.items()}

@@ -62,3 +62,30 @@ pub trait Classifier: Send {
         None
     }
 }
+
+/// The answer of a classifier that defers nothing: the layout at its first
+/// write (`announced` remembers that it was given), then every block of
+/// `data` (fs blocks from `block` on) stored with the tag `tag` gives it.
+pub fn store_each(
+    geo: &Geometry,
+    announced: &mut bool,
+    block: u64,
+    data: &[u8],
+    mut tag: impl FnMut(u64) -> Tag,
+) -> Vec<Action> {
+    let bs = geo.block_size as usize;
+    let mut out = Vec::with_capacity(data.len() / bs + 1);
+    if !*announced {
+        *announced = true;
+        out.push(Action::Geometry(geo.clone()));
+    }
+    for (i, d) in data.chunks(bs).enumerate() {
+        let b = block + i as u64;
+        out.push(Action::Store {
+            block: b,
+            tag: tag(b),
+            data: d.to_vec(),
+        });
+    }
+    out
+}

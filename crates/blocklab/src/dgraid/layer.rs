@@ -400,6 +400,27 @@ impl Dgraid {
         }
     }
 
+    /// The unit `block` is placed for: 0 for replicated static metadata
+    /// (it belongs to no file), else the tag's fault-isolation unit.
+    fn placement_unit(&self, block: u64, tag: &Tag, replicated: bool) -> u64 {
+        if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
+            0
+        } else {
+            self.unit_of(tag)
+        }
+    }
+
+    /// `block` is mapped (its slots set) for `unit`: it is live.
+    fn mark_mapped(&mut self, block: u64, unit: u64, replicated: bool) {
+        self.unit[block as usize] = unit;
+        if replicated {
+            self.replicated.set(block);
+        } else {
+            self.replicated.clear(block);
+        }
+        self.live.set(block);
+    }
+
     /// Whether a block with this tag is replicated as metadata.
     fn is_replicated(&self, block: u64, tag: &Tag) -> bool {
         self.is_static.get(block)
@@ -517,8 +538,12 @@ impl Dgraid {
     fn free_phys(&mut self, s: Slot) {
         if self.holding {
             self.held.push(s);
-            return;
+        } else {
+            self.clear_phys(s);
         }
+    }
+
+    fn clear_phys(&mut self, s: Slot) {
         if self.phys[s.disk as usize].clear(s.phys as u64) {
             self.used[s.disk as usize] -= 1;
         }
@@ -580,11 +605,7 @@ impl Dgraid {
         let wanted = self.wanted_disks(block, tag);
         let replicated = self.is_replicated(block, tag);
         let have = self.slots(block);
-        let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
-            0
-        } else {
-            self.unit_of(tag)
-        };
+        let unit = self.placement_unit(block, tag, replicated);
         let same = !have.is_empty() && self.unit[block as usize] == unit && self.replicated.get(block) == replicated;
         let slots = if same {
             have
@@ -597,15 +618,9 @@ impl Dgraid {
             }
             let s = self.place(block, &wanted, replicated)?;
             self.set_slots(block, &s);
-            self.unit[block as usize] = unit;
             s
         };
-        if replicated {
-            self.replicated.set(block);
-        } else {
-            self.replicated.clear(block);
-        }
-        self.live.set(block);
+        self.mark_mapped(block, unit, replicated);
         let mut out: Vec<Copy> = slots
             .iter()
             .map(|s| Copy {
@@ -821,9 +836,7 @@ impl Dgraid {
     /// release is durable now).
     pub fn release_held(&mut self) {
         for s in std::mem::take(&mut self.held) {
-            if self.phys[s.disk as usize].clear(s.phys as u64) {
-                self.used[s.disk as usize] -= 1;
-            }
+            self.clear_phys(s);
         }
     }
 
@@ -873,18 +886,14 @@ impl Dgraid {
             self.dirs.insert(tag.owner);
         }
         let replicated = self.is_replicated(block, tag);
-        let unit = if replicated && (tag.kind.is_static() || self.is_static.get(block)) {
-            0
-        } else {
-            self.unit_of(tag)
-        };
+        let unit = self.placement_unit(block, tag, replicated);
         if !replicated {
             let first = copies[0].disk;
             let home = match self.cfg.level {
                 DgraidLevel::L0 => first,
                 DgraidLevel::L1 => first & !1,
             };
-            self.home.entry(self.unit_of(tag)).or_insert(home);
+            self.home.entry(unit).or_insert(home);
         }
         let slots: Vec<Slot> = copies
             .iter()
@@ -901,13 +910,7 @@ impl Dgraid {
             *c = (*c).max(s.phys as u64 + 1);
         }
         self.set_slots(block, &slots);
-        self.unit[block as usize] = unit;
-        if replicated {
-            self.replicated.set(block);
-        } else {
-            self.replicated.clear(block);
-        }
-        self.live.set(block);
+        self.mark_mapped(block, unit, replicated);
         Ok(())
     }
 }

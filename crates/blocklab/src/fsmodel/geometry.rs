@@ -24,6 +24,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::fsmodel::kind::BlockKind;
 
 /// Bytes of one group descriptor (no 64bit feature).
 const DESC_SIZE: u64 = 32;
@@ -83,6 +84,22 @@ pub enum StaticKind {
     InodeTable,
     /// Free for files, directories and indirect blocks.
     Dynamic,
+}
+
+impl StaticKind {
+    /// The block kind a static block is tagged with (the boot block counts
+    /// as superblock); `None` for a dynamic block, whose kind its owner says.
+    pub fn block_kind(self) -> Option<BlockKind> {
+        Some(match self {
+            StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
+            StaticKind::Descriptors => BlockKind::Descriptors,
+            StaticKind::ReservedDescriptors => BlockKind::ReservedDescriptors,
+            StaticKind::BlockBitmap => BlockKind::BlockBitmap,
+            StaticKind::InodeBitmap => BlockKind::InodeBitmap,
+            StaticKind::InodeTable => BlockKind::InodeTable,
+            StaticKind::Dynamic => return None,
+        })
+    }
 }
 
 /// The whole layout.

@@ -5,47 +5,58 @@
 
 use super::superblock::u32_at;
 
+/// The entries of a directory block, (inode, name) in order, up to the
+/// first malformed one; `off` is where the walk stopped.
+struct Entries<'a> {
+    block: &'a [u8],
+    filetype: bool,
+    off: usize,
+}
+
+impl<'a> Iterator for Entries<'a> {
+    type Item = (u64, &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (b, off) = (self.block, self.off);
+        if off + 8 > b.len() {
+            return None;
+        }
+        let rec_len = u16::from_le_bytes([b[off + 4], b[off + 5]]) as usize;
+        let name_len = if self.filetype {
+            b[off + 6] as usize
+        } else {
+            u16::from_le_bytes([b[off + 6], b[off + 7]]) as usize
+        };
+        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > b.len() || 8 + name_len > rec_len {
+            return None;
+        }
+        self.off += rec_len;
+        Some((u32_at(b, off), &b[off + 8..off + 8 + name_len]))
+    }
+}
+
+fn entries(block: &[u8], filetype: bool) -> Entries<'_> {
+    Entries {
+        block,
+        filetype,
+        off: 0,
+    }
+}
+
 /// The inodes named in a directory block (in entry order, not "." or "..").
 pub fn children(block: &[u8], filetype: bool) -> Vec<u64> {
-    let mut out = Vec::new();
-    let mut off = 0usize;
-    while off + 8 <= block.len() {
-        let ino = u32_at(block, off);
-        let rec_len = u16::from_le_bytes([block[off + 4], block[off + 5]]) as usize;
-        let name_len = if filetype {
-            block[off + 6] as usize
-        } else {
-            u16::from_le_bytes([block[off + 6], block[off + 7]]) as usize
-        };
-        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > block.len() || 8 + name_len > rec_len {
-            break;
-        }
-        let name = &block[off + 8..off + 8 + name_len];
-        if ino != 0 && name != b"." && name != b".." {
-            out.push(ino);
-        }
-        off += rec_len;
-    }
-    out
+    entries(block, filetype)
+        .filter(|&(ino, name)| ino != 0 && name != b"." && name != b"..")
+        .map(|(ino, _)| ino)
+        .collect()
 }
 
 /// Whether `block` parses as a directory block: a chain of valid entries
 /// ending exactly at the block's end, the first naming an inode.
 pub fn is_dir_block(block: &[u8], filetype: bool) -> bool {
-    let mut off = 0usize;
-    while off + 8 <= block.len() {
-        let rec_len = u16::from_le_bytes([block[off + 4], block[off + 5]]) as usize;
-        let name_len = if filetype {
-            block[off + 6] as usize
-        } else {
-            u16::from_le_bytes([block[off + 6], block[off + 7]]) as usize
-        };
-        if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > block.len() || 8 + name_len > rec_len {
-            return false;
-        }
-        off += rec_len;
-    }
-    off == block.len() && u32_at(block, 0) != 0
+    let mut walk = entries(block, filetype);
+    for _ in walk.by_ref() {} // to the end, or to the first malformed entry
+    walk.off == block.len() && u32_at(block, 0) != 0
 }
 
 #[cfg(test)]

@@ -201,18 +201,6 @@ fn root_pointers(rec: &[u8]) -> Vec<u64> {
     }
 }
 
-fn static_tag(k: StaticKind) -> Tag {
-    Tag::shared(match k {
-        StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
-        StaticKind::Descriptors => BlockKind::Descriptors,
-        StaticKind::ReservedDescriptors => BlockKind::ReservedDescriptors,
-        StaticKind::BlockBitmap => BlockKind::BlockBitmap,
-        StaticKind::InodeBitmap => BlockKind::InodeBitmap,
-        StaticKind::InodeTable => BlockKind::InodeTable,
-        StaticKind::Dynamic => BlockKind::Data,
-    })
-}
-
 /// The inference classifier.
 pub struct Inferrer {
     cfg: InferConfig,
@@ -395,7 +383,7 @@ impl Inferrer {
         }
         out.push(Action::Store {
             block: b,
-            tag: static_tag(kind),
+            tag: Tag::shared(kind.block_kind().unwrap_or(BlockKind::Data)),
             data: data.to_vec(),
         });
         match kind {

@@ -604,18 +604,25 @@ fn dispatch_with<T: serde::de::DeserializeOwned>(
     open: &OpenConfig,
     local: impl FnOnce(&RealArray) -> Result<T>,
 ) -> Result<T> {
-    match server_of(dir)? {
-        Some(info) => {
-            let v = request(&info, req)?;
-            serde_json::from_value(v).map_err(|e| Error::config(format!("bad answer from the server: {e}")))
-        }
-        None => {
-            let a = RealArray::open(dir, open.clone())?;
-            let r = local(&a)?;
-            a.close()?;
-            Ok(r)
-        }
+    if let Some(r) = served_answer(dir, req)? {
+        return Ok(r);
     }
+    let a = RealArray::open(dir, open.clone())?;
+    let r = local(&a)?;
+    a.close()?;
+    Ok(r)
+}
+
+/// The served array's answer to `req`, or `None` when no server holds
+/// `dir` (the caller then opens the array itself).
+pub fn served_answer<T: serde::de::DeserializeOwned>(dir: &Path, req: Value) -> Result<Option<T>> {
+    let Some(info) = server_of(dir)? else {
+        return Ok(None);
+    };
+    let v = request(&info, req)?;
+    serde_json::from_value(v)
+        .map(Some)
+        .map_err(|e| Error::config(format!("bad answer from the server: {e}")))
 }
 
 pub fn status(dir: &Path) -> Result<Status> {

@@ -10,9 +10,9 @@
 //! defers nothing. A file system made with other parameters than mke2fs's
 //! defaults has its metadata placed as data: what the real classifier fixes.
 
-use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::classify::{store_each, Action, Classifier};
 use crate::fsmodel::kind::{BlockKind, Tag};
-use crate::fsmodel::{Geometry, StaticKind};
+use crate::fsmodel::Geometry;
 
 /// Blocks per made-up owner.
 pub const SPAN: u64 = 64;
@@ -29,36 +29,18 @@ impl ByAddress {
 
     /// The tag this classifier gives `block`.
     pub fn tag(geo: &Geometry, block: u64) -> Tag {
-        let kind = match geo.classify(block) {
-            StaticKind::Dynamic => return Tag::of(1 + block / SPAN, BlockKind::Data, 0),
-            StaticKind::Boot | StaticKind::Superblock => BlockKind::Superblock,
-            StaticKind::Descriptors => BlockKind::Descriptors,
-            StaticKind::ReservedDescriptors => BlockKind::ReservedDescriptors,
-            StaticKind::BlockBitmap => BlockKind::BlockBitmap,
-            StaticKind::InodeBitmap => BlockKind::InodeBitmap,
-            StaticKind::InodeTable => BlockKind::InodeTable,
-        };
-        Tag::shared(kind)
+        match geo.classify(block).block_kind() {
+            Some(kind) => Tag::shared(kind),
+            None => Tag::of(1 + block / SPAN, BlockKind::Data, 0),
+        }
     }
 }
 
 impl Classifier for ByAddress {
     fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
-        let bs = self.geo.block_size as usize;
-        let mut out = Vec::with_capacity(data.len() / bs + 1);
-        if !self.announced {
-            self.announced = true;
-            out.push(Action::Geometry(self.geo.clone()));
-        }
-        for (i, d) in data.chunks(bs).enumerate() {
-            let b = block + i as u64;
-            out.push(Action::Store {
-                block: b,
-                tag: ByAddress::tag(&self.geo, b),
-                data: d.to_vec(),
-            });
-        }
-        out
+        store_each(&self.geo, &mut self.announced, block, data, |b| {
+            ByAddress::tag(&self.geo, b)
+        })
     }
 
     fn deferred(&self, _block: u64) -> Option<&[u8]> {

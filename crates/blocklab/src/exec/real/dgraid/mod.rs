@@ -199,7 +199,11 @@ impl RealDgraid {
             });
         }
         let loaded = MapLog::load(dir, uuid)?;
-        recovery.journal_records = loaded.records;
+        // After a crash the map's records are what recovery replays; after
+        // a clean close they are only the map, read back.
+        if !was_clean {
+            recovery.journal_records = loaded.records;
+        }
         let cfg = st.config()?;
         let classifier = classifier_of(dir, &st)?;
         let log = MapLog::write_new(dir, uuid, &loaded.records())?;

@@ -333,19 +333,13 @@ fn dispatch<T: serde::de::DeserializeOwned>(
     req: Value,
     local: impl FnOnce(&RealDgraid) -> Result<T>,
 ) -> Result<T> {
-    use crate::exec::real::control::{request, server_of};
-    match server_of(dir)? {
-        Some(info) => {
-            let v = request(&info, req)?;
-            serde_json::from_value(v).map_err(|e| Error::config(format!("bad answer from the server: {e}")))
-        }
-        None => {
-            let a = RealDgraid::open(dir)?;
-            let r = local(&a)?;
-            a.close()?;
-            Ok(r)
-        }
+    if let Some(r) = crate::exec::real::control::served_answer(dir, req)? {
+        return Ok(r);
     }
+    let a = RealDgraid::open(dir)?;
+    let r = local(&a)?;
+    a.close()?;
+    Ok(r)
 }
 
 pub fn status(dir: &Path) -> Result<Status> {

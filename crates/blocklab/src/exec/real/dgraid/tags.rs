@@ -12,7 +12,7 @@ use std::path::Path;
 use rustc_hash::FxHashMap;
 
 use super::by_address::ByAddress;
-use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::classify::{store_each, Action, Classifier};
 use crate::error::{Error, Location, Result};
 use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::Geometry;
@@ -70,26 +70,10 @@ impl Tags {
 
 impl Classifier for Tags {
     fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
-        let bs = self.geo.block_size as usize;
-        let mut out = Vec::with_capacity(data.len() / bs + 1);
-        if !self.announced {
-            self.announced = true;
-            out.push(Action::Geometry(self.geo.clone()));
-        }
-        for (i, d) in data.chunks(bs).enumerate() {
-            let b = block + i as u64;
-            let tag = self
-                .tags
-                .get(&b)
-                .copied()
-                .unwrap_or_else(|| ByAddress::tag(&self.geo, b));
-            out.push(Action::Store {
-                block: b,
-                tag,
-                data: d.to_vec(),
-            });
-        }
-        out
+        let tags = &self.tags;
+        store_each(&self.geo, &mut self.announced, block, data, |b| {
+            tags.get(&b).copied().unwrap_or_else(|| ByAddress::tag(&self.geo, b))
+        })
     }
 
     fn deferred(&self, _block: u64) -> Option<&[u8]> {

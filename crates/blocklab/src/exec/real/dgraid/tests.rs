@@ -8,7 +8,7 @@ use rustc_hash::FxHashMap;
 
 use super::ops::create;
 use super::RealDgraid;
-use crate::dgraid::classify::{Action, Classifier};
+use crate::dgraid::classify::{store_each, Action, Classifier};
 use crate::exec::real::members::member_path;
 use crate::exec::real::rebuild::RebuildOptions;
 use crate::exec::real::ReqError;
@@ -78,6 +78,11 @@ fn written_blocks_read_back_identical_after_a_restart_and_unwritten_ones_are_zer
     let copies: FxHashMap<u64, _> = blocks.iter().map(|&b| (b, a.copies(b))).collect();
     a.close().unwrap();
     let a = RealDgraid::open(&dir).unwrap();
+    assert_eq!(
+        a.recovery,
+        Default::default(),
+        "closed cleanly: nothing to recover (the map read back is no journal replayed)"
+    );
     let geo = super::default_geometry(&a.lock().st).unwrap();
     for &b in &blocks {
         let want = if b == 5 { want5.clone() } else { content(b, 1) };
@@ -152,27 +157,14 @@ struct Scripted {
 
 impl Classifier for Scripted {
     fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
-        let mut out = Vec::new();
-        if !self.announced {
-            self.announced = true;
-            out.push(Action::Geometry(self.geo.clone()));
-        }
         let owners = self.owner.lock().unwrap();
-        for (i, d) in data.chunks(BS as usize).enumerate() {
-            let b = block + i as u64;
-            let owner = owners.get(&b).copied().unwrap_or(20);
-            let tag = if self.geo.classify(b) == StaticKind::Dynamic {
-                Tag::of(owner, BlockKind::Data, 2)
+        store_each(&self.geo, &mut self.announced, block, data, |b| {
+            if self.geo.classify(b) == StaticKind::Dynamic {
+                Tag::of(owners.get(&b).copied().unwrap_or(20), BlockKind::Data, 2)
             } else {
                 super::ByAddress::tag(&self.geo, b)
-            };
-            out.push(Action::Store {
-                block: b,
-                tag,
-                data: d.to_vec(),
-            });
-        }
-        out
+            }
+        })
     }
     fn deferred(&self, _block: u64) -> Option<&[u8]> {
         None
