@@ -282,8 +282,12 @@ def pro(
     cells: Optional[str] = typer.Option(None, "--cells", help="--real: the cells, TRACE:DISKS of a RAID-5 (default ws:5, and fin:5 when ../shared holds it)."),
     repeat: int = typer.Option(3, "--repeat", help="--real: rounds of md and pro (alternating within a round); the spread is printed."),
     member_size: str = typer.Option("64MiB", "--member-size", help="--real: bytes per member file."),
+    layout: str = typer.Option("concat", "--layout", help="The trace's volumes on the array: concat (end to end, the paper's one device) or fold (one shared address space); Table 3 also runs in the other."),
+    load: str = typer.Option("per-member", "--load", help="Load per array: per-member (speed-up x N/3, members x 3/N: every survivor as busy as on RAID-5 of 3) or fixed (one speed-up and member size)."),
+    trace: Optional[List[str]] = typer.Option(None, "--trace", help="KEY=PATH[:FORMAT] (KEY ws or fin): the paper's own trace in place of the stand-in, replayed at its own rate on 5 GB members on every array (repeatable)."),
 ) -> None:
-    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
+    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, both layouts, Fig. 2's U mode, Fig. 3's chunks,
+    DOR, PRO's own parameters, and the verdict claim by claim."""
     from pathlib import Path
 
     from blocklab.cli.common import fail
@@ -297,7 +301,18 @@ def pro(
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
     if workers < 1:
         fail(f"--workers must be at least 1, not {workers}")
-    specs = rp.traces()
+    if layout not in rp.LAYOUTS:
+        fail(f"--layout: unknown layout `{layout}`; valid: {', '.join(rp.LAYOUTS)}")
+    if load not in rp.LOADS:
+        fail(f"--load: unknown rule `{load}`; valid: {', '.join(rp.LOADS)}")
+    specs = rp.traces(load=load)
+    for t in trace or []:
+        try:
+            own = rp.papers_trace(t)
+        except ValueError as e:
+            fail(f"--trace: {e}")
+        specs = [s for s in specs if s.key != own.key] + [own]
+        specs.sort(key=lambda s: ("ws", "fin").index(s.key))
     if only:
         keys = [k.strip() for k in only.split(",") if k.strip()]
         bad = [k for k in keys if k not in ("ws", "fin")]
@@ -308,16 +323,18 @@ def pro(
             fail("--only: none of these traces is available (fin needs ../shared/traces)")
     outdir = Path(out)
     df = _run_recipe(outdir, lambda command: rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray,
-                                                    command=command),
+                                                    command=command, layout=layout),
                      failed_runs="trace")
     t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
+    lay, f3 = rp.layouts_table(df), rp.fig3_table(df)
     t3.to_csv(outdir / "pro-tables.csv", index=False)
+    lay.to_csv(outdir / "pro-layouts.csv", index=False)
     sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
     rp.plot(df, outdir)
-    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
+    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw), lay, f3, rp.claims(t3, um, ot, sw, f3))
     (outdir / "pro-report.md").write_text(md)
-    _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-sensitivity.csv", "pro-fig1.png",
-                    "pro-sensitivity.png", "pro-report.md"], md)
+    _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-layouts.csv", "pro-sensitivity.csv",
+                    "pro-fig1.png", "pro-sensitivity.png", "pro-report.md"], md)
 
 
 def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> None:
