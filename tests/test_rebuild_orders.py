@@ -215,6 +215,13 @@ def test_repro_pro_runs_as_a_sweep_and_each_cell_is_its_stack_alone(tmp_path):
     assert list(f3["chunk"]) == ["16KiB", "64KiB"]
     assert set(runs.loc[runs["chunk"] == "16KiB", "rows"]) == {4 * (4_000_000 // 65536)}
     assert rp.layouts_table(runs).empty  # one volume: one layout run
+    # What the recipe prints: the tables, Fig. 3, and the verdict claim by claim.
+    t3, um, ot, sw = rp.tables(runs), rp.u_mode(runs), rp.orders_table(runs), rp.sweep_table(runs)
+    md = rp.markdown([spec], t3, um, ot, sw, rp.verdict(t3, um, sw), rp.layouts_table(runs), f3,
+                     rp.claims(t3, um, ot, sw, f3))
+    assert "## Fig. 3 analogue" in md and "## Verdict, claim by claim" in md
+    assert "| Table 3, WebSearch, RAID-5 of 3: PRO lowers the response during recovery | 18.74 % |" in md
+    assert "raid5 of 9 x 3 / 1 MB" in md  # the speed-up and members per array
     # A re-run finds every cell done.
     again = rp.run([spec], out, sweep=False, workers=1, progress=False)
     assert again.equals(runs)
