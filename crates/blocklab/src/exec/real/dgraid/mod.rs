@@ -114,6 +114,9 @@ pub(super) struct Inner {
     pending: Vec<Record>,
     /// Writes held before the layout is known, durable at a FLUSH.
     stage: StageLog,
+    /// The write stream as the export sees it (`real serve
+    /// --record-writes`), in `dgraid infer --order stream:LOG`'s format.
+    recorder: Option<std::io::BufWriter<File>>,
     pub(super) counts: DgCounts,
 }
 
@@ -242,6 +245,7 @@ impl RealDgraid {
             log,
             pending: Vec::new(),
             stage,
+            recorder: None,
             counts: DgCounts::default(),
         };
         inner
@@ -288,6 +292,17 @@ impl RealDgraid {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record every write and flush the export is asked for from now on
+    /// into `path` (created afresh): per write `W`, u64 offset, u32 length
+    /// (little-endian) and the bytes, per flush `F` — the stream
+    /// `blocklab dgraid infer --order stream:LOG` replays. Zeroes and TRIM
+    /// are recorded as the writes of zeroes the array makes of them.
+    pub fn record_writes(&self, path: &Path) -> Result<()> {
+        let f = File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        self.lock().recorder = Some(std::io::BufWriter::with_capacity(1 << 20, f));
+        Ok(())
     }
 
     /// Close cleanly: deferred blocks placed, the map committed and
@@ -340,6 +355,15 @@ impl RealDgraid {
         let first = offset / bs;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut g = self.lock();
+        if let Some(r) = g.recorder.as_mut() {
+            use std::io::Write;
+            let mut h = vec![b'W'];
+            h.extend(offset.to_le_bytes());
+            h.extend((data.len() as u32).to_le_bytes());
+            r.write_all(&h)
+                .and_then(|_| r.write_all(data))
+                .map_err(ioerr("--record-writes"))?;
+        }
         // Whole blocks: a partial head or tail merges with the block's
         // newest contents.
         let mut whole = vec![0u8; ((last - first + 1) * bs) as usize];
@@ -681,6 +705,10 @@ impl Inner {
     /// emptied at the first flush after the layout is known (the map then
     /// holds them).
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
+        if let Some(r) = self.recorder.as_mut() {
+            use std::io::Write;
+            r.write_all(b"F").and_then(|_| r.flush())?;
+        }
         let actions = self.classifier.flush();
         self.carry_out(actions)
             .map_err(|e| std::io::Error::other(e.to_string()))?;
