@@ -146,14 +146,16 @@ def test_mount_mode_makes_ext2_on_the_export_copies_the_tree_in_and_measures_fig
     assert sum(int(x["files"]) - int(x["files_whole"]) for x in one) == 16, one
     # Fig 5 on the export's own write stream (mke2fs ran on the export itself), beside the counted orders.
     f5 = _rows(out / "dgraid-real-fig5.csv")
-    assert [(x["level"], x["order"]) for x in f5] == [(lv, o) for lv in ("dgraid0", "dgraid1")
-                                                      for o in ("stream", "sequential", "reverse", "seeded:1", "files")]
+    assert [(x["level"], x["order"], x["deferred_max"]) for x in f5] == [
+        (lv, o, n) for lv in ("dgraid0", "dgraid1")
+        for o, n in (("stream", "1024"), ("stream", "16384"), ("sequential", "1024"), ("reverse", "1024"),
+                     ("seeded:1", "1024"), ("files", "1024"))]
     for x in f5:
         assert int(x["wrong"]) == 0 and int(x["unknown"]) == 0, x
         assert int(x["correct"]) + int(x["unwritten"]) == int(x["in_use"]), x
         assert 0 <= int(x["misplaced_end"]) <= int(x["in_use"]) and 0 <= int(x["misplaced_for_a_while"]) <= int(x["in_use"]), x
     report = (out / "dgraid-real-report.md").read_text()
-    assert "Fig 5" in report and "| generated | dgraid0 | stream |" in report, report
+    assert "Fig 5" in report and "| generated | dgraid0 | stream | 1,024 |" in report, report
 
 
 @pytest.mark.parametrize("args,msg", [
