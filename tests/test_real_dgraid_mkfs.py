@@ -199,10 +199,13 @@ def test_kill9_anywhere_in_mke2fs_keeps_every_flushed_write_and_no_other_bytes(t
         print(f"kill at request {k}/{len(evs)}: {len(durable)} sectors flushed, {flushed} read as flushed")
 
 
-def test_record_writes_on_an_md_array_is_refused_in_one_line(tmp_path):
+def test_record_writes_and_tags_on_an_md_array_are_refused_in_one_line(tmp_path):
     from realkit import make_array
 
     d = make_array(tmp_path, "md", "5", 4)
+    p = run("real", "tags", d, check=False)
+    assert p.returncode == 2 and "not a D-GRAID array" in p.stderr and len(p.stderr.strip().splitlines()) == 1, \
+        p.stderr
     p = run("real", "serve", d, "--listen", "127.0.0.1:0", "--record-writes", tmp_path / "w.log", check=False,
             timeout=60)
     assert p.returncode == 2 and "--record-writes" in p.stderr and "D-GRAID" in p.stderr, p.stderr

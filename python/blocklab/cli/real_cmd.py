@@ -195,6 +195,8 @@ def tags(dir: Path = DirArg) -> None:
     """D-GRAID: what the array placed each mapped block as, `block,owner,kind,parent` lines (the truth CSV's
     format of `dgraid infer --truth-csv`), from the server when it is served."""
     d = _array_dir(dir)
+    if not (Path(d) / "dgraid.json").exists():
+        fail(f"{dir}: not a D-GRAID array (only D-GRAID places blocks by owner; see `real status`)")
     sys.stdout.write(_core.real_dgraid_tags(d))
 
 
