@@ -426,7 +426,7 @@ def dgraid(
     seed: int = typer.Option(1, "--seed", help="--real: seed of the first generated tree (and of the failure-set sample)."),
     dirs: Optional[int] = typer.Option(None, "--dirs", help="--real: directories of the generated tree (default 12, --full 60; 0 with --files 0: no generated tree)."),
     files: Optional[int] = typer.Option(None, "--files", help="--real: files of the generated tree (default 80, --full 600)."),
-    mount: bool = typer.Option(False, "--mount", help="--real: make ext2 through the mounted export (nbdfuse + mount -o loop, needs root and FUSE) and cp the tree in, instead of copying an `mke2fs -d` image."),
+    mount: bool = typer.Option(False, "--mount", help="--real: make ext2 through the mounted export (mke2fs on the nbdfuse file, mount -o loop, needs root and FUSE) and cp the tree in, instead of copying an `mke2fs -d` image; Fig 5 (blocks misplaced by inference) on the export's recorded write stream."),
     fills: Optional[str] = typer.Option(None, "--fills", help="--real: Fig 9's fills of the file system in percent (default 25,50,75; `none` skips Fig 9)."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
@@ -505,20 +505,22 @@ def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, 
                 fail(f"--fills `{fills}`: percentages between 1 and 99")
     plan = dr.full_plan(**kw) if full else dr.quick_plan(**kw)
     try:
-        av, f9 = dr.run(plan, outdir, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        av, f9, f5 = dr.run(plan, outdir, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (dr.RecipeError, RuntimeError, OSError) as e:
         fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     rows = dr.summary(av)
-    cl = dr.claims(rows, f9)
+    cl = dr.claims(rows, f9, f5)
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
-    md = dr.markdown(rows, f9, cl, _command_line(), machine)
+    md = dr.markdown(rows, f9, cl, _command_line(), machine, f5)
     write_csv([{k: v for k, v in r.items() if k != "lost"} | {"lost": ";".join(r["lost"])} for r in av],
               outdir / "dgraid-real-avail.csv")
     if f9:
         write_csv(f9, outdir / "dgraid-real-fig9.csv")
+    if f5:
+        write_csv(f5, outdir / "dgraid-real-fig5.csv")
     (outdir / "dgraid-real-report.md").write_text(md)
-    _wrote(outdir, ["dgraid-real-avail.csv"] + (["dgraid-real-fig9.csv"] if f9 else []) + ["dgraid-real-report.md"],
-           md)
+    _wrote(outdir, ["dgraid-real-avail.csv"] + (["dgraid-real-fig9.csv"] if f9 else [])
+           + (["dgraid-real-fig5.csv"] if f5 else []) + ["dgraid-real-report.md"], md)
 
 
 def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray: Optional[str] = None) -> None:
