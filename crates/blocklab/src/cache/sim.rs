@@ -567,12 +567,39 @@ mod tests {
             sizes: sizes.into(),
         };
         let want = simulate_trace(&path, &cfg("lru,arc", "50,400KiB", "csv"), &mut |_| Ok(())).unwrap();
-        let writer = {
-            let (src, dst) = (path.clone(), fifo.clone());
-            std::thread::spawn(move || std::io::copy(&mut std::fs::File::open(src)?, &mut std::fs::File::create(dst)?))
+        // Writes the trace into the pipe when a reader opens it, at most `times`
+        // times (a new writer could meet the last reader before it closes), until told to stop.
+        let feed = |times: usize| {
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (src, dst, stop) = (path.clone(), fifo.clone(), done.clone());
+            let feeder = std::thread::spawn(move || {
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut fed = 0;
+                while fed < times && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    // Non-blocking: fails (ENXIO) while no reader has the pipe open.
+                    match std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(&dst)
+                    {
+                        Ok(mut w) => {
+                            use std::os::fd::AsRawFd;
+                            unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, 0) };
+                            let _ = std::io::copy(&mut std::fs::File::open(&src).unwrap(), &mut w);
+                            fed += 1;
+                        }
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    }
+                }
+            });
+            move || {
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                feeder.join().unwrap();
+            }
         };
+        let stop = feed(1);
         let got = simulate_trace(&fifo, &cfg("lru,arc", "50,400KiB", "csv"), &mut |_| Ok(())).unwrap();
-        writer.join().unwrap().unwrap();
+        stop();
         let figures = |r: &SimReport| -> Vec<_> {
             r.cells
                 .iter()
@@ -581,14 +608,18 @@ mod tests {
         };
         assert_eq!(figures(&got), figures(&want));
         assert_eq!(want.cells[0].accesses, 20_000);
-        // Nothing writes to the pipe now: each of these must stop before opening it.
+        // Each of these must stop, naming the pipe, before reading it (the
+        // feeder gives the pipe's contents to every reader, so that a reader
+        // that went ahead would not block, but return figures or another error).
         for (policies, sizes, format, says) in [
             ("lru", "5%", "csv", "a `%` size needs a counting pass"),
             ("lru,opt", "50", "csv", "policy `opt` needs a pass for next uses"),
             ("lru", "50", "auto", "its format cannot be detected"),
         ] {
-            let e = simulate_trace(&fifo, &cfg(policies, sizes, format), &mut |_| Ok(())).unwrap_err();
-            let m = e.to_string();
+            let stop = feed(usize::MAX);
+            let r = simulate_trace(&fifo, &cfg(policies, sizes, format), &mut |_| Ok(()));
+            stop();
+            let m = r.map(|r| format!("{:?}", r.cells)).unwrap_err().to_string();
             assert!(m.contains(fifo.to_str().unwrap()) && m.contains(says), "{m}");
         }
         std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
