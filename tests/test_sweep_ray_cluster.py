@@ -2,13 +2,15 @@
 machine (`ray start --head` and `ray start --address`, each with a resource of
 its own): both nodes run cells, and the results are those of `--jobs 1` bit
 for bit (every column but the time and place of each cell). One trace is read
-by path, one shipped through Ray's object store.
+by path, one shipped through Ray's object store; a trace a node does not have
+fails its cell with a message that says to ship it.
 
 The nodes are stopped by their process groups even when the test fails
 (tests/raycluster.py says why not `ray stop`)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +109,31 @@ def test_a_sweep_on_two_ray_nodes_equals_jobs_1(cluster, work, tmp_path, executo
     assert here.column("node").null_count == here.num_rows  # not run on Ray
     # Bit for bit: every column but when, how long and where.
     assert here.drop_columns(list(VOLATILE)).equals(ray.drop_columns(list(VOLATILE)))
+
+
+# Runs two cells on the cluster through the runner: one whose trace is not on the nodes, read
+# by path, and the same trace shipped from the driver's bytes (the file exists when shipped).
+MISSING = """
+import json, sys
+from blocklab.sweeps.runner import Job, run_ray
+from blocklab.sweeps.spec import Cell, TraceRef
+
+address, stack, trace = sys.argv[1:4]
+gone = TraceRef(path=trace + ".elsewhere", format="csv", label="gone")
+ok = TraceRef(path=trace, format="csv", label="here", ship=True)
+jobs = [Job(Cell(0, (), gone), "k-gone", stack, "count", "stack", False),
+        Job(Cell(1, (), ok), "k-shipped", stack, "count", "stack", False)]
+records = run_ray(jobs, address, None, False, {trace: "0" * 64})
+print(json.dumps(sorted((r["cell"], r["status"], r["error"], r["node"]) for r in records)))
+"""
+
+
+def test_a_trace_a_node_does_not_have_fails_its_cell_saying_to_ship_it(cluster, work):
+    r = subprocess.run([sys.executable, "-c", MISSING, cluster.address, str(work / "stack.toml"), str(work / "a.csv")],
+                       capture_output=True, text=True, env=cluster.env, timeout=600)
+    assert r.returncode == 0, r.stderr
+    (gone, gone_status, gone_error, gone_node), (shipped, ok_status, _, ok_node) = json.loads(r.stdout.splitlines()[-1])
+    assert (gone, gone_status, shipped, ok_status) == ("k-gone", "error", "k-shipped", "ok")
+    assert gone_error.startswith(f"{work / 'a.csv'}.elsewhere: no such file on Ray node {gone_node[:12]} (")
+    assert "ship it (`ship = true` on the trace, or --ship-traces)" in gone_error
+    assert {gone_node, ok_node} <= set(cluster.nodes)
