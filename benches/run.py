@@ -21,7 +21,9 @@ same file system; `real-stack` reads through a host cache at 100 % hits against
 the array alone. `python benches/run.py real` (or `real-stack`; `stack`: the composed stack against `rgr` and
 `cache`, and the timed stack's speed; `startup`; `counted`: the libCacheSim
 comparison and the engine's rates; `sweeps`; `runvalid`: each line of DiskSim's runvalid table;
-`overload`: doubling an overloaded trace) runs only that section and replaces it in BENCHMARKS.md.
+`overload`: doubling an overloaded trace; `sweeps-cluster`: sweeps on two Ray nodes of this machine,
+`cluster.py`; `stream-rss`: peak RSS of `cache` at 20M and 200M piped accesses, `stream_rss.py`) runs only
+that section and replaces it in BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ import sys
 import time
 from pathlib import Path
 
+import cluster
 import counted
 import peers
 import startup
+import stream_rss
 from peers import OUT, ROOT
 VENV_BIN = ROOT / ".venv" / "bin"
 BLOCKLAB = str(VENV_BIN / "blocklab") if (VENV_BIN / "blocklab").exists() else "blocklab"
@@ -954,6 +958,8 @@ def main() -> None:
     lines += real_nbd()
     lines += real_stack_hits()
     lines += sweep_bench()
+    lines += cluster.section(BLOCKLAB)
+    lines += stream_rss_section()
     lines += overload_bench()
     text = "\n".join(lines)
     path = ROOT / "BENCHMARKS.md"
@@ -1023,8 +1029,14 @@ def counted_sections() -> list[list[str]]:
 ENGINE_TITLE = ["## The engine alone, per policy", ""]
 
 
+def stream_rss_section() -> list[str]:
+    ensure_trace()
+    return stream_rss.section(BLOCKLAB, TRACE, ACCESSES)
+
+
 SECTIONS = {"real": lambda: [real_nbd()], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
-            "sweeps": lambda: [sweep_bench()],
+            "sweeps": lambda: [sweep_bench()], "sweeps-cluster": lambda: [cluster.section(BLOCKLAB)],
+            "stream-rss": lambda: [stream_rss_section()],
             "startup": lambda: [startup.section(BLOCKLAB)], "counted": counted_sections,
             "runvalid": lambda: [runvalid_bench()], "overload": lambda: [overload_bench()]}
 
