@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 
@@ -30,7 +31,9 @@ def imported(args: list[str], tmp_path) -> tuple[set[str], subprocess.CompletedP
             "sys.argv = ['blocklab', *sys.argv[1:]]\n"
             "from blocklab.cli import main\n"
             "main()\n")
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    # The live path: a page served from the help cache imports none of this (tests/test_help_cache.py).
+    env = dict(os.environ, BLOCKLAB_HELP_CACHE="0")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     return set(json.loads(dump.read_text())), r
 
 
