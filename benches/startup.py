@@ -79,8 +79,8 @@ def section(blocklab: str) -> list[str]:
     cached.pop("BLOCKLAB_HELP_CACHE", None)
     live = dict(cached, BLOCKLAB_HELP_CACHE="0")
     # label -> (blocklab, environment, help pages only)
-    tools = {"this build, help served from the cache": (blocklab, cached, False),
-             "this build, help rendered live (cache off)": (blocklab, live, True)}
+    tools = {"this build (help pages from the cache)": (blocklab, cached, False),
+             "this build, help cache off (pages rendered live)": (blocklab, live, True)}
     baseline = os.environ.get("BENCH_BASELINE")
     if baseline:
         tools[os.environ.get("BENCH_BASELINE_LABEL", "baseline")] = (baseline, cached, False)
@@ -112,9 +112,9 @@ def section(blocklab: str) -> list[str]:
         f"Measured {peers.today()} by `python benches/run.py startup` (part of `make bench`) at blocklab "
         f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before, {load_after:.1f} after. "
         f"Whole process, median of {RUNS} runs (CPU time, user + system, in brackets); the columns alternate. "
-        "ONE is a one-access CSV trace. Bold: within the 100 ms target. Help served from the cache: the page "
+        "ONE is a one-access CSV trace. Bold: within the 100 ms target. Help pages from the cache: the page "
         "the case's warm-up run rendered, written back by `blocklab/cli/help_cache.py` without typer, click or "
-        "rich; rendered live: BLOCKLAB_HELP_CACHE=0, what a page's first run (or a run under another key: "
+        "rich; help cache off: BLOCKLAB_HELP_CACHE=0, what a page's first run (or a run under another key: "
         "arguments, width, colours) costs."
         + (" The last column: the `blocklab` given in BENCH_BASELINE, named by BENCH_BASELINE_LABEL."
            if len(tools) > 2 else ""),
