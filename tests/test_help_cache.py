@@ -268,3 +268,15 @@ def test_the_key_names_every_environment_variable_rich_and_typer_read():
     # Completion and tracebacks do not draw help.
     unrelated = {"TYPER_STANDARD_TRACEBACK", "_TYPER_STANDARD_TRACEBACK", "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION"}
     assert read - unrelated <= set(help_cache.RICH_ENV)
+
+
+def test_no_cache_without_an_absolute_place_for_it(tmp_path):
+    # A relative XDG_CACHE_HOME is ignored (XDG); with no usable home either, nothing is written anywhere.
+    work = tmp_path / "cwd"
+    work.mkdir()
+    env = env_for(None, BLOCKLAB_HELP_CACHE=None, XDG_CACHE_HOME="rel", HOME="relative-home")
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", SCRIPT, "fs", "--help"], capture_output=True, env=env, cwd=work,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 0 and b"Usage: blocklab fs" in r.stdout
+    assert list(work.iterdir()) == []

@@ -59,9 +59,13 @@ def asks_for_help(argv: list[str]) -> bool:
     return False
 
 
-def directory() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "blocklab", "help")
+def directory() -> str | None:
+    """Where entries live; None (no cache) without an absolute place for them: a relative
+    XDG_CACHE_HOME is ignored, as the XDG spec says, and an unknown home is no home."""
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        base = os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "blocklab", "help") if os.path.isabs(base) else None
 
 
 def _terminal_width() -> int | None:
@@ -82,9 +86,10 @@ def _isatty(fd: int) -> bool:
 
 
 def key(argv: list[str]) -> str | None:
-    """The key of this run's help page, one line; None when this stdout cannot be served."""
+    """The key of this run's help page, one line; None when this stdout cannot be served
+    (or there is no cache directory)."""
     out = sys.stdout
-    if out is None or type(out).__name__ != "TextIOWrapper":
+    if out is None or type(out).__name__ != "TextIOWrapper" or directory() is None:
         return None
     env = {name: os.environ[name] for name in RICH_ENV if name in os.environ}
     # click names the program after argv[0]'s file name, or `python -m PACKAGE...`.
