@@ -205,11 +205,12 @@ class Recording:
         self._context.get_help = self._get_help
         sys.stdout, sys.stderr = self._streams
         code = exc.code if isinstance(exc, SystemExit) else (0 if kind is None else 1)
-        if code in (0, None) and self.pages == 1 and not "".join(map(str, self.err.written)):
+        text = all(isinstance(s, str) for s in self.out.written)
+        if code in (0, None) and self.pages == 1 and not any(self.err.written) and text:
             self._keep("".join(self.out.written))
 
     def _keep(self, page: str) -> None:
-        if not page or not all(isinstance(s, str) for s in self.out.written):
+        if not page:
             return
         lines = [FORMAT, self.key]
         for m in list(sys.modules.values()):
@@ -220,8 +221,8 @@ class Recording:
                 st = os.stat(f)
             except OSError:
                 continue
-            if "\n" in f:
-                return
+            if "\n" in f or not os.path.isabs(f):
+                return  # a module the entry could not name for certain: keep nothing
             lines.append(f"{st.st_mtime_ns} {st.st_size} {f}")
         path = _entry_path(self.key)
         tmp = f"{path}.{os.getpid()}.tmp"
