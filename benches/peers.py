@@ -11,7 +11,7 @@ https://github.com/1a1a11a/libCacheSim.
 DiskSim 4.0's `disksim` (and its `rms`) is built the same way from a public
 copy of its source that builds on Linux: $DISKSIM_SRC (a source tree, or a git
 directory whose HEAD is exported), else out/bench/disksim-src from an earlier
-run, else the mirror of https://github.com/benh/disksim at DISKSIM_MIRROR when
+run, else the mirror of https://github.com/benh/disksim at DISKSIM_MIRRORS when
 present. It is 32-bit C of 2008 and needs bison, flex and gcc-multilib
 (`make bench-tools`); no source change, only compiler flags (DISKSIM_CC).
 """
@@ -139,7 +139,9 @@ def cachesim_miss_ratio(out: str) -> float:
 
 
 DISKSIM_SRC = OUT / "disksim-src"
-DISKSIM_MIRROR = Path("/work/.mirror/benh+disksim/repo/.git")
+# Where this project's machines keep a mirror of github.com/benh/disksim (a bare
+# git directory, or a clone's .git inside it).
+DISKSIM_MIRRORS = (Path("/work/.mirror/benh+disksim"), Path("/work/.mirror/benh+disksim/repo/.git"))
 # The source is 32-bit only (pointers kept in ints: its Makefiles say -m32). What a
 # 2020s gcc needs besides: -fcommon (globals defined in headers, the pre-GCC 10
 # default), -fgnu89-inline (its `inline` functions are meant to be emitted once,
@@ -160,9 +162,11 @@ def _disksim_source() -> str:
     """A git directory or source tree of DiskSim 4.0 (see the module notes)."""
     src = os.environ.get("DISKSIM_SRC")
     if src:
-        return src
-    if DISKSIM_MIRROR.exists():
-        return str(DISKSIM_MIRROR)
+        # A clone: its git directory (a source tree is copied as it is).
+        return str(Path(src) / ".git") if (Path(src) / ".git").is_dir() else src
+    for mirror in DISKSIM_MIRRORS:
+        if (mirror / "HEAD").exists():
+            return str(mirror)
     raise SystemExit("no DiskSim source: set DISKSIM_SRC to a DiskSim 4.0 source tree that builds on Linux, or "
                      "to a git directory of one (e.g. `git clone --bare https://github.com/benh/disksim`)")
 

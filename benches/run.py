@@ -151,8 +151,16 @@ def timed_engine() -> list[str]:
     (`cargo bench -p blocklab --bench timed`, one JSON line per case), then the open case whole process
     against DiskSim 4.0 built here, the same requests from one trace file, runs alternating."""
     cmd = ["cargo", "bench", "-q", "-p", "blocklab", "--bench", "timed"]
+    sys.path.insert(0, str(ROOT / "python"))
+    from blocklab.repro.disks import default_dir
+
+    env = dict(os.environ)
+    folder = default_dir()
+    if folder is not None and "BLOCKLAB_SHARED" not in env:
+        # The bench looks in <repo>/../shared only; Python also finds a worktree's ../../shared.
+        env["BLOCKLAB_SHARED"] = str(folder.parent.parent)
     load_before = os.getloadavg()[0]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True, env=env).stdout
     model = next((line for line in out.splitlines() if line.startswith("model ")), "model ?")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     lines = [
