@@ -465,6 +465,10 @@ def dgraid(
     print("Our numbers:")
     for line in lines:
         print(f"  - {line}")
+    from blocklab.repro.dgraid_claims import WITH_PAPERS_DATA, claims
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    print("\nVerdict, claim by claim:\n\n" + verdict_table(claims(res)) + f"\nWith the paper's own file system: `{WITH_PAPERS_DATA}`")
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-report.md"])
 
 
@@ -539,6 +543,10 @@ def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray:
     print("Our numbers (in simulated time):")
     for line in lines:
         print(f"  - {line}")
+    from blocklab.repro.dgraid_claims import timed_claims
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    print("\nVerdict in time, claim by claim:\n\n" + verdict_table(timed_claims(res)), end="")
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-timed-report.md"])
 
 
@@ -644,6 +652,7 @@ def eci(
     tenants.to_parquet(outdir / "eci-run-tenants.parquet", index=False)
     timeline.to_parquet(outdir / "eci-timeline.parquet", index=False)
     cmp.to_csv(outdir / "eci-comparison.csv", index=False)
+    re.policy_switches(timeline).to_csv(outdir / "eci-switches.csv", index=False)
     re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
     re.plot_summary(totals, outdir / "eci-summary.png")
     re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
@@ -651,7 +660,7 @@ def eci(
     _wrote(outdir, ["results.parquet", "report.html", "eci-mix.csv.zst", "eci-stack.toml", "eci-reuse.parquet",
                     "eci-runs.parquet", "eci-run-tenants.parquet", "eci-timeline.parquet"]
            + (["eci-timed.parquet"] if timed else [])
-           + ["eci-comparison.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
+           + ["eci-comparison.csv", "eci-switches.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
 
 
 @repro_app.command("hsu-smith")
