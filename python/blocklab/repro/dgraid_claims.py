@@ -84,11 +84,19 @@ def claims(res: dict) -> list:
                          "matched" if abs(worst) <= LINEAR_PTS else "trend", "data",
                          "about 10 % of the data blocks spill off their home when a large directory fills a member; "
                          + WHY_TREE))
-        four = _share((_at(f2, k, level="dgraid0", grouping="dir", meta_copies=4)["dirs_available"] + SLACK,
-                       _at(f2, k, level="dgraid0", grouping="dir", meta_copies=d)["dirs_available"]) for k in ks)
+        def close(kk):
+            return _share((_at(f2, k, level="dgraid0", grouping="dir", meta_copies=4)["dirs_available"] + SLACK,
+                           _at(f2, k, level="dgraid0", grouping="dir", meta_copies=d)["dirs_available"]) for k in kk)
+
+        # "Very good" is the paper's word: as good as full replication up to a quarter of the disks
+        # failed is a trend, up to half of them a match.
+        quarter = [k for k in ks if k <= max(1, d // 4)]
+        few, all_ = close(quarter), close(ks)
         out.append(Claim("Fig 2: 4-way namespace replication is very good (as good as full)", "yes",
-                         f"within {100 * SLACK:.0f} points of {d}-way in {100 * four:.0f} % of k = 1..{max(ks)}",
-                         judge_share(four), "data", WHY_TREE))
+                         f"within {100 * SLACK:.0f} points of {d}-way in {100 * few:.0f} % of k = 1..{max(quarter)}, "
+                         f"{100 * all_:.0f} % of k = 1..{max(ks)}",
+                         "matched" if judge_share(all_) == "matched" else
+                         "trend" if judge_share(few) == "matched" else "contradicted", "data", WHY_TREE))
         files = _share((_at(f2, k, level="dgraid0", grouping="dir", meta_copies=d)["dirs_available"],
                         _at(f2, k, level="dgraid0", grouping="file", meta_copies=d)["dirs_available"]) for k in ks)
         out.append(Claim("Fig 2: file grouping loses more directories than directory grouping", "yes",
