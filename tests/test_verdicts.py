@@ -179,6 +179,20 @@ def test_eci_claims_from_the_comparison():
     assert got["Centaur's and ECI's analysis time per VM and window (App. B, Table 3)"].verdict == "missing"
 
 
+def test_eci_sequential_classifier_claim():
+    from blocklab.repro import eci as re
+
+    text = "cache space only for VMs with random access patterns (§5)"
+    implicit = {c.claim: c for c in re.claims(_eci_cmp([("5000", 6, 0, 6, .5, .5, 0, 0, 0, 0, 10, None, None)]),
+                                               pd.DataFrame(columns=["size", "scheme", "label"]),
+                                               pd.DataFrame(columns=["size", "scheme", "label"]))}[text]
+    assert (implicit.verdict, implicit.reason) == ("trend", "paper") and "eci-seq" in implicit.ours
+    totals = pd.DataFrame([{"size": "5000", "scheme": "eci", "mean_allocated_blocks": 4000.0, "read_hit_ratio": 0.5},
+                           {"size": "5000", "scheme": "eci-seq", "mean_allocated_blocks": 3000.0, "read_hit_ratio": 0.49}])
+    got = re._sequential_claim(totals)
+    assert got.ours == "explicit classifier (eci-seq against eci): 5000: mean allocation -25.0 %, read hit 0.4900 vs 0.5000"
+
+
 def test_eci_infeasibility_claim_when_no_size_separates_the_schemes():
     from blocklab.repro import eci as re
 
@@ -322,3 +336,13 @@ def test_dgraid_timed_claims():
     assert got["Fig 7 in time (closed-4): with diffusion, performance is much improved"].verdict == "matched"
     small = got["Fig 7 in time (closed-4): D-GRAID beats RAID-0 on small files"]
     assert (small.verdict, small.ours) == ("contradicted", "0.6 against 0.8 MB/s (4 KiB)")
+
+
+def test_eci_verdict_lines_without_the_sizing_alone_run():
+    # `--schemes centaur,eci`: no eci-wb, so the read-only comparisons are n/a, not a crash.
+    from blocklab.repro import eci as re
+
+    cmp = _eci_cmp([("5000", 6, 6, 6, 0.5, 0.5, 1.0, 1.0, 1.0, 0.0, 10.0, None, None)])
+    cmp["eq2_read_latency_gain_pct"], cmp["ssd_write_reduction_pct"], cmp["ppc_gain_wb_pct"] = 1.0, 5.0, None
+    lines = re.verdict(cmp, [], pd.DataFrame(columns=["size", "scheme"]))
+    assert "ECI's sizing alone n/a %" in lines[1] and "SSD writes n/a % (paper -44 %)" in lines[2]

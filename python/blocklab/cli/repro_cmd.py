@@ -558,7 +558,7 @@ def eci(
     msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
     out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, the mix, the stack file, the shaped Parquet tables, PNG, Markdown."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
-    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
+    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all but eci-seq, ECI with §5's sequential-VM classifier; MSR: centaur,eci-wb,eci,global-wb)."),
     timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
     timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
     span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
@@ -614,7 +614,7 @@ def eci(
         for t in traces or []:
             inputs.append(re.parse_input(t))
         mix_span = span
-        default_sizes, default_schemes = re.SIZES, tuple(re.SCHEMES)
+        default_sizes, default_schemes = re.SIZES, re.DEFAULT_SCHEMES
     if not inputs:
         fail("no traces: give --traces PATH[:FORMAT] or --msr-dir")
     size_list = [s.strip() for s in sizes.split(",") if s.strip()] if sizes else list(default_sizes)
