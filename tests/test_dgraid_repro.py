@@ -101,4 +101,6 @@ def test_cli_counted_passes_the_sweep_flags(pieces, tmp_path, monkeypatch):
     assert r.exit_code == 0, r.output
     assert seen["quick"] is True and seen["jobs"] == 2 and seen["ray"] is None
     assert "Our numbers:" in r.output and "results.parquet, report.html" in r.output
+    assert "Verdict, claim by claim:" in r.output and "| Fig 9: D-GRAID-1 after a mirror pair is lost |" in r.output
+    assert "## Verdict, claim by claim" in (tmp_path / "o" / "dgraid-report.md").read_text()
     assert (tmp_path / "o" / "dgraid-table2.parquet").stat().st_size > 0

@@ -193,5 +193,6 @@ def test_cli_timed_writes_the_report(res, tmp_path, monkeypatch, capsys):
     assert "Our numbers (in simulated time):" in r.output and "Fig 9: with the reader running" in r.output
     report = (tmp_path / "o" / "dgraid-timed-report.md").read_text()
     assert "### Fig 9 in time" in report
+    assert "Verdict in time, claim by claim:" in r.output and "### Verdict in time, claim by claim" in report
     for f in ("fig8", "fig9", "fig9-profile", "table2", "fig7"):
         assert (tmp_path / "o" / f"dgraid-timed-{f}.parquet").stat().st_size > 0

@@ -146,6 +146,10 @@ def test_repro_eci_on_the_paper_volumes(tmp_path):
     report = (out / "eci-report.md").read_text()
     assert "ECI against Centaur, the paper beside us" in report and "paper -65 %" in report
     assert "wdev_0 at unlimited: SSD writes" in report and "(paper -85 %)" in report
+    # The verdict table has the paper's per-VM rows for volumes so named, and the switches are written.
+    assert "## Verdict, claim by claim" in report and "| wdev_0: SSD writes against Centaur (§6.6, Fig. 16) | -85 % |" in report
+    assert "### Per tenant after each window, SSD 100" in report
+    assert (out / "eci-switches.csv").read_text().startswith("size,tenant,label,window,minute,before,after")
     for f in ("eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-stack.toml", "report.html"):
         assert (out / f).stat().st_size > 0
     # The runs are a sweep: one row per cell (4 schemes x 2 sizes counted, 4 timed), with provenance.
@@ -194,3 +198,26 @@ def test_repro_eci_agrees_with_the_research_notes_prototype(tmp_path):
         assert runs.loc[(size, "eci"), "ssd_writes"] < runs.loc[(size, "centaur"), "ssd_writes"]
     report = (tmp_path / "eci-report.md").read_text()
     assert "starved by reactive sizing" in report
+
+
+def test_eci_policy_switches_and_the_per_tenant_table():
+    # Tenant 3 turns read-only after the 2nd window (minute 20) and back after the 4th (minute 40); tenant 5
+    # stays write-back; Centaur's rows are not ECI's switches.
+    import pandas as pd
+
+    from blocklab.repro.eci import per_vm_markdown, policy_switches
+
+    rows = []
+    for w in range(5):
+        for tenant, label, policy in ((3, "rw_20_80", "ro" if w in (1, 2) else "wb"), (5, "hm_0", "wb")):
+            for scheme, p in (("eci", policy), ("centaur", "ro")):
+                rows.append({"size": "5000", "scheme": scheme, "tenant": tenant, "label": label, "window": w,
+                             "end_s": 600.0 * (w + 1), "write_policy": p, "allocated_blocks": 100 * w + tenant})
+    timeline = pd.DataFrame(rows)
+    sw = policy_switches(timeline)
+    assert [tuple(r) for r in sw[["tenant", "window", "minute", "before", "after"]].itertuples(index=False)] == [
+        (3, 1, 20.0, "wb", "ro"), (3, 3, 40.0, "ro", "wb")]
+    md = "\n".join(per_vm_markdown(timeline, sw, ["5000"]))
+    assert "| 3 | rw_20_80 | 3 wb (3) | 103 ro (103) |" in md
+    assert md.rstrip().endswith("| none |") and "wb→ro at 20 min, ro→wb at 40 min" in md
+    assert policy_switches(timeline[timeline["scheme"] == "centaur"]).empty

@@ -465,6 +465,10 @@ def dgraid(
     print("Our numbers:")
     for line in lines:
         print(f"  - {line}")
+    from blocklab.repro.dgraid_claims import WITH_PAPERS_DATA, claims
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    print("\nVerdict, claim by claim:\n\n" + verdict_table(claims(res)) + f"\nWith the paper's own file system: `{WITH_PAPERS_DATA}`")
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-report.md"])
 
 
@@ -541,6 +545,10 @@ def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray:
     print("Our numbers (in simulated time):")
     for line in lines:
         print(f"  - {line}")
+    from blocklab.repro.dgraid_claims import timed_claims
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    print("\nVerdict in time, claim by claim:\n\n" + verdict_table(timed_claims(res)), end="")
     _wrote(outdir, ["results.parquet", "report.html"] + written + ["dgraid-timed-report.md"])
 
 
@@ -552,7 +560,7 @@ def eci(
     msr_dir: Optional[str] = typer.Option(None, "--msr-dir", help="Folder with the paper's sixteen MSR Cambridge volumes (wdev_0.csv[.gz], web_1, ...): run those instead, times as recorded."),
     out: str = typer.Option("repro-eci", "--out", "-o", help="Output directory: results.parquet (every run, resumable), report.html, the mix, the stack file, the shaped Parquet tables, PNG, Markdown."),
     sizes: Optional[str] = typer.Option(None, "--sizes", help="SSD sizes in blocks (or unlimited), comma-separated. Default unlimited,40000,10000,5000 (MSR: unlimited,3000000)."),
-    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all; MSR: centaur,eci-wb,eci,global-wb)."),
+    schemes: Optional[str] = typer.Option(None, "--schemes", help="Schemes to run (default all but eci-seq, ECI with §5's sequential-VM classifier; MSR: centaur,eci-wb,eci,global-wb)."),
     timed_size: str = typer.Option("10000", "--timed-size", help="SSD size of the runs in simulated time (MSR: 3000000)."),
     timed: bool = typer.Option(True, "--timed/--no-timed", help="Also run Centaur, ECI, ECI's sizing alone and a global LRU in simulated time."),
     span: float = typer.Option(3600.0, "--span", help="Seconds each input's time line is rescaled onto (not for --msr-dir)."),
@@ -608,7 +616,7 @@ def eci(
         for t in traces or []:
             inputs.append(re.parse_input(t))
         mix_span = span
-        default_sizes, default_schemes = re.SIZES, tuple(re.SCHEMES)
+        default_sizes, default_schemes = re.SIZES, re.DEFAULT_SCHEMES
     if not inputs:
         fail("no traces: give --traces PATH[:FORMAT] or --msr-dir")
     size_list = [s.strip() for s in sizes.split(",") if s.strip()] if sizes else list(default_sizes)
@@ -646,6 +654,7 @@ def eci(
     tenants.to_parquet(outdir / "eci-run-tenants.parquet", index=False)
     timeline.to_parquet(outdir / "eci-timeline.parquet", index=False)
     cmp.to_csv(outdir / "eci-comparison.csv", index=False)
+    re.policy_switches(timeline).to_csv(outdir / "eci-switches.csv", index=False)
     re.plot_allocation(timeline, [s for s in size_list if s in ("unlimited", size_list[-1])], outdir / "eci-allocation.png")
     re.plot_summary(totals, outdir / "eci-summary.png")
     re.plot_tenants(tenants, size_list[-1], outdir / "eci-tenants.png")
@@ -653,7 +662,7 @@ def eci(
     _wrote(outdir, ["results.parquet", "report.html", "eci-mix.csv.zst", "eci-stack.toml", "eci-reuse.parquet",
                     "eci-runs.parquet", "eci-run-tenants.parquet", "eci-timeline.parquet"]
            + (["eci-timed.parquet"] if timed else [])
-           + ["eci-comparison.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
+           + ["eci-comparison.csv", "eci-switches.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
 
 
 @repro_app.command("hsu-smith")

@@ -519,7 +519,11 @@ def _sections(res: dict | None, error: str | None):
     if res is None:
         return [Section("D-GRAID in time", f"<p>tables not drawn: {html.escape(error or '')}</p>")]
     md = markdown(res, verdict(res))
-    return [Section("Figs 8, 9, Table 2 and Fig 7 in time, beside the paper", f"<pre>{html.escape(md)}</pre>")]
+    from blocklab.repro import verdicts
+    from blocklab.repro.dgraid_claims import timed_claims
+
+    return [Section("The paper against our numbers in time, claim by claim", verdicts.html(timed_claims(res))),
+            Section("Figs 8, 9, Table 2 and Fig 7 in time, beside the paper", f"<pre>{html.escape(md)}</pre>")]
 
 
 def run_all(out: Path, quick: bool = False, progress=None, *, jobs: int | None = None, ray: str | None = None,
@@ -749,4 +753,8 @@ def markdown(res: dict, lines: list[str]) -> str:
                            [[r["replay"], f"{r['file_bytes']:,} B", f"{r['raid0_mb_s']:.1f}", f"{r['dgraid_mb_s']:.1f}",
                              f"{r['dgraid_diffused_mb_s']:.1f}", f"{r['dgraid_diffused_4m_mb_s']:.1f}"] for r in res["fig7"]]))
     parts += ["", "![fig 7](dgraid-timed-fig7.png)", ""]
+    from blocklab.repro.dgraid_claims import timed_claims
+    from blocklab.repro.verdicts import markdown as verdict_table
+
+    parts += ["### Verdict in time, claim by claim", "", verdict_table(timed_claims(res))]
     return "\n".join(parts) + "\n"

@@ -238,6 +238,11 @@ pub struct ReuseProfile {
     pub trd: DistanceHistogram,
     /// Distances of the read reuses (RAR, RAW).
     pub urd: DistanceHistogram,
+    /// Requests seen by [`ReuseTracker::request`], and those of them that
+    /// started at the block after the tenant's previous request ended
+    /// (ECI §5's sequential VMs).
+    pub requests: u64,
+    pub sequential_requests: u64,
 }
 
 impl ReuseProfile {
@@ -248,7 +253,15 @@ impl ReuseProfile {
             classes: AccessClasses::default(),
             trd: DistanceHistogram::with_dense_limit(limit),
             urd: DistanceHistogram::with_dense_limit(limit),
+            requests: 0,
+            sequential_requests: 0,
         }
+    }
+
+    /// The share of the requests that continued the previous one; None
+    /// without requests.
+    pub fn sequential_share(&self) -> Option<f64> {
+        (self.requests > 0).then(|| self.sequential_requests as f64 / self.requests as f64)
     }
 
     /// Block accesses counted.
@@ -273,6 +286,8 @@ impl ReuseProfile {
         self.classes.merge(&o.classes);
         self.trd.merge(&o.trd);
         self.urd.merge(&o.urd);
+        self.requests += o.requests;
+        self.sequential_requests += o.sequential_requests;
     }
 
     /// ECI's write ratio: (WAR + WAW) / all accesses; None without accesses.
@@ -315,6 +330,8 @@ struct Stack {
     sd: StackDistance,
     /// Whether the last access to each key was a write.
     last_write: FxHashMap<u64, bool>,
+    /// The key after the last request's end ([`ReuseTracker::request`]).
+    next_key: Option<u64>,
     window: ReuseProfile,
 }
 
@@ -324,6 +341,7 @@ impl Stack {
             group,
             sd: StackDistance::with_min_slots(TENANT_MIN_SLOTS),
             last_write: FxHashMap::default(),
+            next_key: None,
             window: ReuseProfile::with_dense_limit(dense_limit),
         }
     }
@@ -367,12 +385,41 @@ impl ReuseTracker {
     /// block) pair does not fit a cache key (see [`block_key`]).
     #[inline]
     pub fn access(&mut self, tenant: u32, block: u64, write: bool) -> Result<Reuse> {
-        let (group, key) = if self.per_tenant {
+        let (group, key) = self.key(tenant, block)?;
+        let i = self.stack_of(group);
+        let s = &mut self.stacks[i];
+        let distance = s.sd.access(key);
+        let class = AccessClass::of(s.last_write.insert(key, write), write);
+        s.window.record(class, distance);
+        Ok(Reuse { class, distance })
+    }
+
+    /// Record one request of `nblocks` blocks from `first` (before its
+    /// block accesses): sequential when it starts where the tenant's
+    /// previous request ended.
+    pub fn request(&mut self, tenant: u32, first: u64, nblocks: u64) -> Result<()> {
+        let (group, key) = self.key(tenant, first)?;
+        let i = self.stack_of(group);
+        let s = &mut self.stacks[i];
+        s.window.requests += 1;
+        s.window.sequential_requests += u64::from(s.next_key == Some(key));
+        s.next_key = Some(key + nblocks);
+        Ok(())
+    }
+
+    #[inline]
+    fn key(&self, tenant: u32, block: u64) -> Result<(u32, u64)> {
+        Ok(if self.per_tenant {
             (tenant, block)
         } else {
             (0, block_key(tenant, block)?)
-        };
-        let i = match self.last {
+        })
+    }
+
+    /// The index of `group`'s stack, made on its first use.
+    #[inline]
+    fn stack_of(&mut self, group: u32) -> usize {
+        match self.last {
             Some((g, i)) if g == group => i,
             _ => {
                 let n = self.stacks.len();
@@ -383,12 +430,7 @@ impl ReuseTracker {
                 self.last = Some((group, i));
                 i
             }
-        };
-        let s = &mut self.stacks[i];
-        let distance = s.sd.access(key);
-        let class = AccessClass::of(s.last_write.insert(key, write), write);
-        s.window.record(class, distance);
-        Ok(Reuse { class, distance })
+        }
     }
 
     /// Close the current window: the profile of every tenant with accesses

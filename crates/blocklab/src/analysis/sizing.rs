@@ -157,6 +157,12 @@ pub struct Sizing {
     pub min_blocks: u64,
     /// Every tenant's size before its first window closes.
     pub initial_blocks: u64,
+    /// ECI §5's explicit classifier: a tenant whose window had at least
+    /// this share of sequential requests (in basis points) wants only
+    /// `min_blocks` ("cache space will be allocated to only VMs with random
+    /// read or write access patterns"). None: off (the paper names the
+    /// rule, not its threshold).
+    pub sequential_bp: Option<u32>,
 }
 
 impl Sizing {
@@ -168,11 +174,23 @@ impl Sizing {
             value: Value::HitRatio,
             min_blocks: 0,
             initial_blocks: DEFAULT_INITIAL_BLOCKS,
+            sequential_bp: None,
+        }
+    }
+
+    /// Whether the classifier calls the window's tenant sequential.
+    pub fn sequential(&self, p: &ReuseProfile) -> bool {
+        match self.sequential_bp {
+            Some(bp) => p.requests > 0 && p.sequential_requests * 10_000 >= u64::from(bp) * p.requests,
+            None => false,
         }
     }
 
     /// Blocks the tenant wants for the next window.
     pub fn wanted(&self, p: &ReuseProfile) -> u64 {
+        if self.sequential(p) {
+            return self.min_blocks;
+        }
         self.estimator.size(self.scheme.histogram(p)).max(self.min_blocks)
     }
 
@@ -289,5 +307,44 @@ mod tests {
         assert_eq!(Estimator::Percentile(9990).name(), "p99.9");
         assert!(Scheme::parse("arc").unwrap_err().to_string().contains("centaur, eci"));
         assert!(Value::parse("x").is_err());
+    }
+
+    /// ECI §5's classifier by hand: requests of two blocks at 0, 2, 4, then 0
+    /// again, all reads. Requests 2 and 3 start where the one before ended
+    /// (2 of 4 sequential); the re-reads of blocks 0 and 1 each see 6
+    /// distinct blocks, so URD wants 6.
+    #[test]
+    fn sequential_tenants_want_nothing() {
+        let mut t = ReuseTracker::new(true, History::All);
+        for first in [0, 2, 4, 0] {
+            t.request(7, first, 2).unwrap();
+            for b in first..first + 2 {
+                t.access(7, b, false).unwrap();
+            }
+        }
+        let p = t.end_window().pop().unwrap().1;
+        assert_eq!((p.requests, p.sequential_requests), (4, 2));
+        assert_eq!(p.sequential_share(), Some(0.5));
+        let e = Sizing::new(Scheme::Eci);
+        assert_eq!(e.wanted(&p), 6);
+        let at = |bp| Sizing {
+            sequential_bp: Some(bp),
+            ..e
+        };
+        assert_eq!(at(5_000).wanted(&p), 0, "half sequential, threshold one half");
+        assert_eq!(at(6_000).wanted(&p), 6, "below the threshold: random");
+        assert_eq!(
+            Sizing {
+                min_blocks: 3,
+                ..at(5_000)
+            }
+            .wanted(&p),
+            3
+        );
+        assert!(at(5_000).demand(7, &p).steps.is_empty());
+        // Across windows: the last request read 0 and 1, so one at 2 continues it.
+        t.request(7, 2, 1).unwrap();
+        t.access(7, 2, false).unwrap();
+        assert_eq!(t.end_window().pop().unwrap().1.sequential_requests, 1);
     }
 }

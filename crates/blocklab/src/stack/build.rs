@@ -469,6 +469,7 @@ fn tier_maker(spec: &StackSpec, survey: Option<&Survey>) -> Result<Option<impl F
             value: t.value().map_err(|e| o.err("tier.objective", e))?,
             min_blocks: t.min_blocks,
             initial_blocks: t.initial_blocks,
+            sequential_bp: t.sequential_share.map(|x| (x * 10_000.0).round() as u32),
         })
     };
     let (centaur, eci) = (sizing(Scheme::Centaur)?, sizing(Scheme::Eci)?);

@@ -677,6 +677,9 @@ impl Layer for TierLayer {
         self.touched.clear();
         self.kept.clear();
         let mut last: Option<(u32, usize)> = None;
+        if let Some(t) = &mut self.tracker {
+            t.request(self.cfg.addr.tenant_of(io.first), io.first, io.nblocks)?;
+        }
         for b in io.first..io.first + io.nblocks {
             let tenant = self.cfg.addr.tenant_of(b);
             let ti = match last {

@@ -50,6 +50,11 @@ pub struct TierSpec {
     /// (the paper's c_min, whose value was lost).
     #[serde(default = "default_initial")]
     pub initial_blocks: u64,
+    /// ECI §5's sequential VMs: a `centaur` / `eci` tenant whose requests in a
+    /// window were at least this share sequential (each starting where its
+    /// previous one ended) gets `min_blocks` in the next. Absent: off.
+    #[serde(default)]
+    pub sequential_share: Option<f64>,
     /// Every tenant's write policy: `wb`, `wt`, `ro`, `wa`, `wo`, `pt`, `adaptive`.
     #[serde(default = "default_write_policy")]
     pub write_policy: String,
@@ -254,6 +259,11 @@ impl TierSpec {
             ModeRule::parse(&v.to_ascii_lowercase()).map_err(|e| o.err(&key, e))?;
         }
         crate::analysis::write_policy::validate_theta(self.theta).map_err(|e| o.err("tier.theta", e))?;
+        if let Some(x) = self.sequential_share {
+            if !(x > 0.0 && x <= 1.0) {
+                return Err(o.err("tier.sequential_share", "must be a share in (0, 1]"));
+            }
+        }
         if self.promote_after == 0 {
             return Err(o.err("tier.promote_after", "must be at least 1 (1: every miss is inserted)"));
         }

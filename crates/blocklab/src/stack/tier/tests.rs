@@ -434,6 +434,42 @@ fn eci_gives_no_space_to_a_tenant_that_only_rewrites() {
 }
 
 #[test]
+fn eci_sequential_share_gives_no_space_to_a_sequential_tenant() {
+    // Window 1 (10 s): tenant 0 reads blocks 0 1 2 3 0 1 2 3, one request
+    // each: 6 of 8 requests continue the one before, and the re-read of 0
+    // sees 4 distinct blocks (URD 4). Tenant 1 reads 9 3 9 3: none
+    // continues, URD 2. A request at 12 s closes the window.
+    let mut reqs = Vec::new();
+    for (i, b) in [0u64, 1, 2, 3, 0, 1, 2, 3].into_iter().enumerate() {
+        reqs.push(rq(i as f64, Op::Read, 0, b));
+    }
+    for (i, b) in [9u64, 3, 9, 3].into_iter().enumerate() {
+        reqs.push(rq(i as f64 + 0.5, Op::Read, 1, b));
+    }
+    reqs.sort_by(|a, b| a.time.partial_cmp(&b.time).unwrap());
+    reqs.push(rq(12.0, Op::Read, 1, 9));
+    let wants = |extra: &str| {
+        let r = counted(
+            &tier_stack(&format!(
+                "size = 100\npartitioner = \"eci\"\nwindow_s = 10\ninitial_blocks = 50\n{extra}"
+            )),
+            &reqs,
+        );
+        let w = &tier(&r).timeline[0];
+        w.tenants.iter().map(|t| (t.tenant, t.want)).collect::<Vec<_>>()
+    };
+    assert_eq!(wants(""), vec![(0, Some(4)), (1, Some(2))]);
+    // 6 / 8 = 0.75 sequential: at or above 0.7 tenant 0 is a sequential VM.
+    assert_eq!(wants("sequential_share = 0.7"), vec![(0, Some(0)), (1, Some(2))]);
+    assert_eq!(wants("sequential_share = 0.8"), vec![(0, Some(4)), (1, Some(2))]);
+    let base = "tenant_map = \"key\"\n[device]\nmodel = \"const:1\"\n[tier]\nsize = 10\n";
+    for bad in ["0", "1.5"] {
+        let e = spec_err(&format!("{base}sequential_share = {bad}"));
+        assert!(e.starts_with("t.toml: key `tier.sequential_share`"), "{e}");
+    }
+}
+
+#[test]
 fn adaptive_turns_a_rewriting_tenant_read_only() {
     // Tenant 0 re-writes (r = 5/6 >= 0.5): read-only from window 1 on, its
     // later writes go to the disk; tenant 1 re-reads: write-back.
