@@ -86,9 +86,10 @@ test-real-matrix: install tools
 # Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
 # libCacheSim's cachesim (built here from its source: benches/peers.py), every
 # policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP, the
-# stack, the NBD server, a host cache's hits on real bytes, sweeps, DiskSim's
+# stack, the NBD server (against the raw files, and against nbdkit and qemu-nbd:
+# `nbd-peer`, which installs nbdkit when missing), a host cache's hits on real bytes, sweeps, DiskSim's
 # runvalid table and overload; sections measured by hand are kept.
-# `python benches/run.py counted` (or startup, stack, real, real-stack,
+# `python benches/run.py counted` (or startup, stack, real, nbd-peer, real-stack,
 # sweeps, runvalid, overload) re-runs one part.
 bench: install bench-tools
 	$(BIN)/python benches/run.py

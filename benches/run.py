@@ -18,7 +18,9 @@ The real executor section (`real_nbd`) serves RAID-5 and RAID-6 arrays of
 member files with `blocklab real serve --direct` and drives them with fio's
 nbd engine, against fio on the raw member files (O_DIRECT, libaio) on the
 same file system; `real-stack` reads through a host cache at 100 % hits against
-the array alone. `python benches/run.py real` (or `real-stack`; `stack`: the composed stack against `rgr` and
+the array alone; `nbd-peer` (`nbd_peer.py`) serves a RAID-0 and a RAID-5 of 4 against
+nbdkit's file plugin and qemu-nbd on one raw file, the same fio jobs through
+each. `python benches/run.py real` (or `real-stack`, `nbd-peer`; `stack`: the composed stack against `rgr` and
 `cache`, and the timed stack's speed; `startup`; `counted`: the libCacheSim
 comparison and the engine's rates; `sweeps`; `runvalid`: each line of DiskSim's runvalid table;
 `overload`: doubling an overloaded trace) runs only that section and replaces it in BENCHMARKS.md.
@@ -38,6 +40,7 @@ import time
 from pathlib import Path
 
 import counted
+import nbd_peer
 import peers
 import startup
 from peers import OUT, ROOT
@@ -952,6 +955,7 @@ def main() -> None:
     lines += runvalid_bench()
     lines += stack_bench()
     lines += real_nbd()
+    lines += nbd_peer.section(BLOCKLAB)
     lines += real_stack_hits()
     lines += sweep_bench()
     lines += overload_bench()
@@ -1023,7 +1027,7 @@ def counted_sections() -> list[list[str]]:
 ENGINE_TITLE = ["## The engine alone, per policy", ""]
 
 
-SECTIONS = {"real": lambda: [real_nbd()], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
+SECTIONS = {"real": lambda: [real_nbd()], "nbd-peer": lambda: [nbd_peer.section(BLOCKLAB)], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
             "sweeps": lambda: [sweep_bench()],
             "startup": lambda: [startup.section(BLOCKLAB)], "counted": counted_sections,
             "runvalid": lambda: [runvalid_bench()], "overload": lambda: [overload_bench()]}
