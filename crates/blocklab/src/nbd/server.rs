@@ -11,7 +11,8 @@
 //! `conn_max_requests` requests and `conn_max_bytes` payload bytes between
 //! admission and the end of its reply, and the whole server fewer than
 //! `max_queued_bytes`; otherwise the connection stops reading, and TCP
-//! pushes back on the client. A write's payload is read only once admitted.
+//! pushes back on the client. A write's payload is read only once admitted
+//! (but for what the 64 KiB read-ahead of request headers took with them).
 //!
 //! A `FLUSH` covers every write already replied to (a write is replied only
 //! once its member writes completed). `DISC` stops reading, waits for the
