@@ -86,12 +86,14 @@ test-real-matrix: install tools
 # Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
 # libCacheSim's cachesim (built here from its source: benches/peers.py), every
 # policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP against
-# DiskSim 4.0 (also built here from its source), the
-# stack, the NBD server, a host cache's hits on real bytes, sweeps (and on two
-# Ray nodes of this machine), memory flat in trace length (200M piped
+# DiskSim 4.0 (also built here from its source), the stack, the NBD server
+# (against the raw files, and against nbdkit and qemu-nbd: `nbd-peer`, which
+# installs nbdkit when missing), a host cache's hits on real bytes, sweeps (and
+# on two Ray nodes of this machine), memory flat in trace length (200M piped
 # accesses), DiskSim's runvalid table and overload; sections measured by hand
 # are kept. `python benches/run.py counted` (or startup, timed, stack, real,
-# real-stack, sweeps, sweeps-cluster, stream-rss, runvalid, overload) re-runs one part.
+# nbd-peer, real-stack, sweeps, sweeps-cluster, stream-rss, runvalid, overload)
+# re-runs one part.
 bench: install bench-tools
 	$(BIN)/python benches/run.py
 

@@ -19,7 +19,9 @@ The real executor section (`real_nbd`) serves RAID-5 and RAID-6 arrays of
 member files with `blocklab real serve --direct` and drives them with fio's
 nbd engine, against fio on the raw member files (O_DIRECT, libaio) on the
 same file system; `real-stack` reads through a host cache at 100 % hits against
-the array alone. `python benches/run.py real` (or `real-stack`; `timed`: the timed engine beside DiskSim; `stack`: the composed stack against `rgr` and
+the array alone; `nbd-peer` (`nbd_peer.py`) serves a RAID-0 and a RAID-5 of 4 against
+nbdkit's file plugin and qemu-nbd on one raw file, the same fio jobs through
+each. `python benches/run.py real` (or `real-stack`, `nbd-peer`; `timed`: the timed engine beside DiskSim; `stack`: the composed stack against `rgr` and
 `cache`, and the timed stack's speed; `startup`; `counted`: the libCacheSim
 comparison and the engine's rates; `sweeps`; `runvalid`: each line of DiskSim's runvalid table;
 `overload`: doubling an overloaded trace; `sweeps-cluster`: sweeps on two Ray nodes of this machine,
@@ -43,6 +45,7 @@ from pathlib import Path
 
 import cluster
 import counted
+import nbd_peer
 import peers
 import startup
 import stream_rss
@@ -1121,6 +1124,7 @@ def main() -> None:
     lines += runvalid_bench()
     lines += stack_bench()
     lines += real_nbd()
+    lines += nbd_peer.section(BLOCKLAB)
     lines += real_stack_hits()
     lines += sweep_bench()
     lines += cluster.section(BLOCKLAB)
@@ -1199,7 +1203,7 @@ def stream_rss_section() -> list[str]:
     return stream_rss.section(BLOCKLAB, TRACE, ACCESSES)
 
 
-SECTIONS = {"timed": lambda: [timed_engine()], "real": lambda: [real_nbd()], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
+SECTIONS = {"timed": lambda: [timed_engine()], "real": lambda: [real_nbd()], "nbd-peer": lambda: [nbd_peer.section(BLOCKLAB)], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
             "sweeps": lambda: [sweep_bench()], "sweeps-cluster": lambda: [cluster.section(BLOCKLAB)],
             "stream-rss": lambda: [stream_rss_section()],
             "startup": lambda: [startup.section(BLOCKLAB)], "counted": counted_sections,

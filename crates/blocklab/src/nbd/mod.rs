@@ -21,6 +21,7 @@
 //! `BLOCK_STATUS` chunks from [`Export::extents`]. TLS is not offered.
 
 pub mod client;
+mod outbox;
 pub mod server;
 
 pub const NBDMAGIC: u64 = 0x4e42_444d_4147_4943;

@@ -1,15 +1,18 @@
-//! The NBD server: one thread per connection reads requests and hands them
-//! to a shared pool of worker threads, so several requests of one client (and
-//! of several clients) are in flight at once. Workers never touch a socket:
-//! each connection has its own reply writer thread, which sends replies in
-//! completion order, so a client that stops reading stalls only itself.
+//! The NBD server: one thread per connection reads requests (many pipelined
+//! headers per read of the socket) and hands them to a shared pool of worker
+//! threads, so several requests of one client (and of several clients) are
+//! in flight at once. A worker sends its reply itself when the socket is
+//! free, without blocking; what cannot go out at once goes to the
+//! connection's reply writer thread, the only one that waits on the peer
+//! (`outbox.rs`), so a client that stops reading stalls only itself.
 //!
 //! What a client may have outstanding is bounded (as nbdkit and qemu-nbd
 //! bound it): a request is admitted only when its connection has fewer than
 //! `conn_max_requests` requests and `conn_max_bytes` payload bytes between
 //! admission and the end of its reply, and the whole server fewer than
 //! `max_queued_bytes`; otherwise the connection stops reading, and TCP
-//! pushes back on the client. A write's payload is read only once admitted.
+//! pushes back on the client. A write's payload is read only once admitted
+//! (but for what the 64 KiB read-ahead of request headers took with them).
 //!
 //! A `FLUSH` covers every write already replied to (a write is replied only
 //! once its member writes completed). `DISC` stops reading, waits for the
@@ -23,11 +26,11 @@
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::outbox::Outbox;
 use super::*;
 use crate::exec::buf::AlignedBuf;
 
@@ -82,9 +85,57 @@ pub struct ServerStats {
     /// Payload bytes admitted and not yet answered, now and at most.
     pub queued_bytes: AtomicU64,
     pub peak_queued_bytes: AtomicU64,
+    /// Replies sent whole by the worker that completed the request.
+    pub replies_direct: AtomicU64,
+    /// Replies sent (or finished) by a connection's reply writer thread:
+    /// the socket was busy or the peer's window full.
+    pub replies_by_writer: AtomicU64,
 }
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// The requests of every connection waiting for a worker, in arrival
+/// order. A job wakes one idle worker (a receiver shared under a mutex
+/// would wake two: the receiver, then the next waiter for the mutex).
+#[derive(Default)]
+struct JobQueue {
+    /// The jobs, and whether the queue is closed.
+    state: Mutex<(std::collections::VecDeque<Job>, bool)>,
+    ready: Condvar,
+}
+
+impl JobQueue {
+    /// Add a job; false once the queue is closed.
+    fn push(&self, job: Job) -> bool {
+        let mut s = self.state.lock().unwrap();
+        if s.1 {
+            return false;
+        }
+        s.0.push_back(job);
+        drop(s);
+        self.ready.notify_one();
+        true
+    }
+
+    /// The next job, waiting for one; None once the queue is closed and empty.
+    fn pop(&self) -> Option<Job> {
+        let mut s = self.state.lock().unwrap();
+        loop {
+            if let Some(job) = s.0.pop_front() {
+                return Some(job);
+            }
+            if s.1 {
+                return None;
+            }
+            s = self.ready.wait(s).unwrap();
+        }
+    }
+
+    fn close(&self) {
+        self.state.lock().unwrap().1 = true;
+        self.ready.notify_all();
+    }
+}
 
 /// A running server.
 pub struct ServerHandle {
@@ -123,7 +174,7 @@ impl Drop for ServerHandle {
 struct Shared {
     /// The exports by name, the first one also under the empty name.
     exports: Vec<(String, Arc<dyn Export>)>,
-    jobs: mpsc::Sender<Job>,
+    jobs: Arc<JobQueue>,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
     queued: Arc<GlobalBytes>,
@@ -159,22 +210,19 @@ pub fn serve_exports(
     listener.set_nonblocking(true)?;
     let stop = Arc::new(AtomicBool::new(false));
     let stats = Arc::new(ServerStats::default());
-    let (tx, rx) = mpsc::channel::<Job>();
-    let rx = Arc::new(Mutex::new(rx));
+    let jobs = Arc::new(JobQueue::default());
     let mut workers = Vec::new();
     for _ in 0..cfg.threads.max(1) {
-        let rx = rx.clone();
-        workers.push(std::thread::spawn(move || loop {
-            let job = match rx.lock().unwrap().recv() {
-                Ok(j) => j,
-                Err(_) => return,
-            };
-            job();
+        let jobs = jobs.clone();
+        workers.push(std::thread::spawn(move || {
+            while let Some(job) = jobs.pop() {
+                job();
+            }
         }));
     }
     let shared = Arc::new(Shared {
         exports,
-        jobs: tx,
+        jobs: jobs.clone(),
         stop: stop.clone(),
         queued: Arc::new(GlobalBytes::new(cfg.max_queued_bytes, stats.clone())),
         stats: stats.clone(),
@@ -199,8 +247,10 @@ pub fn serve_exports(
         for h in conns {
             let _ = h.join();
         }
-        // The last sender of the job queue goes with `shared`: workers end.
+        // No connection is left to add jobs: the workers end once the
+        // queue is empty.
         drop(shared);
+        jobs.close();
         for w in workers {
             let _ = w.join();
         }
@@ -253,10 +303,78 @@ fn read_full(s: &mut TcpStream, buf: &mut [u8], stop: &AtomicBool, deadline: Opt
     Ok(true)
 }
 
+/// Bytes of a connection's requests read ahead of the one being parsed:
+/// one read of the socket returns the headers of many pipelined requests,
+/// where reading each 28-byte header alone costs a system call per request.
+/// At most `INBOUND` bytes are read ahead, so admission still bounds what a
+/// client has in the server.
+struct Inbound {
+    buf: Box<[u8]>,
+    at: usize,
+    end: usize,
+}
+
+const INBOUND: usize = 64 * 1024;
+
+impl Inbound {
+    fn new() -> Self {
+        Inbound {
+            buf: vec![0u8; INBOUND].into_boxed_slice(),
+            at: 0,
+            end: 0,
+        }
+    }
+
+    /// `read_full` through the buffer: the bytes read ahead first, then one
+    /// read of the socket into the buffer at a time, or straight into `dst`
+    /// for a large payload.
+    fn read_exact(&mut self, s: &mut TcpStream, dst: &mut [u8], stop: &AtomicBool) -> io::Result<bool> {
+        let have = (self.end - self.at).min(dst.len());
+        dst[..have].copy_from_slice(&self.buf[self.at..self.at + have]);
+        self.at += have;
+        let mut done = have;
+        while done < dst.len() {
+            let mid = |what: &str| Err(io::Error::new(io::ErrorKind::UnexpectedEof, what.to_string()));
+            if dst.len() - done >= INBOUND / 2 {
+                return match read_full(s, &mut dst[done..], stop, None)? {
+                    true => Ok(true),
+                    false if done == 0 => Ok(false),
+                    false => mid("peer closed or server stopping mid-message"),
+                };
+            }
+            // The buffer is empty here: every byte in it went to `dst`.
+            let k = loop {
+                match s.read(&mut self.buf) {
+                    Ok(k) => break k,
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                        if stop.load(Ordering::SeqCst) {
+                            break 0;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            };
+            if k == 0 {
+                return if done == 0 {
+                    Ok(false)
+                } else {
+                    mid("peer closed or server stopping mid-message")
+                };
+            }
+            let take = k.min(dst.len() - done);
+            dst[done..done + take].copy_from_slice(&self.buf[..take]);
+            (self.at, self.end) = (take, k);
+            done += take;
+        }
+        Ok(true)
+    }
+}
+
 /// Write all of `parts`, waking up every write timeout; once the server is
 /// stopping, give up after `grace` (a peer that does not read), and so at
 /// `deadline` (a handshake whose client does not read its option replies).
-fn write_full(
+pub(super) fn write_full(
     s: &TcpStream,
     parts: &mut [io::IoSlice],
     stop: &AtomicBool,
@@ -422,7 +540,7 @@ impl Drop for Ticket {
 }
 
 /// A reply due to the peer.
-struct Reply {
+pub(super) struct Reply {
     cookie: u64,
     err: u32,
     /// The request's offset (a structured read reply carries it).
@@ -432,7 +550,7 @@ struct Reply {
 }
 
 /// What a successful reply carries.
-enum Body {
+pub(super) enum Body {
     None,
     Data(AlignedBuf),
     /// `base:allocation` descriptors: (length, flags).
@@ -710,8 +828,8 @@ impl Connection {
         }
     }
 
-    /// Read requests until the peer disconnects or the server stops; a
-    /// reply writer of its own sends the replies.
+    /// Read requests until the peer disconnects or the server stops; the
+    /// workers and a reply writer of its own send the replies.
     fn transmit(&mut self, export: Arc<dyn Export>, mode: Mode) -> io::Result<()> {
         let shared = self.shared.clone();
         let cfg = &shared.cfg;
@@ -722,21 +840,18 @@ impl Connection {
             freed: Condvar::new(),
         });
         let broken = Arc::new(AtomicBool::new(false));
-        let (replies, due) = mpsc::channel::<Reply>();
-        let writer = {
-            let (sock, stop, broken, grace) = (
-                self.sock.try_clone()?,
-                shared.stop.clone(),
-                broken.clone(),
-                cfg.stop_grace,
-            );
-            let structured = mode.structured;
-            std::thread::spawn(move || write_replies(sock, due, structured, &stop, &broken, grace))
-        };
-        let r = self.read_requests(&shared, &export, mode, &budget, &broken, &replies);
-        // The writer ends once every reply sender (ours, and those of the
-        // jobs still in flight) is gone.
-        drop(replies);
+        let (outbox, writer) = Outbox::start(
+            self.sock.try_clone()?,
+            mode.structured,
+            broken.clone(),
+            shared.stop.clone(),
+            cfg.stop_grace,
+            shared.stats.clone(),
+        );
+        let r = self.read_requests(&shared, &export, mode, &budget, &broken, &outbox);
+        // The writer ends once every outbox (ours, and those of the jobs
+        // still in flight) is gone.
+        drop(outbox);
         let _ = writer.join();
         r
     }
@@ -748,16 +863,17 @@ impl Connection {
         mode: Mode,
         budget: &Arc<ConnBudget>,
         broken: &AtomicBool,
-        replies: &mpsc::Sender<Reply>,
+        outbox: &Outbox,
     ) -> io::Result<()> {
         let (stop, stats) = (&*shared.stop, &shared.stats);
         let size = export.size();
+        let mut inbound = Inbound::new();
         loop {
             if stop.load(Ordering::SeqCst) || broken.load(Ordering::SeqCst) {
                 return Ok(());
             }
             let mut h = [0u8; 28];
-            if !read_full(&mut self.sock, &mut h, stop, None)? {
+            if !inbound.read_exact(&mut self.sock, &mut h, stop)? {
                 return Ok(());
             }
             if be32(&h) != REQUEST_MAGIC {
@@ -820,13 +936,13 @@ impl Connection {
             let mut payload = AlignedBuf::scratch(0);
             if typ == CMD_WRITE {
                 payload = AlignedBuf::scratch(len as usize);
-                if !read_full(&mut self.sock, &mut payload, stop, None)? {
+                if !inbound.read_exact(&mut self.sock, &mut payload, stop)? {
                     return Ok(());
                 }
             }
             if let Some(err) = bad {
                 stats.errors.fetch_add(1, Ordering::Relaxed);
-                let _ = replies.send(Reply {
+                outbox.deliver(Reply {
                     cookie,
                     err,
                     offset,
@@ -835,7 +951,7 @@ impl Connection {
                 });
                 continue;
             }
-            let (export, replies, stats2) = (export.clone(), replies.clone(), stats.clone());
+            let (export, outbox, stats2) = (export.clone(), outbox.clone(), stats.clone());
             let req_one = flags & CMD_FLAG_REQ_ONE != 0;
             let job: Job = Box::new(move || {
                 let (err, body) = match execute(&*export, typ, offset, len, fua, req_one, payload) {
@@ -845,7 +961,7 @@ impl Connection {
                         (e, Body::None)
                     }
                 };
-                let _ = replies.send(Reply {
+                outbox.deliver(Reply {
                     cookie,
                     err,
                     offset,
@@ -853,7 +969,7 @@ impl Connection {
                     _ticket: ticket,
                 });
             });
-            if shared.jobs.send(job).is_err() {
+            if !shared.jobs.push(job) {
                 return Ok(());
             }
         }
@@ -934,7 +1050,7 @@ fn chunk_head(flags: u16, typ: u16, cookie: u64, len: u32) -> Vec<u8> {
 }
 
 /// One reply on the wire: its head, and the data that follows it.
-fn encode(r: &Reply, structured: bool) -> (Vec<u8>, &[u8]) {
+pub(super) fn encode(r: &Reply, structured: bool) -> (Vec<u8>, &[u8]) {
     let data: &[u8] = match &r.body {
         Body::Data(b) => b,
         _ => &[],
@@ -994,28 +1110,4 @@ fn parse_meta_context(d: &[u8]) -> Option<(Vec<u8>, Vec<Vec<u8>>)> {
         queries.push(take(ql)?.to_vec());
     }
     (at == d.len()).then_some((name, queries))
-}
-
-/// The reply writer of one connection: sends each reply whole, in the
-/// order they complete. After a failed write (peer gone, or not reading at
-/// shutdown) it cuts the connection and drops what else comes.
-fn write_replies(
-    sock: TcpStream,
-    due: mpsc::Receiver<Reply>,
-    structured: bool,
-    stop: &AtomicBool,
-    broken: &AtomicBool,
-    grace: Duration,
-) {
-    for r in due {
-        if broken.load(Ordering::SeqCst) {
-            continue;
-        }
-        let (head, data) = encode(&r, structured);
-        let mut parts = [io::IoSlice::new(&head), io::IoSlice::new(data)];
-        if write_full(&sock, &mut parts, stop, grace, None).is_err() {
-            broken.store(true, Ordering::SeqCst);
-            let _ = sock.shutdown(std::net::Shutdown::Both);
-        }
-    }
 }
