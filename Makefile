@@ -85,19 +85,25 @@ test-real-matrix: install tools
 
 # Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
 # libCacheSim's cachesim (built here from its source: benches/peers.py), every
-# policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP, the
-# stack, the NBD server, a host cache's hits on real bytes, sweeps, DiskSim's
-# runvalid table and overload; sections measured by hand are kept.
-# `python benches/run.py counted` (or startup, stack, real, real-stack,
-# sweeps, runvalid, overload) re-runs one part.
+# policy, memory, SHARDS accuracy, the timed engine on a Cheetah 9LP against
+# DiskSim 4.0 (also built here from its source), the
+# stack, the NBD server, a host cache's hits on real bytes, sweeps (and on two
+# Ray nodes of this machine), memory flat in trace length (200M piped
+# accesses), DiskSim's runvalid table and overload; sections measured by hand
+# are kept. `python benches/run.py counted` (or startup, timed, stack, real,
+# real-stack, sweeps, sweeps-cluster, stream-rss, runvalid, overload) re-runs one part.
 bench: install bench-tools
 	$(BIN)/python benches/run.py
 
-# What building libCacheSim needs, installed once, only when missing.
+# What building libCacheSim and DiskSim (32-bit C with a bison/flex parser)
+# needs, installed once, only when missing.
 bench-tools:
 	@command -v cmake >/dev/null || $(APT_GET) cmake || (apt-get update && $(APT_GET) cmake)
 	@pkg-config --exists glib-2.0 2>/dev/null || $(APT_GET) pkg-config libglib2.0-dev || (apt-get update && $(APT_GET) pkg-config libglib2.0-dev)
 	@test -f /usr/include/zstd.h || $(APT_GET) libzstd-dev || (apt-get update && $(APT_GET) libzstd-dev)
+	@command -v bison >/dev/null || $(APT_GET) bison || (apt-get update && $(APT_GET) bison)
+	@command -v flex >/dev/null || $(APT_GET) flex || (apt-get update && $(APT_GET) flex)
+	@test -f /usr/include/x86_64-linux-gnu/gnu/stubs-32.h || $(APT_GET) gcc-multilib || (apt-get update && $(APT_GET) gcc-multilib)
 
 clean:
 	rm -rf target $(VENV) .stamp-install

@@ -8,8 +8,9 @@ here, runs alternating (`counted.py`: the LRU cell of 100,000 blocks, then
 every policy both have, and the engine's own rate per policy from `cargo
 bench`); accesses/s of every policy (one blocklab run, per-cell time measured
 by the engine); bytes per cached block of LRU (peak RSS difference between two
-cache sizes); SHARDS accuracy, the timed engine, the composed stack, the real
-executor over NBD and sweeps.
+cache sizes); SHARDS accuracy, the timed engine (and DiskSim 4.0 built here replaying the
+same trace, whole process), the composed stack, the real executor over NBD
+and sweeps.
 
 Timings are real measurements of this machine at this moment; the load
 average is recorded next to them because the machine may be shared.
@@ -18,15 +19,18 @@ The real executor section (`real_nbd`) serves RAID-5 and RAID-6 arrays of
 member files with `blocklab real serve --direct` and drives them with fio's
 nbd engine, against fio on the raw member files (O_DIRECT, libaio) on the
 same file system; `real-stack` reads through a host cache at 100 % hits against
-the array alone. `python benches/run.py real` (or `real-stack`; `stack`: the composed stack against `rgr` and
+the array alone. `python benches/run.py real` (or `real-stack`; `timed`: the timed engine beside DiskSim; `stack`: the composed stack against `rgr` and
 `cache`, and the timed stack's speed; `startup`; `counted`: the libCacheSim
 comparison and the engine's rates; `sweeps`; `runvalid`: each line of DiskSim's runvalid table;
-`overload`: doubling an overloaded trace) runs only that section and replaces it in BENCHMARKS.md.
+`overload`: doubling an overloaded trace; `sweeps-cluster`: sweeps on two Ray nodes of this machine,
+`cluster.py`; `stream-rss`: peak RSS of `cache` at 20M and 200M piped accesses, `stream_rss.py`) runs only
+that section and replaces it in BENCHMARKS.md.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -37,9 +41,11 @@ import sys
 import time
 from pathlib import Path
 
+import cluster
 import counted
 import peers
 import startup
+import stream_rss
 from peers import OUT, ROOT
 VENV_BIN = ROOT / ".venv" / "bin"
 BLOCKLAB = str(VENV_BIN / "blocklab") if (VENV_BIN / "blocklab").exists() else "blocklab"
@@ -102,19 +108,74 @@ def shards_accuracy() -> list[str]:
     return rows + [""]
 
 
+TIMED_RUNS = int(os.environ.get("BENCH_TIMED_RUNS", 7))
+TIMED_REQUESTS = 100_000
+
+
+def timed_trace(capacity_sectors: int) -> Path:
+    """The timed bench's workload as a DiskSim ASCII trace (`time_ms device block sectors flags`), so
+    that DiskSim and `blocklab disk run` replay the same requests: 100,000 uniformly random 4 KiB reads
+    arriving at exponential gaps of mean 10 ms, drawn as `benches/timed.rs`'s `workload` draws them
+    (the same xorshift and the same doubles: its "open" case)."""
+    path = OUT / f"rand4k-{TIMED_REQUESTS}-cap{capacity_sectors}.disksim"
+    if path.exists():
+        return path
+    mask = (1 << 64) - 1
+    x = 0x2545_F491_4F6C_DD1D
+
+    def nxt() -> int:
+        nonlocal x
+        x ^= (x << 13) & mask
+        x ^= x >> 7
+        x ^= (x << 17) & mask
+        return x
+
+    slots, t, lines = capacity_sectors // 8, 0.0, []
+    for _ in range(TIMED_REQUESTS):
+        u = ((nxt() >> 11) + 0.5) / float(1 << 53)
+        t += -10.0 * math.log(u) / 1000.0
+        # repr: the shortest text that reads back as the same double.
+        lines.append(f"{t * 1000.0!r}\t0\t{(nxt() % slots) * 8}\t8\t1\n")
+    OUT.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(lines))
+    tmp.rename(path)
+    return path
+
+
+def engine_example() -> str:
+    """`examples/disk_run.rs` built (release): `blocklab disk run` without the Python front end."""
+    subprocess.run(["cargo", "build", "-q", "--release", "-p", "blocklab", "--example", "disk_run"], cwd=ROOT,
+                   check=True)
+    return str(ROOT / "target" / "release" / "examples" / "disk_run")
+
+
 def timed_engine() -> list[str]:
-    """The timed executor on 100,000 random 4 KiB reads of one Cheetah 9LP
-    (`cargo bench -p blocklab --bench timed`, which prints one JSON line per case)."""
+    """The timed executor on 100,000 random 4 KiB reads of one Cheetah 9LP: the engine's cases
+    (`cargo bench -p blocklab --bench timed`, one JSON line per case), then the open case whole process
+    against DiskSim 4.0 built here, the same requests from one trace file, runs alternating."""
     cmd = ["cargo", "bench", "-q", "-p", "blocklab", "--bench", "timed"]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    sys.path.insert(0, str(ROOT / "python"))
+    from blocklab.repro.disks import default_dir
+
+    env = dict(os.environ)
+    folder = default_dir()
+    if folder is not None and "BLOCKLAB_SHARED" not in env:
+        # The bench looks in <repo>/../shared only; Python also finds a worktree's ../../shared.
+        env["BLOCKLAB_SHARED"] = str(folder.parent.parent)
+    load_before = os.getloadavg()[0]
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True, env=env).stdout
     model = next((line for line in out.splitlines() if line.startswith("model ")), "model ?")
     rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     lines = [
         "## Timed engine",
         "",
+        f"Measured {peers.today()} by `python benches/run.py timed` (part of `make bench`) at blocklab "
+        f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before.",
+        "",
         f"`{' '.join(cmd)}`: 100,000 uniformly random 4 KiB reads, fixed seed; {model.split(' (')[0].split('/')[-1]} "
-        "(DiskSim's validated model when `../shared` is present, else the Ultrastar 73LZX TOML spec). "
-        "DiskSim 4.0 takes about 5.9 s for the first case on this class of machine.",
+        "(DiskSim's validated model when `../shared` is present, else the Ultrastar 73LZX TOML spec); the engine "
+        "alone, in process (one run per case after a warm-up).",
         "",
         "| case | wall (s) | CPU (s) | events per CPU second | mean response (ms) | mean service (ms) |",
         "|---|---|---|---|---|---|",
@@ -122,53 +183,161 @@ def timed_engine() -> list[str]:
     for r in rows:
         lines.append(f"| {r['case']} | {r['wall_s']:.3f} | {r['cpu_s']:.3f} | {r['events_per_cpu_s']:,} | "
                      f"{r['avg_response_ms']:.3f} | {r['avg_service_ms']:.3f} |")
+    m = re.search(r"\((\d+) sectors\)", model)
+    if not model.split(" (")[0].endswith("cheetah9LP.parv") or m is None:
+        return lines + ["", "Side by side with DiskSim: skipped (`../shared/disk-models/disksim-valid` is not "
+                            "present).", ""]
+    return lines + [""] + timed_against_disksim(Path(model.split(" (")[0][len("model "):]), int(m.group(1)))
+
+
+def timed_against_disksim(parv: Path, capacity: int) -> list[str]:
+    """`blocklab disk run` against DiskSim's `disksim` on the same .parv and trace, whole process."""
+    disksim, _ = peers.disksim()
+    stock, _ = peers.disksim(stock=True)
+    trace = timed_trace(capacity)
+    engine = engine_example()
+    outv = OUT / "disksim-timed.outv"
+    tools = {
+        "DiskSim 4.0 (`-O2`)": ([disksim, parv.name, str(outv), "ascii", str(trace), "0"], parv.parent),
+        "DiskSim 4.0 as its Makefiles build it (no `-O`)": (
+            [stock, parv.name, str(OUT / "disksim-stock-timed.outv"), "ascii", str(trace), "0"], parv.parent),
+        "blocklab": ([BLOCKLAB, "disk", "run", str(parv), "--trace", str(trace), "--format", "disksim", "--json"],
+                     None),
+        "blocklab's engine alone (`examples/disk_run.rs`)": ([engine, str(parv), str(trace), "disksim"], None),
+    }
+    load_before = os.getloadavg()[0]
+    runs: dict[str, list] = {k: [] for k in tools}
+    for _ in range(TIMED_RUNS):
+        for name, (cmd, cwd) in tools.items():  # alternating: each round runs every tool once
+            runs[name].append(peers.run(cmd, cwd=cwd))
+    load_after = os.getloadavg()[0]
+    ours = json.loads(runs["blocklab"][0][2])
+    theirs = {"response": peers.disksim_figure(outv, "IOdriver Response time average"),
+              "service": peers.disksim_figure(outv, "IOdriver Physical access time average")}
+    med = {k: (statistics.median(r[0] for r in v), statistics.median(r[1] for r in v)) for k, v in runs.items()}
+    ds_wall, ds_cpu = med["DiskSim 4.0 (`-O2`)"]
+    lines = [
+        "Side by side with DiskSim 4.0 (https://github.com/benh/disksim at "
+        f"{peers.disksim_version()}, a copy of 4.0 that builds on Linux; built here by `benches/peers.py` with "
+        f"`{peers.DISKSIM_CC}` in front of its Makefiles' own `-g -DASSERTS`; and as those Makefiles build it, "
+        "without `-O`, with only the flags a current gcc needs). The "
+        "cargo bench's open case written as a DiskSim ASCII trace (`benches/run.py` `timed_trace`: the same "
+        f"{TIMED_REQUESTS:,} requests), replayed on the unchanged `cheetah9LP.parv` (FCFS at the driver, as the "
+        "file says) by `disksim cheetah9LP.parv OUT ascii TRACE 0` and `blocklab disk run cheetah9LP.parv "
+        "--trace TRACE --format disksim --json`; whole process, "
+        f"{TIMED_RUNS} rounds alternating the tools, medians; load average {load_before:.1f} before, "
+        f"{load_after:.1f} after (on a loaded machine wall time is mostly waiting for a core: compare CPU times).",
+        "",
+        "| tool | median wall (s) | median CPU (s) | DiskSim's CPU / this CPU | DiskSim's wall / this wall "
+        "| events per CPU second | mean response (ms) | mean service (ms) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in tools:
+        wall, cpu = med[name]
+        if name.startswith("DiskSim"):
+            lines.append(f"| {name} | {wall:.3f} | {cpu:.3f} | {ds_cpu / cpu:.2f} | {ds_wall / wall:.2f} | — | "
+                         f"{theirs['response']:.3f} | {theirs['service']:.3f} |")
+            continue
+        lines.append(f"| {name} | {wall:.3f} | {cpu:.3f} | **{ds_cpu / cpu:.1f}×** | {ds_wall / wall:.1f}× | "
+                     f"{ours['events'] / cpu:,.0f} | {ours['avg_response_ms']:.3f} | {ours['avg_service_ms']:.3f} |")
     return lines + [""]
+
+
+# DiskSim's names of the trace formats and of the figures runvalid greps.
+DISKSIM_FORMATS = {"disksim": "ascii", "hpsrt": "hpl"}
+DISKSIM_FIGURES = {"avg_response_ms": "IOdriver Response time average",
+                   "overall_response_ms": "Overall I/O System Response time average"}
 
 
 def runvalid_bench() -> list[str]:
     """Each line of DiskSim's runvalid table (beyond the ten drives) as `blocklab disk run ... --json`,
-    whole process, against DiskSim's time as the issue quotes it (not measured here: DiskSim 4.0 does
-    not build on this machine)."""
+    whole process, beside DiskSim 4.0 built here running the same file as runvalid runs it."""
     sys.path.insert(0, str(ROOT / "python"))
-    from blocklab.repro.disks import RUNVALID, default_dir
+    from blocklab.repro.disks import DRIVES, RUNVALID, default_dir
 
     folder = default_dir()
     lines = ["## DiskSim's runvalid table", ""]
     if folder is None:
         return lines + ["Skipped: `../shared/disk-models/disksim-valid` is not present.", ""]
+    disksim, rms = peers.disksim()
+    outv = OUT / "disksim-runvalid.outv"
     load_before = os.getloadavg()[0]
-    lines += [
-        f"Measured {peers.today()} by `python benches/run.py runvalid` (part of `make bench`) at blocklab "
-        f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before. "
-        "Each `.parv` of DiskSim's validation folder unchanged, run as `runvalid` runs it "
-        "(`blocklab disk run FILE.parv --synthetic --json`, or with its trace); whole process, median of 3. "
-        "DiskSim 4.0 column: **quoted, not measured** — the issue states 5.9 s per 100,000 requests on this "
-        "machine class, scaled here to each line's requests.",
-        "",
-        "| line | requests | blocklab wall (s) | DiskSim 4.0, quoted (s) | ours (ms) | DiskSim says (ms) |",
-        "|---|---|---|---|---|---|",
-    ]
+    drive_rows = []
+    for d in DRIVES:
+        # runvalid's first ten lines: each drive's validation trace, then `rms` of the two
+        # access-time distributions in DiskSim's output (blocklab: `disk validate`'s demerit).
+        parv, trace = folder / f"{d.file}.parv", folder / f"{d.file}.trace"
+        cmd = [BLOCKLAB, "disk", "validate", str(parv), "--trace", str(trace), "--json"]
+        theirs = [disksim, parv.name, str(outv), "validate", trace.name, "0"]
+        runs, peer = [], []
+        for _ in range(3):  # alternating
+            runs.append(peers.run(cmd))
+            peer.append(peers.run(theirs, cwd=folder))
+        m = re.search(r"rms = ([0-9.]+)", peers.run([rms, str(outv), str(outv), "-1", "-1", "1"])[2])
+        out = json.loads(runs[0][2])
+        drive_rows.append(
+            f"| {d.file} | {out['requests']:,} | {statistics.median(r[0] for r in runs):.3f} | "
+            f"{statistics.median(r[1] for r in runs):.3f} | {statistics.median(r[0] for r in peer):.3f} | "
+            f"{statistics.median(r[1] for r in peer):.3f} | {out['demerit_ms']:.3f} | "
+            f"{float(m.group(1)) if m else float('nan'):.3f} | {d.disksim_ms} |")
+    rows = []
     for ln in RUNVALID:
-        cmd = [BLOCKLAB, "disk", "run", str(folder / f"{ln.parv}.parv"), "--json"]
+        parv = folder / f"{ln.parv}.parv"
+        cmd = [BLOCKLAB, "disk", "run", str(parv), "--json"]
         if ln.trace is None:
             cmd.append("--synthetic")
+            theirs = [disksim, parv.name, str(outv), "ascii", "0", "1"]
         else:
             trace = folder.parent.parent / ln.trace
             if not trace.exists():
-                lines.append(f"| {ln.parv} | — | (trace `{ln.trace}` not present) | — | — | {ln.disksim_ms} |")
+                rows.append(f"| {ln.parv} | — | (trace `{ln.trace}` not present) | — | — | — | — | {ln.disksim_ms} |")
                 continue
             cmd += ["--trace", str(trace), "--format", ln.format]
-        runs = [peers.run(cmd) for _ in range(3)]
+            theirs = [disksim, parv.name, str(outv), DISKSIM_FORMATS[ln.format], str(trace), "0"]
+        runs, peer = [], []
+        for _ in range(3):  # alternating
+            runs.append(peers.run(cmd))
+            peer.append(peers.run(theirs, cwd=folder))
         wall = statistics.median(r[0] for r in runs)
+        cpu = statistics.median(r[1] for r in runs)
+        p_wall = statistics.median(r[0] for r in peer)
+        p_cpu = statistics.median(r[1] for r in peer)
+        their_ms = peers.disksim_figure(outv, DISKSIM_FIGURES[ln.figure])
         try:
             out = json.loads(runs[0][2])
         except json.JSONDecodeError:
-            lines.append(f"| {ln.parv} | — | {wall:.3f} (refused) | — | — | {ln.disksim_ms} |")
+            rows.append(f"| {ln.parv} | — | {wall:.3f} (refused) | — | {p_wall:.3f} | {p_cpu:.3f} | — | "
+                        f"{their_ms:.3f} | {ln.disksim_ms} |")
             continue
-        req = out["requests"]
-        lines.append(f"| {ln.parv} | {req:,} | {wall:.3f} | {5.9 * req / 100_000:.2f} | "
-                     f"{out[ln.figure]:.3f} | {ln.disksim_ms} |")
-    return lines + [""]
+        rows.append(f"| {ln.parv} | {out['requests']:,} | {wall:.3f} | {cpu:.3f} | {p_wall:.3f} | {p_cpu:.3f} | "
+                    f"{out[ln.figure]:.3f} | {their_ms:.3f} | {ln.disksim_ms} |")
+    load_after = os.getloadavg()[0]
+    return lines + [
+        f"Measured {peers.today()} by `python benches/run.py runvalid` (part of `make bench`) at blocklab "
+        f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before, {load_after:.1f} after. "
+        "Each `.parv` of DiskSim's validation folder unchanged, run as `runvalid` runs it: "
+        "`blocklab disk run FILE.parv --synthetic --json` (or `--trace` with its trace) against DiskSim 4.0 built "
+        f"here (`{peers.disksim_version()}` of https://github.com/benh/disksim, `{peers.DISKSIM_CC}`; "
+        "`disksim FILE.parv OUT ascii 0 1`, or with its trace); whole process, 3 runs alternating the tools, "
+        "medians. The last column is what runvalid says DiskSim should print; the one before it what DiskSim "
+        "printed here (the figure runvalid greps).",
+        "",
+        "| line | requests | blocklab wall (s) | blocklab CPU (s) | DiskSim wall (s) | DiskSim CPU (s) | ours (ms) "
+        "| DiskSim here (ms) | runvalid says (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "runvalid's first ten lines, the drives: `blocklab disk validate FILE.parv --trace FILE.trace --json` "
+        "(its demerit) against `disksim FILE.parv OUT validate FILE.trace 0` (timed) and DiskSim's `rms OUT OUT "
+        "-1 -1 1` (the figure runvalid prints: the same root-mean-square distance of the simulated and the traced "
+        "access-time distributions); the last column is DiskSim 4.0's value as `blocklab repro disks` quotes it.",
+        "",
+        "| drive | requests | blocklab wall (s) | blocklab CPU (s) | DiskSim wall (s) | DiskSim CPU (s) "
+        "| ours, demerit (ms) | DiskSim here, rms (ms) | DiskSim 4.0 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *drive_rows,
+        "",
+    ]
 
 
 STACK_CELL = """\
@@ -954,6 +1123,8 @@ def main() -> None:
     lines += real_nbd()
     lines += real_stack_hits()
     lines += sweep_bench()
+    lines += cluster.section(BLOCKLAB)
+    lines += stream_rss_section()
     lines += overload_bench()
     text = "\n".join(lines)
     path = ROOT / "BENCHMARKS.md"
@@ -1023,8 +1194,14 @@ def counted_sections() -> list[list[str]]:
 ENGINE_TITLE = ["## The engine alone, per policy", ""]
 
 
-SECTIONS = {"real": lambda: [real_nbd()], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
-            "sweeps": lambda: [sweep_bench()],
+def stream_rss_section() -> list[str]:
+    ensure_trace()
+    return stream_rss.section(BLOCKLAB, TRACE, ACCESSES)
+
+
+SECTIONS = {"timed": lambda: [timed_engine()], "real": lambda: [real_nbd()], "real-stack": lambda: [real_stack_hits()], "stack": lambda: [stack_bench()],
+            "sweeps": lambda: [sweep_bench()], "sweeps-cluster": lambda: [cluster.section(BLOCKLAB)],
+            "stream-rss": lambda: [stream_rss_section()],
             "startup": lambda: [startup.section(BLOCKLAB)], "counted": counted_sections,
             "runvalid": lambda: [runvalid_bench()], "overload": lambda: [overload_bench()]}
 

@@ -1,6 +1,13 @@
-"""Start-up: whole-process time of every `blocklab COMMAND --help` and of a
-one-access `blocklab cache` run, and where the time of `blocklab cache --help`
-goes (`python -X importtime`, summed by top-level package).
+"""Start-up: whole-process time of every `blocklab COMMAND --help` (and two
+subcommands') and of a one-access `blocklab cache` run, and where the time of
+`blocklab cache --help` and of the one-access run goes (`python -X importtime`,
+summed by top-level package).
+
+This build's help pages are measured twice: served from the help cache
+(blocklab/cli/help_cache.py; a fresh cache under out/bench/, filled by each
+case's warm-up run, which renders the page) and rendered live with the cache
+off (BLOCKLAB_HELP_CACHE=0: what the first run of a page, or any run with
+another key, costs, less the few hundred microseconds of writing the entry).
 
 $BENCH_BASELINE may name another build's `blocklab` executable (an older
 checkout's .venv/bin/blocklab, $BENCH_BASELINE_LABEL says which): it is then
@@ -11,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,19 +42,21 @@ def cases(one: Path) -> dict[str, list[str]]:
 
     out = {"--help": ["--help"]}
     out.update({f"{name} --help": [name, "--help"] for name in COMMANDS})
+    out["real serve --help"] = ["real", "serve", "--help"]
+    out["trace synth --help"] = ["trace", "synth", "--help"]
     out["cache ONE --json"] = ["cache", str(one), "--format", "csv", "--size", "1", "--json"]
     out["cache ONE (table)"] = ["cache", str(one), "--format", "csv", "--size", "1"]
     return out
 
 
-def importtime(blocklab: str, args: list[str]) -> tuple[int, float, list[tuple[str, float]]]:
+def importtime(blocklab: str, args: list[str], env: dict | None = None) -> tuple[int, float, list[tuple[str, float]]]:
     """Modules imported, their total import time (ms) and that time by top-level package,
     largest first, for `blocklab ARGS` (median profile of 5 by total)."""
     code = "import sys; sys.argv = ['blocklab', *sys.argv[1:]]; from blocklab.cli import main; main()"
     profiles = []
     for _ in range(5):
         err = subprocess.run([_python_of(blocklab), "-X", "importtime", "-c", code, *args], capture_output=True,
-                             text=True).stderr
+                             text=True, env=env, cwd=peers.OUT).stderr
         by_pkg: dict[str, float] = defaultdict(float)
         n = 0
         for line in err.splitlines():
@@ -63,23 +73,33 @@ def section(blocklab: str) -> list[str]:
     one = peers.OUT / "one.csv"
     one.parent.mkdir(parents=True, exist_ok=True)
     one.write_text("timestamp,op,offset,size\n0,R,0,4096\n")
-    tools = {"this build": blocklab}
+    help_cache = peers.OUT / "help-cache"
+    shutil.rmtree(help_cache, ignore_errors=True)
+    cached = dict(os.environ, XDG_CACHE_HOME=str(help_cache))
+    cached.pop("BLOCKLAB_HELP_CACHE", None)
+    live = dict(cached, BLOCKLAB_HELP_CACHE="0")
+    # label -> (blocklab, environment, help pages only)
+    tools = {"this build (help pages from the cache)": (blocklab, cached, False),
+             "this build, help cache off (pages rendered live)": (blocklab, live, True)}
     baseline = os.environ.get("BENCH_BASELINE")
     if baseline:
-        tools[os.environ.get("BENCH_BASELINE_LABEL", "baseline")] = baseline
+        tools[os.environ.get("BENCH_BASELINE_LABEL", "baseline")] = (baseline, cached, False)
     load_before = os.getloadavg()[0]
     times: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for name, args in cases(one).items():
-        for tool in tools.values():
-            peers.run([tool, *args])  # warm-up
+        measured = {label: (tool, env) for label, (tool, env, helps) in tools.items() if "--help" in args or not helps}
+        for tool, env in measured.values():
+            peers.run([tool, *args], env)  # warm-up (and the help page rendered into the cache)
         for _ in range(RUNS):
-            for label, tool in tools.items():
-                wall, cpu, _, _ = peers.run([tool, *args])
+            for label, (tool, env) in measured.items():
+                wall, cpu, _, _ = peers.run([tool, *args], env)
                 times[(name, label)].append((wall, cpu))
     load_after = os.getloadavg()[0]
 
     def cell(name: str, label: str) -> str:
         runs = times[(name, label)]
+        if not runs:
+            return "–"
         wall = statistics.median(w for w, _ in runs) * 1000
         cpu = statistics.median(c for _, c in runs) * 1000
         mark = "**" if wall <= 100 else ""
@@ -91,20 +111,27 @@ def section(blocklab: str) -> list[str]:
         "",
         f"Measured {peers.today()} by `python benches/run.py startup` (part of `make bench`) at blocklab "
         f"{peers.commit()}; {peers.machine()}; load average {load_before:.1f} before, {load_after:.1f} after. "
-        f"Whole process, median of {RUNS} runs (CPU time, user + system, in brackets); the builds alternate. "
-        "ONE is a one-access CSV trace. Bold: within the 100 ms target."
-        + (" The second column: the `blocklab` given in BENCH_BASELINE, named by BENCH_BASELINE_LABEL."
-           if len(tools) > 1 else ""),
+        f"Whole process, median of {RUNS} runs (CPU time, user + system, in brackets); the columns alternate. "
+        "ONE is a one-access CSV trace. Bold: within the 100 ms target. Help pages from the cache: the page "
+        "the case's warm-up run rendered, written back by `blocklab/cli/help_cache.py` without typer, click or "
+        "rich; help cache off: BLOCKLAB_HELP_CACHE=0, what a page's first run (or a run under another key: "
+        "arguments, width, colours) costs."
+        + (" The last column: the `blocklab` given in BENCH_BASELINE, named by BENCH_BASELINE_LABEL."
+           if len(tools) > 2 else ""),
         "",
         f"| command | {head} |",
         "|---|" + "---|" * len(tools),
     ]
     for name in cases(one):
         lines.append(f"| `blocklab {name}` | " + " | ".join(cell(name, label) for label in tools) + " |")
-    lines += ["", "Where `blocklab cache --help` spends its imports (`python -X importtime`, self time summed by "
-              "top-level package, median of 5 profiles; the profiler itself slows imports down):", ""]
-    for label, tool in tools.items():
-        n, total, by_pkg = importtime(tool, ["cache", "--help"])
-        top = ", ".join(f"{pkg} {ms:.0f}" for pkg, ms in by_pkg[:8])
-        lines.append(f"- {label}: {n} modules, {total:.0f} ms: {top} (ms)")
+    lines += ["", "Where the time goes (`python -X importtime`: modules imported, total import time, self time summed "
+              "by top-level package, median of 5 profiles; the profiler itself slows imports down):", ""]
+    profiled = [("`cache --help`", ["cache", "--help"], True), ("`cache ONE (table)`", cases(one)["cache ONE (table)"], False)]
+    for what, args, helps in profiled:
+        for label, (tool, env, help_only) in tools.items():
+            if help_only and not helps:
+                continue
+            n, total, by_pkg = importtime(tool, args, env)
+            top = ", ".join(f"{pkg} {ms:.0f}" for pkg, ms in by_pkg[:8])
+            lines.append(f"- {what}, {label}: {n} modules, {total:.0f} ms: {top} (ms)")
     return lines + [""]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import subprocess
 import sys
 
@@ -30,7 +31,9 @@ def imported(args: list[str], tmp_path) -> tuple[set[str], subprocess.CompletedP
             "sys.argv = ['blocklab', *sys.argv[1:]]\n"
             "from blocklab.cli import main\n"
             "main()\n")
-    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    # The live path: a page served from the help cache imports none of this (tests/test_help_cache.py).
+    env = dict(os.environ, BLOCKLAB_HELP_CACHE="0")
+    r = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env)
     return set(json.loads(dump.read_text())), r
 
 
@@ -166,3 +169,38 @@ def test_deferred_rich_classes_are_the_real_ones_when_used():
             "print('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_one_access_table_run_loads_neither_fractions_nor_pickle(tmp_path):
+    # rich.style's pickle and rich._ratio's fractions (with decimal) wait for first use.
+    t = tmp_path / "one.csv"
+    t.write_text("timestamp,op,offset,size\n0,R,0,4096\n")
+    mods, r = imported(["cache", str(t), "--format", "csv", "--size", "1"], tmp_path)
+    assert r.returncode == 0 and "miss ratio" in r.stdout, r.stderr
+    assert not {"fractions", "decimal", "pickle"} & mods
+
+
+def test_a_squeezed_table_through_the_deferred_fractions_is_richs_own():
+    # Columns with ratios in a narrow console: rich._ratio calls Fraction.
+    code = ("import io, sys\n"
+            "from blocklab.cli import light_help\n"
+            "if sys.argv[1] == 'deferred':\n"
+            "    light_help.install()\n"
+            "from rich.console import Console\n"
+            "from rich.table import Table\n"
+            "assert ('fractions' in sys.modules) == (sys.argv[1] == 'plain')\n"
+            "t = Table(title='squeezed', expand=True)\n"
+            "for i in range(5):\n"
+            "    t.add_column(f'column {i}', ratio=i + 1)\n"
+            "t.add_row(*[f'cell {i} ' * (i + 2) for i in range(5)])\n"
+            "c = Console(file=io.StringIO(), width=47, force_terminal=True, color_system='truecolor')\n"
+            "c.print(t)\n"
+            "import fractions, rich._ratio\n"
+            "print(type(rich._ratio.ratio_reduce(10, [1, 2], [9, 9], [0, 0])[0]).__name__, 'fractions' in sys.modules)\n"
+            "print(c.file.getvalue())\n")
+    out = {mode: subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True)
+           for mode in ("deferred", "plain")}
+    for r in out.values():
+        assert r.returncode == 0, r.stderr
+    assert out["deferred"].stdout == out["plain"].stdout
+    assert "column" in out["plain"].stdout and "\x1b[" in out["plain"].stdout

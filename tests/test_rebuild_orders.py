@@ -187,29 +187,104 @@ def test_repro_pro_runs_as_a_sweep_and_each_cell_is_its_stack_alone(tmp_path):
     spec = rp.TraceSpec("ws", "small", str(t), "csv", 1.0, 4_000_000)
     out = tmp_path / "o"
     runs = rp.run([spec], out, sweep=False, workers=2, progress=False)
-    cells = rp.cells(sweep=False)
+    cells = rp.cells(sweep=False, volumes=False)
     df = _assert_one_row_per_cell_with_provenance(out, len(cells))
     assert list(df["case"]) == [c.name for c in cells]
-    # The trace's own keys reach every cell.
-    assert (df["replay.speedup"] == 1.0).all() and (df["array.disk_size"] == 4_000_000).all()
+    # Every array at the same load per member: speed-up x N/3, members x 3/N (to the MB).
+    for n, speedup, size in ((3, 1.0, 4_000_000), (4, 1.3333, 3_000_000), (5, 1.6667, 2_000_000),
+                             (6, 2.0, 2_000_000), (9, 3.0, 1_000_000)):
+        assert set(df.loc[df["array.disks"] == n, "replay.speedup"]) == {speedup}
+        assert set(df.loc[df["array.disks"] == n, "array.disk_size"]) == {size}
+    assert set(df["tenant_map"]) == {"concat"}
     # A cell is the stack file with the cell's keys, run alone.
     c = next(c for c in cells if (c.level, c.disks, c.order) == ("raid10", 6, "pro"))
     lo, hi = rp.LIMITS[c.mode]
     alone = blocklab.run_stack(rp.STACK, t, format="csv", executor="timed", sets=[
-        "replay.speedup=1.0", "array.disk_size=4000000", f"array.raid={c.level}", f"array.disks={c.disks}",
+        "replay.speedup=2.0", "array.disk_size=2000000", f"array.raid={c.level}", f"array.disks={c.disks}",
         f"array.rebuild.order={c.order}", f"array.rebuild.min={lo}", f"array.rebuild.max={hi}",
-        f"array.rebuild.idle={c.idle}"])
+        f"array.rebuild.idle={c.idle}", "tenant_map=\"concat\""])
     r = runs[(runs["level"] == "raid10") & (runs["disks"] == 6) & (runs["order"] == "pro")].iloc[0]
     assert r["rebuild_s"] == alone["rebuild"]["rebuild_ms"] / 1e3
     assert r["resp_during_ms"] == alone["rebuild"]["user_during"]["avg_response_ms"]
     assert r["user_reads"] == alone["rebuild"]["ops_by_cause"]["user"]["reads"]
-    # The tables come out of the sweep's rows: one per array, U and L for RAID-5 of 3, four orders.
+    # The tables come out of the sweep's rows: one per array, U and L for RAID-5 of 3, four
+    # orders, 16 and 64 KiB chunks; Fig. 3's cells stay out of the other tables.
     assert len(rp.tables(runs)) == 6 and len(rp.u_mode(runs)) == 2
     assert sorted(rp.orders_table(runs)["order"]) == ["dor", "md", "pro", "pro-dor"]
+    f3 = rp.fig3_table(runs)
+    assert list(f3["chunk"]) == ["16KiB", "64KiB"]
+    assert set(runs.loc[runs["chunk"] == "16KiB", "rows"]) == {4 * (4_000_000 // 65536)}
+    assert rp.layouts_table(runs).empty  # one volume: one layout run
+    # What the recipe prints: the tables, Fig. 3, and the verdict claim by claim.
+    t3, um, ot, sw = rp.tables(runs), rp.u_mode(runs), rp.orders_table(runs), rp.sweep_table(runs)
+    md = rp.markdown([spec], t3, um, ot, sw, rp.verdict(t3, um, sw), rp.layouts_table(runs), f3,
+                     rp.claims(t3, um, ot, sw, f3))
+    assert "## Fig. 3 analogue" in md and "## Verdict, claim by claim" in md
+    assert "| Table 3, WebSearch, RAID-5 of 3: PRO lowers the response during recovery | 18.74 % |" in md
+    assert "raid5 of 9 x 3 / 1 MB" in md  # the speed-up and members per array
     # A re-run finds every cell done.
     again = rp.run([spec], out, sweep=False, workers=1, progress=False)
     assert again.equals(runs)
     assert len((out / "cells.jsonl").read_text().splitlines()) == len(cells)
+
+
+def test_pro_load_per_member_by_hand():
+    from blocklab.repro import pro as rp
+
+    ws = rp.TraceSpec("ws", "ws", "t", "mqsim", 0.45, 600_000_000)
+    # Each survivor serves 2/N of the reads with one member lost: N/3 times RAID-5 of 3's rate
+    # keeps its share equal; the trace lasts 3/N as long, and so does the rebuild (members x 3/N).
+    assert rp.load_for(ws, 3) == (0.45, 600_000_000)
+    assert rp.load_for(ws, 5) == (0.75, 360_000_000)
+    assert rp.load_for(ws, 7) == (1.05, 257_000_000)  # 257.14 MB, to the MB
+    assert rp.load_for(ws, 9) == (1.35, 200_000_000)
+    assert rp.load_for(ws, 4) == (0.6, 450_000_000)  # RAID-10 of 4: the lost member's mirror
+    fixed = rp.TraceSpec("ws", "ws", "t", "mqsim", 0.65, 600_000_000, load="fixed")
+    assert rp.load_for(fixed, 9) == (0.65, 600_000_000)
+    with pytest.raises(ValueError, match="load `heavy`"):
+        rp.load_for(rp.TraceSpec("ws", "ws", "t", "mqsim", 1.0, 1, load="heavy"), 3)
+
+
+def test_pro_cells_run_table_3_in_both_layouts_for_traces_with_volumes():
+    from blocklab.repro import pro as rp
+
+    multi = rp.TraceSpec("ws", "ws", "t", "mqsim", 0.45, 600_000_000, volumes=True)
+    one = rp.TraceSpec("fin", "fin", "f", "msr-cut", 0.3, 1_000_000_000)
+    cases = rp.sweep_spec([multi, one], sweep=False).cases
+    ws = [c for c in cases if c["trace"] == "ws"]
+    fin = [c for c in cases if c["trace"] == "fin"]
+    assert len(ws) == len(fin) + 12  # md and pro on the six arrays, folded
+    folded = [c for c in ws if c["tenant_map"] == "ignore"]
+    assert [c["name"] for c in folded][:2] == ["raid5x3 md L layout=fold", "raid5x3 pro L layout=fold"]
+    assert all(c["tenant_map"] == "concat" for c in fin)
+    f3 = [c for c in ws if c.get("array.chunk") == "16KiB"]
+    assert [c["name"] for c in f3] == ["raid5x3 md L chunk=16KiB", "raid5x3 pro L chunk=16KiB"]
+    # The recipe's layout is the one named; the other is run beside it.
+    other = rp.sweep_spec([multi], sweep=False, layout="fold").cases
+    assert {c["tenant_map"] for c in other if "layout=" not in c["name"]} == {"ignore"}
+    assert {c["tenant_map"] for c in other if "layout=concat" in c["name"]} == {"concat"}
+
+
+def test_pro_papers_own_trace_runs_at_its_rate_on_5gb_members(tmp_path):
+    from blocklab.repro import pro as rp
+
+    f = tmp_path / "ws.spc"
+    f.write_text("0,100,8192,R,0.0\n")
+    t = rp.papers_trace(f"ws={f}")
+    assert (t.format, t.speedup, t.disk_size, t.load, t.volumes) == ("spc", 1.0, 5_000_000_000, "fixed", True)
+    assert rp.load_for(t, 9) == (1.0, 5_000_000_000)
+    with pytest.raises(ValueError, match="KEY one of ws, fin"):
+        rp.papers_trace(f"tpcc={f}")
+    with pytest.raises(ValueError, match="no such file"):
+        rp.papers_trace(f"fin={tmp_path / 'nope.spc'}:spc")
+
+
+def test_repro_pro_bad_layout_load_or_trace_is_one_line_exit_2(monkeypatch, capsys, tmp_path):
+    for args, text in ((["--layout", "stack"], "--layout: unknown layout `stack`; valid: concat, fold"),
+                       (["--load", "heavy"], "--load: unknown rule `heavy`; valid: per-member, fixed"),
+                       (["--trace", f"ws={tmp_path / 'none.spc'}"], "--trace: `")):
+        code, out, err = cli(monkeypatch, capsys, "repro", "pro", "--out", str(tmp_path / "o"), *args)
+        assert code == 2 and text in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_repro_vdf_timed_runs_as_a_sweep(tmp_path, monkeypatch, capsys):

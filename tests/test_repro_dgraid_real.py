@@ -125,7 +125,7 @@ def test_a_tiny_real_run_keeps_its_invariants_and_its_lost_files_are_those_a_mou
     assert checked == 14
 
 
-def test_mount_mode_copies_the_tree_through_the_mounted_fs_and_keeps_the_invariants(tmp_path):
+def test_mount_mode_makes_ext2_on_the_export_copies_the_tree_in_and_measures_fig5_on_its_stream(tmp_path):
     from test_real_fs import _probe
 
     why = _probe()
@@ -144,6 +144,18 @@ def test_mount_mode_copies_the_tree_through_the_mounted_fs_and_keeps_the_invaria
     # Each file lives on one home site: across the four single failures of dgraid0 every file is lost once.
     one = [x for x in av if x["level"] == "dgraid0" and x["k"] == "1"]
     assert sum(int(x["files"]) - int(x["files_whole"]) for x in one) == 16, one
+    # Fig 5 on the export's own write stream (mke2fs ran on the export itself), beside the counted orders.
+    f5 = _rows(out / "dgraid-real-fig5.csv")
+    assert [(x["level"], x["order"], x["deferred_max"]) for x in f5] == [
+        (lv, o, n) for lv in ("dgraid0", "dgraid1")
+        for o, n in (("stream", "1024"), ("stream", "16384"), ("sequential", "1024"), ("reverse", "1024"),
+                     ("seeded:1", "1024"), ("files", "1024"))]
+    for x in f5:
+        assert int(x["wrong"]) == 0 and int(x["unknown"]) == 0, x
+        assert int(x["correct"]) + int(x["unwritten"]) == int(x["in_use"]), x
+        assert 0 <= int(x["misplaced_end"]) <= int(x["in_use"]) and 0 <= int(x["misplaced_for_a_while"]) <= int(x["in_use"]), x
+    report = (out / "dgraid-real-report.md").read_text()
+    assert "Fig 5" in report and "| generated | dgraid0 | stream | 1,024 |" in report, report
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -82,3 +82,56 @@ def test_vdf_timed_claims_from_the_summary():
     assert got[vt.CLAIMS[1]].verdict == "matched"  # smaller with 8 disks in both series
     assert got["Eq. 4 predicts the rebuild speed-up from the utilizations"].verdict == "matched"
     assert got["the service-rate gain grows with the threads toward the simulated (RGR) value"].verdict == "matched"
+
+
+def test_pro_claims_from_the_tables():
+    from blocklab.repro import pro as rp
+
+    # WebSearch only; md 100 ms on RAID-5 (120 on RAID-10) and 50 s at 10,000 KiB/s everywhere.
+    # PRO on RAID-5 of 3/5/7/9: 81.26 / 90 / 105 / 92 ms (18.74 / 10 / -5 / 8 %), rebuild unchanged.
+    pro_ms = {("raid5", 3): 81.26, ("raid5", 5): 90.0, ("raid5", 7): 105.0, ("raid5", 9): 92.0,
+              ("raid10", 4): 120.0, ("raid10", 6): 120.0}
+    rows = []
+    for (level, n), p in pro_ms.items():
+        md = 100.0 if level == "raid5" else 120.0
+        for order, resp in (("md", md), ("pro", p)):
+            rows.append({"trace": "ws", "level": level, "disks": n, "order": order, "mode": "L", "param": "",
+                         "value": "", "resp_during_ms": resp, "rebuild_s": 50.0, "avg_kbps": 10000.0,
+                         "share_from_spare": 0.5})
+    t3 = rp.tables(pd.DataFrame(rows))
+    um = pd.DataFrame([{"trace": "ws", "mode": "U", "resp_impr": 30.0, "rebuild_impr": 2.0}])
+    sw = pd.DataFrame([{"trace": "ws", "resp_impr": 5.0}, {"trace": "ws", "resp_impr": -1.0}])
+    f3 = pd.DataFrame([{"trace": "ws", "chunk": "16KiB", "resp_impr": 5.0},
+                       {"trace": "ws", "chunk": "64KiB", "resp_impr": -2.0}])
+    got = {c.claim: c for c in rp.claims(t3, um, pd.DataFrame(), sw, f3)}
+    r5 = "Table 3, WebSearch, RAID-5 of {}: PRO lowers the response during recovery"
+    assert [got[r5.format(n)].verdict for n in (3, 5, 7, 9)] == ["matched", "trend", "contradicted", "matched"]
+    assert got[r5.format(7)].paper == "10.78 % (printed 7.85 %)"  # the paper's own columns, the misprint beside
+    assert (got[r5.format(5)].reason, got[r5.format(5)].ours) == ("data", "+10.0 %")
+    assert got["Table 3, WebSearch: the gain shrinks as disks are added (3 to 9)"].verdict == "trend"  # 2 of 3 steps
+    assert got["Table 4, WebSearch, RAID-5: rebuild time unchanged (MD at its floor)"].verdict == "matched"
+    assert got["Table 4, WebSearch: MD rebuilds at its 10 MB/s floor on every array"].verdict == "matched"
+    flat = got["Table 3, WebSearch: PR's response about the same on all six arrays"]
+    assert (flat.verdict, flat.ours) == ("matched", "100.0 .. 120.0 ms (x 1.20)")
+    level = got["Table 3, WebSearch: PR's response level during recovery"]
+    assert (level.verdict, level.reason) == ("trend", "model")
+    assert got["RAID-10 (ws, 4 and 6 disks): little change in response or rebuild time"].verdict == "matched"
+    assert got["Fig. 2 (RAID-5 of 3, limits 100 MB/s): PRO lowers the response by 27.65-47.17 %"].verdict == "matched"
+    assert got["Fig. 2: PRO shortens the rebuild by up to 4.44 %"].verdict == "trend"  # 2 %: beyond half of 4.44
+    assert got["Fig. 3 (ws, RAID-5 of 3): PRO beats PR in response with 16 KB and 64 KB chunks"].verdict == "trend"
+    params = got["PRO's gain does not hinge on its own parameters (ws, RAID-5 of 5)"]
+    assert (params.verdict, params.reason) == ("trend", "paper")
+    printed = got["Table 4, ws raid5 of 9: rebuild 1.43 % better, as printed"]
+    assert (printed.verdict, printed.reason) == ("contradicted", "paper") and "0.14 %" in printed.why
+    assert not any("Financial" in c for c in got)  # no Financial runs: no Financial rows
+
+
+def test_judge_band():
+    from blocklab.repro.pro import judge_band
+
+    assert judge_band(-5.03, 13.99, [0.0, 13.0]) == "matched"
+    assert judge_band(-5.03, 13.99, [0.0, 44.5]) == "trend"
+    assert judge_band(27.65, 47.17, [13.7, -34.0]) == "trend"  # one on the range's side of zero
+    assert judge_band(27.65, 47.17, [-13.7]) == "contradicted"
+    assert judge_band(-5.03, 13.99, [-40.0]) == "contradicted"  # a range across zero has no side
+    assert judge_band(1.0, 2.0, [float("nan")]) == "missing"

@@ -132,7 +132,7 @@ fn write_zipf_oracle(
         .map_err(to_py)
 }
 
-/// Write a seeded Zipf(alpha) trace as blocklab's native CSV (one block read per access).
+/// Write a seeded Zipf(alpha) trace as blocklab's native CSV (one block read per access; `-`: stdout).
 #[pyfunction]
 #[pyo3(signature = (path, accesses, universe, alpha, seed, block_size=4096))]
 fn write_zipf_csv(
@@ -144,11 +144,8 @@ fn write_zipf_csv(
     seed: u64,
     block_size: u64,
 ) -> PyResult<()> {
-    py.allow_threads(|| {
-        let keys = synth::zipf_keys(accesses, universe, alpha, seed)?;
-        synth::write_native_csv(&path, &keys, block_size)
-    })
-    .map_err(to_py)
+    py.allow_threads(|| synth::write_zipf_csv(&path, accesses, universe, alpha, seed, block_size))
+        .map_err(to_py)
 }
 
 /// Names of the cache policies.

@@ -115,7 +115,7 @@ fn real_has_stack(dir: PathBuf) -> bool {
 /// Serve the array over NBD until interrupted. `ready(info, status,
 /// recovery)` (JSON texts) is called once it accepts connections.
 #[pyfunction]
-#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab", start_dirty_degraded=false))]
+#[pyo3(signature = (dir, listen, ready, threads=16, direct=false, name="blocklab", start_dirty_degraded=false, record_writes=None))]
 #[allow(clippy::too_many_arguments)]
 fn real_serve(
     py: Python<'_>,
@@ -126,6 +126,7 @@ fn real_serve(
     direct: bool,
     name: &str,
     start_dirty_degraded: bool,
+    record_writes: Option<PathBuf>,
 ) -> PyResult<()> {
     let opts = ServeOptions {
         listen,
@@ -133,6 +134,7 @@ fn real_serve(
         direct,
         name: name.to_string(),
         start_dirty_degraded,
+        record_writes,
         ..Default::default()
     };
     let serving = py.allow_threads(|| control::serve(&dir, &opts)).map_err(to_py)?;
@@ -163,6 +165,13 @@ fn interruptible<T: Send>(
 #[pyfunction]
 fn real_status(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
     Ok(json(&py.allow_threads(|| control::status(&dir)).map_err(to_py)?))
+}
+
+/// A D-GRAID array's map as `block,owner,kind,parent` lines.
+#[pyfunction]
+fn real_dgraid_tags(py: Python<'_>, dir: PathBuf) -> PyResult<String> {
+    py.allow_threads(|| blocklab::exec::real::dgraid::ops::tags(&dir))
+        .map_err(to_py)
 }
 
 #[pyfunction]
@@ -327,6 +336,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real_has_stack, m)?)?;
     m.add_function(wrap_pyfunction!(real_serve, m)?)?;
     m.add_function(wrap_pyfunction!(real_status, m)?)?;
+    m.add_function(wrap_pyfunction!(real_dgraid_tags, m)?)?;
     m.add_function(wrap_pyfunction!(real_fail, m)?)?;
     m.add_function(wrap_pyfunction!(real_replace, m)?)?;
     m.add_function(wrap_pyfunction!(real_check, m)?)?;

@@ -1,7 +1,8 @@
 //! Speed of the timed simulation: 100,000 random 4 KiB reads on one Seagate
-//! Cheetah 9LP (DiskSim's validated model) — DiskSim 4.0 takes about 5.9 s
-//! for this on the project's machine. Plain timing (one run per case after a
-//! warm-up), printed as a table and as JSON lines for BENCHMARKS.md.
+//! Cheetah 9LP (DiskSim's validated model). Plain timing (one run per case
+//! after a warm-up), printed as a table and as JSON lines for BENCHMARKS.md;
+//! `python benches/run.py timed` also replays the open case from a trace
+//! file, whole process, beside DiskSim 4.0 built on the same machine.
 //!
 //! `cargo bench -p blocklab --bench timed`. The model is looked up in
 //! `$BLOCKLAB_SHARED/disk-models/disksim-valid/` (default `<repo>/../shared`),

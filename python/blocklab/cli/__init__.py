@@ -1,47 +1,32 @@
 """The `blocklab` command line. Each command group lives in its own module,
-imported only when that command runs (`commands.py` lists them)."""
+imported only when that command runs (`commands.py` lists them); `root.py`
+is the top-level typer app. A help page seen before is written back from
+`help_cache.py` without importing typer, click or rich at all."""
 
 from __future__ import annotations
 
-from blocklab.cli import light_help
-
-typer = light_help.typer_quietly()
-
-from blocklab.cli.commands import LazyGroup  # noqa: E402
-from blocklab.cli.common import run_guarded  # noqa: E402
-
-light_help.install()
-
-app = typer.Typer(
-    cls=LazyGroup,
-    name="blocklab",
-    help="A laboratory for block storage: replay block traces through caches, arrays and disks.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    # `-h` as well as `--help`, on every command and group.
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from blocklab import __version__
-
-        print(f"blocklab {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _main(
-    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
-                                 help="Print the version and exit."),
-) -> None:
-    """A laboratory for block storage: replay block traces through caches, arrays and disks."""
+import sys
 
 
 def main() -> None:
-    run_guarded(app)
+    from blocklab.cli import help_cache
+
+    if help_cache.serve(sys.argv):
+        return
+    with help_cache.Recording(sys.argv):
+        from blocklab.cli.root import app  # first: it imports typer without what typer never uses here
+        from blocklab.cli.common import run_guarded
+
+        run_guarded(app)
+
+
+def __getattr__(name: str):
+    # `from blocklab.cli import app`: the typer app, built on first use.
+    if name == "app":
+        from blocklab.cli.root import app
+
+        return app
+    raise AttributeError(f"module 'blocklab.cli' has no attribute {name!r}")
 
 
 if __name__ == "__main__":

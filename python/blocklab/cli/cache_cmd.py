@@ -47,7 +47,7 @@ def _fmt_ratio(x) -> str:
 
 
 def cache(
-    trace: str = typer.Argument(..., help="Trace file (compressed inputs are read transparently)."),
+    trace: str = typer.Argument(..., help="Trace file (compressed inputs are read transparently), or - for standard input (a pipe: name --format; sizes in blocks or bytes)."),
     format: str = FormatOpt,
     policy: str = typer.Option("lru", "--policy", "-p", help="Comma-separated policies, e.g. lru,fifo,arc."),
     size: str = typer.Option("5%", "--size", "-s", help="Comma-separated cache sizes: blocks (100), bytes (64MiB, 1GiB) or a share of the unique blocks (5%)."),
@@ -59,6 +59,8 @@ def cache(
     """Counted cache simulation: every (policy, size) cell in one pass over the trace."""
     from blocklab import _core
 
+    if trace == "-":
+        trace = "/dev/stdin"  # streamed: read once, as it comes
     bar = _progress_bar("simulating")
     if bar is None:
         out = _core.simulate_cache(trace, format, policy, size, block_size, reads_only, skip_bad, None)

@@ -14,6 +14,11 @@ paths use: `subprocess` (`typer.launch`), `difflib` (the "did you mean" of an
 unknown command) and `pickle` (rich styles with metadata). `typer_quietly()`
 imports typer with stand-ins for them in the same way: the stand-in's names
 load the real module on first use.
+
+rich, wherever it loads (a command's table as well as typer's formatter),
+likewise gets stand-ins for `pickle` in `rich.style` and for `fractions`
+(and the `decimal` it imports) in `rich._ratio`, which only a table too wide
+for the terminal calls.
 """
 
 from __future__ import annotations
@@ -27,7 +32,10 @@ import types
 DEFERRED = {"rich.markdown": "Markdown", "rich.traceback": "Traceback"}
 # module -> the functions typer (or rich, under it) takes from it by name; the
 # module's other names are looked up on first use (`subprocess.Popen`).
-DEFERRED_STDLIB = {"subprocess": (), "difflib": ("get_close_matches",), "pickle": ("dumps", "loads")}
+DEFERRED_STDLIB = {"subprocess": (), "difflib": ("get_close_matches",), "pickle": ("dumps", "loads"),
+                   "fractions": ("Fraction",)}
+# module -> the modules deferred while it loads (install()).
+WATCHED = {"typer.rich_utils": (*DEFERRED, *DEFERRED_STDLIB), "rich.style": ("pickle",), "rich._ratio": ("fractions",)}
 
 
 class _Deferred(type):
@@ -103,28 +111,36 @@ def typer_quietly():
 
 class _Loader:
     # importlib.abc is not imported: it pulls in importlib.resources (a few ms).
-    def __init__(self, real) -> None:
+    def __init__(self, real, deferred) -> None:
         self.real = real
+        self.deferred = deferred
 
     def create_module(self, spec):
         return self.real.create_module(spec)
 
     def exec_module(self, module) -> None:
-        _with_stand_ins([*DEFERRED, *DEFERRED_STDLIB], lambda: self.real.exec_module(module))
+        _with_stand_ins(self.deferred, lambda: self.real.exec_module(module))
 
 
 class _Finder:
+    def __init__(self) -> None:
+        self.finding = False
+
     def find_spec(self, name, path=None, target=None):
-        if name != "typer.rich_utils":
+        deferred = WATCHED.get(name)
+        if deferred is None or self.finding:
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self.finding = True  # the real finders answer for `name` below
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.finding = False
         if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
+            spec.loader = _Loader(spec.loader, deferred)
         return spec
 
 
 def install() -> None:
-    """Defer the two modules when typer first loads its formatter (no-op if it already has)."""
-    if "typer.rich_utils" not in sys.modules and not any(isinstance(f, _Finder) for f in sys.meta_path):
+    """Defer those modules when typer's formatter or rich first loads (once per process)."""
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())

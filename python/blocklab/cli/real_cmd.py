@@ -158,6 +158,9 @@ def serve(
     direct: bool = typer.Option(False, "--direct", help="O_DIRECT on the member files when the file system allows it."),
     name: str = typer.Option("blocklab", "--name", help="Export name (the default empty name is accepted too). A stack with [[tenant]] serves one export per tenant, by its name, and no default export."),
     start_dirty_degraded: bool = DirtyDegradedOpt,
+    record_writes: Path = typer.Option(None, "--record-writes", metavar="LOG",
+                                       help="D-GRAID: record every write and flush the export sees into LOG, the "
+                                            "stream `blocklab dgraid infer --order stream:LOG` replays."),
 ) -> None:
     """Serve the array over NBD until Ctrl-C or SIGTERM (then close it cleanly)."""
     d = _array_dir(dir)
@@ -191,9 +194,20 @@ def serve(
     signal.signal(signal.SIGTERM, on_term)
     try:
         _core.real_serve(d, listen, ready, threads=threads, direct=direct, name=name,
-                         start_dirty_degraded=start_dirty_degraded)
+                         start_dirty_degraded=start_dirty_degraded,
+                         record_writes=str(record_writes) if record_writes else None)
     except KeyboardInterrupt:
         print("stopped; array closed cleanly", file=sys.stderr)
+
+
+@app.command("tags")
+def tags(dir: Path = DirArg) -> None:
+    """D-GRAID: what the array placed each mapped block as, `block,owner,kind,parent` lines (the truth CSV's
+    format of `dgraid infer --truth-csv`), from the server when it is served."""
+    d = _array_dir(dir)
+    if not (Path(d) / "dgraid.json").exists():
+        fail(f"{dir}: not a D-GRAID array (only D-GRAID places blocks by owner; see `real status`)")
+    sys.stdout.write(_core.real_dgraid_tags(d))
 
 
 @app.command("status")

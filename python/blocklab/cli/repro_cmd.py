@@ -282,8 +282,12 @@ def pro(
     cells: Optional[str] = typer.Option(None, "--cells", help="--real: the cells, TRACE:DISKS of a RAID-5 (default ws:5, and fin:5 when ../shared holds it)."),
     repeat: int = typer.Option(3, "--repeat", help="--real: rounds of md and pro (alternating within a round); the spread is printed."),
     member_size: str = typer.Option("64MiB", "--member-size", help="--real: bytes per member file."),
+    layout: str = typer.Option("concat", "--layout", help="The trace's volumes on the array: concat (end to end, the paper's one device) or fold (one shared address space); Table 3 also runs in the other."),
+    load: str = typer.Option("per-member", "--load", help="Load per array: per-member (speed-up x N/3, members x 3/N: every survivor as busy as on RAID-5 of 3) or fixed (one speed-up and member size)."),
+    trace: Optional[List[str]] = typer.Option(None, "--trace", help="KEY=PATH[:FORMAT] (KEY ws or fin): the paper's own trace in place of the stand-in, replayed at its own rate on 5 GB members on every array (repeatable)."),
 ) -> None:
-    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, Fig. 2's U mode, DOR, PRO's own parameters."""
+    """PRO on MD (Tian et al.): Tables 3 and 4 beside the paper's, both layouts, Fig. 2's U mode, Fig. 3's chunks,
+    DOR, PRO's own parameters, and the verdict claim by claim."""
     from pathlib import Path
 
     from blocklab.cli.common import fail
@@ -297,7 +301,18 @@ def pro(
         fail(f"--idle: unknown rule `{idle}`; valid: md2611, md6, simple")
     if workers < 1:
         fail(f"--workers must be at least 1, not {workers}")
-    specs = rp.traces()
+    if layout not in rp.LAYOUTS:
+        fail(f"--layout: unknown layout `{layout}`; valid: {', '.join(rp.LAYOUTS)}")
+    if load not in rp.LOADS:
+        fail(f"--load: unknown rule `{load}`; valid: {', '.join(rp.LOADS)}")
+    specs = rp.traces(load=load)
+    for t in trace or []:
+        try:
+            own = rp.papers_trace(t)
+        except ValueError as e:
+            fail(f"--trace: {e}")
+        specs = [s for s in specs if s.key != own.key] + [own]
+        specs.sort(key=lambda s: ("ws", "fin").index(s.key))
     if only:
         keys = [k.strip() for k in only.split(",") if k.strip()]
         bad = [k for k in keys if k not in ("ws", "fin")]
@@ -308,16 +323,18 @@ def pro(
             fail("--only: none of these traces is available (fin needs ../shared/traces)")
     outdir = Path(out)
     df = _run_recipe(outdir, lambda command: rp.run(specs, outdir, sweep=sweep, idle=idle, workers=workers, ray=ray,
-                                                    command=command),
+                                                    command=command, layout=layout),
                      failed_runs="trace")
     t3, um, ot, sw = rp.tables(df), rp.u_mode(df), rp.orders_table(df), rp.sweep_table(df)
+    lay, f3 = rp.layouts_table(df), rp.fig3_table(df)
     t3.to_csv(outdir / "pro-tables.csv", index=False)
+    lay.to_csv(outdir / "pro-layouts.csv", index=False)
     sw.to_csv(outdir / "pro-sensitivity.csv", index=False)
     rp.plot(df, outdir)
-    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw))
+    md = rp.markdown(specs, t3, um, ot, sw, rp.verdict(t3, um, sw), lay, f3, rp.claims(t3, um, ot, sw, f3))
     (outdir / "pro-report.md").write_text(md)
-    _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-sensitivity.csv", "pro-fig1.png",
-                    "pro-sensitivity.png", "pro-report.md"], md)
+    _wrote(outdir, ["results.parquet", "report.html", "pro-tables.csv", "pro-layouts.csv", "pro-sensitivity.csv",
+                    "pro-fig1.png", "pro-sensitivity.png", "pro-report.md"], md)
 
 
 def _pro_real(cells: Optional[str], repeat: int, member_size: str, out: str) -> None:
@@ -409,7 +426,7 @@ def dgraid(
     seed: int = typer.Option(1, "--seed", help="--real: seed of the first generated tree (and of the failure-set sample)."),
     dirs: Optional[int] = typer.Option(None, "--dirs", help="--real: directories of the generated tree (default 12, --full 60; 0 with --files 0: no generated tree)."),
     files: Optional[int] = typer.Option(None, "--files", help="--real: files of the generated tree (default 80, --full 600)."),
-    mount: bool = typer.Option(False, "--mount", help="--real: make ext2 through the mounted export (nbdfuse + mount -o loop, needs root and FUSE) and cp the tree in, instead of copying an `mke2fs -d` image."),
+    mount: bool = typer.Option(False, "--mount", help="--real: make ext2 through the mounted export (mke2fs on the nbdfuse file, mount -o loop, needs root and FUSE) and cp the tree in, instead of copying an `mke2fs -d` image; Fig 5 (blocks misplaced by inference) on the export's recorded write stream."),
     fills: Optional[str] = typer.Option(None, "--fills", help="--real: Fig 9's fills of the file system in percent (default 25,50,75; `none` skips Fig 9)."),
 ) -> None:
     """D-GRAID (FAST'04): Table 1, Figs 2, 3, 7, Table 2 and the counted part of Fig 9, beside the paper's numbers.
@@ -488,20 +505,22 @@ def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, 
                 fail(f"--fills `{fills}`: percentages between 1 and 99")
     plan = dr.full_plan(**kw) if full else dr.quick_plan(**kw)
     try:
-        av, f9 = dr.run(plan, outdir, progress=lambda m: print(m, file=sys.stderr, flush=True))
+        av, f9, f5 = dr.run(plan, outdir, progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (dr.RecipeError, RuntimeError, OSError) as e:
         fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     rows = dr.summary(av)
-    cl = dr.claims(rows, f9)
+    cl = dr.claims(rows, f9, f5)
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
-    md = dr.markdown(rows, f9, cl, _command_line(), machine)
+    md = dr.markdown(rows, f9, cl, _command_line(), machine, f5)
     write_csv([{k: v for k, v in r.items() if k != "lost"} | {"lost": ";".join(r["lost"])} for r in av],
               outdir / "dgraid-real-avail.csv")
     if f9:
         write_csv(f9, outdir / "dgraid-real-fig9.csv")
+    if f5:
+        write_csv(f5, outdir / "dgraid-real-fig5.csv")
     (outdir / "dgraid-real-report.md").write_text(md)
-    _wrote(outdir, ["dgraid-real-avail.csv"] + (["dgraid-real-fig9.csv"] if f9 else []) + ["dgraid-real-report.md"],
-           md)
+    _wrote(outdir, ["dgraid-real-avail.csv"] + (["dgraid-real-fig9.csv"] if f9 else [])
+           + (["dgraid-real-fig5.csv"] if f5 else []) + ["dgraid-real-report.md"], md)
 
 
 def _dgraid_timed(outdir, quick: bool, console, jobs: Optional[int] = None, ray: Optional[str] = None) -> None:

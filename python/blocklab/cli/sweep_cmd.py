@@ -20,7 +20,7 @@ def sweep(
     sweep_file: Path = typer.Argument(..., help=literal("Sweep file (TOML): stack, executor, [[traces]], [grid], [[cases]] (their `unset` drops keys), seeds.")),
     out: Path = typer.Option(..., "--out", "-o", help="Results folder: results.parquet, cells.jsonl (the journal a re-run resumes from), meta.json."),
     jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Cells run at once: threads here (default 1); with --ray local, the CPUs of the local Ray (default: all)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run each cell as a Ray task: `local` starts a local Ray, else the address of a running cluster (ray://host:10001 or host:6379)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run each cell as a Ray task: `local` starts a local Ray, else the address of a running cluster (auto, host:6379 or ray://host:10001; docs/sweeps.md)."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces' bytes to the workers (else they read the traces' paths: shared storage)."),
     no_batch: bool = typer.Option(False, "--no-batch", help="Run every counted cell alone (default: cells sharing a trace share its passes; results are the same)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),

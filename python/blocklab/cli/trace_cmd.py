@@ -277,7 +277,7 @@ def formats(json_out: bool = JsonOpt) -> None:
 
 @app.command()
 def synth(
-    dst: Path = typer.Argument(..., help="Output file."),
+    dst: Path = typer.Argument(..., help="Output file, or - for standard output (csv only: drawn and written as it goes, e.g. piped into `blocklab cache -`)."),
     accesses: int = typer.Option(1_000_000, "--accesses", help="Number of block accesses."),
     universe: int = typer.Option(100_000, "--universe", help="Number of distinct blocks to draw from."),
     alpha: float = typer.Option(1.0, "--alpha", help="Zipf skew (0 = uniform)."),
@@ -287,13 +287,19 @@ def synth(
     """Write a seeded synthetic Zipf(alpha) block trace, one block per access."""
     if accesses <= 0 or universe <= 0:
         raise ValueError("--accesses and --universe must be positive")
+    to_stdout = str(dst) == "-"
     if to == "csv":
         _core.write_zipf_csv(str(dst), accesses, universe, alpha, seed)
     elif to == "oracle":
+        if to_stdout:
+            # Each record names its block's next access: the whole trace is drawn before the first is written.
+            raise ValueError("--to oracle cannot write to standard output (-): give a file")
         _core.write_zipf_oracle(str(dst), accesses, universe, alpha, seed, 1)
     else:
         raise ValueError(f"unknown --to `{to}`; valid: csv, oracle")
-    print(f"{dst}: {accesses:,} accesses, Zipf({alpha}) over {universe:,} blocks, seed {seed} ({to})")
+    # On stdout the trace is the output: the summary goes beside it.
+    print(f"{'standard output' if to_stdout else dst}: {accesses:,} accesses, Zipf({alpha}) over {universe:,} blocks, "
+          f"seed {seed} ({to})", file=sys.stderr if to_stdout else sys.stdout)
 
 
 def register(parent: typer.Typer) -> None:

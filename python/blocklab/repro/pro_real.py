@@ -47,7 +47,7 @@ class Cell:
 def default_cells() -> list[Cell]:
     """WebSearch on RAID-5 of 5, and the Financial stand-in on the same array when
     ../shared holds it."""
-    return [Cell(t.key, "raid5", 5) for t in traces()]
+    return [Cell(t.key, "raid5", 5) for t in traces(load="fixed")]
 
 
 def parse_cells(text: str) -> list[Cell]:
@@ -67,7 +67,8 @@ def parse_cells(text: str) -> list[Cell]:
 def prepare(cell: Cell, out: Path, member: int) -> tuple[object, rr.Prepared]:
     """The cell's trace file: the first requests that keep the users on the array for the
     rebuild at MD's minimum speed plus a second, mapped onto the array."""
-    spec = next((t for t in traces() if t.key == cell.key), None)
+    # One speed-up for every array here (the cells are one or two RAID-5s, replayed as files).
+    spec = next((t for t in traces(load="fixed") if t.key == cell.key), None)
     if spec is None:
         raise ValueError(f"--cells: trace `{cell.key}` is not available (fin needs ../shared/traces)")
     capacity = (cell.disks - 1) * member

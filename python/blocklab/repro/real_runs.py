@@ -124,8 +124,9 @@ class Server:
     """`blocklab real serve DIR --listen 127.0.0.1:0 --direct`, in a process of its own; a
     context manager that stops it (SIGTERM: the array is closed cleanly)."""
 
-    def __init__(self, d: Path, direct: bool = True):
-        args = [*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0"] + (["--direct"] if direct else [])
+    def __init__(self, d: Path, direct: bool = True, extra: tuple = ()):
+        args = [*BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0"] + (["--direct"] if direct else []) \
+            + [str(a) for a in extra]
         self.p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()
         if not re.search(r"nbd://[\d.]+:\d+/", line):

@@ -24,9 +24,9 @@ META = "meta.json"
 HEAD = ("cell", "status", "error")
 # Provenance columns, after the figures.
 PROVENANCE = ("blocklab_version", "git_commit", "stack_sha256", "trace_sha256", "trace_format", "seed",
-              "started_at", "wall_s", "host", "cell")
+              "started_at", "wall_s", "host", "node", "cell")
 # Columns that differ between two runs of the same cells (time, place).
-VOLATILE = ("started_at", "wall_s", "host")
+VOLATILE = ("started_at", "wall_s", "host", "node")
 # Lists of records kept whole (as JSON text) instead of one column per element:
 # series over time (also any list of records with a `t_ms`).
 SERIES = ("timing.timeseries", "rebuild.series", "tier.timeline")
@@ -122,7 +122,7 @@ def row(cell_info: dict, record: dict, param_keys: Iterable[str] = ()) -> dict[s
         "blocklab_version": record.get("blocklab_version"), "git_commit": record.get("git_commit"),
         "stack_sha256": cell_info.get("stack_sha256"), "trace_sha256": cell_info.get("trace_sha256"),
         "trace_format": cell_info.get("trace_format"), "seed": seed, "started_at": record.get("started_at"),
-        "wall_s": record.get("wall_s"), "host": record.get("host"),
+        "wall_s": record.get("wall_s"), "host": record.get("host"), "node": record.get("node"),
     })
     return out
 

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import queue
+import socket
 import tempfile
 import threading
 import time
@@ -218,10 +219,34 @@ def _materialize(data: bytes, sha: str, name: str) -> str:
 
 
 def _ray_execute(job: Job, shipped: bytes | None, sha: str | None) -> dict:
+    """One cell as a Ray task; its record names the Ray node that ran it (`node`:
+    the host name does not tell two nodes of one machine apart)."""
+    import ray
+
+    node = ray.get_runtime_context().get_node_id()
+    trace = job.cell.trace
     path = None
     if shipped is not None:
-        path = _materialize(shipped, sha, Path(job.cell.trace.path).name)
-    return execute(job, path)
+        path = _materialize(shipped, sha, Path(trace.path).name)
+    elif trace is not None and not os.path.exists(trace.path):
+        # Read by path: this node does not see the driver's file system there.
+        msg = (f"{trace.path}: no such file on Ray node {node[:12]} ({socket.gethostname()}): traces are read by "
+               "path unless shipped; share the folder, or ship it (`ship = true` on the trace, or --ship-traces)")
+        return _record(job, "error", None, msg, _now(), 0.0) | {"node": node}
+    return execute(job, path) | {"node": node}
+
+
+def _placements(ray, n: int) -> list:
+    """Where each of `n` cells is asked to run: the first cell of each node of the
+    cluster that has a CPU on that node (soft: elsewhere if the node is gone), the
+    others SPREAD over the nodes. A worker Ray leases takes the next queued cell as
+    soon as it is done, so without the first round a sweep of short cells runs
+    wholly on the node whose worker is up first; with it every node starts at once."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    nodes = sorted(nd["NodeID"] for nd in ray.nodes() if nd.get("Alive") and nd.get("Resources", {}).get("CPU", 0) >= 1)
+    first = [NodeAffinitySchedulingStrategy(node_id=nd, soft=True) for nd in nodes[:n]]
+    return first + ["SPREAD"] * (n - len(first))
 
 
 def run_ray(jobs: list[Job], address: str, workers: int | None, ship_all: bool,
@@ -246,16 +271,18 @@ def run_ray(jobs: list[Job], address: str, workers: int | None, ship_all: bool,
             raise SweepError(f"--ray {address}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(_ray_execute)
+        placements = _placements(ray, len(jobs))
         shipped: dict[str, Any] = {}
         pending: dict[Any, Job] = {}
-        for j in jobs:
+        for j, how in zip(jobs, placements):
             t = j.cell.trace
             data = None
             if t is not None and (t.ship or ship_all):
                 if t.path not in shipped:
                     shipped[t.path] = ray.put(Path(t.path).read_bytes())
                 data = shipped[t.path]
-            pending[remote.remote(j, data, trace_sha.get(t.path) if t is not None else None)] = j
+            ref = remote.options(scheduling_strategy=how).remote(j, data, trace_sha.get(t.path) if t is not None else None)
+            pending[ref] = j
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             for r in ready:
@@ -263,7 +290,7 @@ def run_ray(jobs: list[Job], address: str, workers: int | None, ship_all: bool,
                 try:
                     yield ray.get(r)
                 except Exception as e:  # the worker died, or Ray failed: the cell failed
-                    yield _record(j, "error", None, _error_text(e), _now(), 0.0) | {"host": "?"}
+                    yield _record(j, "error", None, _error_text(e), _now(), 0.0) | {"host": "?", "node": None}
     finally:
         if started_here:
             ray.shutdown()

@@ -415,6 +415,20 @@ pub fn simulate_trace(path: &Path, cfg: &SimConfig, progress: &mut dyn FnMut(u64
     let policies = parse_policies(&cfg.policies)?;
     // Syntax errors first, before any pass over the trace.
     sizes::parse_specs(&cfg.sizes)?;
+    // A pipe is read once: no pre-pass can come before the simulation's.
+    if trace::is_stream(path) {
+        let file = path.display();
+        if sizes::needs_unique(&cfg.sizes) {
+            return Err(Error::config(format!(
+                "{file}: a pipe can be read only once, and a `%` size needs a counting pass before the simulation: give sizes in blocks or bytes, or a file"
+            )));
+        }
+        if let Some(p) = policies.iter().find(|p| is_offline(p)) {
+            return Err(Error::config(format!(
+                "{file}: a pipe can be read only once, and policy `{p}` needs a pass for next uses before the simulation: give a file"
+            )));
+        }
+    }
     // The keys alone, for the pre-passes.
     let keys = || Keys::open(path, &cfg.trace, cfg.blocks);
     let unique = if sizes::needs_unique(&cfg.sizes) {
@@ -530,6 +544,85 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("blocklab-sim-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         dir.join("t.csv")
+    }
+
+    /// A trace through a pipe is read once, as it comes: the cells equal the
+    /// file's. What needs a pass before the simulation (a `%` size, `opt`, a
+    /// format to sniff) is refused, naming the pipe, before anything is read.
+    #[test]
+    fn a_pipe_is_simulated_in_one_pass_and_pre_passes_are_refused() {
+        let keys = crate::trace::synth::zipf_keys(20_000, 900, 0.9, 5).unwrap();
+        let path = tmp("pipe");
+        crate::trace::synth::write_native_csv(&path, &keys, 4096).unwrap();
+        let fifo = path.with_file_name("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let cfg = |policies: &str, sizes: &str, format: &str| SimConfig {
+            trace: TraceOptions {
+                format: format.into(),
+                ..Default::default()
+            },
+            blocks: BlockOptions::default(),
+            policies: policies.into(),
+            sizes: sizes.into(),
+        };
+        let want = simulate_trace(&path, &cfg("lru,arc", "50,400KiB", "csv"), &mut |_| Ok(())).unwrap();
+        // Writes the trace into the pipe when a reader opens it, at most `times`
+        // times (a new writer could meet the last reader before it closes), until told to stop.
+        let feed = |times: usize| {
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (src, dst, stop) = (path.clone(), fifo.clone(), done.clone());
+            let feeder = std::thread::spawn(move || {
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut fed = 0;
+                while fed < times && !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                    // Non-blocking: fails (ENXIO) while no reader has the pipe open.
+                    match std::fs::OpenOptions::new()
+                        .write(true)
+                        .custom_flags(libc::O_NONBLOCK)
+                        .open(&dst)
+                    {
+                        Ok(mut w) => {
+                            use std::os::fd::AsRawFd;
+                            unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, 0) };
+                            let _ = std::io::copy(&mut std::fs::File::open(&src).unwrap(), &mut w);
+                            fed += 1;
+                        }
+                        Err(_) => std::thread::sleep(std::time::Duration::from_millis(1)),
+                    }
+                }
+            });
+            move || {
+                done.store(true, std::sync::atomic::Ordering::SeqCst);
+                feeder.join().unwrap();
+            }
+        };
+        let stop = feed(1);
+        let got = simulate_trace(&fifo, &cfg("lru,arc", "50,400KiB", "csv"), &mut |_| Ok(())).unwrap();
+        stop();
+        let figures = |r: &SimReport| -> Vec<_> {
+            r.cells
+                .iter()
+                .map(|c| (c.policy.clone(), c.cache_blocks, c.accesses, c.hits))
+                .collect()
+        };
+        assert_eq!(figures(&got), figures(&want));
+        assert_eq!(want.cells[0].accesses, 20_000);
+        // Each of these must stop, naming the pipe, before reading it (the
+        // feeder gives the pipe's contents to every reader, so that a reader
+        // that went ahead would not block, but return figures or another error).
+        for (policies, sizes, format, says) in [
+            ("lru", "5%", "csv", "a `%` size needs a counting pass"),
+            ("lru,opt", "50", "csv", "policy `opt` needs a pass for next uses"),
+            ("lru", "50", "auto", "its format cannot be detected"),
+        ] {
+            let stop = feed(usize::MAX);
+            let r = simulate_trace(&fifo, &cfg(policies, sizes, format), &mut |_| Ok(()));
+            stop();
+            let m = r.map(|r| format!("{:?}", r.cells)).unwrap_err().to_string();
+            assert!(m.contains(fifo.to_str().unwrap()) && m.contains(says), "{m}");
+        }
+        std::fs::remove_dir_all(path.parent().unwrap()).unwrap();
     }
 
     /// The whole file path: sizes in every unit, a `%` pre-pass, writes kept

@@ -54,6 +54,13 @@ pub trait Classifier: Send {
     /// retag it).
     fn flush(&mut self) -> Vec<Action>;
 
+    /// Whether the classifier knows the file system's layout. Until it
+    /// does, it holds every write (nothing can be placed) and a flush
+    /// places nothing: the array must keep those writes durable itself.
+    fn layout_known(&self) -> bool {
+        true
+    }
+
     /// Why the classifier gave up on this file system (a layout it does
     /// not infer, e.g. ext4's 64bit), if it did. From then on it answers
     /// nothing and holds nothing new: the array must stop accepting writes

@@ -421,6 +421,12 @@ impl Iterator for TraceReader {
 
 /// Open a trace file with the given options. `auto` sniffs the format
 /// (see [`sniff`]).
+/// Whether `path` is read as a stream that can be read once (a pipe, standard
+/// input, a character device), not a regular file a second pass can reopen.
+pub fn is_stream(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
 pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader> {
     let ctx = ParseCtx {
         file: path.display().to_string(),
@@ -433,6 +439,13 @@ pub fn open(path: &Path, opts: &TraceOptions) -> Result<TraceReader> {
     }
     if path.is_dir() {
         return Err(Error::io(ctx.file, "is a directory, not a trace file"));
+    }
+    if opts.format == "auto" && is_stream(path) {
+        // Sniffing reads the first bytes, and a pipe does not give them twice.
+        return Err(Error::config(format!(
+            "{}: a pipe (not a regular file): its format cannot be detected without consuming it; name it with --format",
+            ctx.file
+        )));
     }
     let format = if opts.format == "auto" {
         sniff::sniff(path)?

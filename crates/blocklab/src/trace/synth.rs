@@ -69,9 +69,15 @@ impl Zipf {
 /// `accesses` keys drawn from Zipf(alpha) over `universe` blocks; block ids
 /// are ranks + 1 (rank 0, the hottest, is block 1).
 pub fn zipf_keys(accesses: u64, universe: u64, alpha: f64, seed: u64) -> Result<Vec<u64>> {
+    Ok(zipf_iter(accesses, universe, alpha, seed)?.collect())
+}
+
+/// The keys of [`zipf_keys`] one at a time: memory is the CDF (8 bytes per
+/// block of the universe), not the trace.
+pub fn zipf_iter(accesses: u64, universe: u64, alpha: f64, seed: u64) -> Result<impl Iterator<Item = u64>> {
     let z = Zipf::new(universe, alpha)?;
     let mut rng = SplitMix64::new(seed);
-    Ok((0..accesses).map(|_| z.sample(&mut rng) + 1).collect())
+    Ok((0..accesses).map(move |_| z.sample(&mut rng) + 1))
 }
 
 /// Write `keys` as a libCacheSim oracleGeneral file (see [`super::oracle`]):
@@ -100,18 +106,39 @@ pub fn write_oracle(path: &Path, keys: &[u64], obj_size: u32) -> Result<()> {
 /// bytes at key·block_size, a write when the key is a multiple of 4 (so that
 /// read/write mixes and `--reads-only` have something to act on), else a read.
 pub fn write_native_csv(path: &Path, keys: &[u64], block_size: u64) -> Result<()> {
-    let name = path.display().to_string();
-    let file = std::fs::File::create(path).map_err(|e| Error::io(&name, e))?;
-    let mut w = std::io::BufWriter::new(file);
-    let mut out = || -> std::io::Result<()> {
+    write_native_csv_keys(path, keys.iter().copied(), block_size)
+}
+
+/// [`write_native_csv`] of keys as they come; `path` `-` is standard output
+/// (a trace piped into a reader without being stored).
+pub fn write_native_csv_keys(path: &Path, keys: impl Iterator<Item = u64>, block_size: u64) -> Result<()> {
+    let to_stdout = path.as_os_str() == "-";
+    let name = if to_stdout {
+        "standard output".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let sink: Box<dyn Write> = if to_stdout {
+        Box::new(std::io::stdout().lock())
+    } else {
+        Box::new(std::fs::File::create(path).map_err(|e| Error::io(&name, e))?)
+    };
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, sink);
+    let out = || -> std::io::Result<()> {
         writeln!(w, "{}", super::native_csv::HEADER)?;
-        for (i, &k) in keys.iter().enumerate() {
+        for (i, k) in keys.enumerate() {
             let op = if k % 4 == 0 { 'W' } else { 'R' };
             writeln!(w, "{:.6},{op},{},{block_size},0", i as f64 * 1e-3, k * block_size)?;
         }
         w.flush()
     };
     out().map_err(|e| Error::io(&name, e))
+}
+
+/// Generate a Zipf trace and write it as native CSV as it is drawn (to `-`,
+/// standard output, too): memory does not grow with `accesses`.
+pub fn write_zipf_csv(path: &Path, accesses: u64, universe: u64, alpha: f64, seed: u64, block_size: u64) -> Result<()> {
+    write_native_csv_keys(path, zipf_iter(accesses, universe, alpha, seed)?, block_size)
 }
 
 /// Generate a Zipf trace and write it as oracleGeneral.

@@ -4,6 +4,7 @@
 //! rotate each track's first sector so that a sequential transfer does not
 //! lose a revolution at every head or cylinder switch.
 
+use super::remainder::rem_euclid;
 use crate::error::{Error, Result};
 
 /// What a spare-sector budget is attached to.
@@ -52,6 +53,10 @@ struct Zone {
     data_per_unit: u64,
     total_slots: u64,
     spares_at_front: bool,
+    /// The slips are strictly increasing (no slot slipped twice) ...
+    slips_increasing: bool,
+    /// ... and then `slips[i] - i`, a non-decreasing key for `locate`.
+    slip_keys: Vec<u64>,
 }
 
 /// Where a sector lives.
@@ -126,6 +131,12 @@ impl Layout {
             let lbns = data.saturating_sub(z.front_space).min(block_count.saturating_sub(next));
             let mut spec = z;
             spec.slips.sort_unstable();
+            let slips_increasing = spec.slips.windows(2).all(|w| w[0] < w[1]);
+            let slip_keys = if slips_increasing {
+                spec.slips.iter().enumerate().map(|(i, &s)| s - i as u64).collect()
+            } else {
+                Vec::new()
+            };
             out.push(Zone {
                 spec,
                 first_lbn: next,
@@ -135,6 +146,8 @@ impl Layout {
                 data_per_unit: unit_slots - spares,
                 total_slots,
                 spares_at_front,
+                slips_increasing,
+                slip_keys,
             });
             next += lbns;
         }
@@ -177,7 +190,8 @@ impl Layout {
             if r <= 1 {
                 return true;
             }
-            let q = self.map(lbn + r - 1);
+            // Where, not at what angle: the probes need no remainder.
+            let (q, _) = self.locate(lbn + r - 1);
             lbn + r - 1 < self.capacity
                 && q.cyl == ph.cyl
                 && q.head == ph.head
@@ -200,35 +214,38 @@ impl Layout {
     }
 
     /// Physical location of `lbn` (clamped to the last sector).
+    #[inline]
     pub fn map(&self, lbn: u64) -> Phys {
+        let (mut ph, base) = self.locate(lbn);
+        ph.angle = rem_euclid(base + ph.sector as f64, ph.spt as f64);
+        ph
+    }
+
+    /// `map` without the angle (left 0), and the angle of the track's first
+    /// sector before reduction modulo the track.
+    #[inline]
+    fn locate(&self, lbn: u64) -> (Phys, f64) {
         let lbn = lbn.min(self.capacity.saturating_sub(1));
         let z = self.zone_of(lbn);
         let spt = z.spec.sectors_per_track as u64;
         let d = lbn - z.first_lbn + z.spec.front_space;
-        let (slot_d, rem) = (d / z.slot, d % z.slot);
-        let (u, k) = (slot_d / z.data_per_unit, slot_d % z.data_per_unit);
+        // Sector slots and one unit per zone are the common cases: skip
+        // their divisions (a disk run maps several LBNs per request).
+        let (slot_d, rem) = if z.slot == 1 { (d, 0) } else { (d / z.slot, d % z.slot) };
+        let (u, k) = if slot_d < z.data_per_unit {
+            (0, slot_d)
+        } else {
+            (slot_d / z.data_per_unit, slot_d % z.data_per_unit)
+        };
         let unit_start = u * z.unit_slots;
-        let mut p = unit_start
+        let p = unit_start
             + k
             + if z.spares_at_front {
                 z.unit_slots - z.data_per_unit
             } else {
                 0
             };
-        // Slipped slots push the numbering along: the slot is the base
-        // position plus the number of slips at or before it (a fixed point,
-        // reached in a few binary searches).
-        let slips = &z.spec.slips;
-        let from = slips.partition_point(|&s| s < unit_start);
-        let base = p;
-        loop {
-            let upto = slips.partition_point(|&s| s <= p);
-            let next = base + (upto.max(from) - from) as u64;
-            if next == p {
-                break;
-            }
-            p = next;
-        }
+        let p = slipped(z, unit_start, p);
         let p = (p.min(z.total_slots - 1)) * z.slot + rem;
         let s = self.surfaces as u64;
         let track = p / spt; // zone-relative track in numbering order
@@ -246,14 +263,44 @@ impl Layout {
         // cylinder switch by the cylinder skew (in numbering order).
         let switches_t = (cz * (s - 1) + order as u64) as f64;
         let base = z.spec.first_offset + z.spec.track_skew * switches_t + z.spec.cyl_skew * cz as f64;
-        let angle = (base + sector as f64).rem_euclid(spt as f64);
-        Phys {
+        let ph = Phys {
             cyl,
             head,
             sector,
             spt: spt as u32,
-            angle,
+            angle: 0.0,
+        };
+        (ph, base)
+    }
+}
+
+/// Slipped slots push the numbering along: the slot of data position
+/// `base` (in the unit starting at slot `unit_start`) is `base` plus the
+/// number of the unit's slips at or before it, the least fixed point of
+/// p = base + #{slips >= unit_start, <= p}.
+#[inline]
+fn slipped(z: &Zone, unit_start: u64, base: u64) -> u64 {
+    let slips = &z.spec.slips;
+    let from = if unit_start == 0 {
+        0
+    } else {
+        slips.partition_point(|&s| s < unit_start)
+    };
+    if z.slips_increasing {
+        // With slips s_i strictly increasing, slip i >= from is passed iff
+        // s_i - (i - from) <= base; s_i - i never decreases, and every slip
+        // before `from` meets it too: one binary search finds them all.
+        let limit = base - from as u64;
+        return base + (z.slip_keys.partition_point(|&k| k <= limit) - from) as u64;
+    }
+    let mut p = base;
+    loop {
+        let upto = slips.partition_point(|&s| s <= p);
+        let next = base + (upto.max(from) - from) as u64;
+        if next == p {
+            return p;
         }
+        p = next;
     }
 }
 
@@ -360,6 +407,54 @@ pub(super) mod tests {
         assert_eq!(l.run(3, 2).1, 2);
         let (p, r) = l.run(9, 100);
         assert_eq!((p.cyl, p.sector, r), (1, 0, 10));
+    }
+
+    #[test]
+    fn one_search_finds_the_fixed_point_of_the_slips() {
+        // The fixed-point iteration `slipped` replaced, against its single
+        // binary search: seeded random slip lists, units anywhere.
+        let by_iteration = |slips: &[u64], unit_start: u64, base: u64| {
+            let from = slips.partition_point(|&s| s < unit_start);
+            let mut p = base;
+            loop {
+                let upto = slips.partition_point(|&s| s <= p);
+                let next = base + (upto.max(from) - from) as u64;
+                if next == p {
+                    return p;
+                }
+                p = next;
+            }
+        };
+        let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..300 {
+            let mut z = zone(0, 9, 10);
+            let n = (next() % 40) as usize;
+            let span = 20 + next() % 400;
+            z.slips = (0..n).map(|_| next() % span).collect();
+            if round % 2 == 0 {
+                z.slips.sort_unstable();
+                z.slips.dedup(); // strictly increasing: the one-search path
+            }
+            let l = Layout::new(1, 10, 1_000, vec![z], SpareUnit::SectorsPerZone, false, 0).unwrap();
+            let zz = &l.zones[0];
+            assert_eq!(zz.slips_increasing, zz.spec.slips.windows(2).all(|w| w[0] < w[1]));
+            for _ in 0..50 {
+                let unit_start = next() % span;
+                let base = unit_start + next() % span;
+                assert_eq!(
+                    slipped(zz, unit_start, base),
+                    by_iteration(&zz.spec.slips, unit_start, base),
+                    "slips {:?}, unit at {unit_start}, base {base}",
+                    zz.spec.slips
+                );
+            }
+        }
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! Angles are absolute: the platter is at angle 0 at time 0.
 
 use super::layout::Phys;
+use super::remainder::rem_euclid;
 use super::Hdd;
 
 /// Where the heads are.
@@ -40,8 +41,8 @@ impl Hdd {
     /// Time until the leading edge of `to` passes under the head at `t`.
     pub(super) fn rotation_wait(&self, t: f64, to: &Phys) -> f64 {
         let target = to.angle / to.spt as f64;
-        let now = (t / self.period).rem_euclid(1.0);
-        let mut f = (target - now).rem_euclid(1.0);
+        let now = rem_euclid(t / self.period, 1.0);
+        let mut f = rem_euclid(target - now, 1.0);
         if f > 1.0 - EPS {
             f = 0.0;
         }
@@ -118,7 +119,7 @@ impl Hdd {
         let spt = ph.spt as f64;
         let st = self.period / spt;
         // Where the head is, in sectors past the run's first one.
-        let x = ((t1 / self.period) * spt - ph.angle).rem_euclid(spt);
+        let x = rem_euclid((t1 / self.period) * spt - ph.angle, spt);
         // The first whole sector of the run under the head, and the wait
         // for its leading edge (sector boundaries within EPS count as on it).
         let j0 = if x < EPS || x > spt - EPS {

@@ -23,6 +23,7 @@ mod cache;
 mod layout;
 mod mechanism;
 mod opportune;
+mod remainder;
 mod seek;
 mod trackbuf;
 

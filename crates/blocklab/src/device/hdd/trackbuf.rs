@@ -10,6 +10,7 @@
 //! Only tracks numbered as one run of sectors (no slips or spares inside)
 //! are buffered, so a sector's LBN is the track's first LBN plus its index.
 
+use super::remainder::rem_euclid;
 use super::{c_over, layout::Phys, Hdd};
 
 const EPS: f64 = 1e-9;
@@ -58,7 +59,7 @@ impl Hdd {
                     first,
                     cyl: ph.cyl,
                     head: ph.head,
-                    angle0: (ph.angle - ph.sector as f64).rem_euclid(spt as f64),
+                    angle0: rem_euclid(ph.angle - ph.sector as f64, spt as f64),
                     have: vec![false; spt as usize],
                     stamp,
                 };
@@ -91,7 +92,7 @@ impl Hdd {
             return;
         }
         for (s, h) in t.have.iter_mut().enumerate() {
-            let angle = (t.angle0 + s as f64).rem_euclid(spt);
+            let angle = rem_euclid(t.angle0 + s as f64, spt);
             // The first time the sector's leading edge reaches the head from `from` on.
             let lead = angle + ((a - EPS - angle) / spt).ceil() * spt;
             if lead + 1.0 <= b + EPS {

@@ -736,6 +736,10 @@ impl Classifier for Inferrer {
         self.flush_deferred()
     }
 
+    fn layout_known(&self) -> bool {
+        self.layout.is_some()
+    }
+
     fn refused(&self) -> Option<&Error> {
         self.refused.as_ref()
     }

@@ -141,6 +141,9 @@ pub struct ServeOptions {
     pub bitmap_interval: Duration,
     /// Start a dirty degraded array (`--start-dirty-degraded`).
     pub start_dirty_degraded: bool,
+    /// Record the export's write stream here (`--record-writes`; D-GRAID
+    /// arrays only).
+    pub record_writes: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -152,6 +155,7 @@ impl Default for ServeOptions {
             name: "blocklab".into(),
             bitmap_interval: Duration::from_secs(2),
             start_dirty_degraded: false,
+            record_writes: None,
         }
     }
 }
@@ -189,12 +193,20 @@ pub fn serve(dir: &Path, opts: &ServeOptions) -> Result<Serving> {
         TcpListener::bind(&opts.listen).map_err(|e| Error::config(format!("--listen {}: {e}", opts.listen)))?;
     if dgraid::is_dgraid_dir(dir) {
         let array = Arc::new(RealDgraid::open(dir)?);
+        if let Some(p) = &opts.record_writes {
+            array.record_writes(p)?;
+        }
         let ops = {
             let a = array.clone();
             Arc::new(move |req: &Value, stop: &AtomicBool| a.run_op(req, stop)) as OpHandler
         };
         let exports = vec![(opts.name.clone(), array.clone() as Arc<dyn Export>)];
         return start(dir, opts, listener, exports, false, ops, None, Some(array), None);
+    }
+    if opts.record_writes.is_some() {
+        return Err(Error::config(
+            "--record-writes: only a D-GRAID array records its write stream (for `dgraid infer --order stream:LOG`)",
+        ));
     }
     let array = Arc::new(RealArray::open(
         dir,

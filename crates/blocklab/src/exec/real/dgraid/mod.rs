@@ -13,6 +13,8 @@
 //! * `state.rs`: `dgraid.json` (configuration, failed / recovering members,
 //!   the generation written into each member's identity block);
 //! * `map.rs`: `dgraid.map`, the block map, kept across restarts and crashes;
+//! * `stage.rs`: `dgraid.stage`, writes made before the layout is known,
+//!   durable at a FLUSH until the map holds them;
 //! * `by_address.rs`: the stand-in classifier (tags by address);
 //! * `tags.rs`: the classifier told the answer (a `block,owner,kind` file);
 //! * `rebuild.rs`: live-block recovery of a replaced member;
@@ -24,6 +26,7 @@ mod by_address;
 pub mod map;
 pub mod ops;
 pub mod rebuild;
+pub mod stage;
 pub mod state;
 pub mod tags;
 
@@ -39,6 +42,7 @@ use std::sync::{Mutex, MutexGuard};
 use rustc_hash::FxHashMap;
 
 use self::map::{Loaded, MapLog, Record};
+use self::stage::StageLog;
 use self::state::DgState;
 use super::identity::{self, Identity};
 use super::members::member_path;
@@ -66,6 +70,7 @@ fn disk_bytes(st: &DgState) -> u64 {
 
 /// What the array has done since open.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+#[serde(default)]
 pub struct DgCounts {
     pub stores: u64,
     pub retags: u64,
@@ -82,6 +87,12 @@ pub struct DgCounts {
     pub geometry_conflicts: u64,
     /// Writes made while the layout was unknown (held by the classifier).
     pub writes_before_layout: u64,
+    /// Blocks appended to the staging log (`dgraid.stage`): the writes
+    /// held before the layout, kept durable for a FLUSH.
+    pub staged_blocks: u64,
+    /// Staged blocks written again through the classifier at open (the
+    /// log's blocks the map did not hold).
+    pub stage_replayed: u64,
     /// Blocks shown to the classifier at open so that it learns the file
     /// system again (inference keeps its knowledge in memory).
     pub relearned_blocks: u64,
@@ -101,6 +112,11 @@ pub(super) struct Inner {
     pub(super) classifier: Box<dyn Classifier>,
     log: MapLog,
     pending: Vec<Record>,
+    /// Writes held before the layout is known, durable at a FLUSH.
+    stage: StageLog,
+    /// The write stream as the export sees it (`real serve
+    /// --record-writes`), in `dgraid infer --order stream:LOG`'s format.
+    recorder: Option<std::io::BufWriter<File>>,
     pub(super) counts: DgCounts,
 }
 
@@ -208,6 +224,14 @@ impl RealDgraid {
         let classifier = classifier_of(dir, &st)?;
         let log = MapLog::write_new(dir, uuid, &loaded.records())?;
         let bs = st.block_size;
+        // Staged writes the map holds were stored (or written again
+        // since): the map's copy is as new or newer. The rest are written
+        // again below, after the classifier has relearnt what is stored.
+        let staged: Vec<(u64, Vec<u8>)> = StageLog::load(dir, uuid, bs)?
+            .into_iter()
+            .filter(|(b, _)| !loaded.mapped.contains_key(b))
+            .collect();
+        let stage = StageLog::create(dir, uuid, bs, &staged)?;
         let size = st.fs_blocks * bs;
         let mut inner = Inner {
             st,
@@ -220,6 +244,8 @@ impl RealDgraid {
             classifier,
             log,
             pending: Vec::new(),
+            stage,
+            recorder: None,
             counts: DgCounts::default(),
         };
         inner
@@ -232,6 +258,9 @@ impl RealDgraid {
         if inner.st.classifier == "infer" {
             inner.relearn().map_err(|e| Error::io(&shown, e.to_string()))?;
         }
+        inner
+            .replay_stage(staged)
+            .map_err(|e| Error::io(&shown, e.to_string()))?;
         inner.st.clean = false;
         inner.bump(dir).map_err(|e| Error::io(&shown, e))?;
         Ok(RealDgraid {
@@ -263,6 +292,17 @@ impl RealDgraid {
 
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Record every write and flush the export is asked for from now on
+    /// into `path` (created afresh): per write `W`, u64 offset, u32 length
+    /// (little-endian) and the bytes, per flush `F` — the stream
+    /// `blocklab dgraid infer --order stream:LOG` replays. Zeroes and TRIM
+    /// are recorded as the writes of zeroes the array makes of them.
+    pub fn record_writes(&self, path: &Path) -> Result<()> {
+        let f = File::create(path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        self.lock().recorder = Some(std::io::BufWriter::with_capacity(1 << 20, f));
+        Ok(())
     }
 
     /// Close cleanly: deferred blocks placed, the map committed and
@@ -315,6 +355,15 @@ impl RealDgraid {
         let first = offset / bs;
         let last = (offset + data.len() as u64 - 1) / bs;
         let mut g = self.lock();
+        if let Some(r) = g.recorder.as_mut() {
+            use std::io::Write;
+            let mut h = vec![b'W'];
+            h.extend(offset.to_le_bytes());
+            h.extend((data.len() as u32).to_le_bytes());
+            r.write_all(&h)
+                .and_then(|_| r.write_all(data))
+                .map_err(ioerr("--record-writes"))?;
+        }
         // Whole blocks: a partial head or tail merges with the block's
         // newest contents.
         let mut whole = vec![0u8; ((last - first + 1) * bs) as usize];
@@ -335,6 +384,12 @@ impl RealDgraid {
         g.carry_out(actions)?;
         if g.layer.is_none() {
             g.counts.writes_before_layout += 1;
+        }
+        if !g.classifier.layout_known() {
+            // Held by the classifier until it knows the layout: a copy in
+            // the staging log, synced at the next FLUSH.
+            g.counts.staged_blocks += last - first + 1;
+            g.stage.append(first, &whole).map_err(ioerr("staging log"))?;
         }
         if fua || g.pending.len() >= COMMIT_EVERY {
             if fua { g.flush() } else { g.commit() }.map_err(ioerr("commit"))?;
@@ -646,14 +701,13 @@ impl Inner {
 
     /// The classifier's deferred blocks placed, then a commit. Writes the
     /// classifier holds before it knows the file system's layout cannot be
-    /// placed: the flush fails rather than acknowledge them.
+    /// placed: they are durable in the staging log instead, which is
+    /// emptied at the first flush after the layout is known (the map then
+    /// holds them).
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
-        if self.layer.is_none() && self.counts.writes_before_layout > 0 {
-            return Err(std::io::Error::other(format!(
-                "{} write(s) are held until the file system's layout is known (no ext2 superblock and \
-                 descriptors written yet): they cannot be made durable",
-                self.counts.writes_before_layout
-            )));
+        if let Some(r) = self.recorder.as_mut() {
+            use std::io::Write;
+            r.write_all(b"F").and_then(|_| r.flush())?;
         }
         let actions = self.classifier.flush();
         self.carry_out(actions)
@@ -661,6 +715,32 @@ impl Inner {
         self.commit()?;
         for f in self.members.iter().flatten() {
             f.sync_data()?;
+        }
+        if self.classifier.layout_known() {
+            self.stage.clear()
+        } else {
+            self.stage.sync()
+        }
+    }
+
+    /// At open: the staged writes the map does not hold, written again
+    /// through the classifier in their order (held again if the layout is
+    /// still unknown; the log already has them). Once the layout is known
+    /// a flush stores them durably and empties the log.
+    fn replay_stage(&mut self, staged: Vec<(u64, Vec<u8>)>) -> std::result::Result<(), ReqError> {
+        if staged.is_empty() {
+            return Ok(());
+        }
+        for (b, data) in staged {
+            let actions = self.classifier.write(b, &data);
+            if self.classifier.refused().is_some() {
+                break;
+            }
+            self.counts.stage_replayed += 1;
+            self.carry_out(actions)?;
+        }
+        if self.classifier.layout_known() {
+            self.flush().map_err(ioerr("flush"))?;
         }
         Ok(())
     }

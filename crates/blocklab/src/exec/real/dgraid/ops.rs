@@ -169,6 +169,20 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
 }
 
 impl RealDgraid {
+    /// What the array placed each mapped block as: `block,owner,kind,parent`
+    /// lines under a header, blocks ascending (the `tags` file's format, and
+    /// the truth CSV's of `dgraid infer`).
+    pub fn tags_csv(&self) -> String {
+        let g = self.lock();
+        let mut blocks: Vec<(&u64, &crate::fsmodel::kind::Tag)> = g.tags.iter().collect();
+        blocks.sort_unstable_by_key(|x| *x.0);
+        let mut out = String::from("block,owner,kind,parent\n");
+        for (b, t) in blocks {
+            out.push_str(&format!("{b},{},{},{}\n", t.owner, t.kind.name(), t.parent));
+        }
+        out
+    }
+
     pub fn status(&self) -> Status {
         let g = self.lock();
         let st = &g.st;
@@ -303,6 +317,7 @@ impl RealDgraid {
         };
         match req["op"].as_str().unwrap_or("") {
             "status" => Ok(to(&self.status())),
+            "tags" => Ok(to(&self.tags_csv())),
             "fail" => Ok(to(&self.fail(disk()?)?)),
             "replace" => Ok(to(&self.replace(disk()?)?)),
             "flush" => {
@@ -344,6 +359,11 @@ fn dispatch<T: serde::de::DeserializeOwned>(
 
 pub fn status(dir: &Path) -> Result<Status> {
     dispatch(dir, json!({"op": "status"}), |a| Ok(a.status()))
+}
+
+/// The map's tags as `block,owner,kind,parent` lines (`real tags`).
+pub fn tags(dir: &Path) -> Result<String> {
+    dispatch(dir, json!({"op": "tags"}), |a| Ok(a.tags_csv()))
 }
 
 pub fn fail(dir: &Path, disk: u32) -> Result<Status> {
