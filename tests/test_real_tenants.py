@@ -129,6 +129,53 @@ def test_create_tenants_flag_and_one_volume_default(tmp_path):
         assert p.returncode == 2 and what in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+def test_a_plain_array_serves_one_export_per_tenant(tmp_path):
+    """`real create --raid ... --tenants`: no stack file, no cache; two exports listed with their own sizes
+    and sensible descriptions, laid out by `concat`, and neither tenant's writes reach the other's bytes."""
+    need_nbdinfo()
+    d = tmp_path / "plain"
+    run("real", "create", d, "--raid", "5", "--disks", "4", "--chunk", "64KiB", "--disk-size", "16MiB",
+        "--tenants", "a=8MiB,b=20MiB")
+    kept = (d / "stack.toml").read_text()
+    assert 'tenant_map = "concat"' in kept and "[cache" not in kept and "[tier]" not in kept
+    st = js("real", "status", d)["stack"]["real"]["exports"]
+    assert [(e["name"], e["offset_bytes"], e["size_bytes"]) for e in st] == [("a", 0, 8 << 20), ("b", 8 << 20, 20 << 20)]
+    srv = Server(d)
+    try:
+        url = f"nbd://{srv.host}:{srv.port}"
+        out = subprocess.run(["nbdinfo", "--list", "--json", url], capture_output=True, text=True, check=True,
+                             timeout=60).stdout
+        exports = {e["export-name"]: e for e in json.loads(out)["exports"]}
+        assert set(exports) == {"a", "b"}, out
+        assert exports["a"]["export-size"] == 8 << 20 and exports["b"]["export-size"] == 20 << 20
+        assert exports["b"]["description"] == f"blocklab tenant b (2 of 2, 20 MiB at 8 MiB) of raid5 of 4, chunk 64 KiB ({d})"
+        for name in ("nosuch", ""):
+            with pytest.raises(NbdError, match="0x80000006"):
+                Nbd(srv.host, srv.port, name)
+        a, b = Nbd(srv.host, srv.port, "a"), Nbd(srv.host, srv.port, "b")
+        rnd = random.Random(5)
+        a_bytes, b_bytes = rnd.randbytes(8 << 20), rnd.randbytes(20 << 20)
+        for off in range(0, 8 << 20, 1 << 20):
+            a.write(off, a_bytes[off:off + (1 << 20)])
+        for off in range(0, 20 << 20, 1 << 20):
+            b.write(off, b_bytes[off:off + (1 << 20)])
+        with pytest.raises(NbdError):  # past a's volume: refused, never b's first bytes
+            a.write((8 << 20) - 4096, bytes(8192))
+        a.flush()
+        assert b"".join(b.read(off, 1 << 20) for off in range(0, 20 << 20, 1 << 20)) == b_bytes
+        assert b"".join(a.read(off, 1 << 20) for off in range(0, 8 << 20, 1 << 20)) == a_bytes
+        a.close(), b.close()
+    finally:
+        srv.ensure_dead()
+    srv.stop()
+    # The array underneath is consistent (parity scrub), and bad tenants are one line, exit 2.
+    assert js("real", "check", d)["mismatches"] == 0
+    for bad, what in (("a=1MiB,a=1MiB", "tenant.1.name"), ("a=64MiB", "tenant"), ("a", "NAME=SIZE")):
+        p = run("real", "create", tmp_path / f"bad{len(bad)}", "--raid", "5", "--disks", "4", "--disk-size", "16MiB",
+                "--tenants", bad, check=False)
+        assert p.returncode == 2 and what in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
 def test_a_tenants_writes_never_change_another_tenants_bytes(tmp_path):
     _, d = two_tenants(tmp_path, "iso", tier("static", "wb", 256))
     srv = Server(d)

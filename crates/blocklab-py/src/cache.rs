@@ -21,6 +21,30 @@ fn json<T: serde::Serialize>(v: &T) -> PyResult<String> {
     serde_json::to_string(v).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))
 }
 
+/// libCacheSim's `cachesim` on a vscsi file: one object per request
+/// (`cache::objects::vscsi_cells`); JSON list of cells.
+#[pyfunction]
+#[pyo3(signature = (path, policies, sizes, ignore_obj_size=false))]
+fn cachesim_vscsi(
+    py: Python<'_>,
+    path: PathBuf,
+    policies: Vec<String>,
+    sizes: Vec<u64>,
+    ignore_obj_size: bool,
+) -> PyResult<String> {
+    let cells = py
+        .allow_threads(|| blocklab::cache::objects::vscsi_cells(&path, &policies, &sizes, ignore_obj_size))
+        .map_err(to_py)?;
+    json(&cells)
+}
+
+/// libCacheSim's working set of a vscsi file: (objects, bytes).
+#[pyfunction]
+fn vscsi_working_set(py: Python<'_>, path: PathBuf) -> PyResult<(u64, u64)> {
+    py.allow_threads(|| blocklab::cache::objects::vscsi_working_set(&path))
+        .map_err(to_py)
+}
+
 /// Simulate every (policy, size) cell in one pass; JSON `{"cells": [...], "skipped": n}`.
 /// `progress(accesses_so_far)` is called after every chunk (with the GIL).
 #[pyfunction]
@@ -132,6 +156,8 @@ fn cache_policies() -> Vec<&'static str> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(simulate_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(cachesim_vscsi, m)?)?;
+    m.add_function(wrap_pyfunction!(vscsi_working_set, m)?)?;
     m.add_function(wrap_pyfunction!(mrc, m)?)?;
     m.add_function(wrap_pyfunction!(write_zipf_oracle, m)?)?;
     m.add_function(wrap_pyfunction!(write_zipf_csv, m)?)?;

@@ -62,6 +62,41 @@ fn real_create_stack(
     Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
 }
 
+/// Create a plain array whose tenants are volumes, one NBD export each
+/// (`real create --raid ... --tenants`); returns `{"status", "notes"}`.
+#[pyfunction]
+#[pyo3(signature = (dir, raid, disks, chunk_bytes, disk_bytes, tenants, layout=None, checksums=false, block_size=4096))]
+#[allow(clippy::too_many_arguments)]
+fn real_create_tenants(
+    py: Python<'_>,
+    dir: PathBuf,
+    raid: &str,
+    disks: u32,
+    chunk_bytes: u64,
+    disk_bytes: u64,
+    tenants: Vec<(String, String)>,
+    layout: Option<String>,
+    checksums: bool,
+    block_size: u64,
+) -> PyResult<String> {
+    let (st, notes) = py
+        .allow_threads(|| {
+            real_stack::create_plain_with_tenants(
+                &dir,
+                raid,
+                disks,
+                chunk_bytes,
+                disk_bytes,
+                layout.as_deref(),
+                block_size,
+                checksums,
+                &tenants,
+            )
+        })
+        .map_err(to_py)?;
+    Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
+}
+
 /// The stack of `dir` and its figures as JSON (None: no stack there).
 #[pyfunction]
 fn real_stack_status(py: Python<'_>, dir: PathBuf) -> PyResult<Option<String>> {
@@ -296,6 +331,7 @@ fn real_exists(dir: PathBuf) -> bool {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real_create, m)?)?;
     m.add_function(wrap_pyfunction!(real_create_stack, m)?)?;
+    m.add_function(wrap_pyfunction!(real_create_tenants, m)?)?;
     m.add_function(wrap_pyfunction!(real_stack_status, m)?)?;
     m.add_function(wrap_pyfunction!(real_has_stack, m)?)?;
     m.add_function(wrap_pyfunction!(real_serve, m)?)?;

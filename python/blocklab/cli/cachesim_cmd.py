@@ -9,7 +9,9 @@ picks sizes), and one line per cell in the format of their multi-cache run:
     TRACE ALGO cache size     SIZE, N req, miss ratio R, byte miss ratio B
 
 Only the translation lives here; the simulation is `blocklab cache`'s
-(`_core.simulate_cache`), every (policy, size) cell in one pass.
+(`_core.simulate_cache`), every (policy, size) cell in one pass -- except for
+vscsi, whose requests libCacheSim takes as one object each (id the LBN, size
+the length in bytes): those run on `cache::objects` (`_core.cachesim_vscsi`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ TRACE_TYPES = {
 # Trace types whose records carry no object size: libCacheSim then counts the
 # cache in objects, not bytes (its `--ignore-obj-size`).
 SIZELESS_TYPES = {"csv", "txt"}
+# Policies blocklab runs on objects of different sizes in a cache of bytes (vscsi; cache::objects).
+SIZED_POLICIES = {"lru", "fifo", "clock"}
 
 # libCacheSim's policy names (lower case, with their aliases) -> blocklab's, and the
 # name libCacheSim prints for it.
@@ -179,6 +183,9 @@ def cachesim(
 
     fmt = trace_format(trace_type)
     pols = policy_list(algo)
+    if fmt == "vscsi":
+        vscsi_objects(trace, pols, size, ignore_obj_size, json_out)
+        return
     counts_objects = ignore_obj_size or trace_type.lower() in SIZELESS_TYPES
     per_block = None if counts_objects else block_size
     unique: list[int] = []
@@ -212,6 +219,78 @@ def cachesim(
         ratio = r["misses"] / r["requests"] if r["requests"] else 0.0
         print(f"{trace} {r['algo']} cache size {r['cache_size'] // unit:8d}{unit_name}, {r['requests']} req, "
               f"miss ratio {ratio:.4f}, byte miss ratio {ratio:.4f}")
+
+
+def object_sizes(text: str, ignore_obj_size: bool, working_set) -> list[int]:
+    """The cells' sizes on objects (libCacheSim's `conv_cache_sizes` and `set_cache_size`): bytes, or
+    objects with --ignore-obj-size; `working_set()` is (objects, bytes)."""
+    tokens = [t for t in text.split(",") if t.strip()]
+    if not tokens:
+        fail("SIZE: no cache size given")
+    if len(tokens) == 1 and (tokens[0].strip().lower() == "auto" or _is_zero(tokens[0])):
+        wss_obj, wss_byte = working_set()
+        wss = wss_obj if ignore_obj_size else wss_byte
+        sizes = [int(wss * f) for f in AUTO_FRACTIONS if (int(wss_obj * f) > 4 if ignore_obj_size else int(wss_obj * f) >= 100)]
+        if not sizes:
+            fail(f"SIZE: working set {wss} too small for the automatic sizes")
+        return sizes
+    sizes = []
+    for tok in tokens:
+        if "." in tok:
+            try:
+                frac = float(tok)
+            except ValueError:
+                fail(f"SIZE: `{tok}` is not a fraction of the working set")
+            wss_obj, wss_byte = working_set()
+            amount = int((wss_obj if ignore_obj_size else wss_byte) * frac)
+        else:
+            amount = _bytes(tok)
+        if amount < 1:
+            fail(f"SIZE: `{tok.strip()}` is {amount} {'objects' if ignore_obj_size else 'bytes'}: the cache needs some")
+        sizes.append(amount)
+    return sizes
+
+
+def vscsi_objects(trace: str, pols: list[tuple[str, str]], size: str, ignore_obj_size: bool, json_out: bool) -> None:
+    """vscsi as libCacheSim reads it: one object per request, id its LBN, size its length in bytes, and
+    a cache of bytes (of objects with --ignore-obj-size) -- not blocks (`cache::objects`)."""
+    from blocklab import _core
+
+    if not ignore_obj_size:
+        bad = [shown for p, shown in pols if p not in SIZED_POLICIES]
+        if bad:
+            fail(f"ALGO: {bad[0]} is not offered on vscsi objects of different sizes (LRU, FIFO, Clock are); "
+                 "--ignore-obj-size counts objects and runs every policy")
+    ws: list[tuple[int, int]] = []
+
+    def working_set() -> tuple[int, int]:
+        if not ws:
+            ws.append(tuple(_core.vscsi_working_set(trace)))
+        return ws[0]
+
+    try:
+        sizes = object_sizes(size, ignore_obj_size, working_set)
+        policies = list(dict.fromkeys(p for p, _ in pols))
+        cells = json.loads(_core.cachesim_vscsi(trace, policies, list(dict.fromkeys(sizes)), ignore_obj_size))
+    except _core.BlocklabError as e:
+        fail(str(e))
+    by_cell = {(c["policy"], c["cache_size"]): c for c in cells}
+    unit, unit_name = size_unit(sizes[0], ignore_obj_size)
+    rows = []
+    for policy, shown in pols:
+        for s in sizes:
+            c = by_cell[(policy, s)]
+            rows.append({"algo": shown, "policy": policy, "cache_size": s, "requests": c["requests"],
+                         "request_bytes": c["request_bytes"], "misses": c["misses"], "miss_bytes": c["miss_bytes"],
+                         "miss_ratio": c["misses"] / c["requests"] if c["requests"] else None})
+    if json_out:
+        print_json(rows)
+        return
+    for r in rows:
+        ratio = r["misses"] / r["requests"] if r["requests"] else 0.0
+        byte_ratio = r["miss_bytes"] / r["request_bytes"] if r["request_bytes"] else 0.0
+        print(f"{trace} {r['algo']} cache size {r['cache_size'] // unit:8d}{unit_name}, {r['requests']} req, "
+              f"miss ratio {ratio:.4f}, byte miss ratio {byte_ratio:.4f}")
 
 
 def register(app: typer.Typer) -> None:

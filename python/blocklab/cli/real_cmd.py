@@ -99,7 +99,7 @@ def create(
     checksums: bool = typer.Option(False, "--checksums", help="Keep a checksum per block (disk-I.sum): silent corruption is found and repaired on read, on any level."),
     block_size: Optional[int] = typer.Option(None, "--block-size", help="Array block size in bytes (default 4096)."),
     stack: Optional[Path] = typer.Option(None, "--stack", help="A stack file (as for `blocklab run`): lay out its [array] and serve its host cache layers in front of it (kept as DIR/stack.toml)."),
-    tenants: Optional[str] = typer.Option(None, "--tenants", help="With --stack: the tenants' volumes, NAME=SIZE,... (e.g. web=64MiB,db=64MiB): kept as [[tenant]] tables of DIR/stack.toml; tenant i of a trace is the i-th, served as the export NAME."),
+    tenants: Optional[str] = typer.Option(None, "--tenants", help="The tenants' volumes, NAME=SIZE,... (e.g. web=64MiB,db=64MiB), over a plain array (--raid ...) or a stack (--stack): kept as [[tenant]] tables of DIR/stack.toml; tenant i of a trace is the i-th, served as the export NAME."),
     json_out: bool = JsonOpt,
 ) -> None:
     """Make the member files and the state file of a new array (or of a stack file's array, with its caches)."""
@@ -123,13 +123,23 @@ def create(
         print(f"created {dir} (stack {stack}{kept})")
         _print_status(st)
         return
-    if tenants is not None:
-        fail("--tenants: tenants are volumes of a stack; give --stack STACK.toml")
     missing = [f for f, v in (("--raid", raid), ("--disks", disks), ("--disk-size", disk_size)) if v is None]
     if missing:
         fail(f"real create: {missing[0]} is needed (or --stack STACK.toml)")
     if disks < 1:
         fail("--disks must be at least 1")
+    if tenants is not None:
+        # A plain array whose tenants are volumes: kept as a stack file of no cache layer (the engine writes it).
+        r = json.loads(_core.real_create_tenants(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
+                                                 _core.parse_bytes(disk_size), _tenants(tenants), layout=layout,
+                                                 checksums=checksums, block_size=block_size or 4096))
+        if json_out:
+            print_json(r["status"])
+            return
+        print(f"created {dir} (tenants {', '.join(n for n, _ in _tenants(tenants))}: one export each, "
+              f"kept as {dir / 'stack.toml'})")
+        _print_status(r["status"])
+        return
     st = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
                                       _core.parse_bytes(disk_size), layout=layout, checksums=checksums,
                                       block_size=block_size or 4096))

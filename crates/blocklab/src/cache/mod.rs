@@ -19,6 +19,7 @@ pub mod list;
 pub mod lru;
 pub mod lru2;
 pub mod mq;
+pub mod objects;
 pub mod opt;
 #[cfg(test)]
 mod reference;

@@ -124,9 +124,14 @@ pub trait Export: Send + Sync {
     fn size(&self) -> u64;
     fn read(&self, offset: u64, buf: &mut [u8]) -> Result<(), ExportError>;
     fn write(&self, offset: u64, data: &[u8], fua: bool) -> Result<(), ExportError>;
-    /// Write zeroes (also how TRIM is carried out: the range reads back as
-    /// zeroes, which TRIM allows).
+    /// Write zeroes, allocated (WRITE_ZEROES with `NO_HOLE`).
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<(), ExportError>;
+    /// TRIM, and WRITE_ZEROES without `NO_HOLE`: the range reads back as
+    /// zeroes and may become a hole (which TRIM and such a WRITE_ZEROES
+    /// allow). By default zeroes are written.
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> Result<(), ExportError> {
+        self.write_zeroes(offset, len, fua)
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<(), ExportError>;
     /// The allocation of `[offset, offset + len)` for `base:allocation`, as

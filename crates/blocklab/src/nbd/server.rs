@@ -952,9 +952,8 @@ impl Connection {
                 continue;
             }
             let (export, outbox, stats2) = (export.clone(), outbox.clone(), stats.clone());
-            let req_one = flags & CMD_FLAG_REQ_ONE != 0;
             let job: Job = Box::new(move || {
-                let (err, body) = match execute(&*export, typ, offset, len, fua, req_one, payload) {
+                let (err, body) = match execute(&*export, typ, offset, len, fua, flags, payload) {
                     Ok(body) => (0, body),
                     Err(e) => {
                         stats2.errors.fetch_add(1, Ordering::Relaxed);
@@ -984,9 +983,10 @@ fn execute(
     offset: u64,
     len: u32,
     fua: bool,
-    req_one: bool,
+    flags: u16,
     payload: AlignedBuf,
 ) -> Result<Body, u32> {
+    let req_one = flags & CMD_FLAG_REQ_ONE != 0;
     let code = |e: ExportError, write: bool| match e {
         ExportError::OutOfRange(_) if write => ENOSPC,
         ExportError::OutOfRange(_) => EINVAL,
@@ -1002,8 +1002,12 @@ fn execute(
             .write(offset, &payload, fua)
             .map(|_| Body::None)
             .map_err(|e| code(e, true)),
-        CMD_WRITE_ZEROES | CMD_TRIM => export
+        CMD_WRITE_ZEROES if flags & CMD_FLAG_NO_HOLE != 0 => export
             .write_zeroes(offset, len as u64, fua)
+            .map(|_| Body::None)
+            .map_err(|e| code(e, true)),
+        CMD_WRITE_ZEROES | CMD_TRIM => export
+            .trim(offset, len as u64, fua)
             .map(|_| Body::None)
             .map_err(|e| code(e, true)),
         CMD_FLUSH => export.flush().map(|_| Body::None).map_err(|e| code(e, true)),

@@ -90,3 +90,94 @@ impl BinaryFormat for Vscsi {
         super::input::request(ts as f64 * 1e-6, op, offset, len, 0, loc, ctx).map(Some)
     }
 }
+
+/// One vscsi record as libCacheSim's reader takes it: an object whose id is
+/// the record's `lbn` and whose size is its `len` in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    pub id: u64,
+    pub size: u64,
+}
+
+/// Every record of a vscsi file as an [`Object`] — libCacheSim's view
+/// (`traceReader/customizedReader/vscsi.h`): one object per record, the
+/// opcode not looked at, so non-data commands are requests too (of their
+/// `len`, usually 0). The version comes from the first record, as for
+/// [`Vscsi`]; compressed files are read as any trace.
+pub struct Objects {
+    reader: Box<dyn std::io::Read + Send>,
+    file: String,
+    record: Vec<u8>,
+    version: u8,
+    index: u64,
+    done: bool,
+}
+
+/// Open `path` for [`Objects`].
+pub fn objects(path: &std::path::Path) -> Result<Objects> {
+    let file = path.display().to_string();
+    let first = super::input::peek(path, 16)?;
+    let version = Vscsi::version_of(&first).ok_or_else(|| {
+        crate::error::Error::parse(
+            file.clone(),
+            Location::Record(0),
+            "ver",
+            "not a vscsi trace (the first record's version is neither 1 nor 2)",
+        )
+    })?;
+    let size = Vscsi::new(version).record_size();
+    Ok(Objects {
+        reader: super::input::open_decompressed(path)?,
+        file,
+        record: vec![0; size],
+        version,
+        index: 0,
+        done: false,
+    })
+}
+
+impl Iterator for Objects {
+    type Item = Result<Object>;
+
+    fn next(&mut self) -> Option<Result<Object>> {
+        if self.done {
+            return None;
+        }
+        let mut got = 0;
+        while got < self.record.len() {
+            match self.reader.read(&mut self.record[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(crate::error::Error::io(&self.file, e)));
+                }
+            }
+        }
+        let loc = Location::Record(self.index);
+        if got < self.record.len() {
+            self.done = true;
+            return (got > 0).then(|| {
+                Err(crate::error::Error::parse(
+                    self.file.clone(),
+                    loc,
+                    "record",
+                    format!("truncated record: {got} of {} bytes", self.record.len()),
+                ))
+            });
+        }
+        let rec = &self.record;
+        let ver = u16::from_le_bytes([rec[14], rec[15]]) >> 8;
+        if ver != self.version as u16 {
+            self.done = true;
+            let msg = format!("version {ver} in a version {} trace", self.version);
+            return Some(Err(crate::error::Error::parse(self.file.clone(), loc, "ver", msg)));
+        }
+        self.index += 1;
+        Some(Ok(Object {
+            id: u64::from_le_bytes(rec[16..24].try_into().unwrap()),
+            size: u32::from_le_bytes(rec[4..8].try_into().unwrap()) as u64,
+        }))
+    }
+}

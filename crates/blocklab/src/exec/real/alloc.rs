@@ -1,16 +1,18 @@
-//! Which parts of the array were never written, for NBD's
+//! Which parts of the array were never written or were trimmed, for NBD's
 //! `base:allocation`: found in the member files, which are created sparse
-//! (`set_len`) and only ever written, never punched.
+//! (`set_len`), written, and punched only by a TRIM of whole stripes
+//! (`trim.rs`: every member's units of those stripes at once).
 //!
 //! A block is reported a hole only when that is certain: every member is
 //! present and in service (a failed member misses writes; a spare being
 //! rebuilt is being filled), nothing is on the bad-block list, and the
 //! member holding the block's data (the first copy on mirrors) has a hole
 //! there (SEEK_DATA / SEEK_HOLE). Every write puts its data on that
-//! member, so a hole there means the block was never written and reads as
-//! zeroes. With checksums the block's entry must also be an all-zero
-//! block's: a hole punched later in a written block (damage the reads
-//! repair from redundancy) is data, or a sparse copy would skip it. Anything
+//! member, so a hole there means the block was never written, or trimmed
+//! since, and reads as zeroes. With checksums the block's entry must also
+//! be an all-zero block's (a trim writes it so): a hole punched in a written
+//! block by anything else (damage the reads repair from redundancy, its
+//! checksum entry zero) is data, or a sparse copy would skip it. Anything
 //! else — an error, a file system without sparse-file support, a truncated
 //! member — is reported as data, the safe answer.
 

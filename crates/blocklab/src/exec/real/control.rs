@@ -81,6 +81,10 @@ impl Export for RealArray {
     fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ExportError> {
         RealArray::write_zeroes(self, offset, len, fua).map_err(to_export)
     }
+    /// Whole stripes become holes (see `trim`).
+    fn trim(&self, offset: u64, len: u64, fua: bool) -> std::result::Result<(), ExportError> {
+        RealArray::trim(self, offset, len, fua).map_err(to_export)
+    }
     fn flush(&self) -> std::result::Result<(), ExportError> {
         RealArray::flush(self).map_err(to_export)
     }

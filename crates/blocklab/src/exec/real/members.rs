@@ -357,6 +357,41 @@ impl Member {
         Ok(())
     }
 
+    /// Punch member blocks `block..block + n` out of the image
+    /// (`fallocate(PUNCH_HOLE | KEEP_SIZE)`: they read as zeroes, the file
+    /// keeps its size) and make their checksums the all-zero block's, so a
+    /// punched block verifies as the zeroes it reads as. For crash injection
+    /// a punch counts as a write of `n` blocks (a torn one punches a prefix).
+    /// A file system that cannot punch answers `EOPNOTSUPP` before anything
+    /// changed (the caller writes zeroes instead).
+    pub fn punch_blocks(&self, block: u64, n: u64, bs: usize, faults: &Faults) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
+        let limit = faults.admit(n as usize)?;
+        let k = limit.map_or(n, |k| k as u64);
+        if k > 0 {
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            let (at, len) = ((block * bs as u64) as libc::off_t, (k * bs as u64) as libc::off_t);
+            // SAFETY: fallocate on a descriptor we hold open; no memory is passed.
+            if unsafe { libc::fallocate(self.file.as_raw_fd(), mode, at, len) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if limit.is_some() {
+            return Err(crashed_error());
+        }
+        if let Some(sums) = &self.sums {
+            let zero = block_sum(&vec![0u8; bs]).to_le_bytes();
+            let raw: Vec<u8> = (0..n).flat_map(|_| zero).collect();
+            let limit = faults.admit(n as usize)?;
+            let len = limit.map_or(raw.len(), |k| 4 * k);
+            write_all_at(sums, &raw[..len], block * 4)?;
+            if limit.is_some() {
+                return Err(crashed_error());
+            }
+        }
+        Ok(())
+    }
+
     /// Rewrite the checksums of blocks from `block` to match `data` (the
     /// data itself is left alone): resync after a crash trusts the data.
     pub fn write_sums(&self, block: u64, data: &[u8], bs: usize, faults: &Faults) -> io::Result<()> {

@@ -45,6 +45,7 @@ pub mod stack_replay;
 pub mod state;
 pub mod tier_journal;
 pub mod tier_store;
+pub mod trim;
 mod uring;
 
 #[cfg(test)]

@@ -349,6 +349,56 @@ pub fn create_stack(
         file: shown_file,
         dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
     };
+    create_from_text(dir, text, origin, disk_bytes, checksums, tenants)
+}
+
+/// The array of `real create DIR --raid ... --tenants NAME=SIZE,...`: a
+/// plain array (no cache layer) whose tenants are volumes, one NBD export
+/// each. It is kept as the stack file of that array and its `[[tenant]]`
+/// (so `serve`, `replay`, `status` treat it as any stack with tenants);
+/// errors name `real create --tenants` and the key.
+#[allow(clippy::too_many_arguments)]
+pub fn create_plain_with_tenants(
+    dir: &Path,
+    raid: &str,
+    disks: u32,
+    chunk_bytes: u64,
+    disk_bytes: u64,
+    layout: Option<&str>,
+    block_size: u64,
+    checksums: bool,
+    tenants: &[(String, String)],
+) -> Result<(Status, Vec<String>)> {
+    let q = |v: &str| toml::Value::String(v.to_string()).to_string();
+    let mut text = format!(
+        "# `real create --tenants` over a plain array: no cache layer, one NBD export per tenant.\n\
+         tenant_map = \"concat\"\n[array]\nraid = {}\ndisks = {disks}\nchunk = {chunk_bytes}\n\
+         block_size = {block_size}\ndisk_size = {disk_bytes}\n",
+        q(raid)
+    );
+    if let Some(l) = layout {
+        text.push_str(&format!("layout = {}\n", q(l)));
+    }
+    // A stack names a device model; the real executor never times it.
+    text.push_str("[device]\nmodel = \"const:1\"\n");
+    let origin = crate::stack::spec::Origin {
+        file: "real create --tenants".to_string(),
+        dir: PathBuf::new(),
+    };
+    let text = with_tenants(Path::new(&origin.file), &text, tenants)?;
+    create_from_text(dir, text, origin, None, checksums, tenants)
+}
+
+fn create_from_text(
+    dir: &Path,
+    text: String,
+    origin: crate::stack::spec::Origin,
+    disk_bytes: Option<u64>,
+    checksums: bool,
+    tenants: &[(String, String)],
+) -> Result<(Status, Vec<String>)> {
+    let file = PathBuf::from(&origin.file);
+    let file = file.as_path();
     let spec = StackSpec::from_str_with(&text, &[], origin)?;
     if spec.array.as_ref().is_some_and(|a| is_dgraid(&a.raid.text())) {
         if checksums {
@@ -789,14 +839,18 @@ impl Export for TenantExport {
     }
     fn description(&self) -> String {
         let c = self.stack.array.config();
+        let v = &self.stack.volumes[self.tenant as usize];
+        let human = super::control::human_bytes;
         format!(
-            "blocklab stack {}, tenant {} ({} of {}), over {} of {} ({})",
-            self.stack.file,
-            self.stack.volumes[self.tenant as usize].name,
-            self.tenant,
+            "blocklab tenant {} ({} of {}, {} at {}) of {} of {}, chunk {} ({})",
+            v.name,
+            self.tenant + 1,
             self.stack.volumes.len(),
+            human(v.blocks * self.stack.bs),
+            human(v.first * self.stack.bs),
             c.level.name(),
             c.disks,
+            human(c.chunk_bytes),
             self.stack.array.dir().display()
         )
     }
