@@ -78,10 +78,10 @@ test-python: install tools
 	$(BIN)/python -m pytest tests -q
 
 # The real-tool tests of a served stack, with fio's verify job through every
-# host cache mode in every array state, not only the cut `make test` runs
-# (about two minutes).
+# host cache mode and every SSD tier write policy in every array state, not
+# only the cut `make test` runs (about five minutes).
 test-real-matrix: install tools
-	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py -q -k stack
+	BLOCKLAB_FULL_MATRIX=1 $(BIN)/python -m pytest tests/test_real_fio.py tests/test_real_fs.py tests/test_real_crash.py tests/test_real_tier.py -q -k "stack or tier"
 
 # Speed, recorded in BENCHMARKS.md: start-up, the counted simulator against
 # libCacheSim's cachesim (built here from its source: benches/peers.py), every

@@ -133,6 +133,23 @@ CACHE_MODES = {
     "vdf-lfu": cache("vdf-lfu", 1024, "back"),
 }
 
+def tier(policy: str, size: int, extra: str = "") -> str:
+    """The `[tier]` of a stack file: `size` frames of 4 KiB, write policy `policy`."""
+    return f'[tier]\nsize = {size}\nwrite_policy = "{policy}"\n{extra}'
+
+
+# Every write policy of the SSD tier (`tier.write_policy` in docs/stack.md).
+TIER_POLICIES = ("wb", "wt", "ro", "wa", "wo", "pt", "adaptive")
+
+# The tier as the real-tool tests run it: 1,024 frames (4 MiB), smaller than
+# what they write, so blocks are evicted (dirty ones destaged) and, past the
+# cleaning watermarks, written back early; `adaptive` re-chooses wb or ro
+# every second (its windows follow the wall clock when served).
+TIER_MODES = {
+    p: tier(p, 1024, "clean_high = 0.5\nclean_low = 0.25\n" + ("window_s = 1\n" if p == "adaptive" else ""))
+    for p in TIER_POLICIES
+}
+
 # `BLOCKLAB_FULL_MATRIX=1` (or `make test-real-matrix`) runs every cache mode
 # in every state; by default each mode runs once and each state at least once.
 FULL_MATRIX = os.environ.get("BLOCKLAB_FULL_MATRIX") == "1"

@@ -8,7 +8,11 @@ verifies again, so the rebuilt spare's bytes are the ones read or solved
 from. The same job runs through a served stack (`real create --stack`):
 every host cache write mode (back, through, around, two layers, VDF-LFU)
 in front of RAID-5 or RAID-6, each mode once, each state at least once on
-write-back (`BLOCKLAB_FULL_MATRIX=1`: every mode in every state).
+write-back (`BLOCKLAB_FULL_MATRIX=1`: every mode in every state). And through
+a served SSD tier (`[tier]`, its frames in `tier.img`) of 4 MiB in front of
+RAID-5 for every tier write policy (wb, wt, ro, wa, wo, pt, adaptive): fio's
+16 MiB overflow it, so blocks are evicted, dirty ones destaged, and cleaned
+past the watermarks; each policy once, each state at least once on `wb`.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import time
 
 import pytest
 
-from realkit import CACHE_MODES, FULL_MATRIX, js, make_served, rebuild_in_background, run, stack_file, tear_down
+from realkit import CACHE_MODES, FULL_MATRIX, TIER_MODES, js, make_served, rebuild_in_background, run, stack_file, tear_down
 
 SIZE = 16 << 20
 
@@ -52,7 +56,7 @@ STATES = ["healthy", "degraded", "rebuilding", "fail-while-writing"]
 
 @pytest.mark.parametrize("state", STATES)
 @pytest.mark.parametrize("raid,disks,extra", LEVELS, ids=[f"raid{r}{'-checksums' if x else ''}" for r, _, x in LEVELS])
-def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, stack=None):
+def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, stack=None, tier_destages=False):
     d, srv = make_served(tmp_path, raid, disks, stack, "16MiB", "64KiB", *extra)
     rebuild = None
     try:
@@ -93,8 +97,14 @@ def test_fio_verifies_through_the_server(tmp_path, raid, disks, extra, state, st
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
         if stack is not None:
             # The requests went through the cache, and it was too small to hold them all.
-            layer = js("real", "status", d)["stack"]["layers"][0]
-            assert layer["accesses"] > 0 and layer["misses"] > 0, layer
+            st = js("real", "status", d)["stack"]
+            for layer in st["layers"][:1]:
+                assert layer["accesses"] > 0 and layer["misses"] > 0, layer
+            if st.get("tier"):
+                t = st["tier"]
+                assert t["accesses"] > 0 and t["array_reads"] + t["array_writes"] > 0, t
+                # A write-back tier's dirty blocks left their frames: evicted and destaged, or cleaned.
+                assert t["destaged"] > 0 or not tier_destages, t
         srv.stop()
     finally:
         tear_down(srv, rebuild)
@@ -115,3 +125,23 @@ if FULL_MATRIX:
 def test_fio_verifies_through_a_served_stack(tmp_path, mode, state, raid, disks):
     stack = stack_file(tmp_path, mode, CACHE_MODES[mode], raid, disks, "64KiB")
     test_fio_verifies_through_the_server(tmp_path, raid, disks, (), state, stack=stack)
+
+
+# (tier write policy, state)
+TIER_CASES = [("wb", state) for state in STATES] + [
+    ("wt", "rebuilding"),
+    ("ro", "degraded"),
+    ("wa", "fail-while-writing"),
+    ("wo", "healthy"),
+    ("pt", "degraded"),
+    ("adaptive", "fail-while-writing"),
+]
+if FULL_MATRIX:
+    TIER_CASES = [(p, state) for p in TIER_MODES for state in STATES]
+
+
+@pytest.mark.parametrize("policy,state", TIER_CASES, ids=[f"{p}-raid5-{s}" for p, s in TIER_CASES])
+def test_fio_verifies_through_a_served_tier(tmp_path, policy, state):
+    stack = stack_file(tmp_path, f"tier-{policy}", TIER_MODES[policy], "5", 4, "64KiB")
+    test_fio_verifies_through_the_server(tmp_path, "5", 4, (), state, stack=stack,
+                                         tier_destages=policy in ("wb", "wo"))

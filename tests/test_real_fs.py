@@ -8,7 +8,10 @@ member failed (so the rebuilt spare's bytes are what parity is solved from).
 And the server killed with SIGKILL while files are written and fsync'd:
 after a restart every file whose fsync returned is there, right.
 Both also run on a served stack (`real create --stack`): host cache layers
-in front of RAID-5 — write-back, so fsync's FLUSH must destage them.
+in front of RAID-5 — write-back, so fsync's FLUSH must destage them — and a
+write-back host cache over a write-back SSD tier (`tier.img`) over RAID-5,
+whose dirty blocks a FLUSH commits to the tier's journal instead (after kill
+-9 the restart writes them back before ext4's journal replays).
 
 Needs root, `/dev/fuse` and loop devices (skipped, saying which, only where
 one of them does not exist). `make tools` installs libnbd-bin (nbdfuse) and
@@ -33,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from realkit import CACHE_MODES, Server, js, make_served, rebuild_in_background, run, stack_file, tear_down
+from realkit import CACHE_MODES, Server, cache, js, make_served, rebuild_in_background, run, stack_file, tear_down, tier
 
 MIB = 1 << 20
 
@@ -337,3 +340,20 @@ def test_ext4_on_a_served_stack_through_failure_rebuild_and_restart(tmp_path):
 def test_ext4_on_a_write_back_stack_survives_a_kill9_of_the_server(tmp_path):
     stack = stack_file(tmp_path, "wb-lru", CACHE_MODES["wb-lru"], "5", 4, "64KiB")
     test_ext4_survives_a_kill9_of_the_server_while_mounted(tmp_path, "healthy", 3, stack=stack)
+
+
+# A write-back LRU host cache of 8 MiB over a write-back SSD tier of 16 MiB,
+# cleaned past half dirty: the tree (tens of MiB) overflows both, so the
+# tier evicts and destages while the member is failed and while it rebuilds.
+TIER_FS_STACK = cache("lru", 2048, "back") + tier("wb", 4096, "clean_high = 0.5\nclean_low = 0.25\n")
+
+
+def test_ext4_on_a_served_stack_with_a_tier_through_failure_rebuild_and_restart(tmp_path):
+    stack = stack_file(tmp_path, "cache-tier", TIER_FS_STACK, "5", 4, "64KiB")
+    test_ext4_on_a_served_array_through_failure_rebuild_and_restart(tmp_path, "5", 4, (), stack=stack)
+
+
+def test_ext4_on_a_write_back_tier_survives_a_kill9_of_the_server(tmp_path):
+    # The tier keeps what fsync covered in its journal; the restart writes it back.
+    stack = stack_file(tmp_path, "wb-tier", cache("lru", 256, "back") + tier("wb", 2048), "5", 4, "64KiB")
+    test_ext4_survives_a_kill9_of_the_server_while_mounted(tmp_path, "healthy", 4, stack=stack)
