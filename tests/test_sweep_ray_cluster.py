@@ -106,7 +106,7 @@ def test_a_sweep_on_two_ray_nodes_equals_jobs_1(cluster, work, tmp_path, executo
     nodes = ray.column("node").to_pylist()
     assert set(nodes) == set(cluster.nodes), (nodes, cluster.nodes)
     assert sorted(cluster.nodes.values()) == [["node_a"], ["node_b"]]
-    assert here.column("node").null_count == here.num_rows  # not run on Ray
+    assert set(here.column("node").to_pylist()) == {""}  # not run on Ray
     # Bit for bit: every column but when, how long and where.
     assert here.drop_columns(list(VOLATILE)).equals(ray.drop_columns(list(VOLATILE)))
 

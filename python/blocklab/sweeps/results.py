@@ -122,7 +122,9 @@ def row(cell_info: dict, record: dict, param_keys: Iterable[str] = ()) -> dict[s
         "blocklab_version": record.get("blocklab_version"), "git_commit": record.get("git_commit"),
         "stack_sha256": cell_info.get("stack_sha256"), "trace_sha256": cell_info.get("trace_sha256"),
         "trace_format": cell_info.get("trace_format"), "seed": seed, "started_at": record.get("started_at"),
-        "wall_s": record.get("wall_s"), "host": record.get("host"), "node": record.get("node"),
+        "wall_s": record.get("wall_s"), "host": record.get("host"),
+        # Empty, not missing, off Ray: every provenance column is filled in every row.
+        "node": record.get("node") or "",
     })
     return out
 
