@@ -93,7 +93,22 @@ impl StageLog {
     /// A new log holding `staged` (each block once, in that order),
     /// written whole, synced and renamed into place.
     pub fn create(dir: &Path, uuid: u128, bs: u64, staged: &[(u64, Vec<u8>)]) -> Result<StageLog> {
-        Self::write_new(dir, uuid, bs, staged)
+        let mut buf = header(uuid, bs);
+        let mut newest = FxHashMap::default();
+        for (i, (b, d)) in staged.iter().enumerate() {
+            buf.extend(record(*b, d));
+            newest.insert(*b, i as u64);
+        }
+        let file = log_file::replace_whole(dir, STAGE_FILE, &buf)?;
+        Ok(StageLog {
+            dir: dir.to_path_buf(),
+            file,
+            uuid,
+            bs,
+            records: staged.len() as u64,
+            newest,
+            dirty: false,
+        })
     }
 
     fn read(path: &Path, uuid: u128, bs: u64) -> Result<Vec<(u64, Vec<u8>)>> {
@@ -139,25 +154,6 @@ impl StageLog {
         Ok(out.into_iter().flatten().collect())
     }
 
-    fn write_new(dir: &Path, uuid: u128, bs: u64, staged: &[(u64, Vec<u8>)]) -> Result<StageLog> {
-        let mut buf = header(uuid, bs);
-        let mut newest = FxHashMap::default();
-        for (i, (b, d)) in staged.iter().enumerate() {
-            buf.extend(record(*b, d));
-            newest.insert(*b, i as u64);
-        }
-        let file = log_file::replace_whole(dir, STAGE_FILE, &buf)?;
-        Ok(StageLog {
-            dir: dir.to_path_buf(),
-            file,
-            uuid,
-            bs,
-            records: staged.len() as u64,
-            newest,
-            dirty: false,
-        })
-    }
-
     /// Whether any write is staged.
     pub fn is_empty(&self) -> bool {
         self.newest.is_empty()
@@ -197,8 +193,8 @@ impl StageLog {
             self.file.read_exact_at(&mut buf, HEADER + i * self.record_len())?;
             staged.push((b, buf[12..].to_vec()));
         }
-        *self = Self::write_new(&self.dir, self.uuid, self.bs, &staged)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        *self =
+            Self::create(&self.dir, self.uuid, self.bs, &staged).map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(())
     }
 
