@@ -23,6 +23,13 @@ from pathlib import Path
 BLOCKLAB = [sys.executable, "-c", "from blocklab.cli import main; main()"]
 
 
+def nbd_exports(srv) -> dict:
+    """What `nbdinfo --list` says `srv` exports, by export name."""
+    out = subprocess.run(["nbdinfo", "--list", "--json", f"nbd://{srv.host}:{srv.port}"], capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    return {e["export-name"]: e for e in json.loads(out)["exports"]}
+
+
 def run(*args, check=True, timeout=300) -> subprocess.CompletedProcess:
     p = subprocess.run([*BLOCKLAB, *map(str, args)], capture_output=True, text=True, timeout=timeout)
     if check and p.returncode != 0:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from nbd_stamp import CMD_READ, Nbd, NbdError, Stamper, read_all
-from realkit import Server, js, run, within
+from realkit import Server, js, nbd_exports, run, within
 
 TWO = """tenant_map = "concat"
 [[tenant]]
@@ -66,10 +66,8 @@ def test_serve_offers_one_export_per_tenant_and_no_default(tmp_path):
         assert f"nbd://{srv.host}:{srv.port}/web nbd://{srv.host}:{srv.port}/db" in srv.banner, srv.banner
         assert srv.name == "web" and "2 tenants" in srv.banner
         url = f"nbd://{srv.host}:{srv.port}"
-        out = subprocess.run(["nbdinfo", "--list", "--json", url], capture_output=True, text=True, check=True,
-                             timeout=60).stdout
-        exports = {e["export-name"]: e for e in json.loads(out)["exports"]}
-        assert set(exports) == {"web", "db"}, out
+        exports = nbd_exports(srv)
+        assert set(exports) == {"web", "db"}, exports
         assert exports["web"]["export-size"] == 4 << 20 and exports["db"]["export-size"] == 3 << 20
         assert "tenant db" in exports["db"]["description"]
         # An unknown name, and the empty one (no tenant is the default): NBD_REP_ERR_UNKNOWN.
@@ -142,11 +140,8 @@ def test_a_plain_array_serves_one_export_per_tenant(tmp_path):
     assert [(e["name"], e["offset_bytes"], e["size_bytes"]) for e in st] == [("a", 0, 8 << 20), ("b", 8 << 20, 20 << 20)]
     srv = Server(d)
     try:
-        url = f"nbd://{srv.host}:{srv.port}"
-        out = subprocess.run(["nbdinfo", "--list", "--json", url], capture_output=True, text=True, check=True,
-                             timeout=60).stdout
-        exports = {e["export-name"]: e for e in json.loads(out)["exports"]}
-        assert set(exports) == {"a", "b"}, out
+        exports = nbd_exports(srv)
+        assert set(exports) == {"a", "b"}, exports
         assert exports["a"]["export-size"] == 8 << 20 and exports["b"]["export-size"] == 20 << 20
         assert exports["b"]["description"] == f"blocklab tenant b (2 of 2, 20 MiB at 8 MiB) of raid5 of 4, chunk 64 KiB ({d})"
         for name in ("nosuch", ""):

@@ -21,9 +21,11 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).expect("reports serialize")
 }
 
-/// Create an array of member files; returns its status as JSON.
+/// Create a plain array of member files; with `tenants`, each tenant is a
+/// volume with an NBD export of its own (kept as a stack file of no cache
+/// layer). Returns `{"status", "notes"}` as JSON.
 #[pyfunction]
-#[pyo3(signature = (dir, raid, disks, chunk_bytes, disk_bytes, layout=None, checksums=false, block_size=4096))]
+#[pyo3(signature = (dir, raid, disks, chunk_bytes, disk_bytes, layout=None, checksums=false, block_size=4096, tenants=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 fn real_create(
     py: Python<'_>,
@@ -35,13 +37,30 @@ fn real_create(
     layout: Option<String>,
     checksums: bool,
     block_size: u64,
+    tenants: Vec<(String, String)>,
 ) -> PyResult<String> {
-    let cfg = ArrayConfig::from_names_sized(raid, disks, chunk_bytes, layout.as_deref(), block_size, disk_bytes)
+    let (st, notes) = py
+        .allow_threads(|| {
+            if tenants.is_empty() {
+                let cfg =
+                    ArrayConfig::from_names_sized(raid, disks, chunk_bytes, layout.as_deref(), block_size, disk_bytes)?;
+                Ok((RealArray::create(&dir, cfg, checksums)?, Vec::new()))
+            } else {
+                real_stack::create_plain_with_tenants(
+                    &dir,
+                    raid,
+                    disks,
+                    chunk_bytes,
+                    disk_bytes,
+                    layout.as_deref(),
+                    block_size,
+                    checksums,
+                    &tenants,
+                )
+            }
+        })
         .map_err(to_py)?;
-    let st = py
-        .allow_threads(|| RealArray::create(&dir, cfg, checksums))
-        .map_err(to_py)?;
-    Ok(json(&st))
+    Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
 }
 
 /// Create an array laid out by a stack file's `[array]` and keep the stack
@@ -58,41 +77,6 @@ fn real_create_stack(
 ) -> PyResult<String> {
     let (st, notes) = py
         .allow_threads(|| real_stack::create_stack(&dir, &stack, disk_bytes, checksums, &tenants))
-        .map_err(to_py)?;
-    Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
-}
-
-/// Create a plain array whose tenants are volumes, one NBD export each
-/// (`real create --raid ... --tenants`); returns `{"status", "notes"}`.
-#[pyfunction]
-#[pyo3(signature = (dir, raid, disks, chunk_bytes, disk_bytes, tenants, layout=None, checksums=false, block_size=4096))]
-#[allow(clippy::too_many_arguments)]
-fn real_create_tenants(
-    py: Python<'_>,
-    dir: PathBuf,
-    raid: &str,
-    disks: u32,
-    chunk_bytes: u64,
-    disk_bytes: u64,
-    tenants: Vec<(String, String)>,
-    layout: Option<String>,
-    checksums: bool,
-    block_size: u64,
-) -> PyResult<String> {
-    let (st, notes) = py
-        .allow_threads(|| {
-            real_stack::create_plain_with_tenants(
-                &dir,
-                raid,
-                disks,
-                chunk_bytes,
-                disk_bytes,
-                layout.as_deref(),
-                block_size,
-                checksums,
-                &tenants,
-            )
-        })
         .map_err(to_py)?;
     Ok(serde_json::json!({"status": st, "notes": notes}).to_string())
 }
@@ -331,7 +315,6 @@ fn real_exists(dir: PathBuf) -> bool {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(real_create, m)?)?;
     m.add_function(wrap_pyfunction!(real_create_stack, m)?)?;
-    m.add_function(wrap_pyfunction!(real_create_tenants, m)?)?;
     m.add_function(wrap_pyfunction!(real_stack_status, m)?)?;
     m.add_function(wrap_pyfunction!(real_has_stack, m)?)?;
     m.add_function(wrap_pyfunction!(real_serve, m)?)?;

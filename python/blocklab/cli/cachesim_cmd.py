@@ -123,12 +123,10 @@ def _bytes(token: str) -> int:
 def cache_sizes(text: str, per_block: int | None, unique_blocks) -> list[Size]:
     """The cells' sizes. `per_block`: bytes per object, or None when sizes count
     objects; `unique_blocks()`: the working set in blocks (a pass over the trace)."""
-    tokens = [t for t in text.split(",") if t.strip()]
-    if not tokens:
-        fail("SIZE: no cache size given")
+    tokens = _size_tokens(text)
     unit = per_block or 1
     sizes: list[Size] = []
-    if len(tokens) == 1 and (tokens[0].strip().lower() == "auto" or _is_zero(tokens[0])):
+    if tokens is None:
         wss_obj = unique_blocks()
         floor = 4 if per_block is None else 99
         for f in AUTO_FRACTIONS:
@@ -140,10 +138,7 @@ def cache_sizes(text: str, per_block: int | None, unique_blocks) -> list[Size]:
         return sizes
     for tok in tokens:
         if "." in tok:
-            try:
-                frac = float(tok)
-            except ValueError:
-                fail(f"SIZE: `{tok}` is not a fraction of the working set")
+            frac = _fraction(tok)
             amount = int(unique_blocks() * unit * frac)
         else:
             amount = _bytes(tok)
@@ -154,9 +149,27 @@ def cache_sizes(text: str, per_block: int | None, unique_blocks) -> list[Size]:
     return sizes
 
 
+def _size_tokens(text: str) -> list[str] | None:
+    """SIZE's comma-separated sizes, or None for libCacheSim's automatic ones (`auto`, or a lone 0)."""
+    tokens = [t for t in text.split(",") if t.strip()]
+    if not tokens:
+        fail("SIZE: no cache size given")
+    if len(tokens) == 1 and (tokens[0].strip().lower() == "auto" or _is_zero(tokens[0])):
+        return None
+    return tokens
+
+
 def _is_zero(token: str) -> bool:
     t = token.strip()
     return t.isdigit() and int(t) == 0
+
+
+def _fraction(token: str) -> float:
+    """A size with a dot: a fraction of the working set."""
+    try:
+        return float(token)
+    except ValueError:
+        fail(f"SIZE: `{token}` is not a fraction of the working set")
 
 
 def size_unit(first: int, counts_objects: bool) -> tuple[int, str]:
@@ -224,10 +237,8 @@ def cachesim(
 def object_sizes(text: str, ignore_obj_size: bool, working_set) -> list[int]:
     """The cells' sizes on objects (libCacheSim's `conv_cache_sizes` and `set_cache_size`): bytes, or
     objects with --ignore-obj-size; `working_set()` is (objects, bytes)."""
-    tokens = [t for t in text.split(",") if t.strip()]
-    if not tokens:
-        fail("SIZE: no cache size given")
-    if len(tokens) == 1 and (tokens[0].strip().lower() == "auto" or _is_zero(tokens[0])):
+    tokens = _size_tokens(text)
+    if tokens is None:
         wss_obj, wss_byte = working_set()
         wss = wss_obj if ignore_obj_size else wss_byte
         sizes = [int(wss * f) for f in AUTO_FRACTIONS if (int(wss_obj * f) > 4 if ignore_obj_size else int(wss_obj * f) >= 100)]
@@ -237,10 +248,7 @@ def object_sizes(text: str, ignore_obj_size: bool, working_set) -> list[int]:
     sizes = []
     for tok in tokens:
         if "." in tok:
-            try:
-                frac = float(tok)
-            except ValueError:
-                fail(f"SIZE: `{tok}` is not a fraction of the working set")
+            frac = _fraction(tok)
             wss_obj, wss_byte = working_set()
             amount = int((wss_obj if ignore_obj_size else wss_byte) * frac)
         else:

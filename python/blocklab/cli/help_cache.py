@@ -121,8 +121,8 @@ def _read(path: str, k: str) -> str | None:
         return None
     for line in lines[2:]:
         try:
-            mtime, size, path = line.split(" ", 2)
-            st = os.stat(path)
+            mtime, size, module = line.split(" ", 2)
+            st = os.stat(module)
             if st.st_mtime_ns != int(mtime) or st.st_size != int(size):
                 return None
         except (OSError, ValueError):

@@ -128,26 +128,21 @@ def create(
         fail(f"real create: {missing[0]} is needed (or --stack STACK.toml)")
     if disks < 1:
         fail("--disks must be at least 1")
-    if tenants is not None:
-        # A plain array whose tenants are volumes: kept as a stack file of no cache layer (the engine writes it).
-        r = json.loads(_core.real_create_tenants(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
-                                                 _core.parse_bytes(disk_size), _tenants(tenants), layout=layout,
-                                                 checksums=checksums, block_size=block_size or 4096))
-        if json_out:
-            print_json(r["status"])
-            return
+    # With tenants, a plain array whose tenants are volumes: kept as a stack file of no cache layer (the
+    # engine writes it).
+    r = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
+                                     _core.parse_bytes(disk_size), layout=layout, checksums=checksums,
+                                     block_size=block_size or 4096,
+                                     tenants=_tenants(tenants)))
+    if json_out:
+        print_json(r["status"])
+        return
+    if tenants is None:
+        print(f"created {dir}")
+    else:
         print(f"created {dir} (tenants {', '.join(n for n, _ in _tenants(tenants))}: one export each, "
               f"kept as {dir / 'stack.toml'})")
-        _print_status(r["status"])
-        return
-    st = json.loads(_core.real_create(str(dir), raid, disks, _core.parse_bytes(chunk or "64KiB"),
-                                      _core.parse_bytes(disk_size), layout=layout, checksums=checksums,
-                                      block_size=block_size or 4096))
-    if json_out:
-        print_json(st)
-        return
-    print(f"created {dir}")
-    _print_status(st)
+    _print_status(r["status"])
 
 
 @app.command("serve")

@@ -568,7 +568,7 @@ def claims(cmp, tenants, timeline, timed=None, totals=None) -> list:
     comparison (`comparison`), the per-tenant rows and windows, and the timed runs. A claim over
     'the infeasible state' is judged on the sizes where Centaur's wishes did not fit (all limited
     sizes if none); per-VM claims need tenants named as the paper's volumes (`--msr-dir`)."""
-    from blocklab.repro.verdicts import Claim, judge, judge_share
+    from blocklab.repro.verdicts import Claim, judge
 
     out = []
     if cmp.empty:

@@ -378,6 +378,17 @@ def _all(df):
     return pd.Series(True, index=df.index)
 
 
+def _md_against_pro(h) -> dict:
+    """Response during the rebuild and rebuild time of md and pro in `h` (one run of each), with
+    pro's improvement on both: the columns Fig. 2 and Fig. 3 share."""
+    md = h[h["order"] == "md"].iloc[0]
+    pro = h[h["order"] == "pro"].iloc[0]
+    return {"md_resp_ms": md["resp_during_ms"], "pro_resp_ms": pro["resp_during_ms"],
+            "resp_impr": improvement(md["resp_during_ms"], pro["resp_during_ms"]),
+            "md_rebuild_s": md["rebuild_s"], "pro_rebuild_s": pro["rebuild_s"],
+            "rebuild_impr": improvement(md["rebuild_s"], pro["rebuild_s"])}
+
+
 def u_mode(df):
     """Fig. 2: RAID-5 of 3, L against U limits, md and pro."""
     import pandas as pd
@@ -386,13 +397,7 @@ def u_mode(df):
     g = df[(df["level"] == "raid5") & (df["disks"] == 3) & (df["param"] == "") & df["order"].isin(["md", "pro"])]
     rows = []
     for (trace, mode), h in g.groupby(["trace", "mode"], sort=False):
-        md = h[h["order"] == "md"].iloc[0]
-        pro = h[h["order"] == "pro"].iloc[0]
-        rows.append({"trace": trace, "mode": mode, "md_resp_ms": md["resp_during_ms"],
-                     "pro_resp_ms": pro["resp_during_ms"],
-                     "resp_impr": improvement(md["resp_during_ms"], pro["resp_during_ms"]),
-                     "md_rebuild_s": md["rebuild_s"], "pro_rebuild_s": pro["rebuild_s"],
-                     "rebuild_impr": improvement(md["rebuild_s"], pro["rebuild_s"])})
+        rows.append({"trace": trace, "mode": mode, **_md_against_pro(h)})
     return pd.DataFrame(rows)
 
 
@@ -474,13 +479,7 @@ def fig3_table(df):
             h = g[(g["trace"] == trace) & (g["chunk"] == chunk)]
             if h.empty:
                 continue
-            md = h[h["order"] == "md"].iloc[0]
-            pro = h[h["order"] == "pro"].iloc[0]
-            rows.append({"trace": trace, "chunk": chunk, "md_resp_ms": md["resp_during_ms"],
-                         "pro_resp_ms": pro["resp_during_ms"],
-                         "resp_impr": improvement(md["resp_during_ms"], pro["resp_during_ms"]),
-                         "md_rebuild_s": md["rebuild_s"], "pro_rebuild_s": pro["rebuild_s"],
-                         "rebuild_impr": improvement(md["rebuild_s"], pro["rebuild_s"])})
+            rows.append({"trace": trace, "chunk": chunk, **_md_against_pro(h)})
     return pd.DataFrame(rows)
 
 
@@ -729,6 +728,12 @@ def _recomputed(r, col: str) -> str:
     return f"{rec:.2f}" + ("" if abs(rec - r[col]) <= 0.05 else f" (printed {r[col]:.2f})")
 
 
+def _md_against_pro_cells(r) -> str:
+    """The last six cells of a Fig. 2 or Fig. 3 row (`_md_against_pro`'s columns)."""
+    return (f"{r['md_resp_ms']:.1f} | {r['pro_resp_ms']:.1f} | {r['resp_impr']:+.1f} | "
+            f"{r['md_rebuild_s']:.1f} | {r['pro_rebuild_s']:.1f} | {r['rebuild_impr']:+.1f} |")
+
+
 def markdown(specs, t3, um, ot, sw, verdict_lines, lay=None, f3=None, claim_rows=None) -> str:
     """Everything as Markdown (written next to the Parquet file and the plots)."""
     L = ["## Traces", ""]
@@ -769,16 +774,13 @@ def markdown(specs, t3, um, ot, sw, verdict_lines, lay=None, f3=None, claim_rows
           "| trace | limits | md resp. | pro resp. | impr. % | md rebuild s | pro rebuild s | impr. % |",
           "|---|---|---:|---:|---:|---:|---:|---:|"]
     for _, r in um.iterrows():
-        L.append(f"| {r['trace']} | {r['mode']} | {r['md_resp_ms']:.1f} | {r['pro_resp_ms']:.1f} | {r['resp_impr']:+.1f} | "
-                 f"{r['md_rebuild_s']:.1f} | {r['pro_rebuild_s']:.1f} | {r['rebuild_impr']:+.1f} |")
+        L.append(f"| {r['trace']} | {r['mode']} | {_md_against_pro_cells(r)}")
     if f3 is not None and not f3.empty:
         L += ["", "## Fig. 3 analogue: RAID-5 of 3, 16 KiB and 64 KiB chunks (limits L)", "",
               "| trace | chunk | md resp. | pro resp. | impr. % | md rebuild s | pro rebuild s | impr. % |",
               "|---|---|---:|---:|---:|---:|---:|---:|"]
         for _, r in f3.iterrows():
-            L.append(f"| {r['trace']} | {r['chunk']} | {r['md_resp_ms']:.1f} | {r['pro_resp_ms']:.1f} | "
-                     f"{r['resp_impr']:+.1f} | {r['md_rebuild_s']:.1f} | {r['pro_rebuild_s']:.1f} | "
-                     f"{r['rebuild_impr']:+.1f} |")
+            L.append(f"| {r['trace']} | {r['chunk']} | {_md_against_pro_cells(r)}")
     if not ot.empty:
         L += ["", "## Orders on RAID-5 of 5 (md and pro at L limits; dor and pro-dor unthrottled, low priority)", "",
               "| trace | order | resp. during (ms) | rebuild (s) | KiB/s | lost-unit reads from the spare |",

@@ -293,6 +293,13 @@ fn slipped(z: &Zone, unit_start: u64, base: u64) -> u64 {
         let limit = base - from as u64;
         return base + (z.slip_keys.partition_point(|&k| k <= limit) - from) as u64;
     }
+    slipped_by_iteration(slips, from, base)
+}
+
+/// The same fixed point found by iterating from `base` (slips in any order,
+/// `from` of them before the unit): the path for unsorted slip lists, and
+/// the reference the single search is tested against.
+fn slipped_by_iteration(slips: &[u64], from: usize, base: u64) -> u64 {
     let mut p = base;
     loop {
         let upto = slips.partition_point(|&s| s <= p);
@@ -414,16 +421,7 @@ pub(super) mod tests {
         // The fixed-point iteration `slipped` replaced, against its single
         // binary search: seeded random slip lists, units anywhere.
         let by_iteration = |slips: &[u64], unit_start: u64, base: u64| {
-            let from = slips.partition_point(|&s| s < unit_start);
-            let mut p = base;
-            loop {
-                let upto = slips.partition_point(|&s| s <= p);
-                let next = base + (upto.max(from) - from) as u64;
-                if next == p {
-                    return p;
-                }
-                p = next;
-            }
+            slipped_by_iteration(slips, slips.partition_point(|&s| s < unit_start), base)
         };
         let mut x: u64 = 0x2545_F491_4F6C_DD1D;
         let mut next = || {

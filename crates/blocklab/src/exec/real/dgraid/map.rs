@@ -17,13 +17,13 @@
 //! (compacted) at open and at a clean close.
 
 use std::collections::BTreeSet;
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
+use super::log_file;
 use crate::dgraid::layer::Copy;
 use crate::error::{Error, Location, Result};
 use crate::fsmodel::kind::{BlockKind, Tag, KINDS};
@@ -207,30 +207,14 @@ pub struct MapLog {
 impl MapLog {
     /// A new log holding `records`, written whole and renamed into place.
     pub fn write_new(dir: &Path, uuid: u128, records: &[Record]) -> Result<MapLog> {
-        let path = map_path(dir);
-        let shown = path.display().to_string();
-        let tmp = dir.join(format!("{MAP_FILE}.tmp"));
         let mut buf = header(uuid);
         for r in records {
             buf.extend(frame(r));
         }
-        {
-            let mut f = File::create(&tmp).map_err(|e| Error::io(&shown, e))?;
-            f.write_all(&buf).map_err(|e| Error::io(&shown, e))?;
-            f.sync_all().map_err(|e| Error::io(&shown, e))?;
-        }
-        fs::rename(&tmp, &path).map_err(|e| Error::io(&shown, e))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir.display().to_string(), e))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&shown, e))?;
+        let file = log_file::replace_whole(dir, MAP_FILE, &buf)?;
         Ok(MapLog {
             file,
-            path,
+            path: map_path(dir),
             end: buf.len() as u64,
         })
     }
@@ -240,21 +224,19 @@ impl MapLog {
     pub fn load(dir: &Path, uuid: u128) -> Result<Loaded> {
         let path = map_path(dir);
         let shown = path.display().to_string();
-        let mut f = OpenOptions::new()
+        let f = OpenOptions::new()
             .read(true)
             .write(true)
             .open(&path)
             .map_err(|e| Error::io(&shown, e))?;
         let len = f.metadata().map_err(|e| Error::io(&shown, e))?.len();
-        let mut h = vec![0u8; HEADER as usize];
-        if len < HEADER || f.read_exact(&mut h).is_err() || h != header(uuid) {
-            return Err(Error::parse(
-                &shown,
-                Location::Whole,
-                "header",
-                "not the block map of this array (magic, UUID or CRC differ)",
-            ));
-        }
+        log_file::check_header(
+            &f,
+            &shown,
+            len,
+            &header(uuid),
+            "not the block map of this array (magic, UUID or CRC differ)",
+        )?;
         let mut out = Loaded::default();
         let mut at = HEADER;
         let mut n = 0u64;
@@ -320,6 +302,8 @@ impl MapLog {
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn sample() -> Vec<Record> {

@@ -13,6 +13,7 @@
 //! * `state.rs`: `dgraid.json` (configuration, failed / recovering members,
 //!   the generation written into each member's identity block);
 //! * `map.rs`: `dgraid.map`, the block map, kept across restarts and crashes;
+//! * `log_file.rs`: the header check and whole-file rewrite both logs use;
 //! * `stage.rs`: `dgraid.stage`, writes made before the layout is known,
 //!   durable at a FLUSH until the map holds them;
 //! * `by_address.rs`: the stand-in classifier (tags by address);
@@ -23,6 +24,7 @@
 //! Requests are served one at a time under one mutex (as a stack is).
 
 mod by_address;
+mod log_file;
 pub mod map;
 pub mod ops;
 pub mod rebuild;

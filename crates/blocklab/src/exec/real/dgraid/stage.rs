@@ -20,12 +20,13 @@
 //! record. The log is rewritten without superseded records (compacted) at
 //! open and when it holds more than twice the records it needs.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use rustc_hash::FxHashMap;
 
+use super::log_file;
 use crate::error::{Error, Location, Result};
 
 pub const STAGE_FILE: &str = "dgraid.stage";
@@ -92,22 +93,35 @@ impl StageLog {
     /// A new log holding `staged` (each block once, in that order),
     /// written whole, synced and renamed into place.
     pub fn create(dir: &Path, uuid: u128, bs: u64, staged: &[(u64, Vec<u8>)]) -> Result<StageLog> {
-        Self::write_new(dir, uuid, bs, staged)
+        let mut buf = header(uuid, bs);
+        let mut newest = FxHashMap::default();
+        for (i, (b, d)) in staged.iter().enumerate() {
+            buf.extend(record(*b, d));
+            newest.insert(*b, i as u64);
+        }
+        let file = log_file::replace_whole(dir, STAGE_FILE, &buf)?;
+        Ok(StageLog {
+            dir: dir.to_path_buf(),
+            file,
+            uuid,
+            bs,
+            records: staged.len() as u64,
+            newest,
+            dirty: false,
+        })
     }
 
     fn read(path: &Path, uuid: u128, bs: u64) -> Result<Vec<(u64, Vec<u8>)>> {
         let shown = path.display().to_string();
         let f = File::open(path).map_err(|e| Error::io(&shown, e))?;
         let len = f.metadata().map_err(|e| Error::io(&shown, e))?.len();
-        let mut h = vec![0u8; HEADER as usize];
-        if len < HEADER || f.read_exact_at(&mut h, 0).is_err() || h != header(uuid, bs) {
-            return Err(Error::parse(
-                &shown,
-                Location::Whole,
-                "header",
-                "not the staging log of this array (magic, UUID, block size or CRC differ)",
-            ));
-        }
+        log_file::check_header(
+            &f,
+            &shown,
+            len,
+            &header(uuid, bs),
+            "not the staging log of this array (magic, UUID, block size or CRC differ)",
+        )?;
         let rl = 12 + bs;
         let mut out: Vec<Option<(u64, Vec<u8>)>> = Vec::new();
         let mut at_of: FxHashMap<u64, usize> = FxHashMap::default();
@@ -138,41 +152,6 @@ impl StageLog {
             at += rl;
         }
         Ok(out.into_iter().flatten().collect())
-    }
-
-    fn write_new(dir: &Path, uuid: u128, bs: u64, staged: &[(u64, Vec<u8>)]) -> Result<StageLog> {
-        let path = stage_path(dir);
-        let shown = path.display().to_string();
-        let tmp = dir.join(format!("{STAGE_FILE}.tmp"));
-        let mut buf = header(uuid, bs);
-        let mut newest = FxHashMap::default();
-        for (i, (b, d)) in staged.iter().enumerate() {
-            buf.extend(record(*b, d));
-            newest.insert(*b, i as u64);
-        }
-        {
-            let f = File::create(&tmp).map_err(|e| Error::io(&shown, e))?;
-            f.write_all_at(&buf, 0).map_err(|e| Error::io(&shown, e))?;
-            f.sync_all().map_err(|e| Error::io(&shown, e))?;
-        }
-        fs::rename(&tmp, &path).map_err(|e| Error::io(&shown, e))?;
-        File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| Error::io(dir.display().to_string(), e))?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io(&shown, e))?;
-        Ok(StageLog {
-            dir: dir.to_path_buf(),
-            file,
-            uuid,
-            bs,
-            records: staged.len() as u64,
-            newest,
-            dirty: false,
-        })
     }
 
     /// Whether any write is staged.
@@ -214,8 +193,8 @@ impl StageLog {
             self.file.read_exact_at(&mut buf, HEADER + i * self.record_len())?;
             staged.push((b, buf[12..].to_vec()));
         }
-        *self = Self::write_new(&self.dir, self.uuid, self.bs, &staged)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        *self =
+            Self::create(&self.dir, self.uuid, self.bs, &staged).map_err(|e| std::io::Error::other(e.to_string()))?;
         Ok(())
     }
 
@@ -244,6 +223,8 @@ impl StageLog {
 
 #[cfg(test)]
 mod tests {
+    use std::fs::{self, OpenOptions};
+
     use super::*;
 
     const BS: u64 = 1024;

@@ -17,8 +17,20 @@ use crate::fsmodel::{Geometry, StaticKind};
 
 const BS: u64 = 4096;
 
-/// A D-GRAID array of `disks` members over a 16 MiB file system.
+/// A D-GRAID array of `disks` members over a 16 MiB file system, placing
+/// blocks by address.
 fn make(dir: &Path, raid: &str, disks: u32, meta_copies: u32) -> PathBuf {
+    let arr = make_inferring(dir, raid, disks, meta_copies);
+    // Random bytes are no file system: place them by address.
+    let mut st = super::state::DgState::load(&arr).unwrap();
+    st.classifier = "by-address".into();
+    st.save(&arr).unwrap();
+    arr
+}
+
+/// The same array with its default classifier (inference from the ext2
+/// metadata written to it).
+fn make_inferring(dir: &Path, raid: &str, disks: u32, meta_copies: u32) -> PathBuf {
     let arr = dir.join("arr");
     let stack = dir.join("dg.toml");
     std::fs::write(
@@ -29,10 +41,6 @@ fn make(dir: &Path, raid: &str, disks: u32, meta_copies: u32) -> PathBuf {
     )
     .unwrap();
     create(&arr, &stack, None).unwrap();
-    // Random bytes are no file system: place them by address.
-    let mut st = super::state::DgState::load(&arr).unwrap();
-    st.classifier = "by-address".into();
-    st.save(&arr).unwrap();
     arr
 }
 
@@ -397,14 +405,7 @@ fn ext2_image(t: &Path) -> Option<Vec<u8>> {
 fn an_ext2_image_through_inference_reads_back_and_keeps_its_metadata_after_failures() {
     let t = tempfile::tempdir().unwrap();
     let Some(img) = ext2_image(t.path()) else { return };
-    let arr = t.path().join("arr");
-    let stack = t.path().join("dg.toml");
-    std::fs::write(
-        &stack,
-        "[array]\nraid = \"dgraid0\"\ndisks = 4\n[array.dgraid]\nfs_size = \"16MiB\"\nmeta_copies = 4\n[device]\nmodel = \"const:1\"\n",
-    )
-    .unwrap();
-    create(&arr, &stack, None).unwrap();
+    let arr = make_inferring(t.path(), "dgraid0", 4, 4);
     let a = RealDgraid::open(&arr).unwrap();
     for (i, piece) in img.chunks(64 << 10).enumerate() {
         a.write(i as u64 * (64 << 10), piece, false).unwrap();
@@ -505,14 +506,7 @@ fn a_tags_file_places_blocks_as_it_says_and_a_bad_line_is_refused() {
 fn writes_before_the_layout_survive_a_crash_after_a_flush_and_are_placed_once_it_is_known() {
     let t = tempfile::tempdir().unwrap();
     let Some(img) = ext2_image(t.path()) else { return };
-    let arr = t.path().join("arr");
-    let stack = t.path().join("dg.toml");
-    std::fs::write(
-        &stack,
-        "[array]\nraid = \"dgraid0\"\ndisks = 4\n[array.dgraid]\nfs_size = \"16MiB\"\nmeta_copies = 4\n[device]\nmodel = \"const:1\"\n",
-    )
-    .unwrap();
-    create(&arr, &stack, None).unwrap();
+    let arr = make_inferring(t.path(), "dgraid0", 4, 4);
     const PIECE: usize = 64 << 10;
     let pieces: Vec<(u64, &[u8])> = img
         .chunks(PIECE)
