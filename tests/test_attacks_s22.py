@@ -337,3 +337,73 @@ def test_a_reader_that_never_reads_replies_stalls_only_itself_while_others_write
     print(f"stopped in {time.monotonic() - t0:.1f} s")
     bad.close()
     assert js("real", "check", d)["mismatches"] == 0
+
+
+# --- TRIM while served (the engine-level attacks: exec::real::trim_attack_tests) ------------------
+
+
+def test_served_trims_racing_a_member_failure_then_replace_and_rebuild(tmp_path):
+    """A client streams whole-stripe TRIMs while `real fail` takes a member out through the server:
+    every trimmed stripe reads as zeroes (punched while whole, zeroes written once degraded), every
+    other block as written; after `real replace` and `real rebuild`, the same, and `real check` clean."""
+    d = make_array(tmp_path, "md", "5", 4, "4MiB", "64KiB")
+    size, stripe = 12 * MIB, 192 * 1024
+    data = random.Random(8).randbytes(size)
+    srv = Server(d)
+    try:
+        c = Nbd(srv.host, srv.port, srv.name)
+        for off in range(0, size, MIB):
+            c.write(off, data[off:off + MIB])
+        c.flush()
+        trimmed = list(range(0, size // stripe, 3))
+        failer = threading.Thread(target=lambda: run("real", "fail", d, "1"), daemon=True)
+        failer.start()
+        rounds = 0
+        while failer.is_alive() or rounds < 2:  # TRIMs before, during and after the failure
+            for s in trimmed:
+                c.call(4, s * stripe, stripe)  # NBD_CMD_TRIM
+            rounds += 1
+        failer.join(60)
+        print(f"{rounds} rounds of {len(trimmed)} TRIMs")
+        assert js("real", "status", d)["failed"] == [1]
+        want = bytearray(data)
+        for s in trimmed:
+            want[s * stripe:(s + 1) * stripe] = bytes(stripe)
+        assert c.read(0, size) == bytes(want)
+        c.close()
+        run("real", "replace", d, "1")
+        run("real", "rebuild", d)
+        c = Nbd(srv.host, srv.port, srv.name)
+        assert c.read(0, size) == bytes(want)
+        c.close()
+        srv.stop()
+    finally:
+        srv.ensure_dead()
+    assert js("real", "check", d)["mismatches"] == 0
+
+
+def test_sigterm_with_a_stalled_peer_keeps_the_stage_and_its_writes(tmp_path):
+    """A D-GRAID export with writes staged (the layout unknown) and a peer stalled mid-payload: SIGTERM
+    ends the server cleanly within seconds, the log keeps the staged writes, and they read back."""
+    d = dgraid(tmp_path, "a")
+    srv = Server(d)
+    try:
+        c = Nbd(srv.host, srv.port, srv.name)
+        for b, v in STAGED.items():
+            c.write(b * BS, v)
+        c.flush()
+        stalled = transmitting(srv)
+        stalled.sendall(hdr(CMD_WRITE, 9, 0, 64 * BS) + b"\x33" * 5000)
+        time.sleep(0.3)
+        srv.p.send_signal(signal.SIGTERM)
+        try:
+            srv.p.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("server still running 15 s after SIGTERM with a stalled peer")
+        assert srv.p.returncode == 0, srv.p.stderr.read()
+        stalled.close()
+        c.s.close()
+    finally:
+        srv.ensure_dead()
+    assert (d / "dgraid.stage").stat().st_size >= HEADER + len(STAGED) * RECORD
+    assert read_blocks(d, STAGED) == STAGED
