@@ -54,6 +54,8 @@ mod identity_tests;
 mod stack_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trim_attack_tests;
 
 use std::collections::{BTreeSet, VecDeque};
 use std::fs::{self, File, OpenOptions};

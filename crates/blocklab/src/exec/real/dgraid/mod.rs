@@ -229,7 +229,7 @@ impl RealDgraid {
         // Staged writes the map holds were stored (or written again
         // since): the map's copy is as new or newer. The rest are written
         // again below, after the classifier has relearnt what is stored.
-        let staged: Vec<(u64, Vec<u8>)> = StageLog::load(dir, uuid, bs)?
+        let staged: Vec<(u64, Vec<u8>)> = StageLog::load(dir, uuid, bs, st.fs_blocks)?
             .into_iter()
             .filter(|(b, _)| !loaded.mapped.contains_key(b))
             .collect();

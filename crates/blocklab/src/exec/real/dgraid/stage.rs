@@ -81,13 +81,16 @@ impl StageLog {
 
     /// The staged writes in the log of the array `uuid` in `dir` (none
     /// when there is no log): each block's newest contents, in the order
-    /// their newest writes arrived. A torn last record is left out.
-    pub fn load(dir: &Path, uuid: u128, bs: u64) -> Result<Vec<(u64, Vec<u8>)>> {
+    /// their newest writes arrived. A torn last record is left out; a
+    /// whole one naming a block at or past `fs_blocks` is refused (only a
+    /// crafted file holds one: replayed, it would fail the placement of
+    /// every write held with it).
+    pub fn load(dir: &Path, uuid: u128, bs: u64, fs_blocks: u64) -> Result<Vec<(u64, Vec<u8>)>> {
         let path = stage_path(dir);
         if !path.exists() {
             return Ok(Vec::new());
         }
-        Self::read(&path, uuid, bs)
+        Self::read(&path, uuid, bs, fs_blocks)
     }
 
     /// A new log holding `staged` (each block once, in that order),
@@ -111,7 +114,7 @@ impl StageLog {
         })
     }
 
-    fn read(path: &Path, uuid: u128, bs: u64) -> Result<Vec<(u64, Vec<u8>)>> {
+    fn read(path: &Path, uuid: u128, bs: u64, fs_blocks: u64) -> Result<Vec<(u64, Vec<u8>)>> {
         let shown = path.display().to_string();
         let f = File::open(path).map_err(|e| Error::io(&shown, e))?;
         let len = f.metadata().map_err(|e| Error::io(&shown, e))?.len();
@@ -144,6 +147,14 @@ impl StageLog {
                 }
                 // A crash mid-append: the torn last record is cut off.
                 break;
+            }
+            if block >= fs_blocks {
+                return Err(Error::parse(
+                    &shown,
+                    Location::Record(n),
+                    "block",
+                    format!("block {block} is past the file system's {fs_blocks} blocks"),
+                ));
             }
             if let Some(i) = at_of.insert(block, out.len()) {
                 out[i] = None;
@@ -228,6 +239,7 @@ mod tests {
     use super::*;
 
     const BS: u64 = 1024;
+    const FS: u64 = 1 << 20;
 
     fn block(v: u8) -> Vec<u8> {
         vec![v; BS as usize]
@@ -236,7 +248,7 @@ mod tests {
     #[test]
     fn staged_blocks_come_back_newest_last_and_a_cleared_log_holds_none() {
         let t = tempfile::tempdir().unwrap();
-        assert!(StageLog::load(t.path(), 7, BS).unwrap().is_empty());
+        assert!(StageLog::load(t.path(), 7, BS, FS).unwrap().is_empty());
         let mut log = StageLog::create(t.path(), 7, BS, &[]).unwrap();
         assert!(log.is_empty());
         log.append(3, &[block(1), block(2)].concat()).unwrap();
@@ -244,7 +256,7 @@ mod tests {
         log.append(3, &block(4)).unwrap(); // block 3 again: it moves to the end
         log.sync().unwrap();
         drop(log);
-        let got = StageLog::load(t.path(), 7, BS).unwrap();
+        let got = StageLog::load(t.path(), 7, BS, FS).unwrap();
         assert_eq!(got, vec![(4, block(2)), (9, block(3)), (3, block(4))]);
         let mut log = StageLog::create(t.path(), 7, BS, &got).unwrap();
         assert_eq!(log.blocks(), 3);
@@ -253,13 +265,13 @@ mod tests {
             HEADER + 3 * (12 + BS),
             "rewritten without the superseded record"
         );
-        assert_eq!(StageLog::load(t.path(), 7, BS).unwrap(), got);
+        assert_eq!(StageLog::load(t.path(), 7, BS, FS).unwrap(), got);
         log.clear().unwrap();
         drop(log);
-        assert!(StageLog::load(t.path(), 7, BS).unwrap().is_empty());
+        assert!(StageLog::load(t.path(), 7, BS, FS).unwrap().is_empty());
         // Another array's log, or another block size: refused.
         for (uuid, bs) in [(8, BS), (7, 4096)] {
-            let e = StageLog::load(t.path(), uuid, bs).err().unwrap().to_string();
+            let e = StageLog::load(t.path(), uuid, bs, FS).err().unwrap().to_string();
             assert!(e.contains("dgraid.stage") && e.contains("header"), "{e}");
         }
     }
@@ -282,7 +294,7 @@ mod tests {
                 .unwrap()
                 .set_len(full - cut)
                 .unwrap();
-            let got = StageLog::load(t.path(), 7, BS).unwrap();
+            let got = StageLog::load(t.path(), 7, BS, FS).unwrap();
             assert_eq!(got, vec![(0, block(1)), (1, block(2))], "cut {cut}");
         }
         // A flipped byte in the last record: cut off too; in the first of
@@ -294,11 +306,31 @@ mod tests {
         drop(log);
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.write_all_at(&[0], HEADER + 2 * rl + 40).unwrap();
-        assert_eq!(StageLog::load(t.path(), 7, BS).unwrap().len(), 2);
+        assert_eq!(StageLog::load(t.path(), 7, BS, FS).unwrap().len(), 2);
         let f = OpenOptions::new().write(true).open(&p).unwrap();
         f.write_all_at(&[0], HEADER + 40).unwrap();
-        let e = StageLog::load(t.path(), 7, BS).err().unwrap().to_string();
+        let e = StageLog::load(t.path(), 7, BS, FS).err().unwrap().to_string();
         assert!(e.contains("dgraid.stage") && e.contains("record 1"), "{e}");
+    }
+
+    /// A crafted record, its CRC right, naming a block past the file
+    /// system: refused at open, naming the record and the field (replayed,
+    /// its placement failed and took every write held with it: 18 of 20
+    /// flushed blocks of an mke2fs read back wrong).
+    #[test]
+    fn a_record_naming_a_block_past_the_file_system_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let mut log = StageLog::create(t.path(), 7, BS, &[]).unwrap();
+        log.append(40, &block(1)).unwrap();
+        log.append(FS, &block(2)).unwrap();
+        log.append(41, &block(3)).unwrap();
+        drop(log);
+        let e = StageLog::load(t.path(), 7, BS, FS).err().unwrap().to_string();
+        assert!(
+            e.contains("dgraid.stage") && e.contains("record 2") && e.contains("block"),
+            "{e}"
+        );
+        assert_eq!(StageLog::load(t.path(), 7, BS, FS + 1).unwrap().len(), 3);
     }
 
     #[test]
@@ -311,7 +343,7 @@ mod tests {
         log.sync().unwrap();
         assert!(log.records <= 2 * 5 + SLACK + 1, "{} records", log.records);
         drop(log);
-        let got = StageLog::load(t.path(), 7, BS).unwrap();
+        let got = StageLog::load(t.path(), 7, BS, FS).unwrap();
         let want: Vec<_> = (2995..3000u64).map(|v| (v % 5, block((v % 251) as u8))).collect();
         assert_eq!(got, want);
     }
