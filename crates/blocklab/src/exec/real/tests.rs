@@ -43,8 +43,9 @@ fn scribbled(dir: &Path, c: ArrayConfig, checksums: bool, seed: &mut u64, count:
     (a, image)
 }
 
-/// Reopen with buffered I/O and the fault hook (the crash tests).
-fn open_with_faults(dir: &Path, faults: &Arc<Faults>) -> RealArray {
+/// Reopen with buffered I/O and the fault hook (the crash tests; the trim
+/// attacks' too).
+pub(super) fn open_with_faults(dir: &Path, faults: &Arc<Faults>) -> RealArray {
     RealArray::open(
         dir,
         OpenConfig {

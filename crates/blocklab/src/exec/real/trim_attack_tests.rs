@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use super::members::{member_path, sums_path, Faults};
 use super::rebuild::RebuildOptions;
+use super::tests::open_with_faults;
 use super::*;
 use crate::array::ArrayConfig;
 
@@ -41,17 +42,6 @@ fn filled(dir: &Path, c: ArrayConfig, seed: &mut u64) -> Vec<u8> {
 
 fn open(dir: &Path) -> Result<RealArray> {
     RealArray::open(dir, OpenConfig::default())
-}
-
-fn with_faults(dir: &Path, faults: &Arc<Faults>) -> RealArray {
-    RealArray::open(
-        dir,
-        OpenConfig {
-            faults: Some(faults.clone()),
-            ..Default::default()
-        },
-    )
-    .unwrap()
 }
 
 /// The blocks of `a` that read as neither `old` nor zeroes (`zero_ok`
@@ -93,7 +83,7 @@ fn a_trim_killed_between_member_punches_resyncs_to_old_bytes_or_zeroes() {
             let mut seed = 40 + k;
             let old = filled(dir.path(), cfg(level, disks), &mut seed);
             let faults = Arc::new(Faults::none());
-            let a = with_faults(dir.path(), &faults);
+            let a = open_with_faults(dir.path(), &faults);
             let sb = stripe_blocks(&a);
             let (first, n) = (2 * sb, 5 * sb); // stripes 2..7, whole
             faults.crash_after(k, rng(&mut seed));
@@ -132,7 +122,7 @@ fn a_torn_trim_then_a_missing_member_is_refused_or_serves_errors() {
     let mut seed = 7;
     let old = filled(dir.path(), cfg("raid5", 4), &mut seed);
     let faults = Arc::new(Faults::none());
-    let a = with_faults(dir.path(), &faults);
+    let a = open_with_faults(dir.path(), &faults);
     let sb = stripe_blocks(&a);
     let (first, n) = (sb, 4 * sb);
     faults.crash_after(2, 0); // member 0 punched, member 1's punch torn to nothing
