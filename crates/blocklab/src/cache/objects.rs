@@ -13,14 +13,14 @@
 //! frequency 0) — those whose eviction order does not depend on sizes.
 
 use crate::error::{Error, Result};
-use std::collections::HashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// A cache of objects of different sizes (see the module comment).
 pub struct SizedCache {
     kind: Kind,
     capacity: u64,
     used: u64,
-    index: HashMap<u64, usize>,
+    index: FxHashMap<u64, usize>,
     /// Queue nodes; `head` is the newest, `tail` the next victim.
     nodes: Vec<Node>,
     free: Vec<usize>,
@@ -67,7 +67,7 @@ impl SizedCache {
             kind,
             capacity,
             used: 0,
-            index: HashMap::new(),
+            index: FxHashMap::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             head: NIL,
@@ -214,11 +214,11 @@ pub fn simulate(
 /// libCacheSim's working set (`cal_working_set_size`): distinct objects, and
 /// the sum of their sizes at first sight.
 pub fn working_set(objects: impl Iterator<Item = Result<(u64, u64)>>) -> Result<(u64, u64)> {
-    let mut seen: HashMap<u64, ()> = HashMap::new();
+    let mut seen = FxHashSet::default();
     let (mut n, mut bytes) = (0u64, 0u64);
     for o in objects {
         let (id, size) = o?;
-        if seen.insert(id, ()).is_none() {
+        if seen.insert(id) {
             n += 1;
             bytes += size;
         }
