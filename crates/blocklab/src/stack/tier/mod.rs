@@ -39,9 +39,12 @@
 //! reused at once (as if its data moved to a write-behind buffer).
 //!
 //! **Latency without time.** Besides the executor's response times, the
-//! tier keeps the paper's latency model (its Eq. 2): a request that reaches
-//! the array costs `hdd_ms`, one served by the SSD alone `ssd_ms`. It is
-//! computed from the decisions, so it is the same in both executors.
+//! tier keeps two latency models, computed from the decisions (so the same
+//! in both executors): ours, per request (`latency_ms`: a request that
+//! reaches the array costs `hdd_ms`, one served by the SSD alone `ssd_ms`,
+//! so a read-only tenant's writes cost `hdd_ms`), and the paper's Eq. 2 per
+//! block access (`eq2_latency_ms`: from the read hit ratio alone, every
+//! write at `hdd_ms` whatever the policy; [`report::eq2_latency_ms`]).
 
 pub mod admission;
 pub mod frames;
@@ -62,7 +65,7 @@ use self::admission::{Promotion, SequentialCutoff};
 use self::frames::{Frames, Victim};
 use self::mode::{Mode, ModeRule};
 use self::partitioner::Partitioner;
-use self::report::{ModelLatency, TierCounts, TierReport, TierTenant, TierWindow, WindowTenant};
+use self::report::{eq2_latency_ms, ModelLatency, TierCounts, TierReport, TierTenant, TierWindow, WindowTenant};
 use super::address::AddressMap;
 use super::layer::{Below, Class, Cx, Deferred, Exec, Io, Layer};
 use super::result::{DeviceFigures, StackResult};
@@ -494,6 +497,7 @@ impl TierLayer {
                 ssd_writes: d.ssd_writes,
                 requests,
                 latency_ms: if requests > 0 { ms / requests as f64 } else { 0.0 },
+                eq2_latency_ms: eq2_latency_ms(&d, self.cfg.ssd_ms, self.cfg.hdd_ms),
             });
         }
         self.timeline.push(TierWindow {
@@ -988,9 +992,9 @@ impl Layer for TierLayer {
             *dirty.entry(owner).or_insert(0) += 1;
         }
         let cost_of = |blocks: f64, base: f64| self.cfg.ssd_cost_per_gb * blocks * bs as f64 / 1e9 + base;
-        let ppc = |latency: &ModelLatency, cost: f64| {
-            (latency.latency_ms > 0.0 && cost > 0.0).then(|| 1.0 / latency.latency_ms / cost)
-        };
+        let per_cost = |ms: f64, cost: f64| (ms > 0.0 && cost > 0.0).then(|| 1.0 / ms / cost);
+        let ppc = |latency: &ModelLatency, cost: f64| per_cost(latency.latency_ms, cost);
+        let eq2 = |c: &TierCounts| eq2_latency_ms(c, self.cfg.ssd_ms, self.cfg.hdd_ms);
         let tenants = order
             .iter()
             .map(|t| {
@@ -1006,6 +1010,7 @@ impl Layer for TierLayer {
                 let d = dirty.get(&(self.index[&t.tenant] as u32)).copied().unwrap_or(0);
                 dirty_total += d;
                 let latency = t.latency.report();
+                let tenant_cost = cost_of(m, self.cfg.base_cost / n);
                 TierTenant {
                     tenant: t.tenant,
                     allocated_blocks: a,
@@ -1015,7 +1020,9 @@ impl Layer for TierLayer {
                     counts: t.counts,
                     write_policy: t.mode.name().to_string(),
                     read_only_windows: t.read_only_windows,
-                    performance_per_cost: ppc(&latency, cost_of(m, self.cfg.base_cost / n)),
+                    performance_per_cost: ppc(&latency, tenant_cost),
+                    eq2_latency_ms: eq2(&t.counts),
+                    eq2_performance_per_cost: per_cost(eq2(&t.counts), tenant_cost),
                     latency,
                 }
             })
@@ -1047,6 +1054,8 @@ impl Layer for TierLayer {
             infeasible_windows: self.infeasible,
             performance: (latency.latency_ms > 0.0).then(|| 1.0 / latency.latency_ms),
             performance_per_cost: ppc(&latency, cost),
+            eq2_latency_ms: eq2(&counts),
+            eq2_performance_per_cost: per_cost(eq2(&counts), cost),
             latency,
             cost,
             timed_performance_per_cost: None,

@@ -367,6 +367,45 @@ fn hand_worked_timeline_of_write_back_and_read_only() {
 }
 
 #[test]
+fn the_papers_eq2_charges_no_write_by_its_policy() {
+    // Each tenant: a read miss, a read hit, a write of a new block; tenant 0
+    // writes back, tenant 1 is read-only. Eq. 2 per block access, h = read
+    // hits / accesses = 1/3: (0.1 + 2 x 7) / 3 = 4.7 ms for both, since the
+    // write costs T_HDD whatever the policy. Our per-request model charges
+    // the written-back write 0.1 ms: (7 + 0.1 + 0.1) / 3 = 2.4 ms against
+    // (7 + 0.1 + 7) / 3 = 4.7 ms.
+    let s = spec(
+        "tenant_map = \"concat\"\n[tier]\nsize = 10\npartitioner = \"static\"\n\
+         tenant_write_policy = { \"1\" = \"ro\" }\n[device]\nmodel = \"const:10\"\n",
+    );
+    let mut reqs = Vec::new();
+    for t in 0..2u32 {
+        let at = t as f64 * 10.0;
+        reqs.push(rq(at, Op::Read, t, 5));
+        reqs.push(rq(at + 1.0, Op::Read, t, 5));
+        reqs.push(rq(at + 2.0, Op::Write, t, 6));
+    }
+    let r = counted(&s, &reqs);
+    let t = tier(&r);
+    let eq2 = (0.1 + 2.0 * 7.0) / 3.0;
+    for x in &t.tenants {
+        assert!((x.eq2_latency_ms - eq2).abs() < 1e-12, "tenant {}", x.tenant);
+    }
+    assert!((t.eq2_latency_ms - eq2).abs() < 1e-12);
+    assert!((t.tenants[0].latency.latency_ms - 7.2 / 3.0).abs() < 1e-12);
+    assert!((t.tenants[1].latency.latency_ms - 14.1 / 3.0).abs() < 1e-12);
+    // Performance per cost: the same cost under either model, 1 / latency over it.
+    for x in t.tenants.iter() {
+        let eq2_cost = 1.0 / x.eq2_latency_ms / x.eq2_performance_per_cost.unwrap();
+        let ours_cost = 1.0 / x.latency.latency_ms / x.performance_per_cost.unwrap();
+        assert!((eq2_cost / ours_cost - 1.0).abs() < 1e-12);
+    }
+    let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+    assert!(v["tier"]["eq2_latency_ms"].is_number());
+    assert!(v["tier"]["tenants"][1]["eq2_performance_per_cost"].is_number());
+}
+
+#[test]
 fn a_hit_on_a_block_being_fetched_waits_for_the_fetch() {
     // Block 5 missed at 0 ms (10 ms disk); read again at 2 ms: it waits for
     // the fetch (until 10 ms), then reads the SSD behind the fill that the
