@@ -239,3 +239,24 @@ def test_outputs_are_deterministic(tmp_path):
         assert run("trace", "merge", str(out), f"{SAMPLE}:mqsim", f"{SAMPLE}:mqsim", "--tenants", "pair").returncode == 0
         outs.append(out.read_bytes())
     assert outs[0] == outs[1] and outs[0].count(b"\n") == 1 + 2 * 24_783
+
+
+def test_sizing_time_rows_are_the_windows_of_the_reuse_analysis():
+    # `blocklab.sizing_time` (ECI App. B) times the tier's analysis per tenant and window; its rows
+    # must be the windows `trace reuse --per-tenant --window` reports: same tenants, accesses and
+    # TRD / URD sizes (history "all", as the tier). The seconds are measured, not checked.
+    times = blocklab.sizing_time(SAMPLE, window=10.0, format="mqsim", block_size=8192)
+    reuse = blocklab.reuse(SAMPLE, format="mqsim", per_tenant=True, window=10.0, block_size=8192)
+    key = ["window", "tenant"]
+    a = times.sort_values(key).reset_index(drop=True)
+    b = reuse.sort_values(key).reset_index(drop=True)
+    assert len(a) == len(b) > 6
+    for col in ("window", "tenant", "accesses", "trd_size", "urd_size"):
+        assert list(a[col]) == list(b[col]), col
+    assert (a["seconds"] >= 0).all()
+
+
+def test_sizing_time_needs_a_positive_window(tmp_path):
+    trace = write_csv(tmp_path / "t.csv", [(0.0, "R", 1, 0), (1.0, "R", 1, 0)])
+    with pytest.raises(blocklab.BlocklabError, match="window"):
+        blocklab.sizing_time(trace, window=0.0, format="csv")

@@ -10,7 +10,7 @@ nor the API until something asks for them; ``blocklab --help`` needs neither.
 
 _CORE = ("BlocklabError", "__version__")
 _API = ("read_trace", "simulate_cache", "mrc", "rgr", "array_map", "array_plan", "disk_run", "disk_scale", "run_stack",
-        "reuse", "partition_plan", "merge_traces", "sweep", "load", "report")
+        "reuse", "sizing_time", "partition_plan", "merge_traces", "sweep", "load", "report")
 
 __all__ = [*_CORE, *_API]
 

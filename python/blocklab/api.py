@@ -90,6 +90,17 @@ def reuse(path, *, format: str = "auto", per_tenant: bool = True, window: float 
                          for w in out["windows"] for r in w["tenants"]])
 
 
+def sizing_time(path, *, window: float, format: str = "auto", history: str = "all", block_size: int = 4096,
+                skip_bad: bool = False):
+    """How long the tier's Centaur / ECI sizing analysis takes per tenant and window (ECI-Cache App. B,
+    Table 3); a pandas DataFrame: tenant, window, accesses, seconds (this machine's wall clock, not
+    deterministic), trd_size, urd_size."""
+    import pandas as pd
+
+    rows = json.loads(_core.trace_sizing_time(_paths(path), window, format, block_size, history, skip_bad, "Q"))
+    return pd.DataFrame(rows, columns=["tenant", "window", "accesses", "seconds", "trd_size", "urd_size"])
+
+
 def partition_plan(path, *, format: str = "auto", capacity: int | str | None = None, window: float | None = None,
                    history: str = "all", solver: str = "exact", units: int | None = None, estimator: str = "max",
                    objective: str = "hit-ratio", min_blocks: int = 0, theta: float = 0.5, block_size: int = 4096,

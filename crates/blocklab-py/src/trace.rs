@@ -5,6 +5,7 @@ use blocklab::analysis::partition::Solver;
 use blocklab::analysis::partition_plan::{plan_trace, PlanOptions};
 use blocklab::analysis::reuse::{reuse_trace, History, ReuseOptions};
 use blocklab::analysis::sizing::{Estimator, Value};
+use blocklab::analysis::sizing_time::time_sizing;
 use blocklab::analysis::stats::trace_stats as stats;
 use blocklab::cache::sizes;
 use blocklab::trace::merge::{self, Clock, MergeInput, TenantMap};
@@ -132,6 +133,32 @@ fn trace_reuse(
     serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
 }
 
+/// How long the sizing analysis takes per tenant and window (ECI-Cache App. B),
+/// as JSON text: rows of tenant, window, accesses, seconds, trd_size, urd_size.
+#[pyfunction]
+#[pyo3(signature = (path, window, format="auto", block_size=4096, history="all", skip_bad=false, blkparse_event="Q"))]
+#[allow(clippy::too_many_arguments)]
+fn trace_sizing_time(
+    py: Python<'_>,
+    path: PathBuf,
+    window: f64,
+    format: &str,
+    block_size: u64,
+    history: &str,
+    skip_bad: bool,
+    blkparse_event: &str,
+) -> PyResult<String> {
+    let opts = options(format, skip_bad, blkparse_event)?;
+    let r = ReuseOptions {
+        block_size,
+        per_tenant: true,
+        window: Some(window),
+        history: History::parse(history).map_err(to_py)?,
+    };
+    let s = py.allow_threads(|| time_sizing(&path, &opts, &r)).map_err(to_py)?;
+    serde_json::to_string(&s).map_err(|e| to_py(blocklab::Error::config(e.to_string())))
+}
+
 /// What Centaur and ECI would allocate per window (and ECI's write policy),
 /// as JSON text. `capacity`: a size as for `cache --size` (blocks or bytes),
 /// None for unlimited.
@@ -220,6 +247,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace_stats, m)?)?;
     m.add_function(wrap_pyfunction!(trace_convert, m)?)?;
     m.add_function(wrap_pyfunction!(trace_reuse, m)?)?;
+    m.add_function(wrap_pyfunction!(trace_sizing_time, m)?)?;
     m.add_function(wrap_pyfunction!(trace_partition, m)?)?;
     m.add_function(wrap_pyfunction!(trace_merge, m)?)?;
     m.add_function(wrap_pyfunction!(trace_formats, m)?)?;

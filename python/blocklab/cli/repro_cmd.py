@@ -572,6 +572,7 @@ def eci(
     full: bool = typer.Option(False, "--full", help="--real: every single-volume shared trace of the note's mix and more requests per tenant."),
     synthetic: bool = typer.Option(False, "--synthetic", help="--real: synthetic per-tenant traces even when ../shared is present."),
     tier_blocks: int = typer.Option(1500, "--tier-blocks", help="--real: frames of the SSD tier (8 KiB each)."),
+    latency_model: str = typer.Option("eq2", "--latency-model", help="Latency the all-request claims are judged on: eq2 (the paper's Eq. 2 per access, from the read hit ratio: a write costs T_HDD under either policy) or requests (ours: a read-only tenant's write to the array costs T_HDD, a written-back one T_SSD). Both are shown."),
 ) -> None:
     """ECI-Cache vs Centaur (and global, static, and the production caches' options): SSD tier per tenant, hit ratio, latency, SSD writes, performance-per-cost."""
     from pathlib import Path
@@ -598,6 +599,8 @@ def eci(
         if not all(res["same_decisions"].values()):
             fail("the real runs did not decide as the counted runs (see the table)")
         return
+    if latency_model not in re.LATENCY_MODELS:
+        fail(f"--latency-model: unknown model `{latency_model}`; valid: {', '.join(re.LATENCY_MODELS)}")
     if msr_dir is not None:
         folder = Path(msr_dir)
         if not folder.is_dir():
@@ -636,18 +639,22 @@ def eci(
     stack.write_text(re.stack_text(outstanding=max(1, len(labels))))
     console.log("reuse analysis (TRD / URD per tenant)")
     reuse_df = re.reuse(mix, labels)
+    console.log("sizing analysis timed per tenant and window (App. B)")
+    times = re.sizing_times(mix, labels)
+    times.to_csv(outdir / "eci-analysis-time.csv", index=False)
     ts = [s for s in re.TIMED_SCHEMES if s in scheme_list] if timed else []
     runs = _run_recipe(outdir, lambda command: re.run(
         stack, mix, labels, outdir, sizes=size_list, schemes=scheme_list, timed_size=timed_size, timed_schemes=ts,
         jobs=jobs, ray=ray, command=command,
-        sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed)), failed_runs="case")
+        sections=lambda runs: re.report_sections(labels, reuse_df, runs, size_list, timed, latency_model, times)),
+        failed_runs="case")
     totals, tenants, timeline = runs["count"]
     timed_df = None
     if timed:
         timed_df, timed_tenants, _ = runs["timed"]
         timed_tenants.to_parquet(outdir / "eci-timed-tenants.parquet", index=False)
         timed_df.to_parquet(outdir / "eci-timed.parquet", index=False)
-    cmp, lines, md = re.analysis(labels, reuse_df, runs, size_list, timed)
+    cmp, lines, md = re.analysis(labels, reuse_df, runs, size_list, timed, latency_model, times)
     labels.to_csv(outdir / "eci-tenants.csv", index=False)
     reuse_df.to_parquet(outdir / "eci-reuse.parquet", index=False)
     totals.to_parquet(outdir / "eci-runs.parquet", index=False)
@@ -662,7 +669,7 @@ def eci(
     _wrote(outdir, ["results.parquet", "report.html", "eci-mix.csv.zst", "eci-stack.toml", "eci-reuse.parquet",
                     "eci-runs.parquet", "eci-run-tenants.parquet", "eci-timeline.parquet"]
            + (["eci-timed.parquet"] if timed else [])
-           + ["eci-comparison.csv", "eci-switches.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
+           + ["eci-comparison.csv", "eci-switches.csv", "eci-analysis-time.csv", "eci-allocation.png", "eci-summary.png", "eci-tenants.png", "eci-report.md"], md)
 
 
 @repro_app.command("hsu-smith")

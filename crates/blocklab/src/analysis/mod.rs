@@ -8,5 +8,6 @@ pub mod partition_plan;
 pub mod reuse;
 pub mod rgr;
 pub mod sizing;
+pub mod sizing_time;
 pub mod stats;
 pub mod write_policy;
