@@ -520,8 +520,10 @@ WHY_DATA = {
 }
 WHY_BOTH = "neither of the paper's traces is shared: run with `--trace` (below)"
 WHY_LEVEL = ("our disks alone cannot give it: above ~20-50 ms on RAID-5 of 3 the survivors saturate and md falls "
-             "below its 10 MB/s floor, while the paper's md held its floor at 226-258 ms; the rest of its time is "
-             "spent outside the disks (replay tool, elevator, host: not stated)")
+             "below its 10 MB/s floor, while the paper's md held its floor at 226-258 ms; no one load rule gives it "
+             "on every array either (per member x 0.7: 427 / 188 / 115 / 84 ms on RAID-5 of 3 / 5 / 7 / 9, md at "
+             "6.5-6.7 MB/s: an overload whose mean grows with its length, docs/repro-pro.md); the rest of the "
+             "paper's time is spent outside the disks (replay tool, elevator, host: not stated)")
 
 
 def judge_band(lo: float, hi: float, values, slack: float = 0.0) -> str:
