@@ -115,6 +115,12 @@ def msr_line(t_s: float, host: str, disk: int, write: bool, block: int) -> str:
     return f"{filetime},{host},{disk},{'Write' if write else 'Read'},{block * 8192},8192,100"
 
 
+def test_repro_eci_rejects_an_unknown_latency_model(tmp_path):
+    r = blocklab("repro", "eci", "--latency-model", "fast", "-o", tmp_path / "o")
+    assert r.returncode == 2 and "--latency-model" in r.stderr and "eq2" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+
+
 def test_repro_eci_on_the_paper_volumes(tmp_path):
     # Sixteen small MSR volumes named as the paper's: the recipe finds them,
     # merges them as tenants and runs the schemes.
