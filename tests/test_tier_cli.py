@@ -95,6 +95,10 @@ def test_counted_and_timed_tiers_agree_and_the_ssd_is_a_device(tmp_path):
     r = blocklab("run", tmp_path / "s.toml", "--trace", tmp_path / "t.csv", "--format", "csv", "--executor", "count")
     assert r.returncode == 0, r.stderr
     assert "SSD tier: 40 blocks, eci" in r.stdout
+    # Both latency models: ours per request and the paper's Eq. 2 per access (h = read hits / accesses).
+    h = c["tier"]["read_hits"] / c["tier"]["accesses"]
+    assert abs(c["tier"]["eq2_latency_ms"] - (h * 0.1 + (1 - h) * 7.0)) < 1e-9
+    assert f"the paper's Eq. 2 {c['tier']['eq2_latency_ms']:.3f} ms per access" in " ".join(r.stdout.split())
 
 
 def test_bad_tier_keys_exit_2(tmp_path):

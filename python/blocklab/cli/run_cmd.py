@@ -193,6 +193,10 @@ def print_tier(con, t: dict) -> None:
             f"performance-per-cost {ppc:.4g}" if ppc is not None else "  performance-per-cost -")
     if t.get("timed_performance_per_cost") is not None:
         line += f" (timed: {t['timed_performance_per_cost']:.4g})"
+    eq2, eq2_ppc = t.get("eq2_latency_ms"), t.get("eq2_performance_per_cost")
+    if eq2 is not None:
+        # The paper's Eq. 2 per block access: a write costs hdd_ms whatever the policy.
+        line += f"; the paper's Eq. 2 {eq2:.3f} ms per access" + (f", per cost {eq2_ppc:.4g}" if eq2_ppc else "")
     con.print(line + f"; SSD disk {t['ssd_disk']}, {t['dirty_blocks']:,} dirty blocks at the end")
 
 
