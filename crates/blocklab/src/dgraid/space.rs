@@ -19,6 +19,7 @@ use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
 use crate::fsmodel::kind::BlockKind;
 use crate::fsmodel::namespace::{EntryType, Namespace};
+use crate::fsmodel::Allocator;
 use crate::trace::synth::SplitMix64;
 
 /// One row of the Table 1 analogue.
@@ -119,6 +120,8 @@ pub struct Postmark {
     pub block_size: u64,
     /// File-system size in bytes.
     pub size_bytes: u64,
+    /// The file system's allocator (the paper ran Linux 2.2's).
+    pub allocator: Allocator,
 }
 
 impl Default for Postmark {
@@ -138,6 +141,7 @@ impl Default for Postmark {
             flush_every: 5000,
             block_size: 4096,
             size_bytes: 2 << 30,
+            allocator: Allocator::Libext2fs,
         }
     }
 }
@@ -175,6 +179,7 @@ impl Postmark {
         let mut fs = FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(self.size_bytes, self.block_size),
             flush_every: self.flush_every,
+            allocator: self.allocator,
         })?;
         sink(&mut fs)?;
         let mut rng = SplitMix64::new(self.seed ^ 0x706f_7374);
