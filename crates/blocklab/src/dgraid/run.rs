@@ -10,7 +10,7 @@ use super::avail::{self, AvailRow, Failures, Need, ProcessModel, Sampling, Struc
 use super::layer::{Dgraid, DgraidConfig, DgraidLevel, Diffusion, Grouping, ReplicaPlacement};
 use super::live::{LiveLayout, LiveSet};
 use super::model::{feed, fitting_size, populate_dgraid, populate_plain};
-use super::space::{space_overhead, Postmark, SpaceRow, WriteRow};
+use super::space::{space_overhead, vfat_space_overhead, Postmark, SpaceRow, WriteRow};
 use crate::array::{Array, ArrayConfig};
 use crate::error::{Error, Result};
 use crate::fsmodel::fs::{FileSystem, FsOptions};
@@ -319,6 +319,8 @@ pub struct SpaceParams {
     pub block_sizes: Vec<u64>,
     pub copies: Vec<u32>,
     pub fill: f64,
+    /// VFAT rows too, for these cluster sizes (none by default).
+    pub vfat_cluster_sizes: Vec<u64>,
 }
 
 impl Default for SpaceParams {
@@ -328,6 +330,7 @@ impl Default for SpaceParams {
             block_sizes: vec![1024, 4096],
             copies: vec![1, 4, 16],
             fill: 0.5,
+            vfat_cluster_sizes: Vec::new(),
         }
     }
 }
@@ -341,7 +344,11 @@ pub fn space(p: &SpaceParams) -> Result<Vec<SpaceRow>> {
         return Err(Error::config(format!("--meta-copies must be 1..=64, got {c}")));
     }
     let ns = p.tree.load()?;
-    space_overhead(&ns, &p.block_sizes, &p.copies, p.fill)
+    let mut rows = space_overhead(&ns, &p.block_sizes, &p.copies, p.fill)?;
+    if !p.vfat_cluster_sizes.is_empty() {
+        rows.extend(vfat_space_overhead(&ns, &p.vfat_cluster_sizes, &p.copies, p.fill)?);
+    }
+    Ok(rows)
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -169,13 +169,13 @@ mod tests {
     use super::*;
     use crate::fsmodel::geometry::MkfsParams;
 
-    /// One group of 8192 blocks (8 MiB, 1 KiB blocks), its first `used` blocks taken.
-    fn one_group(used: &[std::ops::Range<u64>]) -> (Bitmap, Geometry) {
+    /// One group of 8192 blocks (8 MiB, 1 KiB blocks), the half-open ranges `used` taken.
+    fn one_group(used: &[(u64, u64)]) -> (Bitmap, Geometry) {
         let geo = Geometry::mke2fs(&MkfsParams::new(8 << 20, 1024)).unwrap();
         let mut b = Bitmap::new(geo.blocks);
         b.set(0);
-        for r in used {
-            for x in r.clone() {
+        for &(a, z) in used {
+            for x in a..z {
                 b.set(x);
             }
         }
@@ -186,12 +186,12 @@ mod tests {
     fn a_goal_at_the_group_start_takes_the_first_free_byte_moved_back() {
         // Blocks 1..=561 in use: the first free byte of group 0 (relative
         // 568..575, blocks 569..576) moved back over 562..568.
-        let (b, geo) = one_group(&[1..562]);
+        let (b, geo) = one_group(&[(1, 562)]);
         assert_eq!(new_block(&b, &geo, 1), Some(562));
         // A 3-block hole at 562..564 before a used block: skipped for a
         // goal at the group start (the free byte is at 577..584 (relative
         // 576); back over 570..576).
-        let (b, geo) = one_group(&[1..562, 565..570]);
+        let (b, geo) = one_group(&[(1, 562), (565, 570)]);
         assert_eq!(new_block(&b, &geo, 1), Some(570));
         // ...but taken by a goal inside it, and found by the near search
         // from a used goal before it.
@@ -205,15 +205,15 @@ mod tests {
         // window is relative 599..639 (blocks 600..640), all used; the free
         // byte from relative 592 on is at relative 640 (blocks 641..648),
         // nothing free before it to move back over.
-        let (b, geo) = one_group(&[1..641]);
+        let (b, geo) = one_group(&[(1, 641)]);
         assert_eq!(new_block(&b, &geo, 600), Some(641));
         // A free block at 630 inside the window is found first.
-        let (b, geo) = one_group(&[1..630, 631..641]);
+        let (b, geo) = one_group(&[(1, 630), (631, 641)]);
         assert_eq!(new_block(&b, &geo, 600), Some(630));
         // Relative 640 is on a boundary: no near window (it would find
         // 645), straight to the free byte (relative 648, blocks 649..656),
         // moved back over 647..648 to the used 646.
-        let (b, geo) = one_group(&[1..645, 646..647]);
+        let (b, geo) = one_group(&[(1, 645), (646, 647)]);
         assert_eq!(new_block(&b, &geo, 641), Some(647));
     }
 

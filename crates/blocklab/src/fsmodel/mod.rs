@@ -8,10 +8,12 @@
 //! * [`kind`]: block kinds and tags, the tagged I/O record;
 //! * [`namespace`]: trees from `find -printf '%y %s %p\n'` listings or a seeded generator;
 //! * [`fs`]: the file system itself;
+//! * [`fat`]: a VFAT (FAT32) model of the same shape, for Table 1's VFAT rows;
 //! * [`linux22`]: the Linux 2.2 kernel's allocator (free-byte search, 8-block
 //!   preallocation), a model option of [`fs`] beside libext2fs's.
 
 pub mod bitmap;
+pub mod fat;
 pub mod fs;
 pub mod geometry;
 pub mod kind;
