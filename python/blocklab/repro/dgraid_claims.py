@@ -30,7 +30,7 @@ WHY_COPIES = ("our copies of a block go to different disks in one operation each
               "for the slowest copy rather than for each in turn")
 WHY_SMALL = ("our Fig 7 reads one file written on a fresh volume, laid out alike by Linux 2.2's allocator and "
              "libext2fs (the same numbers with either); its 4 KiB read is an inode-table block and a data block, "
-             "which D-GRAID's replicated inode table puts further apart; the paper's lead came from layout "
+             "which D-GRAID's replicated inode table likely puts further apart; the paper's lead came from layout "
              "(its text: ext2's 8-block search), which one file on a fresh volume does not exercise")
 WHY_TIME = ("every request of the trace is replayed synchronously on four disk models; the paper's Linux buffer "
             "cache absorbed and batched writes, and its copies of a block were written one after another")
