@@ -10,6 +10,9 @@ import typer
 from blocklab.cli.common import JsonOpt, fail, print_json
 from blocklab.cli.fs_cmd import DirsOpt, FilesOpt, TreeOpt, TreeSeedOpt, UnderOpt, size_bytes, tree_spec
 
+# The fsmodel allocators (`fsmodel::Allocator`).
+ALLOCATORS = ("libext2fs", "linux22")
+
 AVAIL_KEYS = ("failed_count", "files_available", "dirs_available", "processes_available", "namespace_navigable")
 LEVELS = ("dgraid0", "dgraid1", "raid0", "raid1", "raid10", "raid5", "raid6")
 
@@ -127,6 +130,11 @@ def _register(app: typer.Typer) -> None:
                  f"{x['processes_available']:.4f}", f"{x['namespace_navigable']:.4f}", x["method"], f"{x['sets']:,}"]
                 for x in rows])
 
+    def check_allocator(name: str) -> str:
+        if name not in ALLOCATORS:
+            fail(f"--allocator: unknown `{name}`; valid: {', '.join(ALLOCATORS)}")
+        return name
+
     AllocatorOpt = typer.Option("libext2fs", "--allocator", help="Whose ext2 allocator writes the files: libext2fs (as `mke2fs -d`) or linux22 (the Linux 2.2 kernel's: free-byte search, 8-block preallocation, directories spread; the paper's prototype ran on it).")
 
     @group.command("space")
@@ -184,7 +192,7 @@ def _register(app: typer.Typer) -> None:
         params = {"disks": disks, "copies": int_list(meta_copies, "--meta-copies"), "files": files,
                   "transactions": transactions, "min_size": size_bytes(min_size, "--min-size"),
                   "max_size": size_bytes(max_size, "--max-size"), "subdirs": subdirs, "flush_every": flush_every,
-                  "block_size": block_size, "size": size_bytes(size), "seed": seed, "allocator": allocator}
+                  "block_size": block_size, "size": size_bytes(size), "seed": seed, "allocator": check_allocator(allocator)}
         if trace is not None:
             summary = json.loads(_core.dgraid_workload("postmark", json.dumps(params), trace,
                                                        size_bytes(max_request, "--max-request")))
@@ -379,7 +387,7 @@ def _register(app: typer.Typer) -> None:
 
         params = {"disks": disks, "sizes": sizes_list(sizes, "--sizes"), "chunk_bytes": size_bytes(chunk, "--chunk"),
                   "segment_bytes": size_bytes(segment, "--segment"), "threshold": threshold, "block_size": block_size,
-                  "allocator": allocator}
+                  "allocator": check_allocator(allocator)}
         rows = json.loads(_core.dgraid_diffusion(json.dumps(params)))
         if as_json:
             print_json(rows)
