@@ -184,6 +184,22 @@ def test_space_is_linear_in_copies(tmp_path):
             assert r["overhead_pct"] == pytest.approx(r["meta_copies"] * one["overhead_pct"], rel=1e-12)
 
 
+def test_space_vfat_rows_and_the_allocator_flag():
+    rows = ok_json("dgraid", "space", "--dirs", "10", "--files", "60", "--meta-copies", "1,4", "--vfat", "1KiB,4KiB")
+    vfat = [r for r in rows if r["fs"] == "vfat"]
+    assert sorted({r["block_size"] for r in vfat}) == [1024, 4096] and len(rows) == 8
+    for r in vfat:
+        one = next(x for x in vfat if x["block_size"] == r["block_size"] and x["meta_copies"] == 1)
+        assert r["overhead_pct"] == pytest.approx(r["meta_copies"] * one["overhead_pct"], rel=1e-12)
+    # Linux 2.2's allocator writes the same blocks, elsewhere: the counts stay k-fold.
+    pm = ok_json("dgraid", "postmark", "--meta-copies", "1,2", "--files", "60", "--transactions", "100",
+                 "--size", "256MiB", "--allocator", "linux22")
+    assert pm[2]["unique_metadata"] == 2 * pm[1]["unique_metadata"]
+    bad = run("dgraid", "postmark", "--allocator", "linux26")
+    assert bad.returncode == 2 and "--allocator" in bad.stderr and "linux22" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_postmark_unique_metadata_scales_exactly():
     rows = ok_json("dgraid", "postmark", "--disks", "4", "--meta-copies", "1..4", "--files", "100",
                    "--transactions", "300", "--size", "64MiB")

@@ -31,8 +31,9 @@ def pieces(tmp_path_factory):
 def test_repro_pieces_report_and_files(pieces, tmp_path):
     res = pieces
     # Table 1 is linear in the copies; Table 2's unique metadata too.
-    one = {r["block_size"]: r["overhead_pct"] for r in res["table1"] if r["meta_copies"] == 1}
-    assert all(abs(r["overhead_pct"] - r["meta_copies"] * one[r["block_size"]]) < 1e-9 for r in res["table1"])
+    one = {(r["fs"], r["block_size"]): r["overhead_pct"] for r in res["table1"] if r["meta_copies"] == 1}
+    assert all(abs(r["overhead_pct"] - r["meta_copies"] * one[(r["fs"], r["block_size"])]) < 1e-9 for r in res["table1"])
+    assert sorted(one) == [("ext2", 1024), ("ext2", 4096), ("vfat", 1024), ("vfat", 4096)]
     t2 = {r["config"]: r for r in res["table2"]}
     assert t2["dgraid3"]["unique_metadata"] == 3 * t2["dgraid1"]["unique_metadata"]
     # Losing a mirror pair of 4: D-GRAID-1 keeps about half the files, RAID-10 (MD) none.

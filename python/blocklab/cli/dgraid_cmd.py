@@ -10,6 +10,9 @@ import typer
 from blocklab.cli.common import JsonOpt, fail, print_json
 from blocklab.cli.fs_cmd import DirsOpt, FilesOpt, TreeOpt, TreeSeedOpt, UnderOpt, size_bytes, tree_spec
 
+# The fsmodel allocators (`fsmodel::Allocator`).
+ALLOCATORS = ("libext2fs", "linux22")
+
 AVAIL_KEYS = ("failed_count", "files_available", "dirs_available", "processes_available", "namespace_navigable")
 LEVELS = ("dgraid0", "dgraid1", "raid0", "raid1", "raid10", "raid5", "raid6")
 
@@ -127,6 +130,13 @@ def _register(app: typer.Typer) -> None:
                  f"{x['processes_available']:.4f}", f"{x['namespace_navigable']:.4f}", x["method"], f"{x['sets']:,}"]
                 for x in rows])
 
+    def check_allocator(name: str) -> str:
+        if name not in ALLOCATORS:
+            fail(f"--allocator: unknown `{name}`; valid: {', '.join(ALLOCATORS)}")
+        return name
+
+    AllocatorOpt = typer.Option("libext2fs", "--allocator", help="Whose ext2 allocator writes the files: libext2fs (as `mke2fs -d`) or linux22 (the Linux 2.2 kernel's: free-byte search, 8-block preallocation, directories spread; the paper's prototype ran on it).")
+
     @group.command("space")
     def space(
         tree: Optional[str] = TreeOpt,
@@ -137,6 +147,7 @@ def _register(app: typer.Typer) -> None:
         block_size: str = typer.Option("1KiB,4KiB", "--block-size", help="Block sizes, comma-separated."),
         meta_copies: str = typer.Option("1,4,16", "--meta-copies", help="Copy counts, comma-separated (or 1..4)."),
         fill: float = typer.Option(0.5, "--fill", help="How full the file system is made (its size is fitted to the tree)."),
+        vfat: Optional[str] = typer.Option(None, "--vfat", help="VFAT (FAT32) rows too, for these cluster sizes, e.g. 1KiB,4KiB: directories' clusters and the FAT blocks in use."),
         as_json: bool = JsonOpt,
     ) -> None:
         """Table 1: space overhead of replicating the namespace r ways, per block size."""
@@ -146,14 +157,15 @@ def _register(app: typer.Typer) -> None:
             fail("--fill must be in (0, 1]")
         params = {"tree": tree_spec(tree, dirs, files, tree_seed, under),
                   "block_sizes": sizes_list(block_size, "--block-size"),
-                  "copies": int_list(meta_copies, "--meta-copies"), "fill": fill}
+                  "copies": int_list(meta_copies, "--meta-copies"), "fill": fill,
+                  "vfat_cluster_sizes": sizes_list(vfat, "--vfat") if vfat else []}
         rows = json.loads(_core.dgraid_space(json.dumps(params)))
         if as_json:
             print_json(rows)
             return
         _table("namespace replication: space overhead (directory blocks and inodes, all copies) / tree size",
-               ["block", "copies", "dirs", "dir blocks", "copies held", "overhead %", "static metadata % of volume"],
-               [[str(x["block_size"]), str(x["meta_copies"]), f"{x['dirs']:,}", f"{x['dir_blocks']:,}",
+               ["fs", "block", "copies", "dirs", "dir blocks", "copies held", "overhead %", "static metadata % of volume"],
+               [[x["fs"], str(x["block_size"]), str(x["meta_copies"]), f"{x['dirs']:,}", f"{x['dir_blocks']:,}",
                  f"{x['dir_block_copies']:,}", f"{x['overhead_pct']:.3f}", f"{x['static_overhead_pct']:.2f}"] for x in rows])
 
     @group.command("postmark")
@@ -169,6 +181,7 @@ def _register(app: typer.Typer) -> None:
         block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
         size: str = typer.Option("2GiB", "--size", help="File-system size."),
         seed: int = typer.Option(1, "--seed", help="Seed of the workload."),
+        allocator: str = AllocatorOpt,
         trace: Optional[str] = typer.Option(None, "--trace", help="Write the run's block I/O as an annotated native CSV trace (for `blocklab run` on a D-GRAID or RAID array) instead of counting."),
         max_request: str = typer.Option("128KiB", "--max-request", help="--trace: adjacent blocks of one owner and kind are joined into requests up to this size."),
         as_json: bool = JsonOpt,
@@ -179,7 +192,7 @@ def _register(app: typer.Typer) -> None:
         params = {"disks": disks, "copies": int_list(meta_copies, "--meta-copies"), "files": files,
                   "transactions": transactions, "min_size": size_bytes(min_size, "--min-size"),
                   "max_size": size_bytes(max_size, "--max-size"), "subdirs": subdirs, "flush_every": flush_every,
-                  "block_size": block_size, "size": size_bytes(size), "seed": seed}
+                  "block_size": block_size, "size": size_bytes(size), "seed": seed, "allocator": check_allocator(allocator)}
         if trace is not None:
             summary = json.loads(_core.dgraid_workload("postmark", json.dumps(params), trace,
                                                        size_bytes(max_request, "--max-request")))
@@ -366,13 +379,15 @@ def _register(app: typer.Typer) -> None:
         segment: str = typer.Option("1MiB", "--segment", help="Diffusion segment."),
         threshold: int = typer.Option(2, "--threshold", help="Whole-segment reads before a segment is diffused."),
         block_size: int = typer.Option(4096, "--block-size", help="File-system block size."),
+        allocator: str = AllocatorOpt,
         as_json: bool = JsonOpt,
     ) -> None:
         """Fig 7 (counted): disks a sequential whole-file read keeps busy, RAID-0 vs D-GRAID with and without diffusion."""
         from blocklab import _core
 
         params = {"disks": disks, "sizes": sizes_list(sizes, "--sizes"), "chunk_bytes": size_bytes(chunk, "--chunk"),
-                  "segment_bytes": size_bytes(segment, "--segment"), "threshold": threshold, "block_size": block_size}
+                  "segment_bytes": size_bytes(segment, "--segment"), "threshold": threshold, "block_size": block_size,
+                  "allocator": check_allocator(allocator)}
         rows = json.loads(_core.dgraid_diffusion(json.dumps(params)))
         if as_json:
             print_json(rows)

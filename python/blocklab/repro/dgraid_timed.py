@@ -385,7 +385,10 @@ T2_CONFIGS = ("raid0", "dgraid1", "dgraid2", "dgraid3", "dgraid4")
 def table2_plan(workdir: Path, quick: bool = False) -> Plan:
     """The Postmark-like trace (a model run, before the sweep) on RAID-0 and D-GRAID with 1..4
     metadata copies, one and eight requests in flight."""
+    from blocklab.repro.dgraid import PAPER_KERNEL
+
     params = {"files": 300, "transactions": 2000, "size": 128 << 20, "flush_every": 400} if quick else {}
+    params["allocator"] = PAPER_KERNEL
     trace = workdir / "postmark.csv"
     fs = _workload("postmark", params, trace, 128 << 10)["fs_bytes"]
     plan = Plan()
@@ -434,12 +437,14 @@ def _fig7_keys(config: str, fs: int) -> dict:
 def fig7_plan(workdir: Path, quick: bool = False, sizes=FIG7_SIZES) -> Plan:
     """Per file size, the sequential-read trace and the same without its measured read (model
     runs, before the sweep); every configuration and replay runs both."""
+    from blocklab.repro.dgraid import PAPER_KERNEL
+
     sizes = (64 << 10, 4 << 20) if quick else sizes
     plan = Plan(ctx={"sizes": sizes})
     for size in sizes:
         trace = workdir / f"seq-{size}.csv"
         s = _workload("seqread", {"file_bytes": size, "passes": 2, "flush_files": 4,
-                                  "flush_bytes": (8 if quick else 16) << 20}, trace)
+                                  "flush_bytes": (8 if quick else 16) << 20, "allocator": PAPER_KERNEL}, trace)
         prefix = _prefix(trace, s["requests"] - s["phases"][-1][1], workdir / f"seq-{size}-prefix.csv")
         for label, outstanding, sched in FIG7_REPLAYS:
             for config in FIG7_CONFIGS:

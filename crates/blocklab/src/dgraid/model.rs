@@ -81,7 +81,11 @@ pub fn populate_dgraid(
     cfg: DgraidConfig,
     popular: &dyn Fn(usize) -> bool,
 ) -> Result<DgraidRun> {
-    let mut fs = FileSystem::mkfs(&FsOptions { mkfs, flush_every: 0 })?;
+    let mut fs = FileSystem::mkfs(&FsOptions {
+        mkfs,
+        flush_every: 0,
+        allocator: crate::fsmodel::Allocator::Libext2fs,
+    })?;
     let geo = fs.geometry().clone();
     let mut layer = Dgraid::new(cfg, &geo)?;
     feed(&mut layer, &geo, fs.drain_io())?;
@@ -98,7 +102,11 @@ pub fn populate_dgraid(
 
 /// The model alone (for the RAID baselines): made, populated, written back.
 pub fn populate_plain(ns: &Namespace, mkfs: MkfsParams) -> Result<(FileSystem, Vec<u64>)> {
-    let mut fs = FileSystem::mkfs(&FsOptions { mkfs, flush_every: 0 })?;
+    let mut fs = FileSystem::mkfs(&FsOptions {
+        mkfs,
+        flush_every: 0,
+        allocator: crate::fsmodel::Allocator::Libext2fs,
+    })?;
     let inos = fs.populate_each(ns, |_, _, fs| {
         fs.drain_io();
         Ok(())

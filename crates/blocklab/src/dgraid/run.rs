@@ -10,12 +10,13 @@ use super::avail::{self, AvailRow, Failures, Need, ProcessModel, Sampling, Struc
 use super::layer::{Dgraid, DgraidConfig, DgraidLevel, Diffusion, Grouping, ReplicaPlacement};
 use super::live::{LiveLayout, LiveSet};
 use super::model::{feed, fitting_size, populate_dgraid, populate_plain};
-use super::space::{space_overhead, Postmark, SpaceRow, WriteRow};
+use super::space::{space_overhead, vfat_space_overhead, Postmark, SpaceRow, WriteRow};
 use crate::array::{Array, ArrayConfig};
 use crate::error::{Error, Result};
 use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
 use crate::fsmodel::namespace::{generate, read_listing, EntryType, GenParams, Namespace, NamespaceStats};
+use crate::fsmodel::Allocator;
 
 /// Where a namespace comes from: a listing, the generator, or both (the
 /// generated tree grafted under `generate_under`).
@@ -318,6 +319,8 @@ pub struct SpaceParams {
     pub block_sizes: Vec<u64>,
     pub copies: Vec<u32>,
     pub fill: f64,
+    /// VFAT rows too, for these cluster sizes (none by default).
+    pub vfat_cluster_sizes: Vec<u64>,
 }
 
 impl Default for SpaceParams {
@@ -327,6 +330,7 @@ impl Default for SpaceParams {
             block_sizes: vec![1024, 4096],
             copies: vec![1, 4, 16],
             fill: 0.5,
+            vfat_cluster_sizes: Vec::new(),
         }
     }
 }
@@ -340,7 +344,11 @@ pub fn space(p: &SpaceParams) -> Result<Vec<SpaceRow>> {
         return Err(Error::config(format!("--meta-copies must be 1..=64, got {c}")));
     }
     let ns = p.tree.load()?;
-    space_overhead(&ns, &p.block_sizes, &p.copies, p.fill)
+    let mut rows = space_overhead(&ns, &p.block_sizes, &p.copies, p.fill)?;
+    if !p.vfat_cluster_sizes.is_empty() {
+        rows.extend(vfat_space_overhead(&ns, &p.vfat_cluster_sizes, &p.copies, p.fill)?);
+    }
+    Ok(rows)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -359,6 +367,8 @@ pub struct PostmarkParams {
     pub size: u64,
     pub disks: u32,
     pub copies: Vec<u32>,
+    /// `libext2fs` or `linux22` (the kernel the paper's Postmark ran on).
+    pub allocator: Allocator,
 }
 
 impl Default for PostmarkParams {
@@ -378,6 +388,7 @@ impl Default for PostmarkParams {
             size: d.size_bytes,
             disks: 4,
             copies: vec![1, 2, 3, 4],
+            allocator: d.allocator,
         }
     }
 }
@@ -398,6 +409,7 @@ impl PostmarkParams {
             flush_every: self.flush_every,
             block_size: self.block_size,
             size_bytes: self.size,
+            allocator: self.allocator,
         }
     }
 }
@@ -504,6 +516,8 @@ pub struct DiffusionParams {
     pub chunk_bytes: u64,
     pub segment_bytes: u64,
     pub threshold: u64,
+    /// The allocator that writes the file (`libext2fs` or `linux22`).
+    pub allocator: Allocator,
 }
 
 impl Default for DiffusionParams {
@@ -515,6 +529,7 @@ impl Default for DiffusionParams {
             chunk_bytes: 64 * 1024,
             segment_bytes: 1 << 20,
             threshold: 2,
+            allocator: Allocator::Libext2fs,
         }
     }
 }
@@ -557,6 +572,7 @@ pub fn diffusion(p: &DiffusionParams) -> Result<Vec<DiffusionRow>> {
             let mut fs = FileSystem::mkfs(&FsOptions {
                 mkfs: MkfsParams::new(fs_size, bs),
                 flush_every: 0,
+                allocator: p.allocator,
             })?;
             let geo = fs.geometry().clone();
             let mut cfg = DgraidConfig::new(DgraidLevel::L0, p.disks, p.disks);
@@ -656,7 +672,11 @@ pub fn write_trace(p: &TraceParams, out: &std::path::Path) -> Result<TraceSummar
     let f = std::fs::File::create(out).map_err(|e| Error::io(&name, e))?;
     let mut w = std::io::BufWriter::new(f);
     writeln!(w, "{ANNOTATED_HEADER}").map_err(|e| Error::io(&name, e))?;
-    let mut fs = FileSystem::mkfs(&FsOptions { mkfs, flush_every: 0 })?;
+    let mut fs = FileSystem::mkfs(&FsOptions {
+        mkfs,
+        flush_every: 0,
+        allocator: crate::fsmodel::Allocator::Libext2fs,
+    })?;
     let bs = p.block_size;
     let mut n = 0u64;
     let mut writes = 0u64;
@@ -841,6 +861,7 @@ mod tests {
         let mut fs = FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(128 << 20, bs),
             flush_every: 0,
+            allocator: crate::fsmodel::Allocator::Libext2fs,
         })
         .unwrap();
         let geo = fs.geometry().clone();

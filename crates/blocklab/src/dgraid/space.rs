@@ -19,19 +19,24 @@ use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
 use crate::fsmodel::kind::BlockKind;
 use crate::fsmodel::namespace::{EntryType, Namespace};
+use crate::fsmodel::Allocator;
 use crate::trace::synth::SplitMix64;
 
 /// One row of the Table 1 analogue.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct SpaceRow {
+    /// `ext2` or `vfat`.
+    pub fs: &'static str,
+    /// The block (ext2) or cluster (VFAT) size.
     pub block_size: u64,
     pub meta_copies: u32,
     pub dirs: u64,
-    /// Directory blocks (data and indirect) of one copy.
+    /// Directory blocks (data and indirect; VFAT: clusters) of one copy.
     pub dir_blocks: u64,
     /// Physical copies of directory blocks held by the layer.
     pub dir_block_copies: u64,
-    /// Bytes of the copies of directory blocks and directory inodes.
+    /// Bytes of the copies of directory blocks and directory inodes (VFAT:
+    /// of the directories' clusters and of the FAT blocks in use).
     pub namespace_bytes: u64,
     /// Bytes the tree occupies (one copy).
     pub tree_bytes: u64,
@@ -81,6 +86,7 @@ pub fn space_overhead(ns: &Namespace, block_sizes: &[u64], copies: &[u32], fill:
             let namespace_bytes = dir_copies * bs + r as u64 * dirs * geo.inode_size;
             let tree_bytes = tree_blocks * bs;
             out.push(SpaceRow {
+                fs: "ext2",
                 block_size: bs,
                 meta_copies: r,
                 dirs,
@@ -96,6 +102,30 @@ pub fn space_overhead(ns: &Namespace, block_sizes: &[u64], copies: &[u32], fill:
         }
     }
     Ok(out)
+}
+
+/// Table 1's VFAT rows, in the ext2 rows' shape: replicated are the
+/// directories' clusters and the FAT blocks holding entries of clusters in
+/// use, r whole copies each (`fsmodel::fat`).
+pub fn vfat_space_overhead(ns: &Namespace, cluster_sizes: &[u64], copies: &[u32], fill: f64) -> Result<Vec<SpaceRow>> {
+    let rows = crate::fsmodel::fat::space_rows(ns, cluster_sizes, copies, fill)?;
+    Ok(rows
+        .into_iter()
+        .map(|r| SpaceRow {
+            fs: "vfat",
+            block_size: r.cluster_bytes,
+            meta_copies: r.meta_copies,
+            dirs: r.usage.dirs,
+            dir_blocks: r.usage.dir_clusters,
+            dir_block_copies: r.meta_copies as u64 * r.usage.dir_clusters,
+            namespace_bytes: r.namespace_bytes,
+            tree_bytes: r.tree_bytes,
+            overhead_pct: r.overhead_pct,
+            static_blocks: r.fat_blocks,
+            static_overhead_pct: r.static_overhead_pct,
+            volume_bytes: r.volume_bytes,
+        })
+        .collect())
 }
 
 /// Postmark-like workload (Katcher 1997, as the paper ran it: a sync before
@@ -119,6 +149,8 @@ pub struct Postmark {
     pub block_size: u64,
     /// File-system size in bytes.
     pub size_bytes: u64,
+    /// The file system's allocator (the paper ran Linux 2.2's).
+    pub allocator: Allocator,
 }
 
 impl Default for Postmark {
@@ -138,6 +170,7 @@ impl Default for Postmark {
             flush_every: 5000,
             block_size: 4096,
             size_bytes: 2 << 30,
+            allocator: Allocator::Libext2fs,
         }
     }
 }
@@ -175,6 +208,7 @@ impl Postmark {
         let mut fs = FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(self.size_bytes, self.block_size),
             flush_every: self.flush_every,
+            allocator: self.allocator,
         })?;
         sink(&mut fs)?;
         let mut rng = SplitMix64::new(self.seed ^ 0x706f_7374);
@@ -324,6 +358,61 @@ mod tests {
                 .overhead_pct
         };
         assert!(one(4096) > one(1024));
+    }
+
+    #[test]
+    fn vfat_rows_are_linear_in_the_copies_beside_the_ext2_rows() {
+        let ns = generate(&GenParams {
+            dirs: 30,
+            files: 300,
+            seed: 3,
+            max_file: 1 << 20,
+            ..GenParams::default()
+        })
+        .unwrap();
+        let rows = vfat_space_overhead(&ns, &[1024, 4096], &[1, 4, 16], 0.5).unwrap();
+        assert_eq!(rows.len(), 6);
+        for r in &rows {
+            let one = rows
+                .iter()
+                .find(|x| x.block_size == r.block_size && x.meta_copies == 1)
+                .unwrap();
+            assert_eq!(r.fs, "vfat");
+            assert!((r.overhead_pct - r.meta_copies as f64 * one.overhead_pct).abs() < 1e-9);
+            assert_eq!(r.dirs, 31, "30 + the root");
+        }
+    }
+
+    #[test]
+    fn postmark_on_linux22_spreads_its_directories_over_the_groups() {
+        // 256 MiB of 1 KiB blocks: 32 groups. Linux 2.2 puts each new
+        // directory in the emptiest group; libext2fs in its parent's.
+        let groups = |allocator| {
+            let pm = Postmark {
+                files: 40,
+                transactions: 100,
+                subdirs: 4,
+                block_size: 1024,
+                size_bytes: 256 << 20,
+                allocator,
+                ..Postmark::default()
+            };
+            let fs = pm
+                .run(&mut |fs| {
+                    fs.drain_io();
+                    Ok(())
+                })
+                .unwrap();
+            (0..4)
+                .map(|i| fs.geometry().group_of_inode(fs.resolve(&format!("s{i}")).unwrap()))
+                .collect::<std::collections::BTreeSet<u64>>()
+        };
+        assert_eq!(groups(Allocator::Libext2fs).into_iter().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(groups(Allocator::Linux22).len(), 4);
+        let bad = serde_json::from_str::<crate::dgraid::run::PostmarkParams>(r#"{"allocator": "linux26"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("allocator") && bad.contains("linux22"), "{bad}");
     }
 
     #[test]

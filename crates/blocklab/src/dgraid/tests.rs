@@ -43,7 +43,7 @@ proptest! {
     /// set; a live-block rebuild of any member lists every copy of it.
     #[test]
     fn live_map_is_a_superset_and_exact_after_sync(acts in proptest::collection::vec(act(), 1..60), flush in 0u64..6, l1 in any::<bool>()) {
-        let mut fs = FileSystem::mkfs(&FsOptions { mkfs: MkfsParams::new(4 << 20, 1024), flush_every: flush }).unwrap();
+        let mut fs = FileSystem::mkfs(&FsOptions { mkfs: MkfsParams::new(4 << 20, 1024), flush_every: flush, allocator: crate::fsmodel::Allocator::Libext2fs }).unwrap();
         let geo = fs.geometry().clone();
         let level = if l1 { DgraidLevel::L1 } else { DgraidLevel::L0 };
         let mut layer = Dgraid::new(DgraidConfig::new(level, 4, 2), &geo).unwrap();

@@ -27,6 +27,7 @@ use crate::fsmodel::fs::{FileSystem, FsOptions};
 use crate::fsmodel::geometry::{MkfsParams, ROOT_INO};
 use crate::fsmodel::kind::{BlockIo, Tag};
 use crate::fsmodel::namespace::EntryType;
+use crate::fsmodel::Allocator;
 use crate::trace::native_csv::{write_annotated, ANNOTATED_HEADER};
 use crate::trace::{FsTag, Op, Request};
 
@@ -171,6 +172,8 @@ pub struct SeqReadParams {
     /// the file (0: none).
     pub flush_files: u64,
     pub flush_bytes: u64,
+    /// The allocator that writes the files (`libext2fs` or `linux22`).
+    pub allocator: Allocator,
 }
 
 impl Default for SeqReadParams {
@@ -183,6 +186,7 @@ impl Default for SeqReadParams {
             max_request: 256 << 10,
             flush_files: 4,
             flush_bytes: 16 << 20,
+            allocator: Allocator::Libext2fs,
         }
     }
 }
@@ -202,6 +206,7 @@ pub fn seqread_trace(p: &SeqReadParams, out: &Path) -> Result<WorkloadSummary> {
     let mut fs = FileSystem::mkfs(&FsOptions {
         mkfs: MkfsParams::new(size, p.block_size),
         flush_every: 0,
+        allocator: p.allocator,
     })?;
     let mut t = TraceOut::create(out, p.block_size, p.max_request)?;
     t.push(fs.drain_io())?;
@@ -271,6 +276,7 @@ pub fn readers_trace(p: &ReadersParams, out: &Path) -> Result<WorkloadSummary> {
     let mut fs = FileSystem::mkfs(&FsOptions {
         mkfs: MkfsParams::new(size, p.block_size),
         flush_every: 0,
+        allocator: crate::fsmodel::Allocator::Libext2fs,
     })?;
     let mut t = TraceOut::create(out, p.block_size, p.max_request)?;
     t.push(fs.drain_io())?;

@@ -93,6 +93,24 @@ impl Bitmap {
         None
     }
 
+    /// Bits set in `from..=to` (clipped to the length).
+    pub fn count_ones_in(&self, from: u64, to: u64) -> u64 {
+        let Some(to) = self.len.checked_sub(1).map(|l| to.min(l)) else {
+            return 0;
+        };
+        if from > to {
+            return 0;
+        }
+        let (a, b) = ((from / 64) as usize, (to / 64) as usize);
+        let lo = !0u64 << (from % 64);
+        let hi = !0u64 >> (63 - to % 64);
+        if a == b {
+            return (self.words[a] & lo & hi).count_ones() as u64;
+        }
+        let mid: u64 = self.words[a + 1..b].iter().map(|w| w.count_ones() as u64).sum();
+        (self.words[a] & lo).count_ones() as u64 + mid + (self.words[b] & hi).count_ones() as u64
+    }
+
     /// Bits `from..from+n` as words (bit j of the result = bit from+j).
     pub fn extract(&self, from: u64, n: u64) -> Box<[u64]> {
         let mut out = vec![0u64; n.div_ceil(64) as usize];
@@ -135,6 +153,8 @@ mod tests {
             prop_assert_eq!(b.first_zero(from, to), zero);
             prop_assert_eq!(b.first_one(from, to), one);
             prop_assert_eq!(b.count_ones(), bits.iter().filter(|&&x| x).count() as u64);
+            let ones_in = (from..=to.min(n - 1)).filter(|&i| bits[i as usize]).count() as u64;
+            prop_assert_eq!(b.count_ones_in(from, to), ones_in);
             let ones: Vec<u64> = b.ones().collect();
             let want: Vec<u64> = (0..n).filter(|&i| bits[i as usize]).collect();
             prop_assert_eq!(ones, want);

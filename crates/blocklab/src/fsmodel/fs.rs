@@ -14,6 +14,11 @@
 //!   first-fit in the slack after the last entry of a block; a full
 //!   directory grows by one block.
 //!
+//! With [`Allocator::Linux22`] the operations after mkfs allocate as the
+//! Linux 2.2 kernel did instead ([`super::linux22`]: free-byte search, 8-block
+//! preallocation released at close, directories spread over the groups);
+//! mkfs itself is always mke2fs's.
+//!
 //! Data blocks are written when the operation writes them; metadata blocks
 //! (superblock, descriptors, bitmaps, inode tables, directories, indirect
 //! blocks) are marked dirty and written back by [`FileSystem::sync`], as a
@@ -26,6 +31,7 @@ use rustc_hash::FxHashMap;
 use super::bitmap::Bitmap;
 use super::geometry::{Geometry, MkfsParams, StaticKind, FIRST_INO, RESIZE_INO, ROOT_INO};
 use super::kind::{BlockIo, BlockKind, Tag};
+use super::linux22::{self, Allocator, PREALLOC_BLOCKS};
 use super::namespace::{EntryType, Namespace};
 use crate::error::{Error, Result};
 use crate::trace::Op;
@@ -126,6 +132,32 @@ pub struct FsOptions {
     pub mkfs: MkfsParams,
     /// Write back dirty metadata every this many operations (0: only on `sync`).
     pub flush_every: u64,
+    /// Whose allocator the operations after mkfs follow.
+    pub allocator: Allocator,
+}
+
+impl FsOptions {
+    /// libext2fs's allocator, no periodic flush.
+    pub fn new(mkfs: MkfsParams) -> FsOptions {
+        FsOptions {
+            mkfs,
+            flush_every: 0,
+            allocator: Allocator::Libext2fs,
+        }
+    }
+}
+
+/// What the Linux 2.2 allocator keeps of an inode in memory.
+#[derive(Debug, Clone, Copy, Default)]
+struct InCore {
+    /// The block given last (`i_next_alloc_goal`): the next one aims after it.
+    last: Option<u64>,
+    /// The block given last in the current mapping (a pointer block the
+    /// blocks under it aim at).
+    chain: Option<u64>,
+    /// The preallocation window: its first block and length.
+    window: u64,
+    window_len: u64,
 }
 
 /// Counters of what the model has emitted.
@@ -149,6 +181,8 @@ pub struct FileSystem {
     ops: u64,
     counts: IoCounts,
     lost_found: u64,
+    allocator: Allocator,
+    in_core: FxHashMap<u64, InCore>,
 }
 
 fn full(what: &str) -> Error {
@@ -170,6 +204,9 @@ impl FileSystem {
             ops: 0,
             counts: IoCounts::default(),
             lost_found: 0,
+            // mke2fs's own allocation is libext2fs's whatever mounts it later.
+            allocator: Allocator::Libext2fs,
+            in_core: FxHashMap::default(),
             geo,
         };
         fs.imap.set(0); // inode numbers start at 1
@@ -249,7 +286,20 @@ impl FileSystem {
             },
         );
         fs.sync();
+        fs.allocator = opts.allocator;
         Ok(fs)
+    }
+
+    pub fn allocator(&self) -> Allocator {
+        self.allocator
+    }
+
+    /// The preallocation window of `ino` (first block, length), if any.
+    pub fn prealloc_window(&self, ino: u64) -> Option<(u64, u64)> {
+        self.in_core
+            .get(&ino)
+            .filter(|c| c.window_len > 0)
+            .map(|c| (c.window, c.window_len))
     }
 
     pub fn geometry(&self) -> &Geometry {
@@ -406,6 +456,81 @@ impl FileSystem {
         self.dirty.remove(&b);
     }
 
+    /// A block for `ino` by the allocator in force: libext2fs's aims at
+    /// `lib_goal`; Linux 2.2's at the block after the one given last (or
+    /// the pointer block just given in this mapping), from the file's
+    /// preallocation window when it can.
+    fn alloc_for(&mut self, ino: u64, lib_goal: u64) -> Result<u64> {
+        if self.allocator == Allocator::Libext2fs {
+            return self.alloc_block(lib_goal);
+        }
+        let c = self.in_core.get(&ino).copied().unwrap_or_default();
+        let goal = match (c.chain, c.last) {
+            (Some(p), _) => p,
+            (None, Some(l)) => l + 1,
+            // Not allocated since mount: the last block it has (i_data's scan).
+            (None, None) => match self.inodes.get(&ino).and_then(|i| i.map.data.last()) {
+                Some(&b) => b,
+                None => self.group_first_block(ino),
+            },
+        };
+        let file = self.inodes.get(&ino).is_some_and(|i| i.kind == EntryType::File);
+        let b = self.alloc_block_22(ino, goal, file)?;
+        let c = self.in_core.entry(ino).or_default();
+        c.chain = Some(b);
+        c.last = Some(b);
+        Ok(b)
+    }
+
+    /// `ext2_alloc_block`: the window's next block when `goal` aims at it;
+    /// else the window is dropped and `ext2_new_block` searches, reserving
+    /// a new window after the block for a regular file (`prealloc`).
+    fn alloc_block_22(&mut self, ino: u64, goal: u64, prealloc: bool) -> Result<u64> {
+        if let Some(c) = self.in_core.get_mut(&ino) {
+            if c.window_len > 0 && (goal == c.window || goal + 1 == c.window) {
+                let b = c.window;
+                c.window += 1;
+                c.window_len -= 1;
+                return Ok(b);
+            }
+        }
+        self.discard_prealloc(ino);
+        let b = linux22::new_block(&self.bmap, &self.geo, goal).ok_or_else(|| full("blocks"))?;
+        self.bmap.set(b);
+        self.touch_block_stats(b);
+        if prealloc {
+            let end = self.geo.groups[self.geo.group_of_block(b).expect("a data block") as usize].end;
+            let mut n = 0;
+            while n + 1 < PREALLOC_BLOCKS && b + 1 + n <= end && self.bmap.set(b + 1 + n) {
+                n += 1;
+            }
+            if n > 0 {
+                let c = self.in_core.entry(ino).or_default();
+                c.window = b + 1;
+                c.window_len = n;
+            }
+        }
+        Ok(b)
+    }
+
+    /// `ext2_discard_prealloc`: free what is left of `ino`'s window.
+    fn discard_prealloc(&mut self, ino: u64) {
+        if let Some(c) = self.in_core.get_mut(&ino) {
+            let (w, n) = (c.window, c.window_len);
+            c.window_len = 0;
+            for b in w..w + n {
+                self.free_block(b);
+            }
+        }
+    }
+
+    /// A new mapping of `ino` starts (its pointer chain aims afresh).
+    fn begin_mapping(&mut self, ino: u64) {
+        if let Some(c) = self.in_core.get_mut(&ino) {
+            c.chain = None;
+        }
+    }
+
     /// First free inode from the start of `parent`'s group, wrapping.
     fn find_inode(&self, parent: u64) -> Result<u64> {
         let ipg = self.geo.inodes_per_group;
@@ -421,6 +546,16 @@ impl FileSystem {
                     .then(|| self.imap.first_zero(FIRST_INO, start - 1))
                     .flatten()
             })
+            .ok_or_else(|| full("inodes"))
+    }
+
+    /// Linux 2.2's inode for a new directory: the first free one of
+    /// [`linux22::dir_group`]'s group.
+    fn find_dir_inode(&self) -> Result<u64> {
+        let g = linux22::dir_group(&self.bmap, &self.imap, &self.geo).ok_or_else(|| full("inodes"))?;
+        let ipg = self.geo.inodes_per_group;
+        self.imap
+            .first_zero((g * ipg + 1).max(FIRST_INO), (g + 1) * ipg)
             .ok_or_else(|| full("inodes"))
     }
 
@@ -453,6 +588,7 @@ impl FileSystem {
     /// recorded as a new block of indirection `level` in `new_ind`.
     fn pointer_block(
         &mut self,
+        ino: u64,
         existing: Option<u64>,
         level: usize,
         new_ind: &mut Vec<(usize, u64)>,
@@ -461,7 +597,7 @@ impl FileSystem {
         if let Some(b) = existing {
             return Ok(b);
         }
-        let b = self.alloc_block(goal())?;
+        let b = self.alloc_for(ino, goal())?;
         new_ind.push((level, b));
         Ok(b)
     }
@@ -470,6 +606,7 @@ impl FileSystem {
     /// end) of `ino`, allocating pointer blocks on the way with libext2fs's
     /// goals. Returns the data block.
     fn append_block(&mut self, ino: u64) -> Result<u64> {
+        self.begin_mapping(ino);
         let apb = self.geo.addr_per_block();
         let ind_tag = self.tag_of(ino, BlockKind::Indirect);
         let map = self.inodes[&ino].map.clone();
@@ -481,16 +618,16 @@ impl FileSystem {
         if n < NDIR {
             data_goal = if n > 0 { prev(n) } else { first_goal };
         } else if n < NDIR + apb {
-            let ind = self.pointer_block(map.ind.first().copied(), 1, &mut new_ind, || {
+            let ind = self.pointer_block(ino, map.ind.first().copied(), 1, &mut new_ind, || {
                 map.data[(NDIR - 1) as usize]
             })?;
             data_goal = if n > NDIR { prev(n) } else { ind };
         } else if n < NDIR + apb + apb * apb {
             let k = n - NDIR - apb;
             let (i, j) = (k / apb, k % apb);
-            let dind = self.pointer_block(map.dind.first().copied(), 2, &mut new_ind, || map.ind[0])?;
+            let dind = self.pointer_block(ino, map.dind.first().copied(), 2, &mut new_ind, || map.ind[0])?;
             let slot = (1 + i) as usize;
-            let child = self.pointer_block(map.ind.get(slot).copied(), 1, &mut new_ind, || {
+            let child = self.pointer_block(ino, map.ind.get(slot).copied(), 1, &mut new_ind, || {
                 if i > 0 {
                     map.ind[slot - 1]
                 } else {
@@ -505,9 +642,11 @@ impl FileSystem {
             if a >= apb {
                 return Err(Error::config("file larger than ext2's triple-indirect limit"));
             }
-            let tind = self.pointer_block((map.tind != 0).then_some(map.tind), 3, &mut new_ind, || map.dind[0])?;
+            let tind = self.pointer_block(ino, (map.tind != 0).then_some(map.tind), 3, &mut new_ind, || {
+                map.dind[0]
+            })?;
             let dslot = (1 + a) as usize;
-            let dchild = self.pointer_block(map.dind.get(dslot).copied(), 2, &mut new_ind, || {
+            let dchild = self.pointer_block(ino, map.dind.get(dslot).copied(), 2, &mut new_ind, || {
                 if a > 0 {
                     map.dind[dslot - 1]
                 } else {
@@ -515,7 +654,7 @@ impl FileSystem {
                 }
             })?;
             let islot = (1 + apb + a * apb + b2) as usize;
-            let ichild = self.pointer_block(map.ind.get(islot).copied(), 1, &mut new_ind, || {
+            let ichild = self.pointer_block(ino, map.ind.get(islot).copied(), 1, &mut new_ind, || {
                 if b2 > 0 {
                     map.ind[islot - 1]
                 } else {
@@ -524,7 +663,7 @@ impl FileSystem {
             })?;
             data_goal = if j > 0 { prev(n) } else { ichild };
         }
-        let blk = self.alloc_block(data_goal)?;
+        let blk = self.alloc_for(ino, data_goal)?;
         let inode = self.inodes.get_mut(&ino).expect("inode exists");
         for &(level, b) in &new_ind {
             match level {
@@ -550,6 +689,7 @@ impl FileSystem {
     /// Grow directory `dir` by one empty block (libext2fs's expand_dir: every
     /// new block, pointer blocks included, aims at the last data block).
     fn expand_dir(&mut self, dir: u64) -> Result<()> {
+        self.begin_mapping(dir);
         let apb = self.geo.addr_per_block();
         let bs = self.geo.block_size;
         let map = self.inodes[&dir].map.clone();
@@ -559,7 +699,7 @@ impl FileSystem {
         let need = |have: usize, idx: u64| (idx as usize) >= have;
         if n >= NDIR && n < NDIR + apb {
             if map.ind.is_empty() {
-                new_ind.push((1, self.alloc_block(goal)?));
+                new_ind.push((1, self.alloc_for(dir, goal)?));
             }
         } else if n >= NDIR + apb {
             let k = n - NDIR - apb;
@@ -569,13 +709,13 @@ impl FileSystem {
                 ));
             }
             if map.dind.is_empty() {
-                new_ind.push((2, self.alloc_block(goal)?));
+                new_ind.push((2, self.alloc_for(dir, goal)?));
             }
             if need(map.ind.len(), 1 + k / apb) {
-                new_ind.push((1, self.alloc_block(goal)?));
+                new_ind.push((1, self.alloc_for(dir, goal)?));
             }
         }
-        let blk = self.alloc_block(goal)?;
+        let blk = self.alloc_for(dir, goal)?;
         let tag_ind = self.tag_of(dir, BlockKind::Indirect);
         let tag_dir = self.tag_of(dir, BlockKind::Directory);
         let inode = self.inodes.get_mut(&dir).expect("dir exists");
@@ -698,11 +838,26 @@ impl FileSystem {
     /// The inode, its first block and `.`/`..` of a new directory `ino`
     /// (given, or the first free inode of the parent's group).
     fn make_dir(&mut self, parent: u64, ino: Option<u64>) -> Result<u64> {
+        let linux22 = self.allocator == Allocator::Linux22;
         let ino = match ino {
             Some(i) => i,
+            None if linux22 => self.find_dir_inode()?,
             None => self.find_inode(parent)?,
         };
-        let blk = self.find_block(self.group_first_block(ino))?;
+        let goal = self.group_first_block(ino);
+        let blk = if linux22 {
+            let b = linux22::new_block(&self.bmap, &self.geo, goal).ok_or_else(|| full("blocks"))?;
+            self.in_core.insert(
+                ino,
+                InCore {
+                    last: Some(b),
+                    ..InCore::default()
+                },
+            );
+            b
+        } else {
+            self.find_block(goal)?
+        };
         self.bmap.set(blk);
         self.touch_block_stats(blk);
         self.take_inode(ino, EntryType::Dir, parent);
@@ -733,6 +888,8 @@ impl FileSystem {
 
     /// Undo a make_dir / make_symlink whose link failed.
     fn drop_inode(&mut self, ino: u64) {
+        self.discard_prealloc(ino);
+        self.in_core.remove(&ino);
         if let Some(i) = self.inodes.remove(&ino) {
             for b in i.map.all_blocks() {
                 self.free_block(b);
@@ -795,8 +952,33 @@ impl FileSystem {
     pub fn create(&mut self, parent: u64, name: &str, size: u64) -> Result<u64> {
         let ino = self.new_entry(parent, name, EntryType::File)?;
         self.write_blocks(ino, size)?;
+        self.discard_prealloc(ino);
         self.op_done();
         Ok(ino)
+    }
+
+    /// `creat` alone: an empty file `name` in `parent`, left open (write
+    /// it with [`write`](Self::write), release it with [`close`](Self::close)).
+    pub fn creat(&mut self, parent: u64, name: &str) -> Result<u64> {
+        let ino = self.new_entry(parent, name, EntryType::File)?;
+        self.op_done();
+        Ok(ino)
+    }
+
+    /// `write` of `bytes` at the end of file `ino`, which stays open: its
+    /// preallocation window (Linux 2.2) is kept for the next write.
+    pub fn write(&mut self, ino: u64, bytes: u64) -> Result<()> {
+        self.check_file(ino)?;
+        let size = self.inodes[&ino].size;
+        self.write_blocks(ino, size + bytes)?;
+        self.op_done();
+        Ok(())
+    }
+
+    /// `close` of a file opened for writing: what is left of its
+    /// preallocation window is freed (`ext2_release_file`).
+    pub fn close(&mut self, ino: u64) {
+        self.discard_prealloc(ino);
     }
 
     /// A special file (device, fifo, socket): an inode and no blocks.
@@ -817,12 +999,21 @@ impl FileSystem {
             )));
         }
         let make = |fs: &mut FileSystem| -> Result<u64> {
-            let blk = if len >= FAST_SYMLINK_MAX {
+            let slow = len >= FAST_SYMLINK_MAX;
+            let linux22 = fs.allocator == Allocator::Linux22;
+            let early = if slow && !linux22 {
                 Some(fs.find_block(0)?)
             } else {
                 None
             };
             let ino = fs.find_inode(parent)?;
+            // Linux 2.2 maps the target's block after the inode, aiming at its group.
+            let blk = if slow && linux22 {
+                let goal = fs.group_first_block(ino);
+                Some(linux22::new_block(&fs.bmap, &fs.geo, goal).ok_or_else(|| full("blocks"))?)
+            } else {
+                early
+            };
             if let Some(b) = blk {
                 fs.bmap.set(b);
                 fs.touch_block_stats(b);
@@ -878,6 +1069,7 @@ impl FileSystem {
         self.check_file(ino)?;
         let size = self.inodes[&ino].size;
         self.write_blocks(ino, size + bytes)?;
+        self.discard_prealloc(ino);
         self.op_done();
         Ok(())
     }
@@ -900,6 +1092,7 @@ impl FileSystem {
             }
             if offset + len > size {
                 self.write_blocks(ino, offset + len)?;
+                self.discard_prealloc(ino);
             }
         }
         self.touch_inode(ino);
@@ -1131,8 +1324,145 @@ mod tests {
         FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(8 << 20, bs),
             flush_every: 0,
+            allocator: Allocator::Libext2fs,
         })
         .unwrap()
+    }
+
+    fn small22(bs: u64) -> FileSystem {
+        FileSystem::mkfs(&FsOptions {
+            allocator: Allocator::Linux22,
+            ..FsOptions::new(MkfsParams::new(8 << 20, bs))
+        })
+        .unwrap()
+    }
+
+    // The fresh 8 MiB, 1 KiB-block file system (one group) uses blocks
+    // 1..=561: a new file's first block goes to the first free byte of the
+    // bitmap (blocks 569..576) moved back over the free blocks before it, 562.
+
+    #[test]
+    fn linux22_a_growing_file_takes_its_window_and_close_releases_the_rest() {
+        let mut fs = small22(1024);
+        let a = fs.creat(ROOT_INO, "a").unwrap();
+        fs.write(a, 1024).unwrap();
+        // 562, and 563..569 reserved.
+        assert_eq!(fs.inode(a).unwrap().map.data, vec![562]);
+        assert_eq!(fs.prealloc_window(a), Some((563, 7)));
+        assert_eq!(fs.free_blocks(), 7630 - 8);
+        for _ in 1..10 {
+            fs.write(a, 1024).unwrap();
+        }
+        // 563..569 from the window; 570 (the window spent, the goal free)
+        // reserves 571..577, of which 571 is taken.
+        assert_eq!(fs.inode(a).unwrap().map.data, (562..572).collect::<Vec<_>>());
+        assert_eq!(fs.prealloc_window(a), Some((572, 6)));
+        assert_eq!(fs.free_blocks(), 7630 - 16);
+        fs.close(a);
+        assert_eq!(fs.prealloc_window(a), None);
+        assert_eq!(fs.free_blocks(), 7630 - 10);
+        assert!(!fs.block_in_use(572) && !fs.block_in_use(577));
+    }
+
+    #[test]
+    fn linux22_files_written_interleaved_get_interleaved_8_block_runs() {
+        let write_alternately = |fs: &mut FileSystem| -> (Vec<u64>, Vec<u64>) {
+            let a = fs.creat(ROOT_INO, "a").unwrap();
+            let b = fs.creat(ROOT_INO, "b").unwrap();
+            for _ in 0..10 {
+                fs.write(a, 1024).unwrap();
+                fs.write(b, 1024).unwrap();
+            }
+            fs.close(a);
+            fs.close(b);
+            (
+                fs.inode(a).unwrap().map.data.clone(),
+                fs.inode(b).unwrap().map.data.clone(),
+            )
+        };
+        let mut fs = small22(1024);
+        let (a, b) = write_alternately(&mut fs);
+        // a: 562 + window 563..569. b: the first free byte is now 577..584,
+        // back to 570, window 571..577. a's 9th aims at 570 (b's): no free
+        // block up to the 64-block boundary (576), the next free byte
+        // 585..592 moved back to 578. b's 9th aims at 578 (a's): the near
+        // search finds 586 (after a's window 579..585).
+        let want_a: Vec<u64> = (562..570).chain([578, 579]).collect();
+        let want_b: Vec<u64> = (570..578).chain([586, 587]).collect();
+        assert_eq!((a, b), (want_a, want_b));
+        // Both windows released at close: 20 blocks in use.
+        assert_eq!(fs.free_blocks(), 7630 - 20);
+        // libext2fs (no windows): the two files alternate block by block.
+        let mut lib = small(1024);
+        let (a, b) = write_alternately(&mut lib);
+        assert_eq!(a, (0..10).map(|i| 562 + 2 * i).collect::<Vec<_>>());
+        assert_eq!(b, (0..10).map(|i| 563 + 2 * i).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn linux22_new_files_skip_holes_smaller_than_an_aligned_byte() {
+        for (alloc, d_first) in [(Allocator::Libext2fs, 565), (Allocator::Linux22, 571)] {
+            let mut fs = FileSystem::mkfs(&FsOptions {
+                allocator: alloc,
+                ..FsOptions::new(MkfsParams::new(8 << 20, 1024))
+            })
+            .unwrap();
+            // a 562..564, b 565..567, c 568..570 either way (2.2: b's free
+            // byte 569..576 moved back to 565; c's moved back to 568).
+            for name in ["a", "b", "c"] {
+                fs.create(ROOT_INO, name, 3 * 1024).unwrap();
+            }
+            let c = fs.resolve("c").unwrap();
+            assert_eq!(fs.inode(c).unwrap().map.data, vec![568, 569, 570], "{alloc:?}");
+            fs.unlink(ROOT_INO, "b").unwrap();
+            // d: libext2fs fills b's hole; 2.2 looks for 8 free aligned
+            // blocks (577..584) and moves back to 571, after c.
+            let d = fs.create(ROOT_INO, "d", 2 * 1024).unwrap();
+            assert_eq!(fs.inode(d).unwrap().map.data, vec![d_first, d_first + 1], "{alloc:?}");
+        }
+    }
+
+    #[test]
+    fn linux22_directories_spread_over_the_emptiest_groups() {
+        // 64 MiB, 1 KiB blocks: 8 groups; 1, 3, 5, 7 hold superblock copies
+        // and group 0 the root: new directories go to 2, 4, 6 in turn, each
+        // with its first block the first free one of its group.
+        for alloc in [Allocator::Libext2fs, Allocator::Linux22] {
+            let mut fs = FileSystem::mkfs(&FsOptions {
+                allocator: alloc,
+                ..FsOptions::new(MkfsParams::new(64 << 20, 1024))
+            })
+            .unwrap();
+            let groups: Vec<u64> = ["x", "y", "z", "w"]
+                .iter()
+                .map(|n| {
+                    let d = fs.mkdir(ROOT_INO, n).unwrap();
+                    let g = fs.geometry().group_of_inode(d);
+                    let first = fs.inode(d).unwrap().map.data[0];
+                    assert_eq!(fs.geometry().group_of_block(first), Some(g));
+                    g
+                })
+                .collect();
+            let want = if alloc == Allocator::Linux22 {
+                vec![2, 4, 6, 2]
+            } else {
+                vec![0; 4]
+            };
+            assert_eq!(groups, want, "{alloc:?}");
+        }
+        let mut fs = FileSystem::mkfs(&FsOptions {
+            allocator: Allocator::Linux22,
+            ..FsOptions::new(MkfsParams::new(64 << 20, 1024))
+        })
+        .unwrap();
+        let x = fs.mkdir(ROOT_INO, "x").unwrap();
+        let g2 = fs.geometry().groups[2].clone();
+        assert_eq!(x, 2 * fs.geometry().inodes_per_group + 1);
+        assert_eq!(fs.inode(x).unwrap().map.data, vec![g2.inode_table[1] + 1]);
+        // A file in it: its inode and blocks in group 2 too.
+        let f = fs.create(x, "f", 5000).unwrap();
+        assert_eq!(fs.geometry().group_of_inode(f), 2);
+        assert_eq!(fs.inode(f).unwrap().map.data[0], g2.inode_table[1] + 2);
     }
 
     #[test]

@@ -185,6 +185,7 @@ fn geometry_equals_dumpe2fs_for_sizes_and_block_sizes() {
         let fs = FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(size, bs),
             flush_every: 0,
+            allocator: crate::fsmodel::Allocator::Libext2fs,
         })
         .unwrap();
         assert_eq!(fs.free_blocks().to_string(), dump.header["Free blocks"], "{bs} {size}");
@@ -302,6 +303,7 @@ fn populated_image_equals_the_model_block_for_block() {
         let mut fs = FileSystem::mkfs(&FsOptions {
             mkfs: MkfsParams::new(size, bs),
             flush_every: 0,
+            allocator: crate::fsmodel::Allocator::Libext2fs,
         })
         .unwrap();
         let inos = fs.populate(&ns).unwrap();
