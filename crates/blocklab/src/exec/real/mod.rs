@@ -31,6 +31,7 @@ pub mod control;
 pub mod dgraid;
 mod gather;
 pub mod identity;
+pub mod inflight;
 pub mod integrity;
 mod io;
 pub mod journal;
