@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::blocks::Frame;
 use super::blocks::{Block, Blocks, RealExec};
-use super::inflight::{run_all, Content};
+use super::inflight::{run_all, Content, Job};
 use super::{RealArray, ReqError, Status};
 use crate::array::shared::SharedArray;
 use crate::array::{parse_bytes, ArrayConfig};
@@ -545,6 +546,12 @@ impl RealStack {
         &self.array
     }
 
+    /// Jobs decided and not done (tests: a request's I/O is in flight).
+    #[cfg(test)]
+    pub(crate) fn io_in_flight(&self) -> usize {
+        self.lock().exec.blocks.inflight.running()
+    }
+
     pub fn file(&self) -> &str {
         &self.file
     }
@@ -606,10 +613,24 @@ impl RealStack {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> std::result::Result<(), ReqError> {
-        let vol = self.check_range(tenant, offset, len)?;
         if len == 0 {
-            return Ok(());
+            return self.check_range(tenant, offset, len).map(|_| ());
         }
+        self.decide(tenant, clock, op, offset, len, data)?.complete(out)
+    }
+
+    /// The decision of a request (under the mutex): the I/O it names is
+    /// not done yet (`Decided::complete` does it, outside the mutex).
+    pub(crate) fn decide(
+        &self,
+        tenant: u32,
+        clock: Option<f64>,
+        op: Op,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> std::result::Result<Decided, ReqError> {
+        let vol = self.check_range(tenant, offset, len)?;
         let bs = self.bs;
         // The volume's bytes in the stack's address space (`concat`'s place).
         let volume_offset = offset;
@@ -656,22 +677,14 @@ impl RealStack {
             let (frame, jobs) = inner.exec.blocks.end_request();
             (frame, jobs, decided)
         };
-        // The I/O, outside the mutex (every job runs, even after an error).
-        let ran = run_all(jobs);
-        decided.map_err(req_err)?;
-        ran?;
-        if let Some(out) = out {
-            for b in first..end {
-                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
-                let c = frame
-                    .get(&b)
-                    .ok_or_else(|| ReqError::Io(format!("internal: block {b} was read from nowhere")))?
-                    .wait()?;
-                out[(lo - offset) as usize..(hi - offset) as usize]
-                    .copy_from_slice(&c[(lo - b * bs) as usize..(hi - b * bs) as usize]);
-            }
-        }
-        Ok(())
+        Ok(Decided {
+            frame,
+            jobs,
+            decided: decided.map_err(req_err),
+            bs,
+            offset,
+            len,
+        })
     }
 
     /// Read at `offset` of the first volume (the whole array without tenants).
@@ -819,6 +832,40 @@ impl RealStack {
             .enumerate()
             .filter_map(|(i, r)| r.map(|n| (n, inner.exec.blocks.store_len(i))))
             .collect()
+    }
+}
+
+/// A request decided and not done: the I/O its decision named (see
+/// `inflight.rs`), and its contents.
+pub(crate) struct Decided {
+    frame: Frame,
+    jobs: Vec<Job>,
+    decided: std::result::Result<(), ReqError>,
+    bs: u64,
+    /// The request's bytes in the stack's address space.
+    offset: u64,
+    len: u64,
+}
+
+impl Decided {
+    /// Do the I/O (every job, even after an error), then a read's bytes
+    /// into `out` (waiting for those still on the way).
+    pub(crate) fn complete(self, out: Option<&mut [u8]>) -> std::result::Result<(), ReqError> {
+        let ran = run_all(self.jobs);
+        self.decided?;
+        ran?;
+        let (bs, offset, len) = (self.bs, self.offset, self.len);
+        if let Some(out) = out {
+            for b in offset / bs..(offset + len).div_ceil(bs) {
+                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
+                let c = (self.frame.get(&b))
+                    .ok_or_else(|| ReqError::Io(format!("internal: block {b} was read from nowhere")))?
+                    .wait()?;
+                out[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&c[(lo - b * bs) as usize..(hi - b * bs) as usize]);
+            }
+        }
+        Ok(())
     }
 }
 
