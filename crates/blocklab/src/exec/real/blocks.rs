@@ -292,10 +292,12 @@ impl DataPath for Blocks {
         }
         let held = self
             .stores
-            .get(layer)
-            .and_then(|s| s.get(&block))
+            .get_mut(layer)
+            .and_then(|s| s.get_mut(&block))
             .ok_or_else(|| missing("hit on", layer, block))?;
-        let c = self.staged_above(layer, block).unwrap_or(held).clone();
+        held.settle();
+        let held = held.clone();
+        let c = self.staged_above(layer, block).cloned().unwrap_or(held);
         self.top().insert(block, c);
         Ok(())
     }

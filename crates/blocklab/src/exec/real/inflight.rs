@@ -54,6 +54,11 @@ impl<T: Clone> Cell<T> {
         }
     }
 
+    /// The value, if set.
+    fn peek(&self) -> Option<T> {
+        self.value.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// The value, once set.
     pub fn wait(&self) -> T {
         let mut g = self.value.lock().unwrap_or_else(|e| e.into_inner());
@@ -82,6 +87,16 @@ impl Content {
         match self {
             Content::Ready(b) => Ok(b.clone()),
             Content::Coming(c) => c.wait(),
+        }
+    }
+
+    /// Bytes that arrived become the bytes themselves (a store's block:
+    /// later hits on it then share them without looking at the cell).
+    pub fn settle(&mut self) {
+        if let Content::Coming(c) = self {
+            if let Some(Ok(b)) = c.peek() {
+                *self = Content::Ready(b);
+            }
         }
     }
 }
