@@ -954,6 +954,13 @@ def real_stack_hits() -> list[str]:
         "|" + "---|" * (head.count("|") - 1),
         *rows,
         "",
+        "A host cache hit costs the server a policy update and a look-up under the stack's mutex, and one copy of "
+        "its bytes into the reply outside it (`exec/real/blocks.rs`); a miss, and every read of the tier's cache "
+        "device, is a job run outside the mutex, so the requests fio keeps in flight overlap on the member files "
+        "and `tier.img` (docs/real.md, \"Requests in parallel\"). The array alone waits on O_DIRECT reads of the "
+        "member files; on large sequential reads the host-cached files are about as fast as memory. Bandwidths move "
+        "with the machine's load; CPU per GiB much less.",
+        "",
     ]
     return lines
 
