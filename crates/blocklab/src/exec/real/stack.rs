@@ -756,6 +756,7 @@ impl RealStack {
         let mut guard = self.lock();
         let inner = &mut *guard;
         self.sync(inner);
+        let _ = run_all(inner.exec.blocks.leftover());
         inner.exec.blocks.inflight.drain();
         inner.exec.blocks.begin_request();
         let decided = inner.composed.real_flush(&mut inner.exec);

@@ -201,7 +201,11 @@ fn threads_hammering_a_write_back_cache_and_tier_over_raid5_read_the_newest_byte
                         continue;
                     }
                     // Skewed: half the requests within the first 64 blocks.
-                    let area = if rng(&mut seed).is_multiple_of(2) { 64 } else { span_blocks };
+                    let area = if rng(&mut seed).is_multiple_of(2) {
+                        64
+                    } else {
+                        span_blocks
+                    };
                     let nb = 1 + rng(&mut seed) % 6;
                     let b = rng(&mut seed) % (area - nb);
                     let (mut first, mut n) = (b * BS / SECTOR, nb * BS / SECTOR);
