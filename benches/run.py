@@ -607,8 +607,8 @@ def _common(rw: str, bs: str) -> list[str]:
 REAL_ROUNDS = int(os.environ.get("BENCH_REAL_ROUNDS", 3))
 
 
-def _serve(d: Path) -> tuple[subprocess.Popen, str]:
-    srv = subprocess.Popen([BLOCKLAB, "real", "serve", str(d), "--listen", "127.0.0.1:0", "--direct"],
+def _serve(d: Path, blocklab: str = BLOCKLAB) -> tuple[subprocess.Popen, str]:
+    srv = subprocess.Popen([blocklab, "real", "serve", str(d), "--listen", "127.0.0.1:0", "--direct"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = srv.stdout.readline()
     m = re.search(r"nbd://([\d.]+:\d+/\S+)", line)
@@ -819,68 +819,86 @@ def real_nbd() -> list[str]:
 
 
 STACK_HIT_MIB = int(os.environ.get("BENCH_STACK_HIT_MIB", 64))
-STACK_HIT_JOBS = [("seq read 1 MiB", "read", "1M"), ("rand read 4 KiB", "randread", "4k")]
+STACK_MEMBER_MIB = int(os.environ.get("BENCH_STACK_MEMBER_MIB", 64))
+# Another build's `blocklab` (e.g. main's), served beside this one's on stacks of their own: before / after.
+STACK_BASELINE = os.environ.get("BENCH_STACK_BASELINE")
+STACK_BASELINE_LABEL = os.environ.get("BENCH_STACK_BASELINE_LABEL", "baseline")
+STACK_SEQ = ("seq read 1 MiB", "read", "1M")
+STACK_RAND = ("rand read 4 KiB", "randread", "4k")
 
 
-def _layer0(d: Path) -> dict:
-    """The served stack's first layer's live figures (`real status --json`)."""
-    out = subprocess.run([BLOCKLAB, "real", "status", str(d), "--json"], capture_output=True, text=True,
+def _layers(d: Path, blocklab: str = BLOCKLAB) -> dict:
+    """The served stack's live figures (`real status --json`): hits and misses of its host cache or tier."""
+    out = subprocess.run([blocklab, "real", "status", str(d), "--json"], capture_output=True, text=True,
                          check=True).stdout
-    return json.loads(out)["stack"]["layers"][0]
+    st = json.loads(out)["stack"]
+    if st.get("layers"):
+        return {"hits": st["layers"][0]["hits"], "misses": st["layers"][0]["misses"]}
+    t = st["tier"]
+    return {"hits": t.get("read_hits", 0) + t.get("write_hits", 0), "misses": t.get("read_misses", 0)}
 
 
 def real_stack_hits() -> list[str]:
-    """A host cache at 100 % hits against the array alone, reads through NBD:
-    the same RAID-5 of 4 member files (O_DIRECT) served bare and with a
-    write-back LRU in front big enough for the region fio reads, warmed by one
-    sequential pass; in each round the array runs, then the stack (its misses
-    checked to stay 0), in the other order the next round."""
+    """Reads through NBD: the same RAID-5 of 4 member files (O_DIRECT) served
+    bare and with stacks in front — a write-back LRU holding the region fio
+    reads (100 % hits), a small one (about 0 % hits), an SSD tier holding it —
+    each warmed by one sequential pass; with BENCH_STACK_BASELINE, the stacks
+    also served by that build's `blocklab` (before / after). In each round
+    every case runs once, in the other order the next round."""
     work = OUT / "real-stack"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    size = f"{REAL_MEMBER_MIB}M"
+    size = f"{STACK_MEMBER_MIB}M"
     region = f"{STACK_HIT_MIB}M"
     blocks = STACK_HIT_MIB * 256 + 1024
-    stack = work / "stack.toml"
-    stack.write_text(f'[[cache]]\npolicy = "lru"\nsize = {blocks}\nwrite = "back"\n'
-                     '[array]\nraid = "raid5"\ndisks = 4\nchunk = "64KiB"\n[device]\nmodel = "const:1"\n')
+    small = 256
+    array = '[array]\nraid = "raid5"\ndisks = 4\nchunk = "64KiB"\n[device]\nmodel = "const:1"\n'
+    stacks = {
+        "hit": f'[[cache]]\npolicy = "lru"\nsize = {blocks}\nwrite = "back"\n' + array,
+        "miss": f'[[cache]]\npolicy = "lru"\nsize = {small}\nwrite = "back"\n' + array,
+        "tier": f'[tier]\nsize = {blocks}\nwrite_policy = "wt"\n' + array,
+    }
+    builds = [("", BLOCKLAB)] + ([("@base", STACK_BASELINE)] if STACK_BASELINE else [])
     load_before = os.getloadavg()
-    dirs = {"array": work / "array", "stack": work / "stack"}
-    subprocess.run([BLOCKLAB, "real", "create", str(dirs["array"]), "--raid", "5", "--disks", "4", "--chunk", "64KiB",
-                    "--disk-size", size], check=True, capture_output=True)
-    subprocess.run([BLOCKLAB, "real", "create", str(dirs["stack"]), "--stack", str(stack), "--disk-size", size],
-                   check=True, capture_output=True)
-    servers = {k: _serve(d) for k, d in dirs.items()}
+    dirs: dict = {"array": (work / "array", BLOCKLAB)}
+    subprocess.run([BLOCKLAB, "real", "create", str(dirs["array"][0]), "--raid", "5", "--disks", "4", "--chunk",
+                    "64KiB", "--disk-size", size], check=True, capture_output=True)
+    for k, text in stacks.items():
+        f = work / f"{k}.toml"
+        f.write_text(text)
+        for suffix, exe in builds:
+            d = work / f"{k}{suffix}"
+            subprocess.run([exe, "real", "create", str(d), "--stack", str(f), "--disk-size", size],
+                           check=True, capture_output=True)
+            dirs[k + suffix] = (d, exe)
+    cases = [(k, STACK_RAND) for k in dirs] + [(k, STACK_SEQ) for k in dirs if k.split("@")[0] in ("array", "hit")]
+    servers = {k: _serve(d, exe) for k, (d, exe) in dirs.items()}
     try:
         for k, (_, uri) in servers.items():
-            # Written in full (reads of holes would not touch the disk), then the region read once: the cache warm.
-            _fio(["--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M", "--iodepth=16"])
+            # The region written (reads of holes would not touch the disk), then read once: the caches warm.
+            _fio(["--name=fill", "--ioengine=nbd", f"--uri={uri}", "--rw=write", "--bs=1M", "--iodepth=16",
+                  f"--size={region}"])
             _fio(["--name=warm", "--ioengine=nbd", f"--uri={uri}", "--rw=read", "--bs=1M", "--iodepth=16",
                   f"--size={region}"])
         rate: dict = {}
         cpu: dict = {}
-        ratio: dict = {}
-        misses_during = 0
-        hits_during = 0
+        hits: dict = {}
         for rnd in range(REAL_ROUNDS):
-            for name, rw, bs in STACK_HIT_JOBS:
-                got = {}
-                # The order alternates over the rounds: a drift of the machine's load favours neither.
-                for k in ("array", "stack") if rnd % 2 == 0 else ("stack", "array"):
-                    srv, uri = servers[k]
-                    before = _layer0(dirs[k]) if k == "stack" else None
-                    c0 = _proc_cpu(srv.pid)
-                    j = _fio(["--name=hit", "--ioengine=nbd", f"--uri={uri}", f"--size={region}", *_common(rw, bs)])
-                    c1 = _proc_cpu(srv.pid)
-                    if before is not None:
-                        after = _layer0(dirs[k])
-                        misses_during += after["misses"] - before["misses"]
-                        hits_during += after["hits"] - before["hits"]
-                    mib, iops = _rate(j, rw)
-                    got[k] = mib
-                    rate.setdefault((k, name), []).append((mib, iops))
-                    cpu.setdefault((k, name), []).append((c1 - c0) / _gib(j, rw))
-                ratio.setdefault(name, []).append(got["stack"] / got["array"])
+            # The order alternates over the rounds: a drift of the machine's load favours no case.
+            for k, (name, rw, bs) in cases if rnd % 2 == 0 else cases[::-1]:
+                srv, uri = servers[k]
+                d, exe = dirs[k]
+                before = _layers(d, exe) if k != "array" else None
+                c0 = _proc_cpu(srv.pid)
+                j = _fio(["--name=read", "--ioengine=nbd", f"--uri={uri}", f"--size={region}", *_common(rw, bs)])
+                c1 = _proc_cpu(srv.pid)
+                if before is not None:
+                    after = _layers(d, exe)
+                    h = hits.setdefault((k, name), [0, 0])
+                    h[0] += after["hits"] - before["hits"]
+                    h[1] += after["misses"] - before["misses"]
+                rate.setdefault((k, name), []).append(_rate(j, rw))
+                cpu.setdefault((k, name), []).append((c1 - c0) / _gib(j, rw))
     finally:
         for srv, _ in servers.values():
             srv.send_signal(signal.SIGTERM)
@@ -889,33 +907,59 @@ def real_stack_hits() -> list[str]:
     med = statistics.median
 
     def cell(k: str, name: str) -> str:
+        if (k, name) not in rate:
+            return "–"
         return f"{med(r[0] for r in rate[(k, name)]):.0f} ({med(r[1] for r in rate[(k, name)]):,.0f} IOPS)"
 
+    def share(k: str, name: str) -> str:
+        h = hits.get((k, name))
+        return "–" if not h or h[0] + h[1] == 0 else f"{h[0] / (h[0] + h[1]):.0%}"
+
+    def cpu_cell(k: str, name: str) -> str:
+        return f"{med(cpu[(k, name)]):.2f}" if (k, name) in cpu else "–"
+
+    label = STACK_BASELINE_LABEL
+    what = {"array": "array alone", "hit": "host cache, 100 % hits", "miss": f"host cache of {small} blocks, ~0 % hits",
+            "tier": f"SSD tier (`wt`, {blocks:,} frames) holding the region"}
+    head = "| served | hits | " + " | ".join(f"{n}: MiB/s (IOPS)" + (", this build" if STACK_BASELINE else "")
+                                            + (f" | {n}: {label}" if STACK_BASELINE else "") + f" | {n}: CPU s per GiB"
+                                            for n, _, _ in (STACK_RAND, STACK_SEQ)) + " |"
+    rows = []
+    for k in ("array", "hit", "miss", "tier"):
+        cols = []
+        for n, _, _ in (STACK_RAND, STACK_SEQ):
+            cols.append(cell(k, n))
+            if STACK_BASELINE:
+                cols.append(cell(k + "@base", n) if k != "array" else "(same)")
+            cols.append(cpu_cell(k, n) + (f" ({label}: {cpu_cell(k + '@base', n)})"
+                                          if STACK_BASELINE and k != "array" and (k + "@base", n) in cpu else ""))
+        rows.append(f"| {what[k]} | {share(k, STACK_RAND[0]) if k != 'array' else '–'} | " + " | ".join(cols) + " |")
     lines = [
         "## Real stack over NBD: host cache hits against the array alone",
         "",
-        f"`python benches/run.py real-stack` (part of `make bench`); load average {load_before[0]:.1f} before, "
-        f"{load_after[0]:.1f} after. A RAID-5 of 4 member files of {REAL_MEMBER_MIB} MiB (64 KiB chunks), served "
-        "with `blocklab real serve DIR --listen 127.0.0.1:0 --direct`, bare and with a stack in front "
-        f"(`real create --stack`: one write-back LRU of {blocks:,} blocks); fio's nbd engine reads the first "
-        f"{STACK_HIT_MIB} MiB, iodepth 16, {REAL_SECONDS} s per case, after one sequential pass that put the region "
-        f"in the cache. {REAL_ROUNDS} rounds, the array then the stack in each (the other order every second round); bandwidths are medians over the "
-        "rounds, a ratio the median (min–max) over the rounds of the stack's bandwidth over the array's in the "
-        f"same round. Misses of the cache during the measured runs: {misses_during:,} (hits: {hits_during:,}).",
+        f"Measured {peers.today()} by `python benches/run.py real-stack` (part of `make bench`) at blocklab "
+        f"{peers.commit()}; machine: {peers.machine()}; load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after. A RAID-5 of 4 member files of {STACK_MEMBER_MIB} "
+        "MiB (64 KiB chunks), served with `blocklab real serve DIR --listen 127.0.0.1:0 --direct` (16 worker "
+        "threads), bare and with a stack in front (`real create --stack`); fio's nbd engine reads the first "
+        f"{STACK_HIT_MIB} MiB, iodepth 16, {REAL_SECONDS} s per case, after writing it and reading it once "
+        f"sequentially (the caches warm). {REAL_ROUNDS} rounds, every case once per round (the other order every "
+        "second round); bandwidths are medians over the rounds; CPU is the server's (user + system, from /proc) "
+        "per GiB read, median over the rounds; hits: the cache's (or the tier's) share of hits during the "
+        "measured 4 KiB runs."
+        + (f" Beside this build, each stack is also served by {label} (`{STACK_BASELINE}`), on a directory of "
+           "its own, in the same rounds." if STACK_BASELINE else ""),
         "",
-        "| case | array alone (MiB/s) | stack, 100 % hits (MiB/s) | stack / array | server CPU s per GiB: array | "
-        "stack |",
-        "|---|---|---|---|---|---|",
-        *[f"| {name} | {cell('array', name)} | {cell('stack', name)} | {med(ratio[name]):.2f} "
-          f"({min(ratio[name]):.2f}–{max(ratio[name]):.2f}) | {med(cpu[('array', name)]):.2f} | "
-          f"{med(cpu[('stack', name)]):.2f} |" for name, _, _ in STACK_HIT_JOBS],
+        head,
+        "|" + "---|" * (head.count("|") - 1),
+        *rows,
         "",
-        "A hit costs the server one copy of its bytes (the store's block into the reply: the store and the "
-        "request's frame share blocks, `exec/real/blocks.rs`), a policy update and two look-ups, under the stack's "
-        "one mutex; a read of the array alone costs an O_DIRECT read of the member files, done by the kernel. "
-        "Random 4 KiB reads, where the array alone waits on the files, gain most; on large sequential reads the "
-        "host-cached files are about as fast as memory, and the stack's bandwidths over the array's scatter with "
-        "the machine's load around their median (min–max above).",
+        "A host cache hit costs the server a policy update and a look-up under the stack's mutex, and one copy of "
+        "its bytes into the reply outside it (`exec/real/blocks.rs`); a miss, and every read of the tier's cache "
+        "device, is a job run outside the mutex, so the requests fio keeps in flight overlap on the member files "
+        "and `tier.img` (docs/real.md, \"Requests in parallel\"). The array alone waits on O_DIRECT reads of the "
+        "member files; on large sequential reads the host-cached files are about as fast as memory. Bandwidths move "
+        "with the machine's load; CPU per GiB much less.",
         "",
     ]
     return lines

@@ -145,3 +145,36 @@ def test_fio_verifies_through_a_served_tier(tmp_path, policy, state):
     stack = stack_file(tmp_path, f"tier-{policy}", TIER_MODES[policy], "5", 4, "64KiB")
     test_fio_verifies_through_the_server(tmp_path, "5", 4, (), state, stack=stack,
                                          tier_destages=policy in ("wb", "wo"))
+
+
+@pytest.mark.parametrize("state", ["healthy", "fail-while-writing"])
+def test_fio_verifies_at_iodepth_16_through_a_write_back_cache_over_a_write_back_tier(tmp_path, state):
+    """16 requests in flight through one served stack, whose decisions are
+    one at a time and whose member I/O overlaps (docs/real.md, "Requests in
+    parallel"): a write-back host cache smaller than the tier, over a
+    write-back tier smaller than fio's 16 MiB, over RAID-5 — fills, hits on
+    blocks still on their way, destages of both layers and partial stripes
+    race, and fio's verify reads back every block it wrote."""
+    from realkit import cache
+
+    layers = cache("lru", 256, "back") + TIER_MODES["wb"]
+    stack = stack_file(tmp_path, "cache-over-tier", layers, "5", 4, "64KiB")
+    d, srv = make_served(tmp_path, "5", 4, stack, "16MiB", "64KiB")
+    try:
+        if state == "healthy":
+            job = fio(srv.uri, tmp_path, 11, "--iodepth=16")
+            assert job["write"]["io_bytes"] == SIZE
+        else:
+            p = fio(srv.uri, tmp_path, 12, "--iodepth=16", "--rate=,8m", wait=False)
+            time.sleep(0.7)
+            assert p.poll() is None, "fio ended before the member failed"
+            run("real", "fail", d, "2")
+            finish(p)
+        st = js("real", "status", d)["stack"]
+        assert st["layers"][0]["dirty_evictions"] > 0, st["layers"][0]
+        assert st["tier"]["destaged"] > 0, st["tier"]
+        chk = js("real", "check", d)
+        assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
+        srv.stop()
+    finally:
+        tear_down(srv, None)

@@ -5,12 +5,16 @@
 //!
 //! The executor seen by the layers is the counted one (`AtOnce`: every plan
 //! completes when it is made), so every decision is a counted run's; this
-//! module only moves the bytes those decisions name.
+//! module only moves the bytes those decisions name. It does no I/O itself:
+//! the array's and the tier file's I/O a decision names is recorded as jobs
+//! (`inflight.rs`), run by the request's thread once the stack's mutex is
+//! released, and contents still on their way are held as cells the jobs fill.
 
 use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::inflight::{Cell, Content, InFlight, Job, Work};
 use super::tier_store::TierStore;
 use super::RealArray;
 use crate::array::IoPlan;
@@ -26,7 +30,8 @@ use crate::trace::Op;
 /// (a hit must never cost more than a miss). Never changed once made.
 pub type Block = Arc<[u8]>;
 
-type Frame = FxHashMap<u64, Block>;
+/// Block contents by block: a request's, or a store's.
+pub type Frame = FxHashMap<u64, Content>;
 
 /// Block contents of a stack on real bytes.
 pub struct Blocks {
@@ -40,9 +45,13 @@ pub struct Blocks {
     frame_layers: Vec<usize>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
-    staged: FxHashMap<(usize, u64), Block>,
+    staged: FxHashMap<(usize, u64), Content>,
     /// The SSD tier's cache device and its layer index (hooks with a `slot`).
     tier: Option<(usize, TierStore)>,
+    /// The I/O the request's decision named so far, in order.
+    jobs: Vec<Job>,
+    /// Every job recorded and not done, by the block or frame it touches.
+    pub inflight: Arc<InFlight>,
     /// Blocks read to complete a write of part of a block (outside the layers' policies).
     pub partial_block_reads: u64,
 }
@@ -64,8 +73,28 @@ impl Blocks {
             frame_layers: Vec::new(),
             staged: FxHashMap::default(),
             tier: None,
+            jobs: Vec::new(),
+            inflight: Arc::new(InFlight::default()),
             partial_block_reads: 0,
         }
+    }
+
+    fn record(&mut self, work: Work) {
+        self.jobs.push(Job::record(&self.inflight, work));
+    }
+
+    /// Blocks `first..first + n` of the array, read by a job; each block's
+    /// contents on the way, but those `keep` says not to (None).
+    fn read_array(&mut self, first: u64, n: u64, keep: impl Fn(u64) -> bool) -> Vec<Option<Content>> {
+        let cells: Vec<_> = (first..first + n).map(|b| keep(b).then(Cell::new)).collect();
+        let out = cells.iter().map(|c| c.clone().map(Content::Coming)).collect();
+        let array = self.array.clone();
+        self.record(Work::ArrayRead {
+            array,
+            first,
+            into: cells,
+        });
+        out
     }
 
     /// Commit the tier's dirty blocks `dirty` to its journal (a FLUSH, once
@@ -101,15 +130,23 @@ impl Blocks {
         }
     }
 
-    /// The tier's copy of `block`, which the tier says is in `frame`.
-    fn tier_read(&mut self, layer: usize, block: u64, frame: u64, what: &str) -> Result<Box<[u8]>> {
+    /// The tier's copy of `block`, which the tier says is in `frame` (read
+    /// by a job: on the way).
+    fn tier_read(&mut self, layer: usize, block: u64, frame: u64, what: &str) -> Result<Content> {
         let t = self
             .tier_at(layer, Some(frame))
             .ok_or_else(|| missing(what, layer, block))?;
         if t.frame_of(block) != Some(frame) {
             return Err(missing(what, layer, block));
         }
-        t.read(frame)
+        let file = t.file().clone();
+        let into = Cell::new();
+        self.record(Work::TierRead {
+            file,
+            frame,
+            into: into.clone(),
+        });
+        Ok(Content::Coming(into))
     }
 
     pub fn block_size(&self) -> usize {
@@ -124,33 +161,69 @@ impl Blocks {
         self.staged.clear();
     }
 
-    /// The request's contents of `block` (a read's result), if at hand.
-    pub fn get(&self, block: u64) -> Option<&[u8]> {
-        self.frames[0].get(&block).map(|b| &b[..])
+    /// Jobs a decision recorded and nobody took (it panicked under the
+    /// mutex): they run before anything waits for the table to empty.
+    pub fn leftover(&mut self) -> Vec<Job> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// The request's decision is made: its frame (a read's contents, maybe
+    /// on the way) and the jobs that move its bytes, to run outside the mutex.
+    pub fn end_request(&mut self) -> (Frame, Vec<Job>) {
+        (std::mem::take(&mut self.frames[0]), std::mem::take(&mut self.jobs))
     }
 
     /// The request writes `bytes` to `block`.
-    pub fn put(&mut self, block: u64, bytes: Block) {
+    pub fn put(&mut self, block: u64, bytes: Content) {
         self.frames[0].insert(block, bytes);
     }
 
-    /// The newest contents of `block`: the topmost store holding it, else
-    /// the array (to complete a write of part of it; no policy sees this).
-    pub fn newest(&mut self, block: u64) -> Result<Box<[u8]>> {
+    /// The request writes bytes `at..at + len` of `block` (`patch`, None:
+    /// zeroes): merged with the block's newest contents — the topmost store
+    /// holding it, else the array (no policy sees this) — at once when they
+    /// are at hand, else by a job when they arrive.
+    pub fn put_part(&mut self, block: u64, at: usize, len: usize, patch: Option<&[u8]>) -> Result<()> {
         self.partial_block_reads += 1;
+        let from = self.newest(block)?;
+        let c = match from {
+            Content::Ready(old) => {
+                let mut c = Box::<[u8]>::from(&old[..]);
+                match patch {
+                    Some(p) => c[at..at + len].copy_from_slice(p),
+                    None => c[at..at + len].fill(0),
+                }
+                Content::Ready(Block::from(c))
+            }
+            from => {
+                let into = Cell::new();
+                self.record(Work::Merge {
+                    from,
+                    at,
+                    len,
+                    patch: patch.map(Box::from),
+                    into: into.clone(),
+                });
+                Content::Coming(into)
+            }
+        };
+        self.put(block, c);
+        Ok(())
+    }
+
+    /// The newest contents of `block`: the topmost store holding it, else
+    /// the array.
+    fn newest(&mut self, block: u64) -> Result<Content> {
         if let Some(c) = self.stores.iter().find_map(|s| s.get(&block)) {
-            return Ok(Box::from(&c[..]));
+            return Ok(c.clone());
         }
-        if let Some((_, t)) = &self.tier {
+        if let Some((l, t)) = &self.tier {
             if let Some(f) = t.frame_of(block) {
-                return t.read(f);
+                let l = *l;
+                return self.tier_read(l, block, f, "merges");
             }
         }
-        let mut buf = vec![0u8; self.bs].into_boxed_slice();
-        self.array
-            .read(block * self.bs as u64, &mut buf)
-            .map_err(|e| Error::io(self.array.dir().display().to_string(), e))?;
-        Ok(buf)
+        let mut c = self.read_array(block, 1, |_| true);
+        Ok(c.pop().flatten().expect("one block read"))
     }
 
     /// Blocks held by layer `layer`'s store.
@@ -192,7 +265,7 @@ impl Blocks {
     /// above `layer`, if any: newer than anything below. (A request may
     /// evict a dirty block, then miss on it before the destage goes below:
     /// the counted decisions read below first, the bytes must be these.)
-    fn staged_above(&self, layer: usize, block: u64) -> Option<&Block> {
+    fn staged_above(&self, layer: usize, block: u64) -> Option<&Content> {
         if self.staged.is_empty() {
             return None;
         }
@@ -207,20 +280,29 @@ impl Blocks {
 impl DataPath for Blocks {
     fn hit(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
         if let Some(f) = slot {
-            let held = self.tier_read(layer, block, f, "hit on")?;
             let c = match self.staged_above(layer, block) {
-                Some(c) => c.clone(),
-                None => Block::from(held),
+                // Newer than the frame's (which must still hold the block).
+                Some(c)
+                    if self
+                        .tier
+                        .as_ref()
+                        .is_some_and(|t| t.0 == layer && t.1.frame_of(block) == Some(f)) =>
+                {
+                    c.clone()
+                }
+                _ => self.tier_read(layer, block, f, "hit on")?,
             };
             self.top().insert(block, c);
             return Ok(());
         }
         let held = self
             .stores
-            .get(layer)
-            .and_then(|s| s.get(&block))
+            .get_mut(layer)
+            .and_then(|s| s.get_mut(&block))
             .ok_or_else(|| missing("hit on", layer, block))?;
-        let c = self.staged_above(layer, block).unwrap_or(held).clone();
+        held.settle();
+        let held = held.clone();
+        let c = self.staged_above(layer, block).cloned().unwrap_or(held);
         self.top().insert(block, c);
         Ok(())
     }
@@ -230,13 +312,19 @@ impl DataPath for Blocks {
             let frames = self.frames.len();
             let c = self.frames[frames - 1]
                 .get(&block)
-                .ok_or_else(|| missing("keeps", layer, block))?;
+                .ok_or_else(|| missing("keeps", layer, block))?
+                .clone();
             let t = match &mut self.tier {
                 Some((l, t)) if *l == layer => t,
                 _ => return Err(missing("keeps", layer, block)),
             };
-            t.write(f, c)?;
             t.set(block, f);
+            let file = t.file().clone();
+            self.record(Work::TierWrite {
+                file,
+                frame: f,
+                from: c,
+            });
             return Ok(());
         }
         let c = self
@@ -264,7 +352,7 @@ impl DataPath for Blocks {
             if let Some(t) = self.tier_at(layer, slot) {
                 t.unset(block);
             }
-            self.staged.insert((layer, block), Block::from(c));
+            self.staged.insert((layer, block), c);
             return Ok(());
         }
         let c = self
@@ -279,7 +367,7 @@ impl DataPath for Blocks {
     fn stage(&mut self, layer: usize, block: u64, slot: Option<u64>) -> Result<()> {
         if let Some(f) = slot {
             let c = self.tier_read(layer, block, f, "destages")?;
-            self.staged.insert((layer, block), Block::from(c));
+            self.staged.insert((layer, block), c);
             return Ok(());
         }
         let c = self
@@ -316,30 +404,28 @@ impl DataPath for Blocks {
         if io.nblocks == 0 {
             return Ok(());
         }
-        let bs = self.bs;
-        let shown = || self.array.dir().display().to_string();
-        let at = io.first * bs as u64;
         match io.op {
             Op::Read => {
-                let mut buf = vec![0u8; io.nblocks as usize * bs];
-                self.array.read(at, &mut buf).map_err(|e| Error::io(shown(), e))?;
+                // Read all the same; a block staged above takes the staged copy.
                 let layers = self.layers();
-                for (i, c) in buf.chunks_exact(bs).enumerate() {
-                    let b = io.first + i as u64;
-                    let c = match self.staged_above(layers, b) {
-                        Some(staged) => staged.clone(),
-                        None => Block::from(c),
-                    };
-                    self.top().insert(b, c);
+                let staged: Vec<Option<Content>> = (io.first..io.first + io.nblocks)
+                    .map(|b| self.staged_above(layers, b).cloned())
+                    .collect();
+                let cells = self.read_array(io.first, io.nblocks, |b| staged[(b - io.first) as usize].is_none());
+                for (i, (c, s)) in cells.into_iter().zip(staged).enumerate() {
+                    let c = s.or(c).expect("one or the other");
+                    self.top().insert(io.first + i as u64, c);
                 }
             }
             Op::Write => {
                 let top = self.frames.last().expect("the request's frame");
-                let mut buf = Vec::with_capacity(io.nblocks as usize * bs);
-                for b in io.first..io.first + io.nblocks {
-                    let c = top.get(&b).ok_or_else(|| missing("writes below", usize::MAX, b))?;
-                    buf.extend_from_slice(c);
-                }
+                let from = (io.first..io.first + io.nblocks)
+                    .map(|b| {
+                        top.get(&b)
+                            .cloned()
+                            .ok_or_else(|| missing("writes below", usize::MAX, b))
+                    })
+                    .collect::<Result<Vec<Content>>>()?;
                 // A copy staged for a destage by a layer below the writer
                 // (the request's frame: every layer) is older than these
                 // bytes: its destage, which goes after, must write them
@@ -349,16 +435,21 @@ impl DataPath for Blocks {
                 if !self.staged.is_empty() {
                     let below = self.frame_layers.last().map_or(0, |w| w + 1);
                     let layers = self.layers();
-                    for (i, c) in buf.chunks_exact(bs).enumerate() {
+                    for (i, c) in from.iter().enumerate() {
                         let b = io.first + i as u64;
                         for l in below..layers {
                             if let Some(sc) = self.staged.get_mut(&(l, b)) {
-                                *sc = Block::from(c);
+                                *sc = c.clone();
                             }
                         }
                     }
                 }
-                self.array.write(at, &buf, false).map_err(|e| Error::io(shown(), e))?;
+                let array = self.array.clone();
+                self.record(Work::ArrayWrite {
+                    array,
+                    first: io.first,
+                    from,
+                });
             }
         }
         Ok(())

@@ -31,6 +31,7 @@ pub mod control;
 pub mod dgraid;
 mod gather;
 pub mod identity;
+pub mod inflight;
 pub mod integrity;
 mod io;
 pub mod journal;
@@ -50,6 +51,8 @@ mod uring;
 
 #[cfg(test)]
 mod identity_tests;
+#[cfg(test)]
+mod stack_conc_tests;
 #[cfg(test)]
 mod stack_tests;
 #[cfg(test)]

@@ -9,16 +9,21 @@
 //! array model the target plans on (and fault-aware policies read) is kept
 //! in step with the real array's (failed members, spares, rebuilt rows).
 //!
-//! Requests are served one at a time under one mutex (decision, bytes and
-//! the array's I/O). A FLUSH destages every dirty block of every layer (the
-//! blocks stay cached, clean), then flushes the array; a FUA write does a
-//! whole FLUSH after its write.
+//! Decisions are made one at a time under one mutex, in arrival order; the
+//! member I/O they name (reads and writes below, destages, the tier's
+//! frames) runs after it, outside the mutex, ordered block by block by the
+//! table of I/O in flight (`inflight.rs`), so requests overlap on the
+//! members. A FLUSH waits for everything decided before it, destages every
+//! dirty block of every layer (the blocks stay cached, clean), then flushes
+//! the array; a FUA write does a whole FLUSH after its write.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::blocks::Frame;
 use super::blocks::{Block, Blocks, RealExec};
+use super::inflight::{run_all, Content, Job};
 use super::{RealArray, ReqError, Status};
 use crate::array::shared::SharedArray;
 use crate::array::{parse_bytes, ArrayConfig};
@@ -541,6 +546,12 @@ impl RealStack {
         &self.array
     }
 
+    /// Jobs decided and not done (tests: a request's I/O is in flight).
+    #[cfg(test)]
+    pub(crate) fn io_in_flight(&self) -> usize {
+        self.lock().exec.blocks.inflight.running()
+    }
+
     pub fn file(&self) -> &str {
         &self.file
     }
@@ -602,66 +613,78 @@ impl RealStack {
         data: Option<&[u8]>,
         out: Option<&mut [u8]>,
     ) -> std::result::Result<(), ReqError> {
-        let vol = self.check_range(tenant, offset, len)?;
         if len == 0 {
-            return Ok(());
+            return self.check_range(tenant, offset, len).map(|_| ());
         }
-        let mut guard = self.lock();
-        let inner = &mut *guard;
-        self.sync(inner);
+        self.decide(tenant, clock, op, offset, len, data)?.complete(out)
+    }
+
+    /// The decision of a request (under the mutex): the I/O it names is
+    /// not done yet (`Decided::complete` does it, outside the mutex).
+    pub(crate) fn decide(
+        &self,
+        tenant: u32,
+        clock: Option<f64>,
+        op: Op,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> std::result::Result<Decided, ReqError> {
+        let vol = self.check_range(tenant, offset, len)?;
         let bs = self.bs;
         // The volume's bytes in the stack's address space (`concat`'s place).
         let volume_offset = offset;
         let offset = vol.first * bs + offset;
-        let blocks = &mut inner.exec.blocks;
-        blocks.begin_request();
         let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
-        if op == Op::Write {
-            for b in first..end {
-                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
-                let from = (lo - offset) as usize..(hi - offset) as usize;
-                let c: Block = match data {
-                    // A whole block: straight from the request (one copy).
-                    Some(d) if hi - lo == bs => Block::from(&d[from]),
-                    _ => {
-                        let mut c = if hi - lo == bs {
-                            vec![0u8; bs as usize].into_boxed_slice()
-                        } else {
-                            blocks.newest(b).map_err(req_err)?
+        // The decision, under the mutex; it names the I/O, it does none.
+        let (frame, jobs, decided) = {
+            let mut guard = self.lock();
+            let inner = &mut *guard;
+            self.sync(inner);
+            let blocks = &mut inner.exec.blocks;
+            blocks.begin_request();
+            let mut put = Ok(());
+            if op == Op::Write {
+                for b in first..end {
+                    let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
+                    let from = (lo - offset) as usize..(hi - offset) as usize;
+                    let patch = data.map(|d| &d[from]);
+                    if hi - lo == bs {
+                        // A whole block: straight from the request (one copy).
+                        let c: Block = match patch {
+                            Some(p) => Block::from(p),
+                            None => Block::from(vec![0u8; bs as usize]),
                         };
-                        let within = (lo - b * bs) as usize..(hi - b * bs) as usize;
-                        match data {
-                            Some(d) => c[within].copy_from_slice(&d[from]),
-                            None => c[within].fill(0),
-                        }
-                        Block::from(c)
+                        blocks.put(b, Content::Ready(c));
+                    } else if let Err(e) = blocks.put_part(b, (lo - b * bs) as usize, (hi - lo) as usize, patch) {
+                        put = Err(e);
+                        break;
                     }
+                }
+            }
+            let decided = put.and_then(|()| {
+                let req = Request {
+                    time: clock.unwrap_or_else(|| inner.started.elapsed().as_secs_f64()),
+                    op,
+                    offset: volume_offset,
+                    len,
+                    tenant,
+                    fs: Default::default(),
                 };
-                blocks.put(b, c);
-            }
-        }
-        let req = Request {
-            time: clock.unwrap_or_else(|| inner.started.elapsed().as_secs_f64()),
-            op,
-            offset: volume_offset,
-            len,
-            tenant,
-            fs: Default::default(),
+                (inner.exec.at.t0, inner.exec.at.time) = (0.0, req.time);
+                inner.composed.real_request(&req, &mut inner.exec)
+            });
+            let (frame, jobs) = inner.exec.blocks.end_request();
+            (frame, jobs, decided)
         };
-        (inner.exec.at.t0, inner.exec.at.time) = (0.0, req.time);
-        inner.composed.real_request(&req, &mut inner.exec).map_err(req_err)?;
-        if let Some(out) = out {
-            let blocks = &inner.exec.blocks;
-            for b in first..end {
-                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
-                let c = blocks
-                    .get(b)
-                    .ok_or_else(|| ReqError::Io(format!("internal: block {b} was read from nowhere")))?;
-                out[(lo - offset) as usize..(hi - offset) as usize]
-                    .copy_from_slice(&c[(lo - b * bs) as usize..(hi - b * bs) as usize]);
-            }
-        }
-        Ok(())
+        Ok(Decided {
+            frame,
+            jobs,
+            decided: decided.map_err(req_err),
+            bs,
+            offset,
+            len,
+        })
     }
 
     /// Read at `offset` of the first volume (the whole array without tenants).
@@ -727,12 +750,20 @@ impl RealStack {
 
     /// Destage every dirty block of every layer (they stay cached, clean),
     /// then make the array durable.
+    /// Everything decided before it is done first (the mutex is held
+    /// throughout: nothing is decided meanwhile).
     pub fn flush(&self) -> std::result::Result<(), ReqError> {
         let mut guard = self.lock();
         let inner = &mut *guard;
         self.sync(inner);
+        let _ = run_all(inner.exec.blocks.leftover());
+        inner.exec.blocks.inflight.drain();
         inner.exec.blocks.begin_request();
-        inner.composed.real_flush(&mut inner.exec).map_err(req_err)?;
+        let decided = inner.composed.real_flush(&mut inner.exec);
+        let (_, jobs) = inner.exec.blocks.end_request();
+        let ran = run_all(jobs);
+        decided.map_err(req_err)?;
+        ran?;
         inner.flushes += 1;
         self.array.flush()?;
         // The tier's dirty blocks, committed once the array is durable.
@@ -802,6 +833,40 @@ impl RealStack {
             .enumerate()
             .filter_map(|(i, r)| r.map(|n| (n, inner.exec.blocks.store_len(i))))
             .collect()
+    }
+}
+
+/// A request decided and not done: the I/O its decision named (see
+/// `inflight.rs`), and its contents.
+pub(crate) struct Decided {
+    frame: Frame,
+    jobs: Vec<Job>,
+    decided: std::result::Result<(), ReqError>,
+    bs: u64,
+    /// The request's bytes in the stack's address space.
+    offset: u64,
+    len: u64,
+}
+
+impl Decided {
+    /// Do the I/O (every job, even after an error), then a read's bytes
+    /// into `out` (waiting for those still on the way).
+    pub(crate) fn complete(self, out: Option<&mut [u8]>) -> std::result::Result<(), ReqError> {
+        let ran = run_all(self.jobs);
+        self.decided?;
+        ran?;
+        let (bs, offset, len) = (self.bs, self.offset, self.len);
+        if let Some(out) = out {
+            for b in offset / bs..(offset + len).div_ceil(bs) {
+                let (lo, hi) = ((b * bs).max(offset), ((b + 1) * bs).min(offset + len));
+                let c = (self.frame.get(&b))
+                    .ok_or_else(|| ReqError::Io(format!("internal: block {b} was read from nowhere")))?
+                    .wait()?;
+                out[(lo - offset) as usize..(hi - offset) as usize]
+                    .copy_from_slice(&c[(lo - b * bs) as usize..(hi - b * bs) as usize]);
+            }
+        }
+        Ok(())
     }
 }
 

@@ -12,6 +12,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
@@ -39,12 +40,18 @@ pub fn create(dir: &Path, frames: u64, bs: u64, uuid: u128) -> Result<()> {
     super::tier_journal::create(dir, bs, frames, uuid)
 }
 
-/// The tier's frames in a file, and which block each holds now.
-pub struct TierStore {
+/// The cache device file: frames read and written by the jobs of the
+/// stack's decisions (`inflight.rs`), outside the stack's mutex.
+pub struct TierFile {
     file: File,
     shown: String,
     bs: usize,
     frames: u64,
+}
+
+/// The tier's frames in a file, and which block each holds now.
+pub struct TierStore {
+    file: Arc<TierFile>,
     /// Block → frame, as the tier's hooks said.
     map: FxHashMap<u64, u64>,
     /// Whether the file is open with O_DIRECT (`--direct`, where allowed).
@@ -85,10 +92,12 @@ impl TierStore {
             )));
         }
         Ok(TierStore {
-            file,
-            shown,
-            bs,
-            frames,
+            file: Arc::new(TierFile {
+                file,
+                shown,
+                bs,
+                frames,
+            }),
             map: FxHashMap::default(),
             direct,
             journal: None,
@@ -112,12 +121,24 @@ impl TierStore {
                     "internal: the tier's dirty block {b} is in no frame (a data-path bug)"
                 ))
             })?;
-            self.read(f)
+            self.file.read(f)
         });
         self.journal = Some(j);
         r
     }
 
+    /// The cache device file (for the jobs that read and write its frames).
+    pub fn file(&self) -> &Arc<TierFile> {
+        &self.file
+    }
+
+    /// The frame holding `block`, if any.
+    pub fn frame_of(&self, block: u64) -> Option<u64> {
+        self.map.get(&block).copied()
+    }
+}
+
+impl TierFile {
     fn check(&self, frame: u64) -> Result<u64> {
         if frame >= self.frames {
             return Err(Error::config(format!(
@@ -145,12 +166,9 @@ impl TierStore {
         buf.copy_from_slice(bytes);
         write_all_at(&self.file, &buf, at).map_err(|e| Error::io(&self.shown, e))
     }
+}
 
-    /// The frame holding `block`, if any.
-    pub fn frame_of(&self, block: u64) -> Option<u64> {
-        self.map.get(&block).copied()
-    }
-
+impl TierStore {
     /// `block` is in `frame` with new contents.
     pub fn set(&mut self, block: u64, frame: u64) {
         self.map.insert(block, frame);
