@@ -11,6 +11,8 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 
@@ -204,3 +206,37 @@ def test_a_squeezed_table_through_the_deferred_fractions_is_richs_own():
         assert r.returncode == 0, r.stderr
     assert out["deferred"].stdout == out["plain"].stdout
     assert "column" in out["plain"].stdout and "\x1b[" in out["plain"].stdout
+
+
+@pytest.mark.parametrize("command", ["disk run", "run"])
+def test_a_json_run_of_the_timed_commands_imports_no_rich(tmp_path, command):
+    # Their help texts escape TOML section names (`literal`) without rich's markup module.
+    t = tmp_path / "one.disksim"
+    t.write_text("0.0 0 0 8 1\n")
+    where = ["examples/disks/ultrastar-73lzx.toml"] if command == "disk run" else ["examples/stacks/single-disk.toml"]
+    root = os.path.join(os.path.dirname(__file__), "..")
+    args = [*command.split(), os.path.join(root, where[0]), "--trace", str(t), "--format", "disksim", "--json"]
+    mods, r = imported(args, tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["requests"] == 1
+    assert sorted(m for m in mods if m.split(".")[0] == "rich") == []
+    assert heavy(mods) == []
+
+
+def test_literal_help_text_is_escaped_as_rich_escapes_it():
+    from rich.markup import escape
+
+    from blocklab.cli import common
+
+    # Every help text the commands pass through `literal`, as written in their sources.
+    texts = []
+    for name in ("disk_cmd", "run_cmd", "sweep_cmd"):
+        source = inspect.getsource(__import__(f"blocklab.cli.{name}", fromlist=["x"]))
+        texts += [eval(m) for m in re.findall(r'literal\(("(?:[^"\\]|\\.)*")\)', source)]
+    assert len(texts) >= 5 and any("[[cache]]" in t for t in texts)
+    # And seeded strings of markup's own characters, backslashes and line ends included.
+    rng = random.Random(26)
+    alphabet = ["[", "]", "[[", "]]", "a", "Z", "#", "/", "@", "=", " ", ".", "\\", "\n", "x y", "[/]", "[b]"]
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(12))) for _ in range(3000)]
+    for t in texts:
+        assert common.literal(t) == escape(t), repr(t)

@@ -12,6 +12,7 @@ miss ratios are only reported side by side (run with -s to see them).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -184,14 +185,20 @@ def test_matched_variants_exact_on_sample_trace(policy: str, sample_blocks: np.n
 
 @pytest.mark.parametrize("policy", sorted(SIMILAR))
 def test_similar_policies_report(policy: str, sample_blocks: np.ndarray, capsys) -> None:
-    """Miss ratios of the same-name variants, printed for the record (-s)."""
+    """Miss ratios of the same-name variants, printed for the record (-s).
+
+    Only blocklab's side is asserted; libCacheSim's, replayed access by access
+    from Python (most of this test's time), is only printed, so it runs only
+    with BLOCKLAB_FULL_MATRIX=1 (`BLOCKLAB_FULL_MATRIX=1 pytest
+    tests/test_libcachesim.py -s -k similar`), not in `make test`."""
     rows = []
+    compare = os.environ.get("BLOCKLAB_FULL_MATRIX") == "1"
     cases = [(k, f()) for k, f in sorted(SEQUENCES.items())] + [("sample", sample_blocks)]
     for label, blocks in cases:
         nxt = next_uses(blocks)
         for cap in [20, 100, 500, 1500]:
             ours = blocklab_hits(policy, cap, blocks, nxt)
-            theirs = libcachesim_hits(SIMILAR[policy], cap, blocks, nxt)
+            theirs = libcachesim_hits(SIMILAR[policy], cap, blocks, nxt) if compare else ours
             n = len(blocks)
             mr_ours = 1 - sum(ours) / n
             mr_theirs = 1 - sum(theirs) / n
@@ -200,8 +207,5 @@ def test_similar_policies_report(policy: str, sample_blocks: np.ndarray, capsys)
             assert 0.0 <= mr_ours <= 1.0
     with capsys.disabled():
         for label, cap, a, b, same in rows:
-            print(
-                f"\n{policy:7s} {label:14s} cap={cap:5d} blocklab={a:.4f} "
-                f"libCacheSim={b:.4f} diff={a - b:+.4f} same-access={same:.4f}",
-                end="",
-            )
+            theirs = f" libCacheSim={b:.4f} diff={a - b:+.4f} same-access={same:.4f}" if compare else ""
+            print(f"\n{policy:7s} {label:14s} cap={cap:5d} blocklab={a:.4f}{theirs}", end="")

@@ -66,10 +66,22 @@ def place_timeseries(out: dict, series, path) -> None:
 
 def literal(text: str) -> str:
     """Help text shown as written: the help formatter reads rich markup, which
-    would eat TOML section names (`[array]`, `[[cache]]`) as style tags."""
-    from rich.markup import escape
+    would eat TOML section names (`[array]`, `[[cache]]`) as style tags.
 
-    return escape(text)
+    Markup reads `[` as a tag's start when a letter, `#`, `/` or `@` follows it
+    and a `]` closes it before any other `[`; a backslash before such a `[`
+    makes it plain text. Help texts are built at import, on every run, so
+    this inserts those backslashes itself rather than import rich (and its
+    colour, style and text modules) into runs that never show help. A text
+    with backslashes of its own goes to rich's `escape`, which escapes them
+    too. tests/test_cli_startup.py holds the two to the same output."""
+    if "\\" in text:
+        from rich.markup import escape
+
+        return escape(text)
+    import re
+
+    return re.sub(r"\[(?=[a-z#/@][^[]*?\])", r"\\[", text)
 
 
 # Options shared by the commands that read a trace.

@@ -181,17 +181,34 @@ impl Layout {
     }
 
     /// Where `lbn` lives and how many LBNs from it (at most `max`, at
-    /// least 1) follow on consecutive sectors of the same track. The
-    /// mapping is monotone, so the run ends where the offset stops matching
-    /// (binary search; a handful of `map` calls per track).
+    /// least 1) follow on consecutive sectors of the same track. Usually
+    /// one `locate`: when nothing can interrupt the run before the track
+    /// ends or `max` is reached (see `Located::unbroken`), the whole of it
+    /// is the answer; otherwise `run_by_search` finds where it stops.
     pub fn run(&self, lbn: u64, max: u64) -> (Phys, u64) {
+        let at = self.locate(lbn);
+        let mut ph = at.ph;
+        ph.angle = rem_euclid(at.base + ph.sector as f64, ph.spt as f64);
+        let cap = max.max(1).min(ph.spt as u64 - ph.sector as u64);
+        if at.unbroken >= cap {
+            return (ph, cap);
+        }
+        self.run_by_search(lbn, max)
+    }
+
+    /// `run` by probing: the mapping is monotone, so the run ends where
+    /// the offset stops matching (binary search; a handful of `map` calls
+    /// per track). The path for runs cut short by a slip, a unit's spares
+    /// or a zone's end, and the reference `run`'s shortcut is tested
+    /// against.
+    fn run_by_search(&self, lbn: u64, max: u64) -> (Phys, u64) {
         let ph = self.map(lbn);
         let fits = |r: u64| {
             if r <= 1 {
                 return true;
             }
             // Where, not at what angle: the probes need no remainder.
-            let (q, _) = self.locate(lbn + r - 1);
+            let q = self.locate(lbn + r - 1).ph;
             lbn + r - 1 < self.capacity
                 && q.cyl == ph.cyl
                 && q.head == ph.head
@@ -216,15 +233,17 @@ impl Layout {
     /// Physical location of `lbn` (clamped to the last sector).
     #[inline]
     pub fn map(&self, lbn: u64) -> Phys {
-        let (mut ph, base) = self.locate(lbn);
-        ph.angle = rem_euclid(base + ph.sector as f64, ph.spt as f64);
+        let at = self.locate(lbn);
+        let mut ph = at.ph;
+        ph.angle = rem_euclid(at.base + ph.sector as f64, ph.spt as f64);
         ph
     }
 
-    /// `map` without the angle (left 0), and the angle of the track's first
-    /// sector before reduction modulo the track.
+    /// `map` without the angle (left 0), the angle of the track's first
+    /// sector before reduction modulo the track, and how far the numbering
+    /// surely runs on unbroken from `lbn`.
     #[inline]
-    fn locate(&self, lbn: u64) -> (Phys, f64) {
+    fn locate(&self, lbn: u64) -> Located {
         let lbn = lbn.min(self.capacity.saturating_sub(1));
         let z = self.zone_of(lbn);
         let spt = z.spec.sectors_per_track as u64;
@@ -245,13 +264,43 @@ impl Layout {
             } else {
                 0
             };
-        let p = slipped(z, unit_start, p);
+        let (p, slips_upto) = slipped(z, unit_start, p);
+        // LBNs from `lbn` on that surely take the slots (or, a slot being a
+        // whole track, the sectors) right after this one: up to the zone's
+        // end (the disk's, for the last), and with sector slots, up to the unit's spares,
+        // the next slip and the zone's last slot. p + i is then the fixed
+        // point `slipped` finds for base + i, so `locate(lbn + i)` is this
+        // track, sector + i, whenever sector + i is still on the track.
+        // (An LBN past the end is clamped to the last one: 1, the run `run`
+        // finds for it too, whatever `max`.)
+        let in_zone = (z.first_lbn + z.lbns).saturating_sub(lbn);
+        let unbroken = if z.slot != 1 {
+            in_zone.min(z.slot - rem)
+        } else if z.slips_increasing && p < z.total_slots {
+            let next_slip = z.spec.slips.get(slips_upto);
+            in_zone
+                .min(z.data_per_unit - k)
+                .min(next_slip.map_or(u64::MAX, |&s| s - p))
+                .min(z.total_slots - p)
+        } else {
+            0
+        };
         let p = (p.min(z.total_slots - 1)) * z.slot + rem;
         let s = self.surfaces as u64;
-        let track = p / spt; // zone-relative track in numbering order
-        let sector = (p % spt) as u32;
-        let cz = track / s;
-        let order = (track % s) as u32;
+        // Zone-relative track in numbering order, and the sector on it; in
+        // 32 bits when they fit (64-bit divisions are several times slower).
+        let (track, sector) = if p <= u32::MAX as u64 {
+            let (p, spt) = (p as u32, spt as u32);
+            ((p / spt) as u64, p % spt)
+        } else {
+            (p / spt, (p % spt) as u32)
+        };
+        let (cz, order) = if track <= u32::MAX as u64 {
+            let (t, s) = (track as u32, s as u32);
+            ((t / s) as u64, t % s)
+        } else {
+            (track / s, (track % s) as u32)
+        };
         let cyl = z.spec.first_cyl + cz as u32;
         let reversed = match self.serpentine {
             1 => cz % 2 == 1,
@@ -270,16 +319,26 @@ impl Layout {
             spt: spt as u32,
             angle: 0.0,
         };
-        (ph, base)
+        Located { ph, base, unbroken }
     }
+}
+
+/// What `locate` finds.
+struct Located {
+    ph: Phys,
+    base: f64,
+    /// LBNs from this one (itself included) that certainly follow on
+    /// consecutive slots with nothing skipped; 0 when not known.
+    unbroken: u64,
 }
 
 /// Slipped slots push the numbering along: the slot of data position
 /// `base` (in the unit starting at slot `unit_start`) is `base` plus the
 /// number of the unit's slips at or before it, the least fixed point of
-/// p = base + #{slips >= unit_start, <= p}.
+/// p = base + #{slips >= unit_start, <= p}. Also how many of the zone's
+/// slips lie at or before that slot (the index of the next one).
 #[inline]
-fn slipped(z: &Zone, unit_start: u64, base: u64) -> u64 {
+fn slipped(z: &Zone, unit_start: u64, base: u64) -> (u64, usize) {
     let slips = &z.spec.slips;
     let from = if unit_start == 0 {
         0
@@ -289,11 +348,14 @@ fn slipped(z: &Zone, unit_start: u64, base: u64) -> u64 {
     if z.slips_increasing {
         // With slips s_i strictly increasing, slip i >= from is passed iff
         // s_i - (i - from) <= base; s_i - i never decreases, and every slip
-        // before `from` meets it too: one binary search finds them all.
+        // before `from` meets it too: one binary search finds them all, and
+        // the slips passed are those at or before the fixed point.
         let limit = base - from as u64;
-        return base + (z.slip_keys.partition_point(|&k| k <= limit) - from) as u64;
+        let upto = z.slip_keys.partition_point(|&k| k <= limit);
+        return (base + (upto - from) as u64, upto);
     }
-    slipped_by_iteration(slips, from, base)
+    let p = slipped_by_iteration(slips, from, base);
+    (p, slips.partition_point(|&s| s <= p))
 }
 
 /// The same fixed point found by iterating from `base` (slips in any order,
@@ -445,11 +507,74 @@ pub(super) mod tests {
             for _ in 0..50 {
                 let unit_start = next() % span;
                 let base = unit_start + next() % span;
+                let (p, upto) = slipped(zz, unit_start, base);
+                assert_eq!(upto, zz.spec.slips.partition_point(|&s| s <= p));
                 assert_eq!(
-                    slipped(zz, unit_start, base),
+                    p,
                     by_iteration(&zz.spec.slips, unit_start, base),
                     "slips {:?}, unit at {unit_start}, base {base}",
                     zz.spec.slips
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn runs_found_in_one_step_match_the_search() {
+        // `run`'s shortcut against the probing search, on seeded random
+        // layouts: every sparing unit, spares in front or behind, slips
+        // sorted or repeated, front space, a block count cutting the last
+        // zone short, serpentine numbering; LBNs anywhere, past the end too.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..400 {
+            let surfaces = 1 + (next() % 4) as u32;
+            let (mut zones, mut cyl) = (Vec::new(), 0u32);
+            for _ in 0..1 + next() % 3 {
+                let ncyl = 1 + (next() % 4) as u32;
+                let mut z = zone(cyl, cyl + ncyl - 1, 3 + (next() % 30) as u32);
+                z.spares = next() % 4;
+                z.front_space = if next() % 4 == 0 { next() % 7 } else { 0 };
+                let span = (ncyl * surfaces * z.sectors_per_track) as u64;
+                z.slips = (0..next() % 6).map(|_| next() % span).collect();
+                if round % 3 == 0 {
+                    z.slips.extend(z.slips.clone().first()); // a repeat: not strictly increasing
+                }
+                cyl += ncyl;
+                zones.push(z);
+            }
+            let unit = match next() % 7 {
+                0 => SpareUnit::None,
+                1 => SpareUnit::TracksPerZone,
+                2 => SpareUnit::SectorsPerCylinder,
+                3 => SpareUnit::SectorsPerTrack,
+                4 => SpareUnit::SectorsPerRange(1 + (next() % 3) as u32),
+                _ => SpareUnit::SectorsPerZone,
+            };
+            let block_count = if next() % 3 == 0 { next() % 2_000 } else { u64::MAX };
+            let Ok(l) = Layout::new(
+                surfaces,
+                cyl,
+                block_count,
+                zones,
+                unit,
+                next() % 2 == 0,
+                (next() % 3) as u8,
+            ) else {
+                continue; // spares leaving no data
+            };
+            for _ in 0..200 {
+                let lbn = next() % (l.capacity() + 3);
+                let max = [1, 2, 8, next() % 40, u64::MAX][(next() % 5) as usize];
+                assert_eq!(
+                    l.run(lbn, max),
+                    l.run_by_search(lbn, max),
+                    "round {round}, lbn {lbn}, max {max}"
                 );
             }
         }

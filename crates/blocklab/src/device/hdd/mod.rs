@@ -111,6 +111,9 @@ pub struct Hdd {
     /// Serving a write: media accesses write, whatever their positioning
     /// (a write-through write positions for writing first, then `media`).
     writing: bool,
+    /// A read miss's scratch list of when each sector is buffered, kept
+    /// between requests so that a read allocates nothing.
+    ready: Vec<f64>,
 }
 
 impl Hdd {
@@ -142,6 +145,7 @@ impl Hdd {
             tracks: Vec::new(),
             idle_on_track: None,
             writing: false,
+            ready: Vec::new(),
             p,
         })
     }
@@ -221,7 +225,8 @@ impl Hdd {
         // without losing a revolution).
         // The sector under the head at `start` is being read already: it is
         // in by the end of the next sector time.
-        let mut ready = Vec::with_capacity(n as usize);
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.clear();
         let held = if self.p.track_buffer_tracks > 0 {
             let sector_ms = self.period / self.p.layout.map(lbn).spt as f64;
             self.track_idle(start + sector_ms);
@@ -245,6 +250,7 @@ impl Hdd {
         for &t in &ready {
             bus_t = bus_t.max(t) + bus;
         }
+        self.ready = ready;
         self.mech_free = end;
         self.cache_read(lbn, n, before, after, end);
         self.prev_read_end = Some(lbn + n);
