@@ -223,6 +223,15 @@ def test_fio_nbd_engine_verifies_through_a_failure(tmp_path, raid, disks, extra)
 
 # --- crashes ------------------------------------------------------------------
 
+def _dirty_regions(d):
+    """The array's on-disk bitmap has a dirty region (array.json may be mid-replace: retry)."""
+    try:
+        st = json.loads((d / "array.json").read_text().rsplit("\n# crc32", 1)[0])
+    except (OSError, ValueError):
+        return False
+    return bool(st.get("bitmap", "").strip("0"))
+
+
 def test_kill9_mid_write_leaves_no_stale_parity(tmp_path):
     d = make_array(tmp_path, "arr", "5", 4, "8MiB", "16KiB")
     for attempt in range(3):
@@ -231,7 +240,12 @@ def test_kill9_mid_write_leaves_no_stale_parity(tmp_path):
                                 "--bsrange=4k-256k", "--size=24M", "--iodepth=16", "--time_based",
                                 "--runtime=30", f"--randseed={attempt}"],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1.0 + attempt * 0.7)
+        # Kill only once fio's writes have dirtied the bitmap (polled, not a
+        # fixed sleep: under load fio may take seconds to start writing).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _dirty_regions(d):
+            time.sleep(0.1)
+        time.sleep(0.3 + attempt * 0.5)
         srv.kill9()  # mid-write: the bitmap regions being written are dirty
         fio.kill()
         fio.wait()
