@@ -675,7 +675,10 @@ impl Inner {
                     };
                     let new = self.place(block, &tag)?;
                     if new != old && have {
-                        self.write_copies(&new, &data)?;
+                        if let Err(e) = self.write_copies(&new, &data) {
+                            self.write_failed(block, tag, new);
+                            return Err(e);
+                        }
                     }
                     self.tags.insert(block, tag);
                     self.pending.push(Record::Map {
@@ -708,7 +711,13 @@ impl Inner {
     /// any) no longer what reads take.
     fn store(&mut self, block: u64, tag: Tag, data: &[u8]) -> std::result::Result<(), ReqError> {
         let copies = self.place(block, &tag)?;
-        let stored = self.write_copies(&copies, data)?;
+        let stored = match self.write_copies(&copies, data) {
+            Ok(stored) => stored,
+            Err(e) => {
+                self.write_failed(block, tag, copies);
+                return Err(e);
+            }
+        };
         self.tags.insert(block, tag);
         self.pending.push(Record::Map { block, tag, copies });
         self.stage.placed(block);
@@ -721,6 +730,22 @@ impl Inner {
             self.pending.push(Record::Lost { block });
         }
         Ok(())
+    }
+
+    /// A write of `block`'s copies failed part-way: they may hold part of
+    /// the new bytes, and after a remap the old copies are released at the
+    /// next commit. Unless the staging log has the block's contents (reads
+    /// and a replay take them from there), the block is recorded lost at
+    /// its new copies: reads fail, never return other bytes, until it is
+    /// written again.
+    fn write_failed(&mut self, block: u64, tag: Tag, copies: Vec<Copy>) {
+        if self.stage.is_unplaced(block) {
+            return;
+        }
+        self.tags.insert(block, tag);
+        self.lost.insert(block);
+        self.pending.push(Record::Map { block, tag, copies });
+        self.pending.push(Record::Lost { block });
     }
 
     /// Map records not yet committed.
