@@ -36,7 +36,7 @@ meta_copies = 4
 model = "const:1"
 """
 BS = 1024
-HEADER = 8 + 16 + 8 + 4  # stage.rs: magic, UUID, block size, CRC
+HEADER = 8 + 16 + 8 + 8 + 4  # stage.rs: magic, UUID, block size, the map epoch it is bound to, CRC
 RECORD = 12 + BS
 MIB = 1 << 20
 

@@ -15,6 +15,15 @@
 //! record (a crash mid-append) is cut off at open; damage followed by more
 //! than one record's worth of bytes is refused. The log is rewritten whole
 //! (compacted) at open and at a clean close.
+//!
+//! **Epochs.** Each commit ends with an `Epoch(n)` record, n counting
+//! commits; a compacted log holds the map's records then the epoch it was
+//! compacted at. Reading the log gives the map's epoch, the epoch it was
+//! last compacted at, and, for every block a record names since then, the
+//! epoch of the commit that named it last (records after the last marker —
+//! a commit cut short by a crash — count as the next epoch). The staging
+//! log (`stage.rs`) is bound to an epoch, and this is what tells which of
+//! its records the map has superseded.
 
 use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
@@ -51,6 +60,9 @@ pub enum Record {
     /// `block`'s contents are gone (no copy survived): reads fail until it
     /// is written again.
     Lost { block: u64 },
+    /// The end of commit number n (or, after a compaction's records, the
+    /// epoch it was compacted at).
+    Epoch(u64),
 }
 
 fn kind_code(k: BlockKind) -> u8 {
@@ -84,6 +96,10 @@ impl Record {
             Record::Lost { block } => {
                 b.push(4);
                 b.extend(block.to_le_bytes());
+            }
+            Record::Epoch(n) => {
+                b.push(5);
+                b.extend(n.to_le_bytes());
             }
         }
         b
@@ -126,6 +142,7 @@ impl Record {
             }
             Some(3) => Ok(Record::Unmap { block: u64_at(1)? }),
             Some(4) => Ok(Record::Lost { block: u64_at(1)? }),
+            Some(5) => Ok(Record::Epoch(u64_at(1)?)),
             Some(t) => Err(format!("unknown record type {t}")),
             None => Err("empty record".into()),
         }
@@ -155,7 +172,15 @@ pub struct Loaded {
     pub geometry: Option<Geometry>,
     pub mapped: FxHashMap<u64, (Tag, Vec<Copy>)>,
     pub lost: BTreeSet<u64>,
-    /// Records read.
+    /// The last commit's epoch (one more when a commit was cut short).
+    pub epoch: u64,
+    /// The epoch the log was last compacted at (0 for a log without
+    /// epochs).
+    pub compacted_at: u64,
+    /// Blocks named by a record since the compaction: the epoch of the
+    /// last commit that named each.
+    pub touched: FxHashMap<u64, u64>,
+    /// Records read (epoch markers not counted).
     pub records: u64,
     /// Bytes of a torn last record cut off.
     pub torn_bytes: u64,
@@ -176,6 +201,7 @@ impl Loaded {
             Record::Lost { block } => {
                 self.lost.insert(block);
             }
+            Record::Epoch(_) => {}
         }
     }
 
@@ -197,26 +223,44 @@ impl Loaded {
     }
 }
 
+/// The block a map record names.
+fn block_of(r: &Record) -> Option<u64> {
+    match r {
+        Record::Map { block, .. } | Record::Unmap { block } | Record::Lost { block } => Some(*block),
+        Record::Geometry(_) | Record::Epoch(_) => None,
+    }
+}
+
 /// The open log.
 pub struct MapLog {
     file: File,
     path: PathBuf,
     end: u64,
+    /// The last durable commit's epoch.
+    epoch: u64,
 }
 
 impl MapLog {
-    /// A new log holding `records`, written whole and renamed into place.
-    pub fn write_new(dir: &Path, uuid: u128, records: &[Record]) -> Result<MapLog> {
+    /// A new log holding `records` compacted at `epoch`, written whole and
+    /// renamed into place.
+    pub fn write_new(dir: &Path, uuid: u128, epoch: u64, records: &[Record]) -> Result<MapLog> {
         let mut buf = header(uuid);
         for r in records {
             buf.extend(frame(r));
         }
+        buf.extend(frame(&Record::Epoch(epoch)));
         let file = log_file::replace_whole(dir, MAP_FILE, &buf)?;
         Ok(MapLog {
             file,
             path: map_path(dir),
             end: buf.len() as u64,
+            epoch,
         })
+    }
+
+    /// The last durable commit's epoch.
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Read the log of the array `uuid` in `dir` (cutting off a torn last
@@ -238,6 +282,9 @@ impl MapLog {
             "not the block map of this array (magic, UUID or CRC differ)",
         )?;
         let mut out = Loaded::default();
+        // Blocks named since the last epoch marker; whether one was seen.
+        let mut batch: Vec<u64> = Vec::new();
+        let mut marked = false;
         let mut at = HEADER;
         let mut n = 0u64;
         while at < len {
@@ -269,9 +316,30 @@ impl MapLog {
                 torn("checksum mismatch".into())?;
                 break;
             }
-            out.apply(Record::decode(&body).map_err(bad)?);
-            out.records += 1;
+            let r = Record::decode(&body).map_err(bad)?;
+            match r {
+                Record::Epoch(e) if !marked => {
+                    // The compaction's records are all as of its epoch.
+                    (out.compacted_at, out.epoch, marked) = (e, e, true);
+                    batch.clear();
+                }
+                Record::Epoch(e) => {
+                    out.epoch = e;
+                    out.touched.extend(batch.drain(..).map(|b| (b, e)));
+                }
+                _ => {
+                    batch.extend(block_of(&r));
+                    out.records += 1;
+                }
+            }
+            out.apply(r);
             at += 8 + rl as u64;
+        }
+        if marked && !batch.is_empty() {
+            // A commit cut short: what it wrote counts as the next epoch.
+            out.epoch += 1;
+            let e = out.epoch;
+            out.touched.extend(batch.drain(..).map(|b| (b, e)));
         }
         if at < len {
             out.torn_bytes = len - at;
@@ -280,7 +348,7 @@ impl MapLog {
         Ok(out)
     }
 
-    /// Append `records` and make them durable.
+    /// Append `records` as the next epoch's commit and make them durable.
     pub fn commit(&mut self, records: &[Record]) -> std::io::Result<()> {
         if records.is_empty() {
             return Ok(());
@@ -289,9 +357,11 @@ impl MapLog {
         for r in records {
             buf.extend(frame(r));
         }
+        buf.extend(frame(&Record::Epoch(self.epoch + 1)));
         self.file.write_all_at(&buf, self.end)?;
         self.file.sync_data()?;
         self.end += buf.len() as u64;
+        self.epoch += 1;
         Ok(())
     }
 
@@ -333,7 +403,7 @@ mod tests {
     #[test]
     fn a_log_round_trips_and_the_last_record_of_a_block_wins() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = MapLog::write_new(dir.path(), 7, &sample()[..2]).unwrap();
+        let mut log = MapLog::write_new(dir.path(), 7, 0, &sample()[..2]).unwrap();
         log.commit(&sample()[2..]).unwrap();
         let l = MapLog::load(dir.path(), 7).unwrap();
         assert_eq!(l.records, 6);
@@ -342,21 +412,54 @@ mod tests {
         assert!(!l.mapped.contains_key(&5));
         assert_eq!(l.lost.iter().copied().collect::<Vec<_>>(), vec![6]);
         // Compacted, it says the same.
-        MapLog::write_new(dir.path(), 7, &l.records()).unwrap();
+        MapLog::write_new(dir.path(), 7, l.epoch, &l.records()).unwrap();
         let c = MapLog::load(dir.path(), 7).unwrap();
         assert_eq!((c.geometry, c.mapped, c.lost), (l.geometry, l.mapped, l.lost));
+    }
+
+    /// Compacted at epoch 3, then two commits: the map is at epoch 5, and
+    /// each block the commits named carries the epoch of the last one that
+    /// did (the compaction's blocks none); whole records of a commit cut
+    /// before its marker count as epoch 6.
+    #[test]
+    fn each_commit_is_an_epoch_and_the_blocks_it_names_carry_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = MapLog::write_new(dir.path(), 7, 3, &sample()[..3]).unwrap();
+        assert_eq!(log.epoch(), 3);
+        log.commit(&sample()[3..5]).unwrap(); // Lost 6, Unmap 5
+        log.commit(&sample()[5..]).unwrap(); // Map 9
+        log.commit(&[]).unwrap(); // nothing: no epoch
+        assert_eq!(log.epoch(), 5);
+        let l = MapLog::load(dir.path(), 7).unwrap();
+        assert_eq!((l.epoch, l.compacted_at), (5, 3));
+        let touched: BTreeSet<(u64, u64)> = l.touched.iter().map(|(&b, &e)| (b, e)).collect();
+        assert_eq!(touched, [(5, 4), (6, 4), (9, 5)].into_iter().collect());
+        // A commit cut short after its records, before its marker.
+        let end = fs::metadata(map_path(dir.path())).unwrap().len();
+        let f = OpenOptions::new().write(true).open(map_path(dir.path())).unwrap();
+        f.write_all_at(&frame(&Record::Unmap { block: 9 }), end).unwrap();
+        let l = MapLog::load(dir.path(), 7).unwrap();
+        assert_eq!((l.epoch, l.touched[&9], l.touched[&5]), (6, 6, 4));
+        // Compacted again: one epoch, no block named since.
+        MapLog::write_new(dir.path(), 7, l.epoch, &l.records()).unwrap();
+        let c = MapLog::load(dir.path(), 7).unwrap();
+        assert_eq!((c.epoch, c.compacted_at, c.touched.len()), (6, 6, 0));
     }
 
     #[test]
     fn a_torn_last_record_is_cut_off_and_another_arrays_map_refused() {
         let dir = tempfile::tempdir().unwrap();
-        MapLog::write_new(dir.path(), 7, &sample()).unwrap();
+        let mut log = MapLog::write_new(dir.path(), 7, 0, &sample()[..1]).unwrap();
+        log.commit(&sample()[1..]).unwrap();
+        drop(log);
         let p = map_path(dir.path());
-        let full = fs::metadata(&p).unwrap().len();
-        // Every cut inside the last record loses that record only.
-        let last = frame(sample().last().unwrap()).len() as u64;
+        let whole = fs::read(&p).unwrap();
+        let full = whole.len() as u64;
+        // Every cut inside the last record (the commit's marker) loses that
+        // record only: its records count as the next epoch all the same.
+        let last = frame(&Record::Epoch(1)).len() as u64;
         for cut in 1..last {
-            MapLog::write_new(dir.path(), 7, &sample()).unwrap();
+            fs::write(&p, &whole).unwrap();
             OpenOptions::new()
                 .write(true)
                 .open(&p)
@@ -364,7 +467,7 @@ mod tests {
                 .set_len(full - cut)
                 .unwrap();
             let l = MapLog::load(dir.path(), 7).unwrap();
-            assert_eq!(l.records, 5, "cut {cut}");
+            assert_eq!((l.records, l.epoch), (6, 1), "cut {cut}");
             assert_eq!(l.torn_bytes, last - cut);
             assert_eq!(fs::metadata(&p).unwrap().len(), full - last, "the torn tail is cut off");
         }

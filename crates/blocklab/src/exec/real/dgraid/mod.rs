@@ -15,7 +15,7 @@
 //! * `map.rs`: `dgraid.map`, the block map, kept across restarts and crashes;
 //! * `log_file.rs`: the header check and whole-file rewrite both logs use;
 //! * `stage.rs`: `dgraid.stage`, writes made before the layout is known,
-//!   durable at a FLUSH until the map holds them;
+//!   durable at a FLUSH until the map holds them, bound to the map's epoch;
 //! * `by_address.rs`: the stand-in classifier (tags by address);
 //! * `tags.rs`: the classifier told the answer (a `block,owner,kind` file);
 //! * `rebuild.rs`: live-block recovery of a replaced member;
@@ -39,7 +39,7 @@ use std::collections::BTreeSet;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
 
@@ -47,7 +47,7 @@ use self::map::{Loaded, MapLog, Record};
 use self::stage::StageLog;
 use self::state::DgState;
 use super::identity::{self, Identity};
-use super::members::member_path;
+use super::members::{crashed_error, member_path, Faults};
 use super::{take_lock, Recovery, ReqError};
 use crate::dgraid::classify::{Action, Classifier};
 use crate::dgraid::infer::{InferConfig, Inferrer};
@@ -93,8 +93,15 @@ pub struct DgCounts {
     /// held before the layout, kept durable for a FLUSH.
     pub staged_blocks: u64,
     /// Staged blocks written again through the classifier at open (the
-    /// log's blocks the map did not hold).
+    /// log's records the map has not superseded).
     pub stage_replayed: u64,
+    /// Records of the log found at open that the map had superseded (a
+    /// commit since the log began named their block), or all of a log
+    /// older than the map's last compaction: not replayed.
+    pub stage_skipped: u64,
+    /// Staged blocks placed again at a FLUSH because an earlier placement
+    /// of them failed (a member write error).
+    pub stage_retried: u64,
     /// Blocks shown to the classifier at open so that it learns the file
     /// system again (inference keeps its knowledge in memory).
     pub relearned_blocks: u64,
@@ -120,6 +127,8 @@ pub(super) struct Inner {
     /// --record-writes`), in `dgraid infer --order stream:LOG`'s format.
     recorder: Option<std::io::BufWriter<File>>,
     pub(super) counts: DgCounts,
+    /// Member write errors injected (tests); none planned otherwise.
+    pub(super) faults: Arc<Faults>,
 }
 
 /// A D-GRAID array open on its member files.
@@ -224,16 +233,14 @@ impl RealDgraid {
         }
         let cfg = st.config()?;
         let classifier = classifier_of(dir, &st)?;
-        let log = MapLog::write_new(dir, uuid, &loaded.records())?;
         let bs = st.block_size;
-        // Staged writes the map holds were stored (or written again
-        // since): the map's copy is as new or newer. The rest are written
-        // again below, after the classifier has relearnt what is stored.
-        let staged: Vec<(u64, Vec<u8>)> = StageLog::load(dir, uuid, bs, st.fs_blocks)?
-            .into_iter()
-            .filter(|(b, _)| !loaded.mapped.contains_key(b))
-            .collect();
-        let stage = StageLog::create(dir, uuid, bs, &staged)?;
+        // Staged writes a commit since the log began has superseded are
+        // left out (`stage.rs`); the rest are written again below, after
+        // the classifier has relearnt what is stored. The log is rewritten
+        // against the map's epoch before the map is compacted at it.
+        let (staged, stage_skipped) = StageLog::load(dir, uuid, bs, st.fs_blocks)?.newer_than(&loaded);
+        let stage = StageLog::create(dir, uuid, bs, loaded.epoch, &staged)?;
+        let log = MapLog::write_new(dir, uuid, loaded.epoch, &loaded.records())?;
         let size = st.fs_blocks * bs;
         let mut inner = Inner {
             st,
@@ -248,7 +255,11 @@ impl RealDgraid {
             pending: Vec::new(),
             stage,
             recorder: None,
-            counts: DgCounts::default(),
+            counts: DgCounts {
+                stage_skipped,
+                ..DgCounts::default()
+            },
+            faults: Arc::new(Faults::none()),
         };
         inner
             .restore(loaded)
@@ -314,7 +325,10 @@ impl RealDgraid {
         let mut g = self.lock();
         g.flush().map_err(|e| Error::io(&shown, e))?;
         let loaded = g.snapshot();
-        g.log = MapLog::write_new(&self.dir, self.uuid, &loaded.records())?;
+        // The log bound to the epoch the map is compacted at, first.
+        let epoch = g.log.epoch();
+        g.stage.rebase(epoch).map_err(|e| Error::io(&shown, e))?;
+        g.log = MapLog::write_new(&self.dir, self.uuid, epoch, &loaded.records())?;
         g.st.clean = true;
         g.bump(&self.dir).map_err(|e| Error::io(&shown, e))?;
         Ok(())
@@ -391,7 +405,8 @@ impl RealDgraid {
             // Held by the classifier until it knows the layout: a copy in
             // the staging log, synced at the next FLUSH.
             g.counts.staged_blocks += last - first + 1;
-            g.stage.append(first, &whole).map_err(ioerr("staging log"))?;
+            let epoch = g.log.epoch();
+            g.stage.append(first, &whole, epoch).map_err(ioerr("staging log"))?;
         }
         if fua || g.pending.len() >= COMMIT_EVERY {
             if fua { g.flush() } else { g.commit() }.map_err(ioerr("commit"))?;
@@ -414,7 +429,7 @@ impl RealDgraid {
             let b = at / bs;
             let empty = n == bs && {
                 let g = self.lock();
-                g.classifier.deferred(b).is_none() && matches!(g.readable_copy(b), Ok(None))
+                g.classifier.deferred(b).is_none() && !g.stage.is_unplaced(b) && matches!(g.readable_copy(b), Ok(None))
             };
             if !empty {
                 self.write(at, &zeros[..n as usize], false)?;
@@ -550,6 +565,12 @@ impl Inner {
             out.copy_from_slice(d);
             return Ok(());
         }
+        if self.stage.is_unplaced(block) {
+            // Staged, its placement not done (or failed part-way): the
+            // log has its newest contents, whatever its copies hold.
+            out.copy_from_slice(&self.stage.read(block).map_err(ioerr("staging log"))?);
+            return Ok(());
+        }
         match self.readable_copy(block) {
             Ok(None) => {
                 out.fill(0);
@@ -577,8 +598,15 @@ impl Inner {
         for c in copies {
             match &self.members[c.disk as usize] {
                 Some(f) => {
-                    f.write_all_at(data, c.block * self.st.block_size)
-                        .map_err(|e| ReqError::Io(format!("disk {} block {}: {e}", c.disk, c.block)))?;
+                    let at = c.block * self.st.block_size;
+                    // The fault hook (tests) fails the write after a
+                    // prefix of its sectors.
+                    match self.faults.admit(data.len() / 512) {
+                        Ok(None) => f.write_all_at(data, at),
+                        Ok(Some(k)) => f.write_all_at(&data[..k * 512], at).and(Err(crashed_error())),
+                        Err(e) => Err(e),
+                    }
+                    .map_err(|e| ReqError::Io(format!("disk {} block {}: {e}", c.disk, c.block)))?;
                     self.counts.copy_writes += 1;
                     any = true;
                 }
@@ -625,18 +653,14 @@ impl Inner {
                 }
                 Action::Store { block, tag, data } => {
                     self.counts.stores += 1;
-                    let copies = self.place(block, &tag)?;
-                    let stored = self.write_copies(&copies, &data)?;
-                    self.tags.insert(block, tag);
-                    self.pending.push(Record::Map { block, tag, copies });
-                    if stored {
-                        self.lost.remove(&block);
-                    } else {
-                        // Every copy's member has failed: the bytes are
-                        // gone, and reads say so.
-                        self.lost.insert(block);
-                        self.pending.push(Record::Lost { block });
-                    }
+                    self.store(block, tag, &data)?;
+                }
+                Action::Retag { block, tag } if self.stage.is_unplaced(block) => {
+                    // Its placement failed part-way: its copies may hold
+                    // anything, the log has its contents. Stored afresh.
+                    self.counts.retags += 1;
+                    let data = self.stage.read(block).map_err(ioerr("staging log"))?;
+                    self.store(block, tag, &data)?;
                 }
                 Action::Retag { block, tag } => {
                     self.counts.retags += 1;
@@ -651,7 +675,10 @@ impl Inner {
                     };
                     let new = self.place(block, &tag)?;
                     if new != old && have {
-                        self.write_copies(&new, &data)?;
+                        if let Err(e) = self.write_copies(&new, &data) {
+                            self.write_failed(block, tag, new);
+                            return Err(e);
+                        }
                     }
                     self.tags.insert(block, tag);
                     self.pending.push(Record::Map {
@@ -671,11 +698,54 @@ impl Inner {
                     }
                     self.tags.remove(&block);
                     self.lost.remove(&block);
+                    self.stage.placed(block);
                     self.pending.push(Record::Unmap { block });
                 }
             }
         }
         Ok(())
+    }
+
+    /// Store `data` as `block`'s contents at the copies `tag` places it on.
+    /// Only once every copy is written is the block's staged record (if
+    /// any) no longer what reads take.
+    fn store(&mut self, block: u64, tag: Tag, data: &[u8]) -> std::result::Result<(), ReqError> {
+        let copies = self.place(block, &tag)?;
+        let stored = match self.write_copies(&copies, data) {
+            Ok(stored) => stored,
+            Err(e) => {
+                self.write_failed(block, tag, copies);
+                return Err(e);
+            }
+        };
+        self.tags.insert(block, tag);
+        self.pending.push(Record::Map { block, tag, copies });
+        self.stage.placed(block);
+        if stored {
+            self.lost.remove(&block);
+        } else {
+            // Every copy's member has failed: the bytes are gone, and
+            // reads say so.
+            self.lost.insert(block);
+            self.pending.push(Record::Lost { block });
+        }
+        Ok(())
+    }
+
+    /// A write of `block`'s copies failed part-way: they may hold part of
+    /// the new bytes, and after a remap the old copies are released at the
+    /// next commit. Unless the staging log has the block's contents (reads
+    /// and a replay take them from there), the block is recorded lost at
+    /// its new copies: reads fail, never return other bytes, until it is
+    /// written again.
+    fn write_failed(&mut self, block: u64, tag: Tag, copies: Vec<Copy>) {
+        if self.stage.is_unplaced(block) {
+            return;
+        }
+        self.tags.insert(block, tag);
+        self.lost.insert(block);
+        self.pending.push(Record::Map { block, tag, copies });
+        self.pending.push(Record::Lost { block });
     }
 
     /// Map records not yet committed.
@@ -704,25 +774,61 @@ impl Inner {
     /// The classifier's deferred blocks placed, then a commit. Writes the
     /// classifier holds before it knows the file system's layout cannot be
     /// placed: they are durable in the staging log instead, which is
-    /// emptied at the first flush after the layout is known (the map then
-    /// holds them).
+    /// emptied at the first flush after the layout is known that finds
+    /// every staged block placed (the map then holds them). Staged blocks
+    /// whose placement failed are placed again here; if that fails too the
+    /// flush fails and the log keeps them.
     pub(super) fn flush(&mut self) -> std::io::Result<()> {
         if let Some(r) = self.recorder.as_mut() {
             use std::io::Write;
             r.write_all(b"F").and_then(|_| r.flush())?;
         }
+        let to_io = |e: ReqError| std::io::Error::other(e.to_string());
         let actions = self.classifier.flush();
-        self.carry_out(actions)
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        self.carry_out(actions).map_err(to_io)?;
+        if self.classifier.layout_known() {
+            self.place_unplaced().map_err(to_io)?;
+        }
         self.commit()?;
         for f in self.members.iter().flatten() {
             f.sync_data()?;
         }
-        if self.classifier.layout_known() {
-            self.stage.clear()
-        } else {
-            self.stage.sync()
+        if !self.classifier.layout_known() {
+            return self.stage.sync();
         }
+        let left = self.stage.unplaced().len();
+        if left > 0 {
+            return Err(std::io::Error::other(format!(
+                "{left} staged blocks are not placed yet: the staging log keeps them"
+            )));
+        }
+        self.stage.clear(self.log.epoch())
+    }
+
+    /// Staged blocks the classifier no longer holds and no placement
+    /// stored (a member write failed part-way through placing them):
+    /// written again through the classifier from the log, in its order.
+    fn place_unplaced(&mut self) -> std::result::Result<(), ReqError> {
+        let left: Vec<u64> = self
+            .stage
+            .unplaced()
+            .into_iter()
+            .filter(|&b| self.classifier.deferred(b).is_none())
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        for b in left {
+            let data = self.stage.read(b).map_err(ioerr("staging log"))?;
+            let actions = self.classifier.write(b, &data);
+            if self.classifier.refused().is_some() {
+                break;
+            }
+            self.counts.stage_retried += 1;
+            self.carry_out(actions)?;
+        }
+        let actions = self.classifier.flush();
+        self.carry_out(actions)
     }
 
     /// At open: the staged writes the map does not hold, written again
@@ -778,7 +884,8 @@ impl Inner {
         order.extend(rest);
         let mut buf = vec![0u8; bs as usize];
         for b in order {
-            if !self.tags.contains_key(&b) || self.readable_copy(b).is_err() {
+            // A staged block is shown with its newest contents, after this.
+            if !self.tags.contains_key(&b) || self.stage.is_unplaced(b) || self.readable_copy(b).is_err() {
                 continue;
             }
             self.read_block(b, &mut buf)?;

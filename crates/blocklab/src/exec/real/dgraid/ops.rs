@@ -160,7 +160,7 @@ pub fn create(dir: &Path, file: &Path, disk_bytes: Option<u64>) -> Result<(Statu
         Member::create(dir, st.disk_blocks * bs, false, bs, &id)
             .map_err(|e| Error::io(member_path(dir, role).display().to_string(), e))?;
     }
-    MapLog::write_new(dir, uuid, &[])?;
+    MapLog::write_new(dir, uuid, 0, &[])?;
     st.save(dir).map_err(|e| Error::io(&shown, e))?;
     let arr = RealDgraid::open(dir)?;
     let status = arr.status();

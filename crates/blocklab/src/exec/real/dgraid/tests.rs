@@ -3,13 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
 use super::ops::create;
 use super::RealDgraid;
 use crate::dgraid::classify::{store_each, Action, Classifier};
-use crate::exec::real::members::member_path;
+use crate::exec::real::members::{member_path, Faults};
 use crate::exec::real::rebuild::RebuildOptions;
 use crate::exec::real::ReqError;
 use crate::fsmodel::kind::{BlockKind, Tag};
@@ -558,4 +559,270 @@ fn writes_before_the_layout_survive_a_crash_after_a_flush_and_are_placed_once_it
     a.read(0, &mut back).unwrap();
     assert!(back == img, "the image reads back identical");
     a.close().unwrap();
+}
+
+/// 64 KiB pieces of `img`: the superblock's first, the rest after.
+fn pieces(img: &[u8]) -> Vec<(u64, &[u8])> {
+    const PIECE: usize = 64 << 10;
+    img.chunks(PIECE)
+        .enumerate()
+        .map(|(i, p)| ((i * PIECE) as u64, p))
+        .collect()
+}
+
+/// An ext2 image written superblock last with a FLUSH before the
+/// superblock (every other piece staged, acknowledged by that FLUSH); then
+/// the superblock, whose write places the held blocks, and a member write
+/// fails part-way through that placement (the fault hook at the k-th copy
+/// write, torn mid-block; every later member write fails too). The write
+/// fails (EIO), and no flushed block is lost or reads back other bytes:
+/// before a restart (a block whose placement did not finish is read from
+/// the staging log), at the next FLUSH (which places them again: it fails
+/// while the members still refuse writes and keeps the log, or succeeds
+/// once they take writes again and empties it), and after a crash.
+#[test]
+fn a_member_write_error_while_placing_staged_writes_loses_no_flushed_block() {
+    let t = tempfile::tempdir().unwrap();
+    let Some(img) = ext2_image(t.path()) else { return };
+    let all = pieces(&img);
+    let (first, rest) = all.split_first().unwrap();
+    let flushed_read_back = |a: &RealDgraid, k: u64, when: &str| {
+        for (off, p) in rest {
+            let mut got = vec![0u8; p.len()];
+            a.read(*off, &mut got)
+                .unwrap_or_else(|e| panic!("k {k} {when}: piece at {off}: {e}"));
+            assert!(
+                got == *p,
+                "k {k} {when}: the flushed piece at {off} reads back other bytes"
+            );
+        }
+    };
+    for (k, recovers) in [
+        (1, false),
+        (2, true),
+        (9, false),
+        (60, true),
+        (700, false),
+        (2500, true),
+    ] {
+        let sub = t.path().join(format!("k{k}"));
+        std::fs::create_dir(&sub).unwrap();
+        let arr = make_inferring(&sub, "dgraid0", 4, 4);
+        let a = RealDgraid::open(&arr).unwrap();
+        for (off, p) in rest.iter().rev() {
+            a.write(*off, p, false).unwrap();
+        }
+        a.flush().unwrap();
+        let faults = Arc::new(Faults::none());
+        faults.crash_after(k, k * 7919);
+        a.lock().faults = faults.clone();
+        let e = a
+            .write(first.0, first.1, false)
+            .expect_err("the fault landed while placing");
+        assert!(faults.has_crashed(), "k {k}: {e}");
+        flushed_read_back(&a, k, "after the failed placement");
+        if recovers {
+            a.lock().faults = Arc::new(Faults::none());
+            a.flush()
+                .expect("the members take writes again: the placement completes");
+            assert!(
+                a.lock().stage.is_empty(),
+                "k {k}: placed and committed: the log is empty"
+            );
+            assert!(a.counts().stage_retried > 0);
+        } else {
+            let e = a.flush().expect_err("the members still refuse writes").to_string();
+            assert!(e.contains("staged") || e.contains("crash"), "k {k}: {e}");
+            assert!(!a.lock().stage.is_empty(), "k {k}: the log keeps what is not placed");
+        }
+        flushed_read_back(&a, k, "after the flush");
+        drop(a); // kill -9
+        let a = RealDgraid::open(&arr).unwrap();
+        flushed_read_back(&a, k, "after a restart");
+        a.write(first.0, first.1, false).unwrap();
+        a.flush().unwrap();
+        assert!(a.lock().stage.is_empty());
+        let mut back = vec![0u8; img.len()];
+        a.read(0, &mut back).unwrap();
+        assert!(back == img, "k {k}: the image reads back identical");
+        a.close().unwrap();
+    }
+}
+
+/// Holds every write until block `GATE` is written (as inference holds
+/// mke2fs's tables until the superblock), then places by address; frees
+/// the blocks listed in `free` at the next write after that.
+struct Gated {
+    geo: Geometry,
+    announced: bool,
+    open: bool,
+    held: Vec<(u64, Vec<u8>)>,
+    free: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
+}
+
+const GATE: u64 = 0;
+
+impl Classifier for Gated {
+    fn write(&mut self, block: u64, data: &[u8]) -> Vec<Action> {
+        let geo = self.geo.clone();
+        let tag = |b| super::ByAddress::tag(&geo, b);
+        let bs = BS as usize;
+        if !self.open {
+            let n = (data.len() / bs) as u64;
+            if !(block..block + n).contains(&GATE) {
+                for (i, d) in data.chunks(bs).enumerate() {
+                    let b = block + i as u64;
+                    self.held.retain(|(x, _)| *x != b);
+                    self.held.push((b, d.to_vec()));
+                }
+                return Vec::new();
+            }
+            self.open = true;
+            let mut out = Vec::new();
+            for (b, d) in std::mem::take(&mut self.held) {
+                out.extend(store_each(&self.geo, &mut self.announced, b, &d, tag));
+            }
+            out.extend(store_each(&self.geo, &mut self.announced, block, data, tag));
+            return out;
+        }
+        let mut out: Vec<Action> = self
+            .free
+            .lock()
+            .unwrap()
+            .drain(..)
+            .map(|block| Action::Free { block })
+            .collect();
+        out.extend(store_each(&self.geo, &mut self.announced, block, data, tag));
+        out
+    }
+    fn deferred(&self, block: u64) -> Option<&[u8]> {
+        self.held.iter().find(|(b, _)| *b == block).map(|(_, d)| d.as_slice())
+    }
+    fn flush(&mut self) -> Vec<Action> {
+        Vec::new()
+    }
+    fn layout_known(&self) -> bool {
+        self.open
+    }
+}
+
+/// The staging log is bound to the map's epoch. Blocks staged (FLUSHed)
+/// and a copy of the log kept; the layout then known (the blocks placed,
+/// committed, the log emptied); two of them freed and one written again,
+/// committed; then the old log put back — after a clean stop (the map
+/// compacted since the log began: nothing of it replays) or after a crash
+/// (the map's commits since the log began name every block it holds:
+/// nothing replays). Freed blocks read zeroes and the rewritten one its
+/// new bytes: nothing comes back. A crash after the layout arrived but
+/// before any commit replays all of the log (it is newer than the map).
+#[test]
+fn a_stale_staging_log_brings_back_no_freed_or_reused_block_and_a_newer_one_replays() {
+    let staged: Vec<u64> = (1000..1006).collect();
+    for case in ["clean stop", "crash", "crash before the commit"] {
+        let t = tempfile::tempdir().unwrap();
+        let dir = make(t.path(), "dgraid1", 4, 2);
+        let a = RealDgraid::open(&dir).unwrap();
+        let free = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let geo = super::default_geometry(&a.lock().st).unwrap();
+        a.lock().classifier = Box::new(Gated {
+            geo,
+            announced: false,
+            open: false,
+            held: Vec::new(),
+            free: free.clone(),
+        });
+        for &b in &staged {
+            a.write(b * BS, &content(b, 1), false).unwrap();
+        }
+        a.flush().unwrap();
+        let stale = std::fs::read(super::stage::stage_path(&dir)).unwrap();
+        a.write(GATE * BS, &content(GATE, 1), false).unwrap();
+        if case == "crash before the commit" {
+            drop(a);
+            let a = RealDgraid::open(&dir).unwrap();
+            assert_eq!(a.counts().stage_replayed, staged.len() as u64, "{case}");
+            for &b in &staged {
+                assert!(read_block(&a, b).unwrap() == content(b, 1), "{case}: block {b}");
+            }
+            a.close().unwrap();
+            continue;
+        }
+        a.flush().unwrap();
+        assert!(a.lock().stage.is_empty());
+        free.lock().unwrap().extend([1000, 1001, 1002]);
+        a.write(1002 * BS, &content(1002, 2), false).unwrap(); // freed, then reused
+        a.flush().unwrap();
+        for b in [1000, 1001] {
+            assert!(read_block(&a, b).unwrap() == vec![0u8; BS as usize], "freed: zeroes");
+        }
+        if case == "clean stop" {
+            a.close().unwrap();
+        } else {
+            drop(a);
+        }
+        std::fs::write(super::stage::stage_path(&dir), &stale).unwrap();
+        let a = RealDgraid::open(&dir).unwrap();
+        for &b in &staged {
+            let want = match b {
+                1000 | 1001 => vec![0u8; BS as usize],
+                1002 => content(b, 2),
+                _ => content(b, 1),
+            };
+            assert!(read_block(&a, b).unwrap() == want, "{case}: block {b} came back");
+        }
+        let c = a.counts();
+        assert_eq!((c.stage_replayed, c.stage_skipped), (0, staged.len() as u64), "{case}");
+        a.close().unwrap();
+    }
+}
+
+/// A member write error part-way through overwriting placed blocks (the
+/// fault hook, torn mid-block, at several points): the write fails, and
+/// the block it tore reads as an error — never as a mix of old and new
+/// bytes — before and after a crash, until it is written again; every
+/// other block reads its old bytes or, written before the error, its new.
+#[test]
+fn a_member_write_error_overwriting_a_placed_block_reads_as_an_error_never_torn_bytes() {
+    for (k, raid) in [(1, "dgraid0"), (5, "dgraid0"), (2, "dgraid1"), (7, "dgraid1")] {
+        let t = tempfile::tempdir().unwrap();
+        let dir = make(t.path(), raid, 4, 2);
+        let a = RealDgraid::open(&dir).unwrap();
+        let blocks: Vec<u64> = (600..640).collect();
+        for &b in &blocks {
+            a.write(b * BS, &content(b, 1), false).unwrap();
+        }
+        a.flush().unwrap();
+        let faults = Arc::new(Faults::none());
+        faults.crash_after(k, 3);
+        a.lock().faults = faults.clone();
+        let mut failed = None;
+        for &b in &blocks {
+            if a.write(b * BS, &content(b, 2), false).is_err() {
+                failed = Some(b);
+                break;
+            }
+        }
+        let failed = failed.expect("the fault landed");
+        a.lock().faults = Arc::new(Faults::none());
+        let check = |a: &RealDgraid, when: &str| {
+            for &b in &blocks {
+                match read_block(a, b) {
+                    Ok(d) => assert!(
+                        d == content(b, 1) || (b < failed && d == content(b, 2)),
+                        "{raid} k {k} {when}: block {b} reads other bytes"
+                    ),
+                    Err(e) => assert_eq!(b, failed, "{raid} k {k} {when}: block {b}: {e}"),
+                }
+            }
+        };
+        check(&a, "after the error");
+        assert!(read_block(&a, failed).is_err(), "{raid} k {k}: the torn block");
+        a.flush().unwrap();
+        drop(a); // kill -9
+        let a = RealDgraid::open(&dir).unwrap();
+        check(&a, "after a crash");
+        a.write(failed * BS, &content(failed, 3), false).unwrap();
+        assert!(read_block(&a, failed).unwrap() == content(failed, 3));
+        a.close().unwrap();
+    }
 }
