@@ -352,10 +352,14 @@ impl Dgraid {
         self.home.get(&unit).copied()
     }
 
-    /// The fault-isolation unit of a tag.
+    /// The fault-isolation unit of a tag. Grouping by directory, an xattr
+    /// block goes with its owner's parent even when the owner is a
+    /// directory: the layer learns that an owner is a directory from its
+    /// directory blocks, and its xattr block may come first.
     pub fn unit_of(&self, tag: &Tag) -> u64 {
         match self.cfg.grouping {
             Grouping::File => tag.owner,
+            Grouping::Dir if tag.kind == BlockKind::Xattr && tag.parent != 0 => tag.parent,
             Grouping::Dir if self.dirs.contains(&tag.owner) || tag.parent == 0 => tag.owner,
             Grouping::Dir => tag.parent,
         }
@@ -426,7 +430,7 @@ impl Dgraid {
         self.is_static.get(block)
             || tag.kind.is_static()
             || tag.kind == BlockKind::Directory
-            || (tag.kind == BlockKind::Indirect && self.dirs.contains(&tag.owner))
+            || (matches!(tag.kind, BlockKind::Indirect | BlockKind::Xattr) && self.dirs.contains(&tag.owner))
     }
 
     /// The disks a block written with `tag` belongs on.
