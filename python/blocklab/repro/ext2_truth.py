@@ -6,7 +6,8 @@ against it; tests and recipes take it from here, never from the engine.
   address, from `dumpe2fs`'s group listing: owner 0;
 * every other in-use block from `debugfs`'s `stat <ino>` of every inode reachable from the root
   (`ls -p`, walked breadth-first) and of the reserved inodes: `(IND)`, `(DIND)`, `(TIND)` entries are
-  indirect blocks, the numbered ranges are directory blocks for a directory and data otherwise; a
+  indirect blocks, the numbered ranges are directory blocks for a directory and data otherwise (the
+  orphan file of ext4's orphan_file feature, which no directory names, too); a
   block of a reserved inode that is static (the resize inode reaches the reserved descriptors) keeps
   its static kind;
 * an inode's extended-attribute block (`File ACL: N`): kind `xattr`, owned by that inode (a block
@@ -163,7 +164,10 @@ def extract(image: str, tree: Tree | None = None) -> tuple[dict[int, BlockTruth]
         raise TruthError(f"{image}: dumpe2fs header lacks a field: {e}")
     tree = tree or walk(image)
     parent, dirs = tree.parent, tree.dirs
-    inodes = sorted(set(parent) | set(range(1, first_ino)))
+    # The orphan file (ext4's orphan_file feature) is an inode no directory names.
+    orphan = header.get("Orphan file inode", "")
+    extra = {int(orphan)} if orphan.isdigit() and orphan != "0" else set()
+    inodes = sorted(set(parent) | set(range(1, first_ino)) | extra)
     stats = _batches(image, [f"stat <{i}>" for i in inodes])
     truth: dict[int, BlockTruth] = {b: BlockTruth(0, k, 0) for b, k in statics.items()}
     for ino in inodes:
