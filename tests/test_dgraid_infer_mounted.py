@@ -1,4 +1,5 @@
-"""Inference on the write stream of a really mounted ext2: `mke2fs -t ext2` on an NBD export (exposed as
+"""Inference on the write stream of a really mounted ext2 (and ext4 made with `-O ^extents,^64bit`,
+mounted by the kernel's ext4 with its journal): `mke2fs` on an NBD export (exposed as
 a file by nbdfuse), mounted through a loop device, trees copied in file by file, a directory deleted
 and its blocks reused by the next copy, a file overwritten and truncated, unmounted. The export is a
 plain file served by `nbd_logserver.py`, which records every write and flush in order; the log is
@@ -57,8 +58,9 @@ def populate(mnt: Path, bs: int) -> None:
     sh("sync")
 
 
-@pytest.mark.parametrize("bs,blocks", [(1024, 32768), (4096, 8192)], ids=["1k", "4k"])
-def test_a_mounted_file_systems_write_stream_is_inferred(tmp_path, bs, blocks):
+@pytest.mark.parametrize("fs,bs,blocks", [("ext2", 1024, 32768), ("ext2", 4096, 8192), ("ext4", 4096, 8192)],
+                         ids=["1k", "4k", "ext4-4k"])
+def test_a_mounted_file_systems_write_stream_is_inferred(tmp_path, fs, bs, blocks):
     img, log = tmp_path / "export.img", tmp_path / "writes.log"
     with open(img, "wb") as f:
         f.truncate(bs * blocks)
@@ -66,7 +68,8 @@ def test_a_mounted_file_systems_write_stream_is_inferred(tmp_path, bs, blocks):
     srv = LogServer(img, log)
     try:
         with nbdfuse(srv.uri, tmp_path / "fuse") as dev:
-            sh(mke2fs(), "-q", "-F", "-t", "ext2", "-b", str(bs), "-E", "nodiscard", dev, str(blocks))
+            feats = ["-O", "^extents,^64bit"] if fs == "ext4" else []
+            sh(mke2fs(), "-q", "-F", "-t", fs, *feats, "-b", str(bs), "-E", "nodiscard", dev, str(blocks))
             with loop_mounted(dev, tmp_path / "mnt") as mnt:
                 populate(mnt, bs)
     finally:

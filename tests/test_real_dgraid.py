@@ -164,6 +164,46 @@ def test_after_two_of_four_members_fail_ext2_mounts_read_only_and_files_read_who
         srv.ensure_dead()
 
 
+def test_ext4_without_extents_mounts_read_only_after_any_two_of_four_members_fail(tmp_path):
+    """ext4 (`-O ^extents,^64bit`: journal, checksums, flex_bg) inferred like ext2; its journal is
+    replicated with the metadata, or the kernel could not mount it without the journal's home site."""
+    from test_real_fs import _probe, loop_mounted, nbdfuse
+
+    tree = tmp_path / "tree"
+    files = make_tree(tree, 4)
+    img = tmp_path / "e4.img"
+    subprocess.run(["mke2fs", "-q", "-F", "-t", "ext4", "-O", "^extents,^64bit", "-b", "4096", "-d", str(tree),
+                    str(img), "16M"], check=True, capture_output=True, timeout=60)
+    pristine = tmp_path / "arr"
+    run("real", "create", pristine, "--stack", stack(tmp_path, "dgraid0", 4, 4))
+    srv = Server(pristine)
+    try:
+        nbdcopy(str(img), srv.uri)
+        srv.stop()
+    finally:
+        srv.ensure_dead()
+    why = _probe()
+    if why:
+        pytest.skip(f"cannot mount here: {why}")
+    whole_total = 0
+    for failed in [(0, 1), (2, 3)]:  # every member is among the failed once
+        d = tmp_path / f"trial{failed[0]}"
+        shutil.copytree(pristine, d)
+        for disk in failed:
+            run("real", "fail", d, "--disk", str(disk))
+        srv = Server(d)
+        try:
+            with nbdfuse(srv.uri, tmp_path / f"fuse{failed[0]}", read_only=True) as dev:
+                with loop_mounted(dev, tmp_path / f"mnt{failed[0]}", read_only=True) as mnt:
+                    whole, lost = _files_after_failure(mnt, files)
+        finally:
+            srv.ensure_dead()
+        assert whole > 0 and lost > 0, (failed, whole, lost)
+        whole_total += whole
+    # Each file's home site is in exactly one of the two failure sets.
+    assert whole_total == len(files), whole_total
+
+
 def test_swapped_members_are_put_back_and_a_foreign_one_refused(tmp_path):
     d = tmp_path / "arr"
     run("real", "create", d, "--stack", stack(tmp_path, "dgraid1", 4, 2))

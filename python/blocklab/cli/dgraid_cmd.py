@@ -317,7 +317,8 @@ def _register(app: typer.Typer) -> None:
 
     @group.command("infer")
     def infer(
-        image: str = typer.Argument(..., help="An ext2 image (e.g. from `mke2fs -t ext2 -d TREE`)."),
+        image: str = typer.Argument(..., help="An ext2 image (e.g. from `mke2fs -t ext2 -d TREE`), or an ext4 "
+                                              "made with `-O ^extents,^64bit`."),
         order: str = typer.Option("sequential", "--order",
                                   help="Write orders, comma-separated: sequential, reverse, seeded:N, files, "
                                   "stream:LOG (a recorded write stream; IMAGE is the device after it)."),

@@ -513,9 +513,9 @@ def _dgraid_real(outdir, tree, full: bool, repeat, disks: int, seed: int, dirs, 
     except (dr.RecipeError, RuntimeError, OSError) as e:
         fail(str(e).splitlines()[0] if str(e) else type(e).__name__)
     rows = dr.summary(av)
-    cl = dr.claims(rows, f9, f5)
+    cl = dr.claims(rows, f9, f5, av)
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}"
-    md = dr.markdown(rows, f9, cl, _command_line(), machine, f5)
+    md = dr.markdown(rows, f9, cl, _command_line(), machine, f5, plan.notes)
     write_csv([{k: v for k, v in r.items() if k != "lost"} | {"lost": ";".join(r["lost"])} for r in av],
               outdir / "dgraid-real-avail.csv")
     if f9:

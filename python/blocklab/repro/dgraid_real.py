@@ -41,7 +41,7 @@ from pathlib import Path
 
 from blocklab.repro import ext2_truth
 from blocklab.repro.real_runs import ONE_DISK, Server, cli
-from blocklab.repro.verdicts import Claim
+from blocklab.repro.verdicts import Claim, judge
 
 BS = 4096
 STACK = """[array]
@@ -69,6 +69,7 @@ class Plan:
     repeat: int = 1
     seed: int = 1
     sets_per_k: int = 6  # failure sets sampled per k when there are more
+    ks: tuple | None = None  # the failure counts measured (None: every k from 0 to D - 1)
     fills: tuple = (0.25, 0.5, 0.75)
     fig9_fs: int = 64 << 20
     fig9_repeat: int = 2
@@ -244,6 +245,11 @@ def failure_sets(disks: int, k: int, sample: int, seed: int) -> list[tuple[int, 
     if disks <= 4 or len(every) <= sample:
         return every
     return sorted(random.Random(seed * 1000 + k).sample(every, sample))
+
+
+def mirror_pairs(disks: int) -> list[tuple[int, int]]:
+    """D-GRAID-1's fixed mirror pairs (2p, 2p+1) (docs/dgraid.md)."""
+    return [(2 * p, 2 * p + 1) for p in range(disks // 2)]
 
 
 def measure(srv: Server, ents: list[Entry], tree: Path) -> dict:
@@ -464,8 +470,11 @@ def availability(plan: Plan, work: Path, progress=print, fig5_rows: list | None 
                         log.unlink()
                 else:
                     _fill(pristine, img)
-                for k in range(plan.disks):
+                for k in range(plan.disks) if plan.ks is None else plan.ks:
                     sets = [()] if k == 0 else failure_sets(plan.disks, k, plan.sets_per_k, seed)
+                    if level == "dgraid1" and k == 2:
+                        # The mirror pairs (2p, 2p+1) always: the verdict's D-GRAID-1 claim reads them.
+                        sets += [p for p in mirror_pairs(plan.disks) if p not in sets]
                     pred = avail_prediction(listing, level, plan.disks, fs, sets)
                     for s, (model_files, model_dirs) in zip(sets, pred):
                         d = work / "trial"
@@ -527,6 +536,12 @@ def run(plan: Plan, out: Path, progress=print) -> tuple[list[dict], list[dict], 
         raise RecipeError(f"--mount {mount_problem()}; without it the image is made by mke2fs -d")
     if plan.tree and not Path(plan.tree).is_dir():
         raise RecipeError(f"--tree {plan.tree}: not a directory")
+    if plan.disks % 2 and ("dgraid1" in plan.levels or plan.fills):
+        # dgraid1 mirrors on pairs of disks (2p, 2p+1); Fig 9 rebuilds a dgraid1 member.
+        plan.levels = tuple(lv for lv in plan.levels if lv != "dgraid1")
+        plan.fills = ()
+        plan.notes.append(f"{plan.disks} members: dgraid1 mirrors on pairs of members, so neither dgraid1 nor "
+                          "Fig 9 (a dgraid1 member's rebuild) is run")
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="dgraid-real-", dir=out) as tmp:
         work = Path(tmp)
@@ -560,7 +575,41 @@ def summary(av: list[dict]) -> list[dict]:
     return rows
 
 
-def claims(rows: list[dict], f9: list[dict], f5: list[dict] | None = None) -> list[Claim]:
+def mirror_claims(av: list[dict]) -> list[Claim]:
+    """D-GRAID-1 (each file mirrored on a fixed pair) on real bytes: every file through any one failure,
+    and about half the files after a whole mirror pair of 4 disks is lost (the paper's Fig 9 text;
+    with P pairs, (P - 1) / P) — from the per-set rows `av` (dgraid1, tree or generated namespace)."""
+    ns = "generated" if any(r["namespace"] == "generated" for r in av) else "tree"
+    rows = [r for r in av if r["level"] == "dgraid1" and r["namespace"] == ns]
+    if not rows:
+        return []
+    out = []
+    one = [r["files_whole"] / r["files"] for r in rows if r["k"] == 1]
+    if one:
+        worst = min(one)
+        out.append(Claim("D-GRAID-1: every file survives any one failed member (mirrored data, D-way metadata)",
+                         "every file", f"{worst:.3f} of the files whole at worst over {len(one)} set(s)",
+                         "matched" if worst == 1 else "contradicted", "data",
+                         "a file read whole needs both copies of none of its blocks"))
+    disks = rows[0]["disks"]
+    pairs = {",".join(map(str, p)) for p in mirror_pairs(disks)}
+    lost = [r for r in rows if r["k"] == 2 and r["failed"] in pairs]
+    if lost:
+        share = sum(r["files_whole"] / r["files"] for r in lost) / len(lost)
+        model = sum(r["model_files"] for r in lost) / len(lost)
+        want = (disks // 2 - 1) / (disks // 2)
+        lo, hi = min(r["files_whole"] / r["files"] for r in lost), max(r["files_whole"] / r["files"] for r in lost)
+        out.append(Claim(f"Fig 9: D-GRAID-1 after a mirror pair is lost, files still available ({disks} disks: "
+                         f"{disks // 2} pairs)", "about 50 % (4 disks)" if disks == 4 else
+                         f"about 50 % of 4 disks, so {100 * want:.0f} % of {disks}",
+                         f"{100 * share:.1f} % of files whole ({100 * lo:.1f}-{100 * hi:.1f} % over the "
+                         f"{len(lost)} pair(s); model {100 * model:.1f} %)",
+                         judge(100 * want, 100 * share, 0.2), "data",
+                         "a small namespace: a few large files weigh a whole pair; see the model column"))
+    return out
+
+
+def claims(rows: list[dict], f9: list[dict], f5: list[dict] | None = None, av: list[dict] | None = None) -> list[Claim]:
     out = []
     ns = "generated" if any(r["namespace"] == "generated" for r in rows) else "tree"
     g = [r for r in rows if r["level"] == "dgraid0" and r["namespace"] == ns and r["k"] > 0]
@@ -572,6 +621,7 @@ def claims(rows: list[dict], f9: list[dict], f5: list[dict] | None = None) -> li
         out.append(Claim("graceful degradation: files available ~ (D-k)/D (dgraid0, file grouping)",
                          ", ".join(f"k={r['k']}: {r['paper_files']:.2f}" for r in g), ours, v, "model",
                          "a small namespace: a few large files weigh a whole home site; see the model column"))
+    out += mirror_claims(av or [])
     stream = [r for r in f5 or [] if r["order"] == "stream" and r["deferred_max"] == FIG5_LISTS[0]]
     if stream:
         end = max(r["misplaced_end_share"] for r in stream)
@@ -615,11 +665,12 @@ def _ratios(f9: list[dict], fill: float) -> str:
 
 
 def markdown(rows: list[dict], f9: list[dict], cl: list[Claim], command: str, machine: str,
-             f5: list[dict] | None = None) -> str:
+             f5: list[dict] | None = None, notes: list[str] | None = None) -> str:
     from blocklab.repro.verdicts import markdown as vm
 
     lines = ["# D-GRAID on real bytes (`repro dgraid --real`)", "", f"Command: `{command}`; machine: {machine}.", "",
-             f"_{ONE_DISK}._", "", "## Files and directories whole after k failed members", "",
+             f"_{ONE_DISK}._", "", *[f"Note: {n}.\n" for n in notes or []],
+             "## Files and directories whole after k failed members", "",
              "Measured: every block of every file read over NBD (EIO = lost). Model: `dgraid avail` on the same "
              "listing, same failure sets, `files_available` and `dirs_available` (a directory is whole when "
              "reachable and all of its files are). Averaged over every failure set of a k, any placement "

@@ -6,14 +6,16 @@ against it; tests and recipes take it from here, never from the engine.
   address, from `dumpe2fs`'s group listing: owner 0;
 * every other in-use block from `debugfs`'s `stat <ino>` of every inode reachable from the root
   (`ls -p`, walked breadth-first) and of the reserved inodes: `(IND)`, `(DIND)`, `(TIND)` entries are
-  indirect blocks, the numbered ranges are directory blocks for a directory and data otherwise; a
+  indirect blocks, the numbered ranges are directory blocks for a directory and data otherwise (the
+  orphan file of ext4's orphan_file feature, which no directory names, too); a
   block of a reserved inode that is static (the resize inode reaches the reserved descriptors) keeps
   its static kind;
+* an inode's extended-attribute block (`File ACL: N`): kind `xattr`, owned by that inode (a block
+  the kernel shares between inodes with equal attributes: the highest of them);
 * parent: the directory an entry was found in (a hard-linked file: the directory with the lowest
   inode number); the root and the reserved inodes have parent 0.
 
-Not covered (the inferrer does not claim them either): extended-attribute blocks (`File ACL`) and
-extent-mapped inodes (ext4).
+Not covered (the inferrer refuses the feature): extent-mapped inodes (ext4 with extents).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import subprocess
 from dataclasses import dataclass
 
 KINDS = ("superblock", "descriptors", "reserved-descriptors", "block-bitmap", "inode-bitmap", "inode-table",
-         "directory", "indirect", "data")
+         "directory", "indirect", "data", "xattr")
 
 
 class TruthError(ValueError):
@@ -148,6 +150,7 @@ def walk(image: str) -> Tree:
 
 
 _ITEM = re.compile(r"\((IND|DIND|TIND|[\d-]+)\):(\d+(?:-\d+)?)")
+_ACL = re.compile(r"File ACL: (\d+)")
 
 
 def extract(image: str, tree: Tree | None = None) -> tuple[dict[int, BlockTruth], dict]:
@@ -161,16 +164,22 @@ def extract(image: str, tree: Tree | None = None) -> tuple[dict[int, BlockTruth]
         raise TruthError(f"{image}: dumpe2fs header lacks a field: {e}")
     tree = tree or walk(image)
     parent, dirs = tree.parent, tree.dirs
-    inodes = sorted(set(parent) | set(range(1, first_ino)))
+    # The orphan file (ext4's orphan_file feature) is an inode no directory names.
+    orphan = header.get("Orphan file inode", "")
+    extra = {int(orphan)} if orphan.isdigit() and orphan != "0" else set()
+    inodes = sorted(set(parent) | set(range(1, first_ino)) | extra)
     stats = _batches(image, [f"stat <{i}>" for i in inodes])
     truth: dict[int, BlockTruth] = {b: BlockTruth(0, k, 0) for b, k in statics.items()}
     for ino in inodes:
         text = stats.get(f"stat <{ino}>", "")
+        par = parent.get(ino, 0)
+        acl = _ACL.search(text)
+        if acl and int(acl.group(1)) != 0:
+            truth[int(acl.group(1))] = BlockTruth(ino, "xattr", par)
         if "BLOCKS:" not in text or "EXTENTS:" in text:
             continue
         blocks_text = text.split("BLOCKS:", 1)[1].split("TOTAL:", 1)[0]
         leaf = "directory" if ino in dirs else "data"
-        par = parent.get(ino, 0)
         for m in _ITEM.finditer(blocks_text):
             kind = "indirect" if m.group(1) in ("IND", "DIND", "TIND") else leaf
             for b in _span(m.group(2)):

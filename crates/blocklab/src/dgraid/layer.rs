@@ -10,6 +10,10 @@
 //!   hash of the block; the start disk is the owner's home site for
 //!   directory blocks and a seeded hash of the block for static metadata;
 //! * a directory's indirect blocks are replicated like its entries;
+//! * the journal's blocks (inode 8, ext3/ext4) are replicated like the
+//!   static metadata: the kernel reads its block map, and its superblock
+//!   unless `noload`, to mount at all, so a journal on one home site would
+//!   make the whole file system unmountable when that disk fails;
 //! * physical blocks on a member are allocated first-free from a goal: the
 //!   block after the previous logical block when that one is on the same
 //!   disk (logical runs stay physical runs), else the member's fill cursor
@@ -28,6 +32,10 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+
+/// ext3/ext4's journal inode (`EXT2_JOURNAL_INO`, the superblock's
+/// `s_journal_inum` as mke2fs makes it).
+pub const JOURNAL_INO: u64 = 8;
 use crate::fsmodel::bitmap::Bitmap;
 use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::Geometry;
@@ -352,10 +360,14 @@ impl Dgraid {
         self.home.get(&unit).copied()
     }
 
-    /// The fault-isolation unit of a tag.
+    /// The fault-isolation unit of a tag. Grouping by directory, an xattr
+    /// block goes with its owner's parent even when the owner is a
+    /// directory: the layer learns that an owner is a directory from its
+    /// directory blocks, and its xattr block may come first.
     pub fn unit_of(&self, tag: &Tag) -> u64 {
         match self.cfg.grouping {
             Grouping::File => tag.owner,
+            Grouping::Dir if tag.kind == BlockKind::Xattr && tag.parent != 0 => tag.parent,
             Grouping::Dir if self.dirs.contains(&tag.owner) || tag.parent == 0 => tag.owner,
             Grouping::Dir => tag.parent,
         }
@@ -426,7 +438,8 @@ impl Dgraid {
         self.is_static.get(block)
             || tag.kind.is_static()
             || tag.kind == BlockKind::Directory
-            || (tag.kind == BlockKind::Indirect && self.dirs.contains(&tag.owner))
+            || tag.owner == JOURNAL_INO
+            || (matches!(tag.kind, BlockKind::Indirect | BlockKind::Xattr) && self.dirs.contains(&tag.owner))
     }
 
     /// The disks a block written with `tag` belongs on.

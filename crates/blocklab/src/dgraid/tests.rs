@@ -306,3 +306,35 @@ fn owners_differing_above_32_bits_are_different_units() {
     assert_eq!(layer.counts().remaps, 1);
     assert_eq!(layer.copies(b)[0].disk, layer.home_of(5).unwrap());
 }
+
+/// An xattr block is its owner's: a file's sits on the file's home site
+/// alone, a directory's is replicated as the directory's blocks are.
+#[test]
+fn xattr_blocks_go_with_their_owner_and_a_directorys_are_replicated() {
+    use crate::fsmodel::kind::{BlockKind, Tag};
+    let geo = crate::fsmodel::Geometry::mke2fs(&MkfsParams::new(8 << 20, 1024)).unwrap();
+    let mut layer = Dgraid::new(DgraidConfig::new(DgraidLevel::L0, 4, 3), &geo).unwrap();
+    layer.write(1000, &Tag::of(20, BlockKind::Data, 12)).unwrap();
+    layer.write(1001, &Tag::of(20, BlockKind::Xattr, 12)).unwrap();
+    assert_eq!(layer.copies(1001).len(), 1);
+    assert_eq!(layer.copies(1001)[0].disk, layer.home_of(20).unwrap());
+    layer.write(1002, &Tag::of(12, BlockKind::Directory, 2)).unwrap();
+    layer.write(1003, &Tag::of(12, BlockKind::Xattr, 2)).unwrap();
+    assert_eq!(layer.copies(1002).len(), 3);
+    assert_eq!(layer.copies(1003).len(), 3);
+}
+
+/// The journal (inode 8) is replicated: without it the file system does
+/// not mount, so it must survive what the namespace survives.
+#[test]
+fn the_journals_blocks_are_replicated() {
+    use crate::fsmodel::kind::{BlockKind, Tag};
+    let geo = crate::fsmodel::Geometry::mke2fs(&MkfsParams::new(8 << 20, 1024)).unwrap();
+    let mut layer = Dgraid::new(DgraidConfig::new(DgraidLevel::L0, 4, 4), &geo).unwrap();
+    layer.write(1000, &Tag::of(8, BlockKind::Data, 0)).unwrap();
+    layer.write(1001, &Tag::of(8, BlockKind::Indirect, 0)).unwrap();
+    layer.write(1002, &Tag::of(12, BlockKind::Data, 2)).unwrap();
+    assert_eq!(layer.copies(1000).len(), 4);
+    assert_eq!(layer.copies(1001).len(), 4);
+    assert_eq!(layer.copies(1002).len(), 1);
+}

@@ -19,6 +19,10 @@ pub enum BlockKind {
     Directory,
     Indirect,
     Data,
+    /// An inode's extended-attribute block (`i_file_acl`): the file's own
+    /// metadata. Last, so that the kinds before it keep their codes in
+    /// packed annotations and the D-GRAID map.
+    Xattr,
 }
 
 /// Every kind with its name, in declaration order.
@@ -32,6 +36,7 @@ pub const KINDS: &[(BlockKind, &str)] = &[
     (BlockKind::Directory, "directory"),
     (BlockKind::Indirect, "indirect"),
     (BlockKind::Data, "data"),
+    (BlockKind::Xattr, "xattr"),
 ];
 
 impl BlockKind {
@@ -57,7 +62,10 @@ impl BlockKind {
 
     /// Blocks whose place is fixed when the file system is made.
     pub fn is_static(self) -> bool {
-        !matches!(self, BlockKind::Directory | BlockKind::Indirect | BlockKind::Data)
+        !matches!(
+            self,
+            BlockKind::Directory | BlockKind::Indirect | BlockKind::Data | BlockKind::Xattr
+        )
     }
 
     /// Anything but file contents.

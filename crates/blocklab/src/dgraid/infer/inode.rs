@@ -1,6 +1,7 @@
 //! One on-disk inode read for what it points to: which of its 15 block
 //! pointers are pointers at all (not a fast symlink's target, not a device
-//! number), and what kind of block each names.
+//! number), and what kind of block each names; and its extended-attribute
+//! block (`i_file_acl`), which any live inode may have.
 
 use super::superblock::u32_at;
 
@@ -27,15 +28,32 @@ pub enum InodeView {
     Pointers { dir: bool, ptrs: [u64; 15] },
 }
 
+/// Whether the record is an inode in use: a mode, and not deleted (links
+/// 0 with a dtime).
+fn live(rec: &[u8]) -> bool {
+    let mode = u32_at(rec, 0) & 0xFFFF;
+    let dtime = u32_at(rec, 0x14);
+    let links = u32_at(rec, 0x18) >> 16;
+    mode != 0 && !(links == 0 && dtime != 0)
+}
+
+/// The inode's extended-attribute block (`i_file_acl`, low 32 bits: its
+/// high half counts only with 64bit, which is refused), 0 if none. An
+/// inode owning no sectors (`i_blocks` 0) has none, whatever the field.
+pub fn xattr_block(rec: &[u8]) -> u64 {
+    if !live(rec) || u32_at(rec, 0x1C) == 0 {
+        return 0;
+    }
+    u32_at(rec, 0x68)
+}
+
 /// Read an inode record (at least 128 bytes).
 pub fn view(rec: &[u8]) -> InodeView {
     let mode = u32_at(rec, 0) & 0xFFFF;
     let size = u32_at(rec, 0x04);
-    let dtime = u32_at(rec, 0x14);
-    let links = u32_at(rec, 0x18) >> 16;
     let i_blocks = u32_at(rec, 0x1C);
     let flags = u32_at(rec, 0x20);
-    if mode == 0 || (links == 0 && dtime != 0) {
+    if !live(rec) {
         return NoBlocks;
     }
     let fmt = mode & S_IFMT;
@@ -116,5 +134,22 @@ mod tests {
         d[0x1A..0x1C].copy_from_slice(&0u16.to_le_bytes());
         d[0x14..0x18].copy_from_slice(&5u32.to_le_bytes());
         assert_eq!(view(&d), NoBlocks);
+    }
+
+    #[test]
+    fn the_xattr_block_of_live_inodes_only() {
+        // An empty file whose one block (2 sectors) is its xattr block.
+        let mut f = inode(0o100644, 0, 2, &[]);
+        f[0x68..0x6C].copy_from_slice(&900u32.to_le_bytes());
+        assert_eq!(xattr_block(&f), 900);
+        // A device or a fast symlink may have one too.
+        let mut c = inode(0o020644, 0, 2, &[0x0501]);
+        c[0x68..0x6C].copy_from_slice(&901u32.to_le_bytes());
+        assert_eq!(xattr_block(&c), 901);
+        // Deleted: none.
+        f[0x1A..0x1C].copy_from_slice(&0u16.to_le_bytes());
+        f[0x14..0x18].copy_from_slice(&5u32.to_le_bytes());
+        assert_eq!(xattr_block(&f), 0);
+        assert_eq!(xattr_block(&inode(0o100644, 10, 2, &[600])), 0);
     }
 }

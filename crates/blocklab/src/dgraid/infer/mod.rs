@@ -193,12 +193,17 @@ impl Layout {
 }
 
 /// The block pointers an inode record holds itself (none for records
-/// without pointers).
+/// without pointers), and its xattr block.
 fn root_pointers(rec: &[u8]) -> Vec<u64> {
-    match inode::view(rec) {
+    let mut out = match inode::view(rec) {
         InodeView::Pointers { ptrs, .. } => ptrs.iter().copied().filter(|&p| p != 0).collect(),
         _ => Vec::new(),
+    };
+    match inode::xattr_block(rec) {
+        0 => {}
+        x => out.push(x),
     }
+    out
 }
 
 /// The inference classifier.
@@ -227,6 +232,11 @@ pub struct Inferrer {
     /// indirect and directory blocks (or blocks that look like them).
     shadow: FxHashMap<u64, Vec<u8>>,
     parent: FxHashMap<u64, u64>,
+    /// Every (directory, directory block) whose entries name an inode: a
+    /// hard-linked file has several; its parent is the lowest directory.
+    named_by: FxHashMap<u64, Vec<(u64, u64)>>,
+    /// The children each directory block named when last read.
+    names_in: FxHashMap<u64, (u64, Vec<u64>)>,
     blocks_of: FxHashMap<u64, FxHashSet<u64>>,
     deferred: Deferred,
     counts: InferCounts,
@@ -252,6 +262,8 @@ impl Inferrer {
             stored: FxHashMap::default(),
             shadow: FxHashMap::default(),
             parent: FxHashMap::default(),
+            named_by: FxHashMap::default(),
+            names_in: FxHashMap::default(),
             blocks_of: FxHashMap::default(),
             deferred: Deferred::default(),
             counts: InferCounts::default(),
@@ -493,6 +505,11 @@ impl Inferrer {
     }
 
     fn inode_changed(&mut self, ino: u64, rec: &[u8], out: &mut Vec<Action>) {
+        let x = inode::xattr_block(rec);
+        if x != 0 {
+            let parent = self.parent.get(&ino).copied().unwrap_or(0);
+            self.assign(x, Tag::of(ino, BlockKind::Xattr, parent), 0, BlockKind::Xattr, 0, out);
+        }
         match inode::view(rec) {
             InodeView::NoBlocks => {}
             InodeView::Extents => self.counts.extent_inodes += 1,
@@ -643,17 +660,60 @@ impl Inferrer {
             let kids = dirent::children(&data, self.layout().sb.filetype);
             self.shadow.insert(b, data);
             self.followed_for.remove(&b);
-            for c in kids {
-                self.set_parent(c, k.tag.owner, out);
-            }
+            self.names(b, k.tag.owner, kids, out);
         } else {
             self.shadow.remove(&b);
             self.followed_for.remove(&b);
+            self.names(b, 0, Vec::new(), out);
         }
     }
 
-    /// A directory entry names `child` in directory `dir`: retag its
-    /// blocks if their parent changes.
+    /// Directory block `b` of `dir` names `kids` now (none: it is no
+    /// directory block any more). Entries it named before and not now are
+    /// gone (unlink, rename); every inode whose namings changed takes the
+    /// lowest directory still naming it as its parent — a hard-linked file
+    /// belongs with the lowest-numbered directory holding a link, whatever
+    /// the order the directory blocks were written in. An inode no
+    /// directory names any more keeps its last parent.
+    fn names(&mut self, b: u64, dir: u64, kids: Vec<u64>, out: &mut Vec<Action>) {
+        let old = if kids.is_empty() {
+            self.names_in.remove(&b)
+        } else {
+            self.names_in.insert(b, (dir, kids.clone()))
+        };
+        let mut touched: Vec<u64> = Vec::new();
+        if let Some((odir, okids)) = old {
+            for c in okids {
+                if odir == dir && kids.contains(&c) {
+                    continue;
+                }
+                if let Some(v) = self.named_by.get_mut(&c) {
+                    v.retain(|&n| n != (odir, b));
+                    touched.push(c);
+                }
+            }
+        }
+        for &c in &kids {
+            let v = self.named_by.entry(c).or_default();
+            if !v.contains(&(dir, b)) {
+                v.push((dir, b));
+            }
+            touched.push(c);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        for c in touched {
+            match self.named_by.get(&c).and_then(|v| v.iter().map(|n| n.0).min()) {
+                Some(p) => self.set_parent(c, p, out),
+                None => {
+                    self.named_by.remove(&c);
+                }
+            }
+        }
+    }
+
+    /// `child`'s parent directory is `dir`: retag its blocks if their
+    /// parent changes.
     fn set_parent(&mut self, child: u64, dir: u64, out: &mut Vec<Action>) {
         if self.parent.insert(child, dir) == Some(dir) {
             return;
@@ -700,6 +760,9 @@ impl Inferrer {
             }
             self.shadow.remove(&b);
             self.followed_for.remove(&b);
+            if self.names_in.contains_key(&b) {
+                self.names(b, 0, Vec::new(), out);
+            }
             self.claims.remove(&b);
             self.deferred.take(b);
             if self.stored.remove(&b).is_some() {

@@ -4,12 +4,14 @@
 //! rules, so the placement layer is built the same way in both modes.
 //!
 //! What is not inferred is refused with an error naming the field, never
-//! guessed: 64bit (64-byte descriptors, 48-bit block numbers), meta_bg
-//! (descriptors spread over the meta-groups), sparse_super2 and bigalloc
-//! (other backup and allocation rules), inline data and the other incompat
-//! features that change what a block holds. extents is accepted: inodes
-//! with the extents flag are skipped (their blocks stay unknown), as are
-//! ext4's journal and checksums, which do not move anything. flex_bg is
+//! guessed: extents (every file's blocks would stay unknown: placed by
+//! default, D-GRAID's fault isolation silently gone), 64bit (64-byte
+//! descriptors, 48-bit block numbers; mke2fs allows it only with extents),
+//! meta_bg (descriptors spread over the meta-groups), sparse_super2 and
+//! bigalloc (other backup and allocation rules), inline data and the other
+//! incompat features that change what a block holds. So ext4 is inferred
+//! when made with `-O ^extents,^64bit`: its journal is a file like any other
+//! (inode 8, block-mapped), its checksums move nothing, and flex_bg is
 //! accepted: the descriptors say where each group's bitmaps and table are.
 
 use crate::error::{Error, Location, Result};
@@ -32,7 +34,7 @@ const INCOMPAT: &[(u32, &str, bool)] = &[
     (0x0004, "needs_recovery", true),
     (0x0008, "journal_dev", false),
     (0x0010, "meta_bg", false),
-    (0x0040, "extents", true),
+    (0x0040, "extents", false),
     (0x0080, "64bit", false),
     (0x0100, "mmp", true),
     (0x0200, "flex_bg", true),
@@ -113,10 +115,14 @@ impl Superblock {
         let incompat = u32_at(sb, 0x60) as u32;
         for &(bit, name, ok) in INCOMPAT {
             if incompat & bit != 0 && !ok {
+                let hint = match name {
+                    "extents" | "64bit" => " (ext4 is inferred when made with -O ^extents,^64bit)",
+                    _ => "",
+                };
                 return Err(bad(
                     block,
                     "s_feature_incompat",
-                    format!("{name} (0x{bit:X}) is set: its layout is not inferred"),
+                    format!("{name} (0x{bit:X}) is set: its layout is not inferred{hint}"),
                 ));
             }
         }

@@ -143,6 +143,9 @@ fn bad_superblocks_are_refused_naming_the_field() {
     let cases: Vec<(Edit, &str)> = vec![
         (Box::new(|b| b[0x60] |= 0x80), "64bit"),
         (Box::new(|b| b[0x60] |= 0x10), "meta_bg"),
+        (Box::new(|b| b[0x60] |= 0x40), "extents (0x40) is set"),
+        (Box::new(|b| b[0x61] |= 0x80), "inline_data"),
+        (Box::new(|b| b[0x65] |= 0x02), "bigalloc"),
         (Box::new(|b| b[0x18] = 2), "s_log_block_size"),
         (Box::new(|b| b[0x28] = 0x37), "s_inodes_count"),
     ];
@@ -490,4 +493,90 @@ fn a_block_pointed_at_from_the_inode_and_an_indirect_block_keeps_the_other_claim
     let (_, tbl) = table_block(&g, 13, &inode(0o100644, 14 * 1024, 30, &ptrs2), Some(tbl));
     inf.write_checked(tb, &tbl).unwrap();
     assert_eq!(inf.tag_of(x), Some(Tag::of(13, BlockKind::Data, 0)));
+}
+
+#[test]
+fn a_hard_linked_file_belongs_with_the_lowest_directory_naming_it() {
+    // File 15 is linked from directories 14 and 13 (one inode-table
+    // block holds all three). Whatever the order the directory blocks come
+    // in, its parent is 13, the lowest; when 13's entry is removed, 14;
+    // when both are gone, it keeps 14.
+    let g = geo(8 << 20, KIB);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (da, db, fb) = (base, base + 1, base + 2);
+    for first_a in [true, false] {
+        let mut inf = booted(&g, 64);
+        let (tb, tbl) = table_block(&g, 13, &inode(0o040755, 1024, 2, &[da as u32]), None);
+        let (_, tbl) = table_block(&g, 14, &inode(0o040755, 1024, 2, &[db as u32]), Some(tbl));
+        let (_, tbl) = table_block(&g, 15, &inode(0o100644, 10, 2, &[fb as u32]), Some(tbl));
+        inf.write_checked(tb, &tbl).unwrap();
+        inf.write_checked(fb, &data(&g, 3)).unwrap();
+        let ba = dir_block(1024, &[(13, "."), (2, ".."), (15, "x")]);
+        let bb = dir_block(1024, &[(14, "."), (2, ".."), (15, "y")]);
+        let order = if first_a {
+            [(da, &ba), (db, &bb)]
+        } else {
+            [(db, &bb), (da, &ba)]
+        };
+        for (b, d) in order {
+            inf.write_checked(b, d).unwrap();
+        }
+        assert_eq!(
+            inf.tag_of(fb),
+            Some(Tag::of(15, BlockKind::Data, 13)),
+            "first_a {first_a}"
+        );
+        // 13's entry unlinked: 14 is the only directory naming it.
+        let acts = inf
+            .write_checked(da, &dir_block(1024, &[(13, "."), (2, "..")]))
+            .unwrap();
+        assert!(acts.contains(&Action::Retag {
+            block: fb,
+            tag: Tag::of(15, BlockKind::Data, 14)
+        }));
+        inf.write_checked(db, &dir_block(1024, &[(14, "."), (2, "..")]))
+            .unwrap();
+        assert_eq!(inf.tag_of(fb), Some(Tag::of(15, BlockKind::Data, 14)));
+    }
+}
+
+#[test]
+fn an_xattr_block_is_its_inodes_and_follows_it() {
+    // File 14's i_file_acl names block x: written before or after the
+    // inode, x is stored as 14's xattr block; when the inode drops it
+    // (the attributes removed), x is unknown again; a directory names 14
+    // and x is retagged with its parent.
+    let g = geo(8 << 20, KIB);
+    let base = g.groups[0].inode_table[1] + 1;
+    let (x, dirb) = (base, base + 1);
+    let mut rec = inode(0o100644, 0, 2, &[]);
+    rec[0x68..0x6C].copy_from_slice(&(x as u32).to_le_bytes());
+    for x_first in [true, false] {
+        let mut inf = booted(&g, 64);
+        let (tb, tbl) = table_block(&g, 14, &rec, None);
+        let mut acts = Vec::new();
+        if x_first {
+            acts.extend(inf.write_checked(x, &data(&g, 9)).unwrap());
+            acts.extend(inf.write_checked(tb, &tbl).unwrap());
+        } else {
+            acts.extend(inf.write_checked(tb, &tbl).unwrap());
+            acts.extend(inf.write_checked(x, &data(&g, 9)).unwrap());
+        }
+        assert!(
+            stores(&acts).contains(&(x, Tag::of(14, BlockKind::Xattr, 0))),
+            "{acts:?}"
+        );
+        let (_, tbl) = table_block(&g, 13, &inode(0o040755, 1024, 2, &[dirb as u32]), Some(tbl));
+        inf.write_checked(tb, &tbl).unwrap();
+        let acts = inf
+            .write_checked(dirb, &dir_block(1024, &[(13, "."), (2, ".."), (14, "f")]))
+            .unwrap();
+        assert!(acts.contains(&Action::Retag {
+            block: x,
+            tag: Tag::of(14, BlockKind::Xattr, 13)
+        }));
+        let (_, tbl) = table_block(&g, 14, &inode(0o100644, 0, 0, &[]), Some(tbl));
+        inf.write_checked(tb, &tbl).unwrap();
+        assert_eq!(inf.tag_of(x), None);
+    }
 }

@@ -11,6 +11,7 @@
 //! defaults has its metadata placed as data: what the real classifier fixes.
 
 use crate::dgraid::classify::{store_each, Action, Classifier};
+use crate::dgraid::infer::DEFAULT_OWNER_BASE;
 use crate::fsmodel::kind::{BlockKind, Tag};
 use crate::fsmodel::Geometry;
 
@@ -31,7 +32,10 @@ impl ByAddress {
     pub fn tag(geo: &Geometry, block: u64) -> Tag {
         match geo.classify(block).block_kind() {
             Some(kind) => Tag::shared(kind),
-            None => Tag::of(1 + block / SPAN, BlockKind::Data, 0),
+            // Made-up owners above every inode number (as inference's
+            // default placements), so none is taken for an inode with a
+            // role in the layer (the journal, 8).
+            None => Tag::of(DEFAULT_OWNER_BASE + block / SPAN, BlockKind::Data, 0),
         }
     }
 }
