@@ -421,6 +421,25 @@ fn constant_occupancy_spreads_the_addresses_in_1_mib_units() {
 }
 
 #[test]
+fn the_feedback_reference_keeps_the_traced_addresses() {
+    // Spread by 3 on a 20,000-sector device, a read at stack sector 4096
+    // (unit 2) lands at device sector 12,288; the traced system of the
+    // feedback replay (a 5000-sector device) holds it where the trace says.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "timestamp,op,offset,size\n0.0,R,0,4096\n0.001,R,2097152,4096\n").unwrap();
+    let text = "tenant_map = \"ignore\"\n[replay]\nmode = \"feedback\"\nreference = \"toy:cap=5000\"\n\
+                [device]\nmodel = \"toy:cap=20000\"\nscale_addresses = 3\n";
+    let r = super::run::run(
+        &spec(text),
+        &[super::run::TraceInput::new(trace.to_string_lossy(), "csv")],
+        Executor::Timed,
+    )
+    .unwrap();
+    assert_eq!(r.requests, 2);
+}
+
+#[test]
 fn bad_keys_name_the_key() {
     let base = "tenant_map = \"ignore\"\n[[cache]]\npolicy = \"lru\"\nsize = 10\n[device]\nmodel = \"const:1\"\n";
     let err = |sets: &[&str]| {
