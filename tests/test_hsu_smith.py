@@ -149,8 +149,9 @@ def test_repro_is_a_sweep_one_row_per_cell_with_provenance(tmp_path, small_trace
     out = tmp_path / "o"
     runs = hs.run([t], out, years=(5,), sizes=("512KiB", "8MiB"), bar=False)
     res = blocklab.load(out)
-    # One row per run: the timed plan of the trace, its scaled disk, the two counted sizes.
-    assert len(res) == len(runs) == len(hs.cells("pc", "9", ROOT)) + 1 + 2
+    # One row per run: the timed plan of the trace, its scaled disk (same number of disks and
+    # constant occupancy), the drive writing on arrival, the two counted sizes.
+    assert len(res) == len(runs) == len(hs.cells("pc", "9", ROOT)) + 3 + 2
     assert (res["status"] == "ok").all()
     # Two names of one configuration (t3 rich/csp, stripe rich/1disk) are one cell, run once.
     dup = res[res["cell"].duplicated(keep=False)]
@@ -237,12 +238,18 @@ def test_verdict_table_judges_each_claim_from_the_tables():
     assert c["actual seek time against the specified 4.9 ms average"].verdict == "matched"
     rot = c["actual rotational latency against the specified 3.0 ms"]
     assert rot.verdict == "contradicted" and rot.ours == "110 %"
-    missing = [x for x in c.values() if x.verdict == "missing"]
-    assert len(missing) == 3 and all(x.reason == "model" for x in missing)
+    # Figures 5-8 and the merged workloads, not run here: the recorded rows when there are
+    # some, marked as recorded; else missing, with the command that runs them.
+    rows = hs.extra_claims(t, recorded=None)
+    assert [(x.verdict, x.reason) for x in rows] == [("missing", "model")] * 2
+    assert "--figures" in rows[0].why and "--merged" in rows[1].why
+    if hs.RECORDED_EXTRAS.exists():
+        rec = [x for x in c.values() if "(recorded: " in x.ours]
+        assert any(x.claim.startswith("Fig. 5(a)") for x in rec) and any(x.claim.startswith("Sm:") for x in rec)
     assert "| actual rotational latency" in markdown(hs.claims(t))
 
 
-def test_figure_sweeps_move_one_parameter_each():
+def test_figure_sweeps_move_one_parameter_each(tmp_path):
     """Figures 5-8 (`--figures`): 6 fetch units, 5 read-ahead amounts, 4 CSP segments x 3
     triggers, 5 PRA limits, 6 cache sizes; each cell differs from its sweep's others in the
     swept key alone, and the plan adds them to every trace only when asked."""
@@ -264,8 +271,8 @@ def test_figure_sweeps_move_one_parameter_each():
     assert "cache.0.csp_segment=16KiB" in six and "cache.0.csp_trigger=2" in six
     assert sum(k.startswith("cache.0.csp_segment") for k in six) == 1
     t = hs.default_traces()[0]  # the shipped sample
-    plain, _ = hs.plan([t], Path("/nonexistent-not-written"), years=())
-    more, _ = hs.plan([t], Path("/nonexistent-not-written"), years=(), figures=True)
+    plain, _ = hs.plan([t], tmp_path, years=())
+    more, _ = hs.plan([t], tmp_path, years=(), figures=True)
     assert len(more) - len(plain) == len(cells)
 
 
@@ -288,3 +295,74 @@ def test_merged_and_speeded_up_workloads_stay_out_of_the_averages(tmp_path):
     row = imp.set_index("trace")
     assert abs(row.loc["Ps (cp)", "read_rt_ms_pct"] - 95.0) < 1e-9
     assert abs(row.loc["Avg", "read_rt_ms_pct"] - 20.0) < 1e-9
+
+
+def test_constant_occupancy_and_write_on_arrival_cells(tmp_path):
+    """§5's constant occupancy: each scaled disk runs twice, the second time with the
+    addresses spread by the scaled disk's capacity over the member's (12.7 for +5 years at
+    the default rates: 9.2 -> 116.9 GB); the what-if drive writing on arrival is the member's
+    spec with `zero_latency_writes` added, nothing else changed."""
+    from blocklab.repro import hsu_smith as hs
+
+    (p, factor), = hs.scale_members(tmp_path, "9", (5,)).values()
+    assert 12.6 < factor < 12.8, factor
+    t = hs.default_traces()[0]  # the shipped sample (folded onto the 73.4 GB member)
+    cases, _ = hs.plan([t], tmp_path, years=(5,))
+    by = {c["name"]: c for c in cases}
+    same, occ = by["scale:rich/+5y"], by["scale:rich/+5y-occ"]
+    assert set(occ) - set(same) == {"device.scale_addresses"}
+    assert all(occ[k] == same[k] for k in same if k != "name")
+    f73 = hs.scale_members(tmp_path, "73", (5,))[5][1]
+    assert occ["device.scale_addresses"] == f73
+    z = by["zlw:rich/zlw"]
+    zlw = Path(z["device.model"]).read_text()
+    base = hs.member_path("73").read_text()
+    assert zlw.replace("zero_latency_writes = true\n", "").replace(", writes on arrival", "") == base
+    assert z["device.wrap"] is True and z["cache.0.size"] == "1%used"
+
+
+def test_recorded_extras_round_trip(tmp_path):
+    """The Figures 5-8 and merged rows a --figures --merged run writes (hsu-smith-extras.json)
+    come back in a default run's verdict table, each marked with the command that made it;
+    a run that did neither writes nothing."""
+    import pandas as pd
+
+    from blocklab.repro import hsu_smith as hs
+
+    figs = pd.DataFrame([{"trace": tr, "study": st, "config": v, "read_rt_ms": rt, "read_mr": 0.5}
+                         for tr in ("a", "b")
+                         for st, v, rt in (("fig5a", "64KiB", 5.0), ("fig5a", "256KiB", 6.0),
+                                           ("fig5b", "32KiB", 5.0), ("fig5b", "128KiB", 4.0),
+                                           ("fig7", "32KiB", 5.0), ("fig7", "512KiB", 5.0))])
+    t = {"figs": figs, "t5": pd.DataFrame({"trace": ["Sm (x + y)"], "config": ["rich/ra"],
+                                           "read_rt_ms_pct": [45.0]})}
+    rec = hs.extras_record(t, "blocklab repro hsu-smith --figures --merged")
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(rec))
+    back = hs.load_extras(path)
+    fig5a = next(c for c in back["figures"] if c.claim.startswith("Fig. 5(a)"))
+    assert fig5a.verdict == "matched"
+    assert fig5a.ours == "holds on 2 of 2 (recorded: blocklab repro hsu-smith --figures --merged)"
+    fig5b = next(c for c in back["figures"] if c.claim.startswith("Fig. 5(b)"))
+    assert fig5b.verdict == "contradicted" and fig5b.reason == "data"
+    assert [c.claim.split(":")[0] for c in back["merged"]] == ["Sm", "Pm"]
+    empty = {"figs": pd.DataFrame(), "t5": pd.DataFrame()}
+    assert hs.extras_record(empty, "x") is None
+    # A default run (neither swept) carries the recorded rows.
+    rows = hs.extra_claims({"t5": pd.DataFrame()}, recorded=path)
+    assert [c.claim for c in rows] == [c.claim for c in back["figures"] + back["merged"]]
+
+
+def test_constant_occupancy_verdict():
+    """−34.1 % read response time over 5 years is 8.0 %/yr: the paper's 8 %/yr, matched."""
+    import pandas as pd
+
+    from blocklab.repro import hsu_smith as hs
+
+    o = pd.DataFrame({"trace": ["a", "b", "Avg"], "config": ["disk +5 years, constant occupancy"] * 3,
+                      "read_rt_ms_pct": [30.0, 38.2, 0.0]})
+    empty = pd.DataFrame()
+    t = {"t5": empty, "t2": empty, "wb": empty, "size": empty, "split": empty, "other": o}
+    c = {x.claim: x for x in hs.claims(t)}
+    occ = c["disk improvements, constant occupancy (§5)"]
+    assert occ.verdict == "matched" and occ.ours == "8.0 %/yr (+5 years)", occ

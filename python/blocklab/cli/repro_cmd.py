@@ -733,8 +733,16 @@ def hsu_smith(
     info = df.drop_duplicates("trace")[["trace", "kind", "requests", "reads", "span_s", "storage_used", "member_gb"]]
     md = hs.markdown(df, tabs, verdict, info.to_dict("records"))
     (outdir / "hsu-smith-report.md").write_text(md)
+    # The Figures 5-8 and merged rows, for the default run's verdict table to carry
+    # (copied to python/blocklab/repro/recorded/ to refresh them).
+    extras = hs.extras_record(tabs, " ".join(["blocklab repro hsu-smith"] + (["--figures"] if figures else [])
+                                             + (["--merged"] if merged else [])))
+    if extras:
+        import json
+
+        (outdir / "hsu-smith-extras.json").write_text(json.dumps(extras, indent=1, ensure_ascii=False) + "\n")
     _wrote(outdir, ["results.parquet", "report.html", "hsu-smith.parquet", "hsu-smith-*.csv", *pngs,
-                    "hsu-smith-report.md"], md)
+                    "hsu-smith-report.md"] + (["hsu-smith-extras.json"] if extras else []), md)
 
 
 def register(app: typer.Typer) -> None:

@@ -96,7 +96,8 @@ fn target(spec: &StackSpec, exec: Executor, survey: Option<&Survey>) -> Result<B
         return Ok(Box::new(
             SingleDisk::with_block_size(make, spec.device.wrap, bs)
                 .map_err(|e| o.err("device.model", e))?
-                .short_stroked(spec.device.short_stroke),
+                .short_stroked(spec.device.short_stroke)
+                .spread_by(spec.device.scale_addresses),
         ));
     };
     if is_dgraid(&a.raid.text()) {
@@ -181,6 +182,12 @@ fn device_set(spec: &StackSpec, model: String) -> Result<Box<dyn Target>> {
     if spec.device.short_stroke < 1.0 {
         return Err(o.err(
             "device.short_stroke",
+            "not available for a DiskSim system of several disks",
+        ));
+    }
+    if spec.device.scale_addresses != 1.0 {
+        return Err(o.err(
+            "device.scale_addresses",
             "not available for a DiskSim system of several disks",
         ));
     }

@@ -382,6 +382,64 @@ fn short_stroking_and_shares_of_the_storage_used() {
 }
 
 #[test]
+fn constant_occupancy_spreads_the_addresses_in_1_mib_units() {
+    // Spread by 3 over a 5000-sector device: stack unit 0 (sectors
+    // 0..2048) stays at 0, unit 1 (block 256 = sector 2048) lands at device
+    // unit 3, sector 6144, beyond the device.
+    let text = "tenant_map = \"ignore\"\n[device]\nmodel = \"toy:cap=5000\"\nscale_addresses = 3\n";
+    let s = spec(text);
+    let mut st = build(&s, Executor::Timed, None).unwrap();
+    run(
+        &mut st,
+        &mut [vec_source(vec![req(0.0, Op::Read, 100, 1)])],
+        &open_cfg(&s),
+    )
+    .unwrap();
+    let mut st = build(&s, Executor::Timed, None).unwrap();
+    let e = run(
+        &mut st,
+        &mut [vec_source(vec![req(0.0, Op::Read, 256, 1)])],
+        &open_cfg(&s),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("at device sector 6144"), "{e}");
+    // Unspread, the same request is on the device.
+    let s = spec(&text.replace("scale_addresses = 3", "scale_addresses = 1"));
+    let mut st = build(&s, Executor::Timed, None).unwrap();
+    run(
+        &mut st,
+        &mut [vec_source(vec![req(0.0, Op::Read, 256, 1)])],
+        &open_cfg(&s),
+    )
+    .unwrap();
+    // A factor below 1, and a spread array, are errors naming the key.
+    let e = StackSpec::from_str_with(text, &["device.scale_addresses=0.5".into()], Origin::default()).unwrap_err();
+    assert!(e.to_string().contains("key `device.scale_addresses`"), "{e}");
+    let sets = ["array.raid=0".into(), "array.disks=2".into()];
+    let e = StackSpec::from_str_with(text, &sets, Origin::default()).unwrap_err();
+    assert!(e.to_string().contains("key `device.scale_addresses`"), "{e}");
+}
+
+#[test]
+fn the_feedback_reference_keeps_the_traced_addresses() {
+    // Spread by 3 on a 20,000-sector device, a read at stack sector 4096
+    // (unit 2) lands at device sector 12,288; the traced system of the
+    // feedback replay (a 5000-sector device) holds it where the trace says.
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, "timestamp,op,offset,size\n0.0,R,0,4096\n0.001,R,2097152,4096\n").unwrap();
+    let text = "tenant_map = \"ignore\"\n[replay]\nmode = \"feedback\"\nreference = \"toy:cap=5000\"\n\
+                [device]\nmodel = \"toy:cap=20000\"\nscale_addresses = 3\n";
+    let r = super::run::run(
+        &spec(text),
+        &[super::run::TraceInput::new(trace.to_string_lossy(), "csv")],
+        Executor::Timed,
+    )
+    .unwrap();
+    assert_eq!(r.requests, 2);
+}
+
+#[test]
 fn bad_keys_name_the_key() {
     let base = "tenant_map = \"ignore\"\n[[cache]]\npolicy = \"lru\"\nsize = 10\n[device]\nmodel = \"const:1\"\n";
     let err = |sets: &[&str]| {

@@ -360,6 +360,9 @@ pub fn run_timed(spec: &StackSpec, traces: &[TraceInput]) -> Result<(Report, Sta
         Some(model) => {
             let mut r = spec.clone();
             r.device.model = model.clone();
+            // The traced system holds the data where the trace says
+            // (constant occupancy spreads it over the disk studied only).
+            r.device.scale_addresses = 1.0;
             let mut reference = build(&r, Executor::Timed, survey.as_ref()).map_err(|e| match e {
                 Error::Key { file, key, message } if key == "device.model" => {
                     Error::key(file, "replay.reference", message)

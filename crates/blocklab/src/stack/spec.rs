@@ -662,6 +662,12 @@ pub struct DeviceSpec {
     /// first LBN (the outer edge of a disk); 1: all of it.
     #[serde(default = "full")]
     pub short_stroke: f64,
+    /// Constant occupancy (Hsu and Smith §5): the stack's addresses spread
+    /// by this factor (≥ 1) over the device, in 1 MiB units (unit `u` at
+    /// device unit ⌊u·factor⌋), so the data keeps its share of a disk
+    /// `factor` times larger; 1: as they are. One device only.
+    #[serde(default = "full")]
+    pub scale_addresses: f64,
 }
 
 fn full() -> f64 {
@@ -966,6 +972,19 @@ impl StackSpec {
             if self.device.wrap {
                 return Err(o.err("device.wrap", "with an [array], folding is `array.wrap`"));
             }
+            if self.device.scale_addresses != 1.0 {
+                return Err(o.err(
+                    "device.scale_addresses",
+                    "one device only: with an [array], spread addresses with `array.fit = \"scale\"`",
+                ));
+            }
+        }
+        let f = self.device.scale_addresses;
+        if !(f.is_finite() && f >= 1.0) {
+            return Err(o.err(
+                "device.scale_addresses",
+                "must be a factor of at least 1 (the device's addresses spread over a bigger disk)",
+            ));
         }
         crate::timed::sched::build(&self.device.scheduler).map_err(|e| o.err("device.scheduler", e))?;
         if self.device.satf_window == 0 {

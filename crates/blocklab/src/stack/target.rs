@@ -48,9 +48,68 @@ fn kind(op: Op) -> DiskOpKind {
     }
 }
 
+/// Sectors in a unit of `device.scale_addresses`'s spreading: 1 MiB, so
+/// runs up to 1 MiB within a unit stay contiguous on the device.
+pub const SPREAD_UNIT_SECTORS: u64 = 2048;
+
+/// The device unit that stack unit `u` lands on when addresses are spread
+/// by `factor` (≥ 1): ⌊u·factor⌋. Distinct units land on distinct units, in
+/// order.
+fn spread_unit(u: u64, factor: f64) -> u64 {
+    (u as f64 * factor).floor() as u64
+}
+
+/// `[first, first + n)` of the stack spread by `factor` onto the device
+/// (constant occupancy, `device.scale_addresses`): each 1 MiB unit of the
+/// stack's sectors lands whole on its own device unit, as (device sector,
+/// count) pieces in stack order, contiguous ones merged.
+pub fn spread(first: u64, n: u64, factor: f64) -> Vec<(u64, u64)> {
+    let mut pieces: Vec<(u64, u64)> = Vec::new();
+    let mut s = first;
+    while s < first + n {
+        let u = s / SPREAD_UNIT_SECTORS;
+        let len = (SPREAD_UNIT_SECTORS - s % SPREAD_UNIT_SECTORS).min(first + n - s);
+        let at = spread_unit(u, factor) * SPREAD_UNIT_SECTORS + s % SPREAD_UNIT_SECTORS;
+        match pieces.last_mut() {
+            Some((pat, plen)) if *pat + *plen == at => *plen += len,
+            _ => pieces.push((at, len)),
+        }
+        s += len;
+    }
+    pieces
+}
+
+/// The inverse of [`spread`] for the device sectors `[sector, sector + n)`:
+/// the stack sectors of their first part that some stack unit lands on,
+/// continued while the stack sectors stay contiguous; `None`: no stack
+/// unit lands there (the gaps the spreading leaves).
+pub fn unspread(sector: u64, n: u64, factor: f64) -> Option<(u64, u64)> {
+    let stack_unit = |c: u64| {
+        let u = (c as f64 / factor).ceil() as u64;
+        [u.saturating_sub(1), u, u + 1]
+            .into_iter()
+            .find(|&v| spread_unit(v, factor) == c)
+    };
+    let mut out: Option<(u64, u64)> = None;
+    let mut d = sector;
+    while d < sector + n {
+        let c = d / SPREAD_UNIT_SECTORS;
+        let len = (SPREAD_UNIT_SECTORS - d % SPREAD_UNIT_SECTORS).min(sector + n - d);
+        match (stack_unit(c), out.as_mut()) {
+            (Some(u), Some((f, m))) if *f + *m == u * SPREAD_UNIT_SECTORS + d % SPREAD_UNIT_SECTORS => *m += len,
+            (Some(_), Some(_)) => break,
+            (Some(u), None) => out = Some((u * SPREAD_UNIT_SECTORS + d % SPREAD_UNIT_SECTORS, len)),
+            (None, Some(_)) => break,
+            (None, None) => {}
+        }
+        d += len;
+    }
+    out
+}
+
 /// The plan of one request on one disk addressed in sectors: an operation
 /// per non-empty piece (one, or two when the range was folded).
-pub(crate) fn sector_plan(disk: u32, op: Op, pieces: [(u64, u64); 2], cause: Cause) -> IoPlan {
+pub(crate) fn sector_plan(disk: u32, op: Op, pieces: impl IntoIterator<Item = (u64, u64)>, cause: Cause) -> IoPlan {
     let mut p = IoPlan::default();
     for (at, n) in pieces.into_iter().filter(|&(_, n)| n > 0) {
         p.push(
@@ -75,6 +134,9 @@ pub struct SingleDisk<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> {
     pub wrap: bool,
     /// Sectors per stack block (for I/O that comes as blocks).
     spb: u64,
+    /// Constant occupancy: the stack's addresses spread by this factor
+    /// ([`spread`]); `None`: as they are.
+    spread: Option<f64>,
     ledger: CountExecutor,
 }
 
@@ -94,8 +156,19 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> SingleDisk<F> {
             capacity,
             wrap,
             spb: (block_size / 512).max(1),
+            spread: None,
             ledger: CountExecutor::new(1),
         })
+    }
+
+    /// Spread the stack's addresses by `factor` (≥ 1) over the device:
+    /// the data keeps its share of a disk `factor` times larger (Hsu and
+    /// Smith's constant occupancy). 1: unchanged.
+    pub fn spread_by(mut self, factor: f64) -> Self {
+        if factor != 1.0 {
+            self.spread = Some(factor);
+        }
+        self
     }
 
     /// Capacity in sectors.
@@ -134,19 +207,30 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for SingleDisk<F> {
                 count
             )));
         }
-        let pieces = if first + count > self.capacity {
-            if !self.wrap {
-                return Err(Error::config(format!(
-                    "request at byte offset {} ({count} sectors) is beyond the device's {} sectors \
-                     (use --wrap, or `wrap = true` in a stack file, to fold addresses)",
-                    first * 512,
-                    self.capacity
-                )));
-            }
-            fold(first, count, self.capacity)
-        } else {
-            [(first, count), (0, 0)]
+        let spread_pieces = match self.spread {
+            Some(f) => spread(first, count, f),
+            None => vec![(first, count)],
         };
+        let mut pieces = Vec::with_capacity(spread_pieces.len());
+        for (at, n) in spread_pieces {
+            if at + n > self.capacity {
+                if !self.wrap {
+                    let spread = match self.spread {
+                        Some(f) => format!(" (at device sector {at}: addresses spread by {f})"),
+                        None => String::new(),
+                    };
+                    return Err(Error::config(format!(
+                        "request at byte offset {} ({count} sectors){spread} is beyond the device's {} sectors \
+                         (use --wrap, or `wrap = true` in a stack file, to fold addresses)",
+                        first * 512,
+                        self.capacity
+                    )));
+                }
+                pieces.extend(fold(at, n, self.capacity));
+            } else {
+                pieces.push((at, n));
+            }
+        }
         let p = sector_plan(0, io.op, pieces, io.cause);
         self.ledger.run(&p);
         Ok(p)
@@ -161,6 +245,10 @@ impl<F: Fn() -> Result<Box<dyn DeviceModel>> + Send> Target for SingleDisk<F> {
     }
 
     fn blocks_of(&self, _disk: usize, sector: u64, sectors: u64) -> Option<(u64, u64)> {
+        let (sector, sectors) = match self.spread {
+            Some(f) => unspread(sector, sectors, f)?,
+            None => (sector, sectors),
+        };
         let first = sector.div_ceil(self.spb);
         let end = ((sector + sectors).min(self.capacity) / self.spb).min(self.capacity / self.spb);
         (end > first).then_some((first, end - first))
@@ -700,5 +788,47 @@ pub fn cause_name(c: Cause) -> &'static str {
         Cause::ParityUpdate => "parity-update",
         Cause::Rebuild => "rebuild",
         Cause::Destage => "destage",
+    }
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::{spread, unspread, SPREAD_UNIT_SECTORS as U};
+
+    #[test]
+    fn units_land_whole_on_their_spread_units() {
+        // Factor 2.5: stack units 0, 1, 2, 3 land on device units 0, 2, 5, 7.
+        assert_eq!(spread(10, 8, 2.5), vec![(10, 8)]);
+        assert_eq!(spread(U + 5, 8, 2.5), vec![(2 * U + 5, 8)]);
+        assert_eq!(spread(3 * U, 1, 2.5), vec![(7 * U, 1)]);
+        // A request across the unit 0 / unit 1 boundary: two pieces.
+        assert_eq!(spread(U - 8, 20, 2.5), vec![(U - 8, 8), (2 * U, 12)]);
+        // Factor 1 changes nothing: one piece across units.
+        assert_eq!(spread(U - 8, 3 * U, 1.0), vec![(U - 8, 3 * U)]);
+        // Back: device unit 2 is stack unit 1; device unit 1 is a gap.
+        assert_eq!(unspread(2 * U + 5, 8, 2.5), Some((U + 5, 8)));
+        assert_eq!(unspread(U, 100, 2.5), None);
+        // From a gap into unit 2: only the mapped part.
+        assert_eq!(unspread(2 * U - 50, 150, 2.5), Some((U, 100)));
+    }
+
+    #[test]
+    fn unspread_inverts_spread_piece_by_piece() {
+        // Brute force over starts, lengths and factors: each piece maps
+        // back to exactly the stack sectors it came from.
+        for f in [1.0, 1.5, 2.0, 3.7, 12.7] {
+            for first in (0..6 * U).step_by(331) {
+                for n in [1, 8, 300, U + 7] {
+                    let mut s = first;
+                    for (at, len) in spread(first, n, f) {
+                        let back = unspread(at, len, f).unwrap();
+                        // Merged pieces (factor 1) come back whole too.
+                        assert_eq!(back, (s, len), "f {f} first {first} n {n}");
+                        s += len;
+                    }
+                    assert_eq!(s, first + n);
+                }
+            }
+        }
     }
 }

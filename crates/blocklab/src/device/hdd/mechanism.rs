@@ -87,6 +87,8 @@ impl Hdd {
             };
             let end = if reading && self.p.zero_latency {
                 self.zero_latency_run(t, &ph, run, |k, at| each(i + k, at))
+            } else if !reading && self.p.zero_latency_writes {
+                self.write_on_arrival_run(t, &ph, run, write, i, |k, at| each(i + k, at))
             } else {
                 let (start, _) = self.access(t, &ph, write);
                 if self.split_on {
@@ -143,6 +145,53 @@ impl Hdd {
                 k + ph.spt as u64 - first
             };
             let at = start + (order + 1) as f64 * st;
+            end = end.max(at);
+            each(k, at);
+        }
+        if self.split_on {
+            self.split.seek_ms += pos;
+            self.split.transfer_ms += run as f64 * st;
+            self.split.rotation_ms += end - t1 - run as f64 * st;
+        }
+        self.head = Head {
+            cyl: ph.cyl,
+            head: ph.head,
+        };
+        end
+    }
+
+    /// A zero-latency (write-on-arrival) write of the `run` sectors from
+    /// `ph` on one track, from time `t`: each sector is written the first
+    /// time its leading edge passes under the head once the head is on the
+    /// track and the sector's data is in the buffer (`write_data`: sector
+    /// `offset + k` of the request arrives over the bus by
+    /// `t0 + (offset + k + 1)·bus`; none: all of it is there), whatever
+    /// the LBN order. A full track then costs one revolution from any
+    /// angle. Calls `each(k, end_time)` for k = 0..run in order; returns
+    /// when the last sector is written.
+    fn write_on_arrival_run(
+        &mut self,
+        t: f64,
+        ph: &Phys,
+        run: u64,
+        write: bool,
+        offset: u64,
+        mut each: impl FnMut(u64, f64),
+    ) -> f64 {
+        let pos = self.position(self.head, ph, write);
+        let t1 = t + pos;
+        let st = self.period / ph.spt as f64;
+        let mut end = t1;
+        for k in 0..run {
+            let from = match self.write_data {
+                Some((t0, bus)) => t1.max(t0 + (offset + k + 1) as f64 * bus),
+                None => t1,
+            };
+            let sector = Phys {
+                angle: rem_euclid(ph.angle + k as f64, ph.spt as f64),
+                ..*ph
+            };
+            let at = from + self.rotation_wait(from, &sector) + st;
             end = end.max(at);
             each(k, at);
         }
@@ -233,5 +282,79 @@ mod zero_latency_tests {
         };
         let sw = drive(true).service(2.0, &w);
         assert!((sw - 11.0).abs() < 1e-9, "{sw}");
+    }
+}
+
+#[cfg(test)]
+mod write_on_arrival_tests {
+    use super::super::tests::simple_drive;
+    use crate::array::plan::DiskOpKind;
+    use crate::device::{DevRequest, DeviceModel};
+
+    /// The simple drive (10 ms a revolution, 100 sectors a track, sector s
+    /// of track 0 at angle s, no overheads, write-through) with zero-latency
+    /// writes on or off and `bus` ms per sector on the bus.
+    fn drive(zero: bool, bus: f64) -> super::super::Hdd {
+        let mut d = simple_drive();
+        d.p.zero_latency_writes = zero;
+        d.p.bus_write_ms = bus;
+        d
+    }
+
+    fn write(lbn: u64, sectors: u32) -> DevRequest {
+        DevRequest {
+            kind: DiskOpKind::Write,
+            lbn,
+            sectors,
+        }
+    }
+
+    #[test]
+    fn a_full_track_write_on_arrival_takes_one_revolution() {
+        // Data in at once: from any angle on a sector boundary, 10 ms.
+        for t in [2.0, 5.0, 9.9] {
+            let s = drive(true, 0.0).service(t, &write(0, 100));
+            assert!((s - 10.0).abs() < 1e-9, "at {t}: {s}");
+        }
+        // In LBN order the write at angle 20 waits 8 ms for sector 0: 18 ms.
+        assert!((drive(false, 0.0).service(2.0, &write(0, 100)) - 18.0).abs() < 1e-9);
+        // Sectors 10..30 at angle 20: 20..30 by 3.0, then 10..20 by 12.0
+        // (10 ms), against 9 ms to sector 10 plus 2 ms in order; the
+        // split: 2 ms transfer, 8 ms rotation.
+        let mut z = drive(true, 0.0);
+        assert!((z.service(2.0, &write(10, 20)) - 10.0).abs() < 1e-9);
+        let sp = z.last_split().unwrap();
+        assert!((sp.transfer_ms - 2.0).abs() < 1e-9 && (sp.rotation_ms - 8.0).abs() < 1e-9);
+        assert!((drive(false, 0.0).service(2.0, &write(10, 20)) - 11.0).abs() < 1e-9);
+        // Reads are not affected.
+        let r = DevRequest {
+            kind: DiskOpKind::Read,
+            ..write(10, 20)
+        };
+        assert!((drive(true, 0.0).service(2.0, &r) - 11.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_sector_is_written_on_arrival_only_once_its_data_is_in() {
+        // The bus as fast as the media (0.1 ms a sector): the stream can
+        // start at 0.1 ms (angle 1), but sector k's data is in at
+        // 0.1·(k+1), just after its leading edge passed (0.1·k): every
+        // sector waits for its next pass, as sector 0 does in order. A full
+        // track written from t = 0 ends at 20.0 either way.
+        assert!((drive(true, 0.1).service(0.0, &write(0, 100)) - 20.0).abs() < 1e-9);
+        assert!((drive(false, 0.1).service(0.0, &write(0, 100)) - 20.0).abs() < 1e-9);
+        // A slower bus (0.2 ms a sector): in order the stream starts at
+        // 20.0 − 9.9 = 10.1 (angle 1), sector 0 comes round at 20.0: 30.0.
+        // On arrival sectors 1..98 go at 10.1..19.9 and sector 0 at 20.0,
+        // but sector 99's data (in at 20.0) misses its pass at 19.9: 30.0.
+        assert!((drive(true, 0.2).service(0.0, &write(0, 100)) - 30.0).abs() < 1e-9);
+        assert!((drive(false, 0.2).service(0.0, &write(0, 100)) - 30.0).abs() < 1e-9);
+        // Half a track from several angles with that bus: on arrival is
+        // never later than in order.
+        for lbn in [0, 30, 50, 70] {
+            let on = drive(true, 0.2).service(5.0, &write(lbn, 50));
+            let off = drive(false, 0.2).service(5.0, &write(lbn, 50));
+            assert!(on <= off + 1e-9, "lbn {lbn}: {on} > {off}");
+        }
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! The parts, one file each: `seek` (seek curves), `layout` (LBN to
 //! cylinder, surface, sector and angle), `mechanism` (positioning, rotation,
-//! media transfer, zero-latency reads), `cache` (buffer segments,
+//! media transfer, zero-latency reads and writes), `cache` (buffer segments,
 //! read-ahead, write-back) and `trackbuf` (the track buffer).
 //! This module holds the drive's parameters and state and serves requests
 //! with those parts.
@@ -75,6 +75,10 @@ pub struct HddParams {
     /// starts with whichever of them first comes under the head (DiskSim's
     /// "Immediate buffer read").
     pub zero_latency: bool,
+    /// Zero-latency (write-on-arrival) writes: a write's sectors on a track
+    /// are written in the order they come under the head, each once its
+    /// data is in the buffer (DiskSim's "Immediate buffer write").
+    pub zero_latency_writes: bool,
     /// Tracks held by the track buffer (`trackbuf`); 0: none.
     pub track_buffer_tracks: u32,
 }
@@ -114,6 +118,10 @@ pub struct Hdd {
     /// A read miss's scratch list of when each sector is buffered, kept
     /// between requests so that a read allocates nothing.
     ready: Vec<f64>,
+    /// A write-through write's data phase while its media write runs: the
+    /// first sector's data starts crossing the bus at `.0`, each takes `.1`
+    /// ms (when writing on arrival may write each sector).
+    write_data: Option<(f64, f64)>,
 }
 
 impl Hdd {
@@ -146,6 +154,7 @@ impl Hdd {
             idle_on_track: None,
             writing: false,
             ready: Vec::new(),
+            write_data: None,
             p,
         })
     }
@@ -314,7 +323,9 @@ impl Hdd {
         };
         self.split.seek_ms += pos;
         self.split_on = true;
+        self.write_data = Some((data_t0, bus));
         let end = self.media(ready, lbn, n, false, |_, _| {});
+        self.write_data = None;
         self.split_on = false;
         self.mech_free = end;
         self.head_wrote = true;
@@ -429,6 +440,7 @@ mod tests {
                 ..CacheParams::off()
             },
             zero_latency: false,
+            zero_latency_writes: false,
             track_buffer_tracks: 0,
         })
         .unwrap()
