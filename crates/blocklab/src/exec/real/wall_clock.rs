@@ -264,8 +264,7 @@ impl Clock for WallClock<'_> {
         }
     }
 
-    fn end(&mut self, ended: Ended) -> Result<()> {
-        let _ = ended;
+    fn end(&mut self, _ended: Ended) -> Result<()> {
         debug_assert!(self.in_flight == 0);
         Ok(())
     }
