@@ -36,7 +36,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use super::control::server_of;
-use super::wall_clock::{with_pool, Port, Served};
+use super::wall_clock::{with_pool, Port, Served, WallClock};
 use super::{OpenConfig, RealArray};
 use crate::error::{Error, Result};
 use crate::exec::discipline::{self, Discipline, Source, ISSUE_WINDOW, REPLAYS};
@@ -517,7 +517,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
             Discipline::Closed { outstanding, .. } => outstanding * streams,
             _ => opts.threads,
         };
-        let ports = (0..workers)
+        let mut ports = (0..workers)
             .map(|_| target.conn().map(|c| Box::new(c) as Box<dyn Port + Send>))
             .collect::<Result<Vec<_>>>()?;
         let mut sources: Vec<Source> = readers
@@ -548,6 +548,12 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
             }
             totals.record(s);
         };
+        if let [port] = ports.as_mut_slice() {
+            // One worker: the issuer serves each request itself, without a
+            // hand-off to a thread and back (closed with one outstanding).
+            let mut clock = WallClock::inline(&mut **port, &mut record);
+            return discipline::replay(&mut clock, &mut sources, &discipline);
+        }
         with_pool(ports, &mut record, |clock| {
             discipline::replay(clock, &mut sources, &discipline)
         })

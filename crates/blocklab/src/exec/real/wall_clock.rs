@@ -6,11 +6,14 @@
 //! Requests are served either by a pool of worker threads, each with a
 //! [`Port`] of its own (an array, locally or over NBD: several in flight),
 //! or inline by the issuer itself (a stack, which serves one request at a
-//! time). Times are ns since the pass began. A wake is handed out when its
-//! time has come, with the time it was asked for; a request issued then is
-//! *due* at that time, and its response time runs from it, so time spent
-//! late (waiting for a free worker, or for the issuer) counts, as queueing
-//! does in the timed executor. A completion carries the time its worker saw
+//! time; an array replayed with one worker). Times are ns since the pass
+//! began. A wake is handed out when its time has come, with the time it was
+//! asked for; a request issued then is *due* at that time, and its response
+//! time runs from it, so time spent late (waiting for a free worker, or for
+//! the issuer) counts, as queueing does in the timed executor. A request
+//! issued on a completion (closed loop, no think time) waits for nothing:
+//! its response time runs from when it is served (its worker takes it), so
+//! the hand-off is not counted. A completion carries the time its worker saw
 //! it end.
 
 use std::cmp::Reverse;
@@ -48,7 +51,8 @@ const QUEUE: usize = 4096;
 struct Job {
     tag: u64,
     req: Request,
-    due: Instant,
+    /// `None`: due when served.
+    due: Option<Instant>,
 }
 
 struct Completion {
@@ -76,6 +80,8 @@ pub(super) struct WallClock<'p> {
     t0: Instant,
     /// The time of the event being handled (what an issue is due at).
     now: Ns,
+    /// That event is a wake (else a completion, or the pass's start).
+    on_wake: bool,
     seq: u64,
     /// (time, order asked, token).
     wakes: BinaryHeap<Reverse<(Ns, u64, u64)>>,
@@ -92,6 +98,7 @@ impl<'p> WallClock<'p> {
             measuring: false,
             t0: Instant::now(),
             now: 0,
+            on_wake: false,
             seq: 0,
             wakes: BinaryHeap::new(),
             done: BinaryHeap::new(),
@@ -171,6 +178,7 @@ pub(super) fn with_pool<R>(
                 loop {
                     let job = jobs_rx.lock().unwrap().recv();
                     let Ok(Job { tag, req, due }) = job else { break };
+                    let due = due.unwrap_or_else(Instant::now);
                     let ok = port.serve(&req, &mut buf);
                     let end = Instant::now();
                     if done_tx.send(Completion { tag, req, due, end, ok }).is_err() {
@@ -198,6 +206,7 @@ impl Clock for WallClock<'_> {
         self.measuring = pass == Pass::Measured;
         self.t0 = Instant::now();
         self.now = 0;
+        self.on_wake = false;
         Ok(())
     }
 
@@ -207,9 +216,10 @@ impl Clock for WallClock<'_> {
     }
 
     fn issue(&mut self, req: &Request, _base: f64, tag: u64) -> Result<()> {
-        let due = self.t0 + Duration::from_nanos(self.now);
+        let due = self.on_wake.then(|| self.t0 + Duration::from_nanos(self.now));
         match &mut self.servers {
             Servers::Inline(port) => {
+                let due = due.unwrap_or_else(Instant::now);
                 let mut buf = Vec::new();
                 let ok = port.serve(req, &mut buf);
                 let end = Instant::now();
@@ -242,12 +252,12 @@ impl Clock for WallClock<'_> {
             match (wake, done) {
                 (Some(w), d) if w <= elapsed && d.is_none_or(|d| w < d) => {
                     let Reverse((time, _, token)) = self.wakes.pop().expect("peeked");
-                    self.now = time;
+                    (self.now, self.on_wake) = (time, true);
                     return Ok(Some(Event::Wake { time, token }));
                 }
                 (_, Some(_)) => {
                     let Reverse((time, _, tag)) = self.done.pop().expect("peeked");
-                    self.now = time;
+                    (self.now, self.on_wake) = (time, false);
                     return Ok(Some(Event::Done { time, tag }));
                 }
                 (None, None) if self.in_flight == 0 => return Ok(None),

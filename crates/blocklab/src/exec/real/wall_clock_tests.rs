@@ -165,3 +165,36 @@ fn feedback_runs_two_passes_and_records_the_second() {
     assert_eq!(seen.lock().unwrap().len(), 16);
     assert_eq!(served, 8);
 }
+
+/// A stack replayed here takes closed with a think time (served inline, one
+/// at a time) and refuses feedback in one line: its first pass would warm
+/// the caches the second measures.
+#[test]
+fn a_stack_replays_closed_with_think_time_and_refuses_feedback() {
+    use crate::exec::real::replay::ReplayOptions;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(
+        &file,
+        "tenant_map = \"ignore\"\n[[cache]]\npolicy = \"lru\"\nsize = 16\nwrite = \"back\"\n\
+         [array]\nraid = \"raid5\"\ndisks = 4\nchunk = \"16KiB\"\n[device]\nmodel = \"const:1\"\n",
+    )
+    .unwrap();
+    let d = dir.path().join("arr");
+    super::super::stack::create_stack(&d, &file, Some(4 << 20), false, &[]).unwrap();
+    let tr = dir.path().join("t.csv");
+    std::fs::write(&tr, "0.001,W,0,4096\n0.002,R,0,4096\n0.003,R,8192,4096\n").unwrap();
+    let mut o = ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        think_ms: 0.1,
+        ..Default::default()
+    };
+    let r = super::super::stack_replay::replay_dir(&d, &o).unwrap();
+    assert_eq!(r["real"]["replay"], "closed", "{r}");
+    assert_eq!(r["layers"][0]["hits"].as_u64(), Some(1), "{r}");
+    o.replay = "feedback".into();
+    let e = super::super::stack_replay::replay_dir(&d, &o).unwrap_err().to_string();
+    assert!(e.contains("feedback") && !e.contains('\n'), "{e}");
+}
