@@ -342,6 +342,30 @@ def test_replay_reports_the_timed_schema(tmp_path):
     assert r["wall_s"] >= 0.399 / 4
 
 
+def test_replay_runs_the_timed_executors_disciplines(tmp_path):
+    """`real replay` runs the disciplines the timed executor runs (one code,
+    exec/discipline.rs): closed with a think time keeps the trace's order with
+    one outstanding (the log shows it), and Hsu-Smith feedback reports its
+    measured pass."""
+    d = make_array(tmp_path, "arr", "5", 4, "2MiB", "64KiB")
+    tr = tmp_path / "t.csv"
+    rows = ["timestamp,op,offset,size"] + [
+        f"{i * 0.0005:.4f},{'W' if i % 4 == 0 else 'R'},{(i * 37 % 400) * 4096},4096" for i in range(60)]
+    tr.write_text("\n".join(rows) + "\n")
+    log = tmp_path / "closed.log"
+    r = js("real", "replay", d, "--trace", tr, "--format", "csv", "--replay", "closed", "--think-ms", "0.2",
+           "--log", log)
+    assert (r["replay"], r["requests"], r["errors"]) == ("closed", 60, 0)
+    offsets = [int(line.split(",")[2]) // 4096 for line in log.read_text().splitlines()[1:]]
+    assert offsets == [i * 37 % 400 for i in range(60)]
+    r = js("real", "replay", d, "--trace", tr, "--format", "csv", "--replay", "feedback", "--window", "4",
+           "--infinitely-fast")
+    assert (r["replay"], r["requests"], r["writes"], r["errors"]) == ("feedback", 60, 15, 0)
+    bad = run("real", "replay", d, "--trace", tr, "--format", "csv", "--replay", "closed", "--think-ms", "-1",
+              check=False)
+    assert bad.returncode == 2 and "think time" in bad.stderr and "Traceback" not in bad.stderr, bad.stderr
+
+
 def test_integrity_cut(tmp_path):
     r = js("real", "integrity", "--rounds", "240", "--seed", "2", "--dir", tmp_path / "scratch")
     assert r["rounds"] == 240 and r["nbd_rounds"] == 60

@@ -217,7 +217,7 @@ fn real_rebuild(
 #[pyfunction]
 #[pyo3(signature = (dir, traces, format="auto", replay="open", speedup=1.0, outstanding=1, threads=32,
     direct=true, wrap=false, limit=0, skip_bad=false, sort_window=None, start_dirty_degraded=false, skip=0,
-    log=None))]
+    log=None, think_ms=0.0, window=64, infinitely_fast=false))]
 #[allow(clippy::too_many_arguments)]
 fn real_replay(
     py: Python<'_>,
@@ -236,10 +236,16 @@ fn real_replay(
     start_dirty_degraded: bool,
     skip: u64,
     log: Option<String>,
+    think_ms: f64,
+    window: usize,
+    infinitely_fast: bool,
 ) -> PyResult<String> {
     let o = ReplayOptions {
         skip,
         log,
+        think_ms,
+        window,
+        infinitely_fast,
         traces,
         format: format.into(),
         skip_bad,

@@ -329,10 +329,13 @@ def replay(
     dir: Path = DirArg,
     trace: List[Path] = typer.Option(..., "--trace", "-t", help="Trace file; repeat for several independent streams. On a stack: merged by time as `blocklab run` merges them, each request to the volume (export) of its trace's tenant column."),
     format: str = FormatOpt,
-    replay: str = typer.Option("open", "--replay", help="open (trace times) or closed (N outstanding per stream)."),
-    speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X."),
+    replay: str = typer.Option("open", "--replay", help="open (trace times), closed (N outstanding per stream) or feedback (Hsu-Smith; not on a stack): the timed executor's disciplines."),
+    speedup: float = typer.Option(1.0, "--speedup", help="open: divide trace times by X; feedback: processor speed-up n."),
     outstanding: int = typer.Option(1, "--outstanding", help="closed: requests in flight per stream."),
-    threads: int = typer.Option(32, "--threads", help="open: worker threads (requests in flight at most)."),
+    think: float = typer.Option(0.0, "--think-ms", help="closed: think time between a completion and the stream's next issue (ms)."),
+    infinitely_fast: bool = typer.Option(False, "--infinitely-fast", help="feedback: replace each think time x by x[1-f(x)]."),
+    window: int = typer.Option(64, "--window", help="feedback: issue window (requests) per stream."),
+    threads: int = typer.Option(32, "--threads", help="open, feedback: worker threads (requests in flight at most)."),
     direct: bool = typer.Option(True, "--direct/--no-direct", help="O_DIRECT on the member files where the file system allows."),
     wrap: bool = typer.Option(False, "--wrap", help="Fold offsets past the array's end back into it."),
     limit: int = typer.Option(0, "--limit", help="Stop after this many requests per stream (0: all; counted after --skip)."),
@@ -359,7 +362,8 @@ def replay(
                                      wrap=wrap, limit=limit, skip_bad=skip_bad,
                                      sort_window=sort_window(sort, sort_window_s),
                                      start_dirty_degraded=start_dirty_degraded, skip=skip,
-                                     log=str(log) if log else None))
+                                     log=str(log) if log else None, think_ms=think, window=window,
+                                     infinitely_fast=infinitely_fast))
     if json_out:
         print_json(r)
         return

@@ -1,7 +1,7 @@
 //! Timed simulation: a deterministic discrete-event engine, device queues
 //! with their schedulers, the executor that runs I/O plans in time, the
-//! trace-replay disciplines (open, closed, Hsu–Smith feedback) and the
-//! metrics of a run.
+//! clock the trace-replay disciplines (open, closed, Hsu–Smith feedback;
+//! `exec::discipline`) run over in simulated time, and the metrics of a run.
 
 pub mod disk_run;
 pub mod engine;

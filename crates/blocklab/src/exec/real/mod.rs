@@ -48,6 +48,7 @@ pub mod tier_journal;
 pub mod tier_store;
 pub mod trim;
 mod uring;
+mod wall_clock;
 
 #[cfg(test)]
 mod identity_tests;

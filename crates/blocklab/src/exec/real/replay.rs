@@ -3,12 +3,23 @@
 //! p95, p99, max in ms, and the same for reads and writes), so that a
 //! simulated and a real run of the same stack can be set side by side.
 //!
+//! The disciplines are the timed executor's (`exec::discipline`), run over
+//! the wall clock (`wall_clock.rs`):
+//!
 //! * **open** — each request is due at its trace time (from the stream's
-//!   first request) divided by `speedup`; a pool of `threads` workers issues
+//!   first request) divided by `speedup`; a pool of `threads` workers serves
 //!   them, and a response time runs from the due time, so time spent
 //!   waiting for a free worker counts, as queueing does in the timed engine.
-//! * **closed** — `outstanding` requests per stream in flight, each
-//!   completion issuing the stream's next request at once.
+//! * **closed** — `outstanding` requests per stream in flight (as many
+//!   workers), each completion issuing the stream's next request after
+//!   `think_ms` (0: at once).
+//! * **feedback** — Hsu–Smith: a first open pass at the trace's own times
+//!   on the same array gives each request its parent and think time; the
+//!   measured pass issues it a think time after its parent completed
+//!   (`speedup` is then the processor speed-up n, `infinitely_fast` its
+//!   limit), within an issue window of `window` requests per stream, on
+//!   `threads` workers. The trace is read twice; only the second pass is
+//!   reported (and logged).
 //!
 //! Each trace is one independent stream. Writes carry a pattern derived from
 //! their offset. Requests the array cannot serve (too many failed members)
@@ -19,18 +30,20 @@
 //! file system allows it.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::control::server_of;
+use super::wall_clock::{with_pool, Port, Served, WallClock};
 use super::{OpenConfig, RealArray};
 use crate::error::{Error, Result};
+use crate::exec::discipline::{self, Discipline, Source, ISSUE_WINDOW, REPLAYS};
 use crate::nbd::client::Client;
 use crate::timed::latency::Latencies;
-use crate::trace::{self, Op, Request, TraceOptions};
+use crate::trace::order::Reordered;
+use crate::trace::{self, Op, Request, TraceOptions, TraceReader};
 
 /// `real replay` settings.
 #[derive(Debug, Clone)]
@@ -38,12 +51,21 @@ pub struct ReplayOptions {
     pub traces: Vec<String>,
     pub format: String,
     pub skip_bad: bool,
-    /// `open` or `closed`.
+    /// `open`, `closed` or `feedback`.
     pub replay: String,
+    /// Open loop: trace times are divided by it; feedback: the processor
+    /// speed-up n.
     pub speedup: f64,
     /// Closed loop: requests in flight per stream.
     pub outstanding: usize,
-    /// Open loop: worker threads (requests in flight at most).
+    /// Closed loop: ms between a completion and the stream's next issue.
+    pub think_ms: f64,
+    /// Feedback: the issue window per stream.
+    pub window: usize,
+    /// Feedback: an infinitely fast processor (each think time x becomes
+    /// x[1 − f(x)]) instead of `speedup`.
+    pub infinitely_fast: bool,
+    /// Open loop and feedback: worker threads (requests in flight at most).
     pub threads: usize,
     pub direct: bool,
     /// Fold offsets past the array's end back into it.
@@ -65,21 +87,22 @@ pub struct ReplayOptions {
 }
 
 impl ReplayOptions {
-    /// Whether the replay is open loop (`open`) or closed (`closed`), with a
-    /// speed-up that makes sense for it.
-    pub fn open_loop(&self) -> Result<bool> {
-        let open = match self.replay.to_ascii_lowercase().as_str() {
-            "open" => true,
-            "closed" => false,
-            other => return Err(Error::unknown("replay discipline", other, &["open", "closed"])),
+    /// The discipline asked for, checked.
+    pub fn discipline(&self) -> Result<Discipline> {
+        let d = match self.replay.to_ascii_lowercase().as_str() {
+            "open" => Discipline::Open { speedup: self.speedup },
+            "closed" => Discipline::Closed {
+                outstanding: self.outstanding,
+                think_ms: self.think_ms,
+            },
+            "feedback" => Discipline::Feedback {
+                cpu_speedup: (!self.infinitely_fast).then_some(self.speedup),
+                window: self.window,
+            },
+            other => return Err(Error::unknown("replay discipline", other, REPLAYS)),
         };
-        if open && !(self.speedup.is_finite() && self.speedup > 0.0) {
-            return Err(Error::config(format!(
-                "speed-up must be a positive number, got {}",
-                self.speedup
-            )));
-        }
-        Ok(open)
+        d.check()?;
+        Ok(d)
     }
 
     /// Whether a stream's request `i` (counted from its first, skipped ones
@@ -120,6 +143,9 @@ impl Default for ReplayOptions {
             replay: "open".into(),
             speedup: 1.0,
             outstanding: 1,
+            think_ms: 0.0,
+            window: ISSUE_WINDOW,
+            infinitely_fast: false,
             threads: 32,
             direct: true,
             wrap: false,
@@ -177,27 +203,14 @@ pub struct ReplayReport {
 
 /// Response times of one class, as the timed executor takes them
 /// (`timed::latency`: exact percentiles for small runs, within [min, max]).
-struct Lat(Latencies);
-
-impl Lat {
-    fn new() -> Lat {
-        Lat(Latencies::new())
-    }
-    fn record(&mut self, ns: u64) {
-        self.0.record(ns);
-    }
-    fn add(&mut self, o: &Lat) {
-        self.0.merge(&o.0);
-    }
-    fn summary(&self) -> Summary {
-        let q = self.0.quantiles_ms(&[0.50, 0.95, 0.99]);
-        Summary {
-            avg_ms: self.0.mean_ms(),
-            p50_ms: q[0],
-            p95_ms: q[1],
-            p99_ms: q[2],
-            max_ms: self.0.max_ms(),
-        }
+fn summary(l: &Latencies) -> Summary {
+    let q = l.quantiles_ms(&[0.50, 0.95, 0.99]);
+    Summary {
+        avg_ms: l.mean_ms(),
+        p50_ms: q[0],
+        p95_ms: q[1],
+        p99_ms: q[2],
+        max_ms: l.max_ms(),
     }
 }
 
@@ -235,13 +248,119 @@ impl Conn {
     }
 }
 
-/// Totals shared by the workers.
+/// A worker's connection serves the requests it is handed.
+impl Port for Conn {
+    fn serve(&mut self, req: &Request, buf: &mut Vec<u8>) -> bool {
+        buf.clear();
+        buf.resize(req.len as usize, 0);
+        if req.op == Op::Write {
+            pattern(buf, req.offset);
+        }
+        self.issue(req.op, req.offset, buf)
+    }
+}
+
+/// What the measured pass's requests add up to.
+#[derive(Default)]
 struct Totals {
-    all: Mutex<(Lat, Lat)>,
-    requests: AtomicU64,
-    errors: AtomicU64,
-    bytes_read: AtomicU64,
-    bytes_written: AtomicU64,
+    reads: Latencies,
+    writes: Latencies,
+    requests: u64,
+    errors: u64,
+    bytes_read: u64,
+    bytes_written: u64,
+}
+
+impl Totals {
+    fn record(&mut self, s: &Served) {
+        self.requests += 1;
+        if !s.ok {
+            self.errors += 1;
+            return;
+        }
+        match s.req.op {
+            Op::Read => {
+                self.bytes_read += s.req.len;
+                self.reads.record(s.response_ns);
+            }
+            Op::Write => {
+                self.bytes_written += s.req.len;
+                self.writes.record(s.response_ns);
+            }
+        }
+    }
+}
+
+/// A stream cut by `--skip` / `--limit`: request `i` of the trace (counted
+/// from its first) is left out below `skip` and ends the stream at
+/// `skip + limit`; an error in a skipped request still stops the replay.
+pub(super) struct Cut<I> {
+    it: I,
+    i: u64,
+    skip: u64,
+    limit: u64,
+    ended: bool,
+}
+
+impl<I> Cut<I> {
+    pub(super) fn new(it: I, opts: &ReplayOptions) -> Self {
+        Cut {
+            it,
+            i: 0,
+            skip: opts.skip,
+            limit: opts.limit,
+            ended: false,
+        }
+    }
+}
+
+impl<T, I: Iterator<Item = Result<T>>> Iterator for Cut<I> {
+    type Item = Result<T>;
+    fn next(&mut self) -> Option<Result<T>> {
+        while !self.ended {
+            let Some(r) = self.it.next() else { break };
+            let i = self.i;
+            self.i += 1;
+            if self.limit > 0 && i >= self.skip.saturating_add(self.limit) {
+                break;
+            }
+            match r {
+                Ok(_) if i < self.skip => continue,
+                r => return Some(r),
+            }
+        }
+        self.ended = true;
+        None
+    }
+}
+
+/// A trace reader that leaves what its reorder moved (`--sort`) in `sink`
+/// when it is dropped, however far it was read.
+pub(super) struct Reorders {
+    reader: TraceReader,
+    sink: Arc<Mutex<Option<Reordered>>>,
+}
+
+impl Reorders {
+    pub(super) fn new(reader: TraceReader, sink: &Arc<Mutex<Option<Reordered>>>) -> Self {
+        Reorders {
+            reader,
+            sink: sink.clone(),
+        }
+    }
+}
+
+impl Iterator for Reorders {
+    type Item = Result<Request>;
+    fn next(&mut self) -> Option<Result<Request>> {
+        self.reader.next()
+    }
+}
+
+impl Drop for Reorders {
+    fn drop(&mut self) {
+        *self.sink.lock().unwrap() = self.reader.reordered();
+    }
 }
 
 /// `--log`: one line per request, `issued_unix_s,op,offset,bytes,response_ms,ok`
@@ -348,43 +467,6 @@ fn pattern(buf: &mut [u8], offset: u64) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_one(
-    conn: &mut Conn,
-    op: Op,
-    off: u64,
-    len: u64,
-    due: Instant,
-    totals: &Totals,
-    lat: &mut (Lat, Lat),
-    log: Option<&RequestLog>,
-) {
-    let mut buf = vec![0u8; len as usize];
-    if op == Op::Write {
-        pattern(&mut buf, off);
-    }
-    let ok = conn.issue(op, off, &mut buf);
-    let ns = due.elapsed().as_nanos() as u64;
-    if let Some(log) = log {
-        log.record(op, off, len, due, ns, ok);
-    }
-    totals.requests.fetch_add(1, Ordering::Relaxed);
-    if !ok {
-        totals.errors.fetch_add(1, Ordering::Relaxed);
-        return;
-    }
-    match op {
-        Op::Read => {
-            totals.bytes_read.fetch_add(len, Ordering::Relaxed);
-            lat.0.record(ns);
-        }
-        Op::Write => {
-            totals.bytes_written.fetch_add(len, Ordering::Relaxed);
-            lat.1.record(ns);
-        }
-    }
-}
-
 /// Replay `opts.traces` against the array in `dir`.
 pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     if super::dgraid::is_dgraid_dir(dir) {
@@ -396,7 +478,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     if opts.traces.is_empty() {
         return Err(Error::config("no trace given"));
     }
-    let open = opts.open_loop()?;
+    let discipline = opts.discipline()?;
     if opts.outstanding == 0 || opts.threads == 0 {
         return Err(Error::config("outstanding requests and threads must be at least 1"));
     }
@@ -404,7 +486,7 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     // Open every trace first: a bad path or format fails before any I/O.
     let mut readers = Vec::new();
     for t in &opts.traces {
-        readers.push((t.clone(), trace::open(Path::new(t), &topts)?));
+        readers.push(Some(trace::open(Path::new(t), &topts)?));
     }
     let (target, size, direct, local) = match server_of(dir)? {
         Some(info) => {
@@ -419,14 +501,6 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
         }
     };
     let target_name = if local.is_some() { "local" } else { "nbd" };
-    let target = Arc::new(target);
-    let totals = Arc::new(Totals {
-        all: Mutex::new((Lat::new(), Lat::new())),
-        requests: AtomicU64::new(0),
-        errors: AtomicU64::new(0),
-        bytes_read: AtomicU64::new(0),
-        bytes_written: AtomicU64::new(0),
-    });
     let t0 = Instant::now();
     let log_owned = match &opts.log {
         Some(p) => Some(RequestLog::create(p, t0)?),
@@ -434,126 +508,63 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
     };
     let log = log_owned.as_ref();
     let streams = readers.len();
-    // What each trace's reorder moved, kept as its reader ends.
-    let reordered: Mutex<Vec<crate::trace::order::Reordered>> = Mutex::new(Vec::new());
-    let reordered = &reordered;
-    let result: Result<()> = std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        if open {
-            // One pool for every stream; bounded so that a slow array
-            // delays issuing (which shows in the response times) instead
-            // of queueing the whole trace in memory.
-            let (tx, rx) = mpsc::sync_channel::<(Op, u64, u64, Instant)>(4096);
-            let rx = Arc::new(Mutex::new(rx));
-            for _ in 0..opts.threads {
-                let (rx, target, totals) = (rx.clone(), target.clone(), totals.clone());
-                handles.push(s.spawn(move || -> Result<()> {
-                    let mut conn = target.conn()?;
-                    let mut lat = (Lat::new(), Lat::new());
-                    loop {
-                        let job = rx.lock().unwrap().recv();
-                        let Ok((op, off, len, due)) = job else { break };
-                        run_one(&mut conn, op, off, len, due, &totals, &mut lat, log);
-                    }
-                    let mut all = totals.all.lock().unwrap();
-                    all.0.add(&lat.0);
-                    all.1.add(&lat.1);
-                    Ok(())
-                }));
-            }
-            let mut dispatchers = Vec::new();
-            for (file, reader) in readers {
-                let tx = tx.clone();
-                dispatchers.push(s.spawn(move || -> Result<()> {
-                    let mut base: Option<f64> = None;
-                    let mut reader = reader;
-                    for (i, r) in reader.by_ref().enumerate() {
-                        if opts.past_limit(i as u64) {
-                            break;
-                        }
+    // What each trace's reorder moved (in the last pass).
+    let sinks: Vec<Arc<Mutex<Option<Reordered>>>> = (0..streams).map(|_| Arc::default()).collect();
+    let mut totals = Totals::default();
+    let result: Result<()> = (|| {
+        // One worker (and connection) per request in flight at most.
+        let workers = match discipline {
+            Discipline::Closed { outstanding, .. } => outstanding * streams,
+            _ => opts.threads,
+        };
+        let mut ports = (0..workers)
+            .map(|_| target.conn().map(|c| Box::new(c) as Box<dyn Port + Send>))
+            .collect::<Result<Vec<_>>>()?;
+        let mut sources: Vec<Source> = readers
+            .iter_mut()
+            .zip(&opts.traces)
+            .zip(&sinks)
+            .map(|((first, file), sink)| {
+                let (file, topts) = (file.clone(), topts.clone());
+                Box::new(move || {
+                    // The reader opened above first, then the trace again (feedback's second pass).
+                    let reader = match first.take() {
+                        Some(r) => r,
+                        None => trace::open(Path::new(&file), &topts)?,
+                    };
+                    let (file, wrap) = (file.clone(), opts.wrap);
+                    let placed = Cut::new(Reorders::new(reader, sink), opts).map(move |r| {
                         let r = r?;
-                        if (i as u64) < opts.skip {
-                            continue;
-                        }
-                        let b = *base.get_or_insert(r.time);
-                        let at = ((r.time - b).max(0.0) / opts.speedup).max(0.0);
-                        let due = t0 + Duration::from_secs_f64(at);
-                        let now = Instant::now();
-                        if due > now {
-                            std::thread::sleep(due - now);
-                        }
-                        let (op, off, len) = place(&r, size, opts.wrap, &file)?;
-                        if tx.send((op, off, len, due)).is_err() {
-                            break;
-                        }
-                    }
-                    reordered.lock().unwrap().extend(reader.reordered());
-                    Ok(())
-                }));
+                        let (op, offset, len) = place(&r, size, wrap, &file)?;
+                        Ok(Request { op, offset, len, ..r })
+                    });
+                    Ok(Box::new(placed) as Box<dyn Iterator<Item = Result<Request>> + Send>)
+                }) as Source
+            })
+            .collect();
+        let mut record = |s: &Served| {
+            if let Some(log) = log {
+                log.record(s.req.op, s.req.offset, s.req.len, s.due, s.response_ns, s.ok);
             }
-            drop(tx);
-            let mut first_err = None;
-            for d in dispatchers {
-                if let Err(e) = d.join().expect("a dispatcher does not panic") {
-                    first_err.get_or_insert(e);
-                }
-            }
-            for h in handles {
-                if let Err(e) = h.join().expect("a worker does not panic") {
-                    first_err.get_or_insert(e);
-                }
-            }
-            first_err.map_or(Ok(()), Err)
-        } else {
-            let mut shared_readers = Vec::new();
-            for (file, reader) in readers {
-                let shared = Arc::new(Mutex::new((0u64, reader)));
-                shared_readers.push(shared.clone());
-                for _ in 0..opts.outstanding {
-                    let (shared, target, totals, file) = (shared.clone(), target.clone(), totals.clone(), file.clone());
-                    handles.push(s.spawn(move || -> Result<()> {
-                        let mut conn = target.conn()?;
-                        let mut lat = (Lat::new(), Lat::new());
-                        loop {
-                            let next = {
-                                let mut g = shared.lock().unwrap();
-                                let i = g.0;
-                                g.0 += 1;
-                                g.1.next().map(|r| (i, r))
-                            };
-                            let Some((i, r)) = next else { break };
-                            if opts.past_limit(i) {
-                                break;
-                            }
-                            let r = r?;
-                            if i < opts.skip {
-                                continue;
-                            }
-                            let (op, off, len) = place(&r, size, opts.wrap, &file)?;
-                            run_one(&mut conn, op, off, len, Instant::now(), &totals, &mut lat, log);
-                        }
-                        let mut all = totals.all.lock().unwrap();
-                        all.0.add(&lat.0);
-                        all.1.add(&lat.1);
-                        Ok(())
-                    }));
-                }
-            }
-            let mut first_err = None;
-            for h in handles {
-                if let Err(e) = h.join().expect("a worker does not panic") {
-                    first_err.get_or_insert(e);
-                }
-            }
-            for r in shared_readers {
-                let r = Arc::try_unwrap(r).ok().expect("workers joined").into_inner().unwrap();
-                reordered.lock().unwrap().extend(r.1.reordered());
-            }
-            first_err.map_or(Ok(()), Err)
+            totals.record(s);
+        };
+        if let [port] = ports.as_mut_slice() {
+            // One worker: the issuer serves each request itself, without a
+            // hand-off to a thread and back (closed with one outstanding).
+            let mut clock = WallClock::inline(&mut **port, &mut record);
+            return discipline::replay(&mut clock, &mut sources, &discipline);
         }
-    });
+        with_pool(ports, &mut record, |clock| {
+            discipline::replay(clock, &mut sources, &discipline)
+        })
+    })();
     let wall_s = t0.elapsed().as_secs_f64();
-    let reordered = crate::trace::order::Reordered::sum(&reordered.lock().unwrap());
+    let reordered = Reordered::sum(
+        &sinks
+            .iter()
+            .filter_map(|s| s.lock().unwrap().take())
+            .collect::<Vec<_>>(),
+    );
     drop(target);
     if let Some(l) = log_owned {
         l.finish()?;
@@ -563,22 +574,21 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
         a.close()?;
     }
     result?;
-    let (reads, writes) = std::mem::replace(&mut *totals.all.lock().unwrap(), (Lat::new(), Lat::new()));
-    let mut all = Lat::new();
-    all.add(&reads);
-    all.add(&writes);
-    let a = all.summary();
+    let mut all = Latencies::new();
+    all.merge(&totals.reads);
+    all.merge(&totals.writes);
+    let a = summary(&all);
     Ok(ReplayReport {
-        replay: if open { "open" } else { "closed" }.into(),
+        replay: discipline.name().into(),
         streams,
         target: target_name.into(),
         direct,
-        requests: totals.requests.load(Ordering::Relaxed),
-        reads: reads.0.count(),
-        writes: writes.0.count(),
-        errors: totals.errors.load(Ordering::Relaxed),
-        bytes_read: totals.bytes_read.load(Ordering::Relaxed),
-        bytes_written: totals.bytes_written.load(Ordering::Relaxed),
+        requests: totals.requests,
+        reads: totals.reads.count(),
+        writes: totals.writes.count(),
+        errors: totals.errors,
+        bytes_read: totals.bytes_read,
+        bytes_written: totals.bytes_written,
         reordered,
         wall_s,
         response: Response {
@@ -587,8 +597,8 @@ pub fn replay(dir: &Path, opts: &ReplayOptions) -> Result<ReplayReport> {
             p95_ms: a.p95_ms,
             p99_ms: a.p99_ms,
             max_ms: a.max_ms,
-            reads: reads.summary(),
-            writes: writes.summary(),
+            reads: summary(&totals.reads),
+            writes: summary(&totals.writes),
         },
     })
 }

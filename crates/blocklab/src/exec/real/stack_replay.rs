@@ -4,31 +4,40 @@
 //! timed and a real run of one stack file sit side by side.
 //!
 //! The stack serves one request at a time, so one issuer replays the trace
-//! in its order: `closed` issues each request when the previous one
-//! completed; `open` issues each at its trace time (divided by `speedup`)
-//! and measures its response from then. The run ends with a FLUSH (the
-//! counted run's end-of-run flush), whose destages are in the figures.
+//! in its order, serving each request itself (`wall_clock`'s inline clock)
+//! under the disciplines of `exec::discipline`: `closed` (one outstanding)
+//! issues each request when the previous one completed (plus `think_ms`);
+//! `open` issues each at its trace time (divided by `speedup`) and measures
+//! its response from then. (Feedback is refused: its reference pass would
+//! have warmed the stack's caches, and its window would issue requests out
+//! of trace order.) The run ends with a FLUSH (the counted run's end-of-run
+//! flush), whose destages are in the figures.
 //!
 //! Several traces are merged by time as `blocklab run` merges them (each
-//! trace's clock from its first request; ties: the earlier trace first),
-//! and each request goes to the volume of its tenant column, as in a
-//! counted run: with `[[tenant]]`, tenant i's export; without, the one
-//! volume. The stack's clock (an SSD tier's windows) is the trace's time.
+//! trace's clock from its first request; ties: the earlier trace first) into
+//! one stream, whose times are each trace's own since its first request;
+//! each request goes to the volume of its tenant column, as in a counted
+//! run: with `[[tenant]]`, tenant i's export; without, the one volume. The
+//! stack's clock (an SSD tier's windows) is the trace's own time.
 
+use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use super::control::server_of;
-use super::replay::{fill_pattern, place_in, ReplayOptions, RequestLog};
+use super::replay::{fill_pattern, place_in, Cut, Reorders, ReplayOptions, RequestLog};
 use super::stack::{stack_file, RealStack};
+use super::wall_clock::{Port, Served, WallClock};
 use super::RealArray;
 use crate::error::{Error, Result};
+use crate::exec::discipline::{self, Discipline, Source};
 use crate::stack::result::{response_covers, RealTenant, Response, StackResult};
 use crate::stack::run::MergedByTime;
 use crate::stack::spec::StackSpec;
 use crate::timed::latency::Latencies;
 use crate::timed::metrics::ResponseSummary;
+use crate::trace::order::Reordered;
 use crate::trace::{self, Op, Request, TraceOptions};
 
 fn summary(l: &Latencies) -> ResponseSummary {
@@ -70,41 +79,69 @@ pub fn replay_dir(dir: &Path, opts: &ReplayOptions) -> Result<serde_json::Value>
 }
 
 /// Requests with the index of the trace each came from.
-type Tagged<'a> = Box<dyn Iterator<Item = Result<(usize, Request)>> + 'a>;
+type Tagged = Box<dyn Iterator<Item = Result<(usize, Request)>> + Send>;
 
-/// The requests of `traces` merged by time as `blocklab run` merges them.
-fn merged(traces: &[String], topts: &TraceOptions) -> Result<Tagged<'static>> {
+/// The requests of `traces` merged by time as `blocklab run` merges them; a
+/// single trace is read as it is (its reorder reported in `sink`).
+fn merged(traces: &[String], topts: &TraceOptions, sink: &Arc<Mutex<Option<Reordered>>>) -> Result<Tagged> {
     // Every file is opened before any is read, as before.
     let readers = traces
         .iter()
         .map(|t| trace::open(Path::new(t), topts))
         .collect::<Result<Vec<_>>>()?;
-    Ok(Box::new(MergedByTime::new(readers.into_iter().map(Ok))?))
+    Ok(match <[_; 1]>::try_from(readers) {
+        Ok([one]) => Box::new(Reorders::new(one, sink).map(|x| x.map(|r| (0, r)))),
+        Err(readers) => Box::new(MergedByTime::new(readers.into_iter().map(Ok))?),
+    })
+}
+
+/// The stack served inline: each request to its tenant's volume at its
+/// trace's own time (`times`: the stream's requests' trace times, in order).
+struct StackPort<'s> {
+    stack: &'s RealStack,
+    times: Arc<Mutex<VecDeque<f64>>>,
+}
+
+impl Port for StackPort<'_> {
+    fn serve(&mut self, req: &Request, buf: &mut Vec<u8>) -> bool {
+        let clock = self.times.lock().unwrap().pop_front();
+        let (tenant, off) = (req.tenant, req.offset);
+        buf.clear();
+        buf.resize(req.len as usize, 0);
+        match req.op {
+            Op::Read => self.stack.read_at(tenant, clock, off, buf).is_ok(),
+            Op::Write => {
+                fill_pattern(buf, off);
+                self.stack.write_at(tenant, clock, off, buf, false).is_ok()
+            }
+        }
+    }
 }
 
 /// Replay `opts.traces` through the stack kept in `dir` (its stack file
 /// `file`), which is not being served (`replay_dir` looked).
 fn replay_stack(dir: &Path, file: &Path, opts: &ReplayOptions) -> Result<StackResult> {
-    let open = opts.open_loop()?;
+    let discipline = opts.discipline()?;
     if opts.traces.is_empty() {
         return Err(Error::config("no trace given"));
     }
-    if opts.outstanding != 1 && !open {
-        return Err(Error::config(
-            "--outstanding: a stack serves one request at a time; replay it with --outstanding 1",
-        ));
+    match discipline {
+        Discipline::Closed { outstanding, .. } if outstanding != 1 => {
+            return Err(Error::config(
+                "--outstanding: a stack serves one request at a time; replay it with --outstanding 1",
+            ))
+        }
+        Discipline::Feedback { .. } => {
+            return Err(Error::config(
+                "--replay feedback: a stack is replayed open or closed (feedback's first pass would warm its caches)",
+            ))
+        }
+        _ => {}
     }
     let spec = StackSpec::load(file, &[])?;
     let topts = opts.trace_options();
-    // A single trace is read as it is (its reader reports what a sort moved).
-    let mut single = match opts.traces.as_slice() {
-        [one] => Some(trace::open(Path::new(one), &topts)?),
-        _ => None,
-    };
-    let requests: Tagged<'_> = match single.as_mut() {
-        Some(r) => Box::new(r.by_ref().map(|x| x.map(|r| (0, r)))),
-        None => merged(&opts.traces, &topts)?,
-    };
+    let sink = Arc::default();
+    let requests = merged(&opts.traces, &topts, &sink)?;
     let array = Arc::new(RealArray::open(dir, opts.open_config())?);
     let stack = RealStack::new(&spec, array.clone())?;
     let tenants = stack.has_tenants();
@@ -118,72 +155,71 @@ fn replay_stack(dir: &Path, file: &Path, opts: &ReplayOptions) -> Result<StackRe
         Some(p) => Some(RequestLog::create(p, t0)?),
         None => None,
     };
+    // Each volume's size: the tenant column picks the volume (without tenants: the one).
+    let sizes: Vec<u64> = (0..nt.max(1) as u32).map(|t| stack.volume_size(t)).collect();
+    let times: Arc<Mutex<VecDeque<f64>>> = Arc::default();
+    let mut requests = Some(requests);
+    let (traces, wrap, file_shown) = (opts.traces.clone(), opts.wrap, file.display().to_string());
+    let queued = times.clone();
     // Each trace's clock starts at its first request (as the merge reads it).
     let mut base: Vec<Option<f64>> = vec![None; opts.traces.len()];
-    let mut buf = Vec::new();
-    let run: Result<()> = (|| {
-        for (i, r) in requests.enumerate() {
-            if opts.past_limit(i as u64) {
-                break;
-            }
+    let mut source: Source = Box::new(move || {
+        let requests = requests.take().expect("a stack is replayed in one pass");
+        let (traces, file_shown, sizes, queued) = (traces.clone(), file_shown.clone(), sizes.clone(), queued.clone());
+        let mut base = std::mem::take(&mut base);
+        let placed = Cut::new(requests, opts).map(move |r| {
             let (from, r) = r?;
-            if (i as u64) < opts.skip {
-                continue;
-            }
-            let trace_path = &opts.traces[from];
-            // The tenant column picks the volume (without tenants: the one).
+            let trace_path = &traces[from];
             let tenant = if tenants { r.tenant } else { 0 };
-            if tenants && tenant as usize >= stack.volumes().len() {
+            let Some(&size) = sizes.get(tenant as usize) else {
                 return Err(Error::config(format!(
-                    "{trace_path}: tenant {tenant}: the stack declares {} tenants ([[tenant]] in {})",
-                    stack.volumes().len(),
-                    file.display()
+                    "{trace_path}: tenant {tenant}: the stack declares {} tenants ([[tenant]] in {file_shown})",
+                    sizes.len()
                 )));
-            }
-            let size = stack.volume_size(tenant);
-            let due = if open {
-                let b = *base[from].get_or_insert(r.time);
-                let due = t0 + Duration::from_secs_f64((r.time - b).max(0.0) / opts.speedup);
-                let now = Instant::now();
-                if due > now {
-                    std::thread::sleep(due - now);
-                }
-                due
-            } else {
-                Instant::now()
             };
             let target = || match tenants {
                 true => format!("tenant {tenant}'s volume"),
                 false => "the array".to_string(),
             };
-            let (op, off, len) = place_in(&r, size, opts.wrap, trace_path, target)?;
-            buf.resize(len as usize, 0);
-            let clock = Some(r.time);
-            let ok = match op {
-                Op::Read => stack.read_at(tenant, clock, off, &mut buf).is_ok(),
-                Op::Write => {
-                    fill_pattern(&mut buf, off);
-                    stack.write_at(tenant, clock, off, &buf, false).is_ok()
-                }
-            };
-            let ns = due.elapsed().as_nanos() as u64;
-            if let Some(log) = &log {
-                log.record(op, off, len, due, ns, ok);
-            }
-            match (ok, op) {
-                (false, _) => errors += 1,
-                (true, Op::Read) => reads.record(ns),
-                (true, Op::Write) => writes.record(ns),
-            }
-            if let (true, Some((r, w))) = (ok, per.get_mut(tenant as usize)) {
-                match op {
-                    Op::Read => r.record(ns),
-                    Op::Write => w.record(ns),
-                }
+            let (op, offset, len) = place_in(&r, size, wrap, trace_path, target)?;
+            let b = *base[from].get_or_insert(r.time);
+            queued.lock().unwrap().push_back(r.time);
+            Ok(Request {
+                time: r.time - b,
+                op,
+                offset,
+                len,
+                tenant,
+                ..r
+            })
+        });
+        Ok(Box::new(placed) as Box<dyn Iterator<Item = Result<Request>> + Send>)
+    });
+    let mut record = |s: &Served| {
+        let (op, ns) = (s.req.op, s.response_ns);
+        if let Some(log) = &log {
+            log.record(op, s.req.offset, s.req.len, s.due, ns, s.ok);
+        }
+        match (s.ok, op) {
+            (false, _) => errors += 1,
+            (true, Op::Read) => reads.record(ns),
+            (true, Op::Write) => writes.record(ns),
+        }
+        if let (true, Some((r, w))) = (s.ok, per.get_mut(s.req.tenant as usize)) {
+            match op {
+                Op::Read => r.record(ns),
+                Op::Write => w.record(ns),
             }
         }
-        stack.flush().map_err(|e| Error::io(dir.display().to_string(), e))
-    })();
+    };
+    let mut port = StackPort { stack: &stack, times };
+    let run = discipline::replay(
+        &mut WallClock::inline(&mut port, &mut record),
+        std::slice::from_mut(&mut source),
+        &discipline,
+    )
+    .and_then(|()| stack.flush().map_err(|e| Error::io(dir.display().to_string(), e)));
+    drop(source);
     let run = match log {
         Some(l) => run.and(l.finish()),
         None => run,
@@ -210,11 +246,11 @@ fn replay_stack(dir: &Path, file: &Path, opts: &ReplayOptions) -> Result<StackRe
         cdf_ms: Vec::new(),
         covers: response_covers(errors).to_string(),
     });
-    out.reordered = single.and_then(|r| r.reordered());
+    out.reordered = sink.lock().unwrap().take();
     if let Some(real) = &mut out.real {
         real.errors = errors;
         real.wall_s = wall_s;
-        real.replay = if open { "open" } else { "closed" }.into();
+        real.replay = discipline.name().into();
         real.tenants = per
             .iter()
             .enumerate()

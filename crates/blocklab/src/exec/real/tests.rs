@@ -1535,3 +1535,55 @@ fn a_hole_punched_in_a_written_block_is_data_to_block_status() {
     assert_eq!(a.allocation(0, 32 * 4096), before);
     assert!(read_all(&a).unwrap()[..2 * 4096] == data[..], "and they read back");
 }
+
+/// The disciplines `real replay` gained from the shared code: closed with a
+/// think time (one outstanding: the log holds the trace's order), and
+/// Hsu–Smith feedback (two passes; the second reported and logged).
+#[test]
+fn replay_runs_closed_with_think_time_and_feedback() {
+    use super::replay::{replay, ReplayOptions};
+    let dir = tempfile::tempdir().unwrap();
+    RealArray::create(dir.path(), cfg("raid5", 4, None), false).unwrap();
+    let tr = dir.path().join("t.csv");
+    let mut text = String::from("timestamp,op,offset,size\n");
+    // Offsets not in time order: block 7 i mod 40.
+    for i in 0..30u64 {
+        let op = if i % 3 == 0 { "W" } else { "R" };
+        text.push_str(&format!("{:.4},{op},{},4096\n", i as f64 * 0.0002, (7 * i % 40) * 4096));
+    }
+    std::fs::write(&tr, text).unwrap();
+    let log = dir.path().join("closed.log");
+    let mut o = ReplayOptions {
+        traces: vec![tr.display().to_string()],
+        format: "csv".into(),
+        replay: "closed".into(),
+        think_ms: 0.5,
+        log: Some(log.display().to_string()),
+        ..Default::default()
+    };
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!(
+        (r.replay.as_str(), r.requests, r.writes, r.errors),
+        ("closed", 30, 10, 0)
+    );
+    let logged: Vec<u64> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(2).unwrap().parse::<u64>().unwrap() / 4096)
+        .collect();
+    assert_eq!(logged, (0..30).map(|i| 7 * i % 40).collect::<Vec<_>>());
+    o.replay = "feedback".into();
+    o.speedup = 2.0;
+    o.window = 4;
+    o.threads = 4;
+    let r = replay(dir.path(), &o).unwrap();
+    assert_eq!(
+        (r.replay.as_str(), r.requests, r.writes, r.errors),
+        ("feedback", 30, 10, 0)
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap().lines().count(), 31);
+    o.replay = "bursty".into();
+    let e = replay(dir.path(), &o).unwrap_err().to_string();
+    assert!(e.contains("bursty") && e.contains("feedback"), "{e}");
+}
