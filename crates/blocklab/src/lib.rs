@@ -3,9 +3,10 @@
 //! Layers (see docs/ARCHITECTURE.md): `trace` (readers, Request stream),
 //! `cache` (replacement policies behind one trait, counted simulation),
 //! `analysis` (trace statistics, miss-ratio curves), `array` (RAID layouts and
-//! I/O plans), `rebuild` (rebuild orders, without time), `exec` (executors
-//! that run plans), `device` (disk and SSD models), `timed` (the
-//! discrete-event engine, trace replay, the rebuild paced in time), `stack`
+//! I/O plans), `rebuild` (rebuild orders, without time), `exec` (the three
+//! executors side by side: `exec::count`, `exec::timed` — the discrete-event
+//! engine, trace replay, the rebuild paced in time — and `exec::real`),
+//! `device` (disk and SSD models), `stack`
 //! (host caches over an array or a device, from a stack file, in either executor),
 //! `nbd` (the Network Block Device server that exports real arrays).
 
@@ -20,7 +21,8 @@ pub mod fsmodel;
 pub mod nbd;
 pub mod rebuild;
 pub mod stack;
-pub mod timed;
 pub mod trace;
 
 pub use error::{Error, Location, Result};
+/// The timed executor under its old path: `crate::timed` is `exec::timed`.
+pub use exec::timed;

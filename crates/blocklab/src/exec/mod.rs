@@ -1,5 +1,6 @@
-//! Executors run I/O plans: `count` (no time, tallies), `real` (member files
-//! with real bytes); the timed executor lives in `timed`. `discipline`: the
+//! The three executors of one stack, side by side: `count` (no time,
+//! tallies), `timed` (simulated time: the discrete-event engine), `real`
+//! (member files with real bytes). `discipline`: the
 //! replay disciplines both the timed and the real executor run, over a clock
 //! each of them implements.
 
@@ -7,3 +8,4 @@ pub mod buf;
 pub mod count;
 pub mod discipline;
 pub mod real;
+pub mod timed;
