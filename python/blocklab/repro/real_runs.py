@@ -45,13 +45,18 @@ class Prepared:
 
 
 def prepare_trace(src: str, fmt: str, dst: Path, *, limit: int | None = None, reads_only: bool = False,
-                  keep: int | None = None, capacity: int | None = None, block: int = 4096) -> Prepared:
+                  keep: int | None = None, capacity: int | None = None, block: int = 4096,
+                  stretch: int | None = None, chunk: int = 64 * 1024) -> Prepared:
     """Write `src`'s first `limit` requests (reads only, if asked) as native CSV
     (`timestamp,op,offset,size`), in time order (a stable sort: some cuts step back by up
     to a second), so that the real replay and the simulator read the very same requests;
     `keep` of them at most.
     With `capacity`, offsets are mapped linearly onto it (as `array.fit = "scale"` maps a
-    trace's span; a request kept whole and inside), for traces wider than the array."""
+    trace's span; a request kept whole and inside), for traces wider than the array.
+    With `stretch`, a span narrower than it is spread over it chunk by chunk (`chunk` bytes
+    of the trace onto the chunk ⌊c · stretch / span⌋, the offset within the chunk kept, as
+    the stack's `stretch_block`), so that the trace's reads meet every region of a larger
+    array; a request stays whole (its tail past its chunk follows it)."""
     from blocklab import api
 
     df = api.read_trace(src, fmt, limit=limit)
@@ -67,6 +72,12 @@ def prepare_trace(src: str, fmt: str, dst: Path, *, limit: int | None = None, re
         if span > capacity:
             off = (off * (capacity / span)).astype("int64") // block * block
             off = off.where(off + ln <= capacity, (capacity - ln) // block * block)
+    if stretch is not None and len(df):
+        span = int((off + ln).max())
+        if span < stretch:
+            c = off // chunk
+            off = (c * chunk * stretch // span) // chunk * chunk + off % chunk
+            off = off.where(off + ln <= stretch, (stretch - ln) // block * block)
     with open(dst, "w") as f:
         f.write("timestamp,op,offset,size\n")
         for t, op, o, n in zip(df["time"], df["op"], off, ln):
