@@ -74,21 +74,25 @@ def test_vdf_real_open_load_replays_the_rest_of_the_trace_during_the_rebuild(tmp
     assert "rebuild part (open load)" in md and "one virtual disk" in md
 
 
-def test_a_trace_is_stretched_over_a_larger_array_chunk_by_chunk(tmp_path):
+def test_a_trace_is_split_at_chunks_and_stretched_over_a_larger_array_chunk_by_chunk(tmp_path):
     from blocklab.repro.real_runs import prepare_trace
 
     src = tmp_path / "t.csv"
     k = 65536
     # Hand-worked: a span of 4 chunks stretched over 16: chunk c lands on chunk 4c, the offset within
-    # the chunk and every request's length kept.
-    src.write_text(f"timestamp,op,offset,size\n0,R,0,4096\n1,R,{k + 8192},8192\n2,R,{3 * k},{k}\n")
-    p = prepare_trace(str(src), "csv", tmp_path / "out.csv", stretch=16 * k, chunk=k)
+    # the chunk kept; the request across chunks 0 and 1 is split there, each piece placed with its chunk.
+    src.write_text(f"timestamp,op,offset,size\n0,R,0,4096\n1,R,{k + 8192},8192\n2,R,{3 * k},{k}\n"
+                   f"3,R,{k - 4096},8192\n")
+    p = prepare_trace(str(src), "csv", tmp_path / "out.csv", chunk=k, stretch=16 * k)
     lines = (tmp_path / "out.csv").read_text().splitlines()[1:]
-    assert [tuple(int(x) for x in line.split(",")[2:]) for line in lines] == [(0, 4096), (4 * k + 8192, 8192),
-                                                                              (12 * k, k)]
-    assert (p.span, p.unique_blocks) == (13 * k, 1 + 2 + 16)
-    # A span already as large as the target is left as it is.
-    same = prepare_trace(str(src), "csv", tmp_path / "same.csv", stretch=4 * k, chunk=k)
+    assert [tuple(int(x) for x in line.split(",")[2:]) for line in lines] == [
+        (0, 4096), (4 * k + 8192, 8192), (12 * k, k), (k - 4096, 4096), (4 * k, 4096)]
+    assert [line.split(",")[0] for line in lines] == ["0.000000", "1.000000", "2.000000", "3.000000", "3.000000"]
+    # Every block keeps one place: as many unique blocks as unstretched (2 + 3 + 16).
+    flat = prepare_trace(str(src), "csv", tmp_path / "flat.csv", chunk=k)
+    assert (p.requests, p.span, p.unique_blocks) == (5, 13 * k, 21) and flat.unique_blocks == 21
+    # A span already as large as the target is left where it is.
+    same = prepare_trace(str(src), "csv", tmp_path / "same.csv", chunk=k, stretch=4 * k)
     assert same.span == 4 * k
 
 

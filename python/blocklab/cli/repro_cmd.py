@@ -63,7 +63,7 @@ def vdf(
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
     timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
-    speedup: Optional[float] = typer.Option(None, "--speedup", help="--timed: replay the trace at this times its rate (default 0.2); --real with --load open: the rebuild part's requests at this times the trace's rate (default 4)."),
+    speedup: Optional[float] = typer.Option(None, "--speedup", help="--timed: replay the trace at this times its rate (default 0.2); --real with --load open: the rebuild part's requests at this times the trace's rate (default 6; the simulator 15 times slower)."),
     threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
     warmup: float = typer.Option(15.0, "--warmup", help="--timed: seconds of the trace replayed to warm the cache, not measured (the rebuild starts after them); 0: none."),
     stripe_cache: int = typer.Option(256, "--stripe-cache", help="--timed: MD's stripe cache of the degraded array, in stripe heads (MD's default 256); 0: none."),
@@ -72,7 +72,7 @@ def vdf(
     repeat: int = typer.Option(3, "--repeat", help="--real: rounds of every policy (alternating within a round); the spread is printed."),
     policies: str = typer.Option("lru,vdf-lru,lfu,vdf-lfu", "--policies", help="--real: the policies (a base and its VDF variant make a pair)."),
     part: int = typer.Option(4000, "--part", help="--real: requests in each measured part after the warm-up."),
-    member_size: Optional[str] = typer.Option(None, "--member-size", help="--real: bytes per member (default 128MiB, or the trace's span over the data members if more; the built-in trace: its span). The trace is stretched over the array's data chunk by chunk."),
+    member_size: Optional[str] = typer.Option(None, "--member-size", help="--real: bytes per member (default 256MiB, or the trace's span over the data members if more; the built-in trace: its span). The trace is stretched over the array's data chunk by chunk."),
     load: str = typer.Option("open", "--load", help="--real: the users' load during the rebuild: `open` (the paper's: the rest of the trace at its times / --speedup) or `closed` (one more --part at the largest --outstanding)."),
     builtin: bool = typer.Option(False, "--builtin", help="--real: the built-in synthetic trace even when ../shared is present."),
 ) -> None:

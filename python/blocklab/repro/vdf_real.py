@@ -21,9 +21,9 @@ agree with the others). Policies alternate within each repeat (rotated from repe
 repeat), so base and VDF meet the same machine state.
 
 Members are large enough that a rebuild takes seconds (`MEMBER`, unless the trace's span
-needs more), and the trace is stretched over the array chunk by chunk
-(`real_runs.prepare_trace(stretch=)`), so that its reads meet the whole rebuild, as the
-paper's data set covered its array.
+needs more), and the trace is stretched over the array chunk by chunk, its requests split at
+chunk boundaries (`real_runs.prepare_trace(chunk=, stretch=)`), so that its reads meet the
+whole rebuild, as the paper's data set covered its array, and every block keeps one place.
 
 Beside them: the timed executor on the same stack (the sata-7200 disk model, the same member
 size, cache blocks and trace file, the same parts) — `repro vdf --timed`'s two kinds of run,
@@ -52,12 +52,16 @@ SIZE = "40%"
 CHUNK = 64 * 1024
 # Bytes per member unless the trace's span needs more: a rebuild of seconds on this machine
 # (a default run stays within a few minutes). The built-in trace keeps its span (a smoke run).
-MEMBER = 128 * 2**20
+MEMBER = 256 * 2**20
 # The users' load during the rebuild: the paper's open loop at the trace's times sped up by
 # SPEEDUP (so that the survivors are busy), or a closed loop at the largest T.
 LOADS = ("open", "closed")
 LOAD = "open"
-SPEEDUP = 4.0
+SPEEDUP = 6.0
+# The model's disks serve about 15 times fewer requests per second than the member files here
+# (closed loop, 80 outstanding, 5 disks: ~1,000 against ~15,000), so the simulator's open load
+# is sped up 15 times less: the same share of each executor's capacity (6x real: ~20 %).
+MODEL_SLOWER = 15.0
 # KiB/s: MD's min = max, far above what the files give, so the rebuild is never throttled.
 FULL_KBPS = 10_000_000
 # The simulated rebuild at full bandwidth, as `repro vdf --timed` (100 MB/s).
@@ -119,6 +123,10 @@ class Plan:
     def parts(self) -> int:
         return len(self.outstanding) + 1
 
+    def sim_speedup(self) -> float:
+        """The simulator's speed-up of the open load (see `MODEL_SLOWER`)."""
+        return self.speedup / MODEL_SLOWER
+
     def before_rebuild(self) -> int:
         """Requests replayed before the rebuild part: the warm-up and the closed parts."""
         return self.warmup + len(self.outstanding) * self.part
@@ -148,7 +156,7 @@ def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: i
         src = rr.synthetic_reads(out / "builtin.csv", requests=20_000, universe=6_000, alpha=0.9, seed=1)
         trace = Trace(str(src), "csv", "built-in Zipf(0.9) reads over 6,000 blocks (seed 1)")
     path = out / "trace.csv"
-    full = rr.prepare_trace(trace.path, trace.format, path, reads_only=True)
+    full = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, chunk=CHUNK)
     if full.requests < 10 * (len(outstanding) + 1):
         raise ValueError(f"{trace.path}: {full.requests} reads: too few for a warm-up and "
                          f"{len(outstanding) + 1} measured parts (the recipe replays reads only)")
@@ -161,7 +169,7 @@ def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: i
         part = new
     before = warm + (k - 1) * part
     total = full.requests if load == "open" else warm + k * part
-    cut = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, keep=total)
+    cut = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, keep=total, chunk=CHUNK)
     blocks = cache_blocks(size, cut.unique_blocks)
     members, paths = {}, {}
     for n in disks:
@@ -172,8 +180,8 @@ def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: i
                              f"({cut.span} bytes)")
         members[n] = m
         dst = out / f"trace-raid5x{n}.csv"
-        rr.prepare_trace(trace.path, trace.format, dst, reads_only=True, keep=total, stretch=m * (n - 1),
-                         chunk=CHUNK)
+        rr.prepare_trace(trace.path, trace.format, dst, reads_only=True, keep=total, chunk=CHUNK,
+                         stretch=m * (n - 1))
         paths[n] = str(dst)
     times = cut.times
     rebuild_part = total - before
@@ -232,11 +240,11 @@ def simulate(p: Plan, out: Path, policies=POLICIES, progress=None) -> list[dict]
                 row[f"rgr_{t}"] = r["array"]["rgr"]
             warm = f'replay.warmup="{p.before_rebuild()}req"'
             if p.load == "open":
-                # Open loop over the whole file at the real run's speed-up; the spare arrives
-                # when the rebuild part's first request is due.
+                # Open loop over the whole file at the real run's speed-up / MODEL_SLOWER; the
+                # spare arrives when the rebuild part's first request is due.
                 trace = p.paths[n]
-                sets = ["replay.mode=open", f"replay.speedup={p.speedup}", warm]
-                start = p.rebuild_start_s / p.speedup * 1000.0
+                sets = ["replay.mode=open", f"replay.speedup={p.sim_speedup()}", warm]
+                start = p.rebuild_start_s / p.sim_speedup() * 1000.0
             else:
                 trace = _cut(p, out, n, p.before_rebuild() + p.part)
                 sets = ["replay.mode=closed", f"replay.outstanding={big}", warm]
@@ -453,7 +461,8 @@ def markdown(p: Plan, runs: list[dict], rows: list[dict], claim_rows, command: s
     big = max(p.outstanding)
     if p.load == "open":
         during = (f"open loop, the trace's remaining {p.rebuild_part:,} reads at their times / {p.speedup:g} "
-                  f"(up to {big} in flight), while")
+                  f"(up to {big} in flight; the simulator: / {p.sim_speedup():.3g}, as its disks serve about "
+                  f"{MODEL_SLOWER:g} times fewer requests per second), while")
     else:
         during = f"closed loop, {big} outstanding, {p.part:,} requests, while"
     L = [f"Trace: {p.trace.label} (`{Path(p.trace.path).name}`), reads only, time-ordered, stretched chunk by chunk "
