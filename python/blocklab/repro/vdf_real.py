@@ -58,9 +58,10 @@ MEMBER = 256 * 2**20
 LOADS = ("open", "closed")
 LOAD = "open"
 SPEEDUP = 6.0
-# The model's disks serve about 15 times fewer requests per second than the member files here
-# (closed loop, 80 outstanding, 5 disks: ~1,000 against ~15,000), so the simulator's open load
-# is sped up 15 times less: the same share of each executor's capacity (6x real: ~20 %).
+# The model's disks serve about 7-15 times fewer requests per second than the member files
+# here (closed loop, 80 outstanding: ~1,000-2,700 against ~15,000-24,000), so the simulator's
+# open load is sped up 15 times less: a similar share of each executor's capacity
+# (docs/repro-vdf.md: ~16 % simulated, ~24 % real at the defaults).
 MODEL_SLOWER = 15.0
 # KiB/s: MD's min = max, far above what the files give, so the rebuild is never throttled.
 FULL_KBPS = 10_000_000
@@ -461,8 +462,8 @@ def markdown(p: Plan, runs: list[dict], rows: list[dict], claim_rows, command: s
     big = max(p.outstanding)
     if p.load == "open":
         during = (f"open loop, the trace's remaining {p.rebuild_part:,} reads at their times / {p.speedup:g} "
-                  f"(up to {big} in flight; the simulator: / {p.sim_speedup():.3g}, as its disks serve about "
-                  f"{MODEL_SLOWER:g} times fewer requests per second), while")
+                  f"(up to {big} in flight; the simulator: / {p.sim_speedup():.3g}, {MODEL_SLOWER:g} times slower, as "
+                  "its disks serve far fewer requests per second), while")
     else:
         during = f"closed loop, {big} outstanding, {p.part:,} requests, while"
     L = [f"Trace: {p.trace.label} (`{Path(p.trace.path).name}`), reads only, time-ordered, stretched chunk by chunk "
