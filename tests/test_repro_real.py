@@ -23,7 +23,7 @@ def rows(path: Path) -> list[dict]:
 def test_vdf_real_small_run_end_to_end(tmp_path):
     out = tmp_path / "vdf"
     p = run("repro", "vdf", "--real", "--builtin", "--disks", "5", "--policies", "lru,vdf-lru",
-            "--outstanding", "4", "--repeat", "1", "--part", "300", "--out", out)
+            "--outstanding", "4", "--repeat", "1", "--part", "300", "--load", "closed", "--out", out)
     runs = rows(out / "vdf-real-runs.csv")
     assert sorted(r["policy"] for r in runs) == ["lru", "vdf-lru"]
     for r in runs:
@@ -49,8 +49,56 @@ def test_vdf_real_small_run_end_to_end(tmp_path):
         assert text in md, text
 
 
+def test_vdf_real_open_load_replays_the_rest_of_the_trace_during_the_rebuild(tmp_path):
+    """`--load open` (the default): the rebuild part is every read after the closed parts, issued at the
+    trace's times / --speedup; the simulator replays the same file open loop at the same speed-up."""
+    out = tmp_path / "vdf"
+    p = run("repro", "vdf", "--real", "--builtin", "--disks", "5", "--policies", "lru,vdf-lru",
+            "--outstanding", "4", "--repeat", "1", "--part", "300", "--warmup", "1", "--speedup", "25",
+            "--load", "open", "--out", out)
+    trace = out / "trace-raid5x5.csv"
+    reads = sum(1 for _ in open(trace)) - 1
+    warm = sum(1 for line in list(open(trace))[1:] if float(line.split(",")[0]) < 1.0)
+    rest = reads - warm - 300
+    assert rest > 300
+    runs = rows(out / "vdf-real-runs.csv")
+    for r in runs:
+        assert r["rebuild_finished"] == "True" and r["rebuild_rows"] == r["rows_total"], r
+        assert (r["check_mismatches"], r["check_degraded_skipped"], r["errors"]) == ("0", "0", "0"), r
+        assert (r["requests_4"], r["requests_rebuild_part"]) == ("300", str(rest)), r
+        assert r["accesses_rebuild_part"] == str(rest), r
+    sims = rows(out / "vdf-real-sim.csv")
+    assert all(r["rebuild_finished"] == "True" for r in sims)
+    md = (out / "vdf-real-report.md").read_text()
+    assert f"open loop, the trace's remaining {rest:,} reads at their times / 25" in md
+    assert "rebuild part (open load)" in md and "one virtual disk" in md
+
+
+def test_a_trace_is_split_at_chunks_and_stretched_over_a_larger_array_chunk_by_chunk(tmp_path):
+    from blocklab.repro.real_runs import prepare_trace
+
+    src = tmp_path / "t.csv"
+    k = 65536
+    # Hand-worked: a span of 4 chunks stretched over 16: chunk c lands on chunk 4c, the offset within
+    # the chunk kept; the request across chunks 0 and 1 is split there, each piece placed with its chunk.
+    src.write_text(f"timestamp,op,offset,size\n0,R,0,4096\n1,R,{k + 8192},8192\n2,R,{3 * k},{k}\n"
+                   f"3,R,{k - 4096},8192\n")
+    p = prepare_trace(str(src), "csv", tmp_path / "out.csv", chunk=k, stretch=16 * k)
+    lines = (tmp_path / "out.csv").read_text().splitlines()[1:]
+    assert [tuple(int(x) for x in line.split(",")[2:]) for line in lines] == [
+        (0, 4096), (4 * k + 8192, 8192), (12 * k, k), (k - 4096, 4096), (4 * k, 4096)]
+    assert [line.split(",")[0] for line in lines] == ["0.000000", "1.000000", "2.000000", "3.000000", "3.000000"]
+    # Every block keeps one place: as many unique blocks as unstretched (2 + 3 + 16).
+    flat = prepare_trace(str(src), "csv", tmp_path / "flat.csv", chunk=k)
+    assert (p.requests, p.span, p.unique_blocks) == (5, 13 * k, 21) and flat.unique_blocks == 21
+    # A span already as large as the target is left where it is.
+    same = prepare_trace(str(src), "csv", tmp_path / "same.csv", chunk=k, stretch=4 * k)
+    assert same.span == 4 * k
+
+
 def test_vdf_real_bad_input_is_one_line_exit_2(tmp_path):
-    for args, words in ((["--disks", "4"], "--disks"), (["--policies", "lru,arc"], "--policies"),
+    for args, words in ((["--load", "bogus"], "--load"), (["--speedup", "0"], "--speedup"),
+                        (["--disks", "4"], "--disks"), (["--policies", "lru,arc"], "--policies"),
                         (["--policies", "lru,lfu"], "VDF variant"), (["--outstanding", "0"], "--outstanding"),
                         (["--member-size", "1MiB", "--builtin", "--disks", "5"], "span"),
                         (["--real", "--timed"], "two recipes")):

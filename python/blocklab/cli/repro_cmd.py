@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import shlex
 import sys
 from typing import List, Optional
@@ -62,7 +63,7 @@ def vdf(
     ray: Optional[str] = typer.Option(None, "--ray", help="Run the cells as Ray tasks: `local` or a cluster address."),
     ship_traces: bool = typer.Option(False, "--ship-traces", help="With --ray: send the traces to the workers."),
     timed: bool = typer.Option(False, "--timed", help="§6 in time: rebuild time and response under each policy, Eq. 4, closed-loop service rate (one trace: the first --traces, default Tencent 222)."),
-    speedup: float = typer.Option(0.2, "--speedup", help="--timed: replay the trace at this times its rate."),
+    speedup: Optional[float] = typer.Option(None, "--speedup", help="--timed: replay the trace at this times its rate (default 0.2); --real with --load open: the rebuild part's requests at this times the trace's rate (default 6; the simulator 15 times slower)."),
     threads: str = typer.Option("20,80", "--threads", help="--timed: requests outstanding in the closed-loop runs."),
     warmup: float = typer.Option(15.0, "--warmup", help="--timed: seconds of the trace replayed to warm the cache, not measured (the rebuild starts after them); 0: none."),
     stripe_cache: int = typer.Option(256, "--stripe-cache", help="--timed: MD's stripe cache of the degraded array, in stripe heads (MD's default 256); 0: none."),
@@ -71,7 +72,8 @@ def vdf(
     repeat: int = typer.Option(3, "--repeat", help="--real: rounds of every policy (alternating within a round); the spread is printed."),
     policies: str = typer.Option("lru,vdf-lru,lfu,vdf-lfu", "--policies", help="--real: the policies (a base and its VDF variant make a pair)."),
     part: int = typer.Option(4000, "--part", help="--real: requests in each measured part after the warm-up."),
-    member_size: Optional[str] = typer.Option(None, "--member-size", help="--real: bytes per member (default: the trace's span over the data members, so that it covers the array)."),
+    member_size: Optional[str] = typer.Option(None, "--member-size", help="--real: bytes per member (default 256MiB, or the trace's span over the data members if more; the built-in trace: its span). The trace is stretched over the array's data chunk by chunk."),
+    load: str = typer.Option("open", "--load", help="--real: the users' load during the rebuild: `open` (the paper's: the rest of the trace at its times / --speedup) or `closed` (one more --part at the largest --outstanding)."),
     builtin: bool = typer.Option(False, "--builtin", help="--real: the built-in synthetic trace even when ../shared is present."),
 ) -> None:
     """VDF paper §5: RGR of LRU vs VDF-LRU and LFU vs VDF-LFU, 5 to 8 disks, RAID-5, one failed disk, reads only.
@@ -88,11 +90,12 @@ def vdf(
         fail("--real and --timed are two recipes: give one")
     if real:
         _vdf_real(traces, disks or "5,8", sizes or "40%", outstanding, repeat, policies, part, warmup, member_size,
-                  builtin, out or "repro-vdf-real")
+                  builtin, out or "repro-vdf-real", load, speedup)
         return
     disks = disks or "5,6,7,8"
     if timed:
-        _vdf_timed(traces, disks, sizes, speedup, threads, out or "repro-vdf-timed", jobs, ray, warmup, stripe_cache)
+        _vdf_timed(traces, disks, sizes, 0.2 if speedup is None else speedup, threads, out or "repro-vdf-timed", jobs,
+                   ray, warmup, stripe_cache)
         return
     out = out or "repro-vdf"
     sizes = sizes or "1%,2%,5%,10%,20%,40%,70%"
@@ -215,7 +218,7 @@ def _vdf_timed(traces, disks: str, sizes, speedup: float, threads: str, out: str
 
 
 def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, policies: str, part: int, warmup: float,
-              member_size, builtin: bool, out: str) -> None:
+              member_size, builtin: bool, out: str, load: str = "open", speedup: Optional[float] = None) -> None:
     from pathlib import Path
 
     from blocklab.cli.common import fail
@@ -247,6 +250,11 @@ def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, pol
         fail(f"--part must be at least 1, not {part}")
     if not warmup >= 0:
         fail(f"--warmup: {warmup} is not a number of seconds >= 0")
+    if load not in vr.LOADS:
+        fail(f"--load `{load}`: expected one of {', '.join(vr.LOADS)}")
+    speedup = vr.SPEEDUP if speedup is None else speedup
+    if not (speedup > 0 and math.isfinite(speedup)):
+        fail(f"--speedup: {speedup} is not a factor > 0")
     size = sizes.split(",")[0].strip()
     try:
         vr.cache_blocks(size, 100)
@@ -256,7 +264,7 @@ def _vdf_real(traces, disks: str, sizes: str, outstanding: str, repeat: int, pol
     outdir = Path(out)
     try:
         p, runs, sims = vr.run(trace, outdir, disks=ndisks, policies=pols, outstanding=nout, repeat=repeat, part=part,
-                               warmup_s=warmup, size=size, member=member,
+                               warmup_s=warmup, size=size, member=member, load=load, speedup=speedup,
                                progress=lambda m: print(m, file=sys.stderr, flush=True))
     except (RuntimeError, ValueError, OSError) as e:
         fail(str(e))

@@ -45,19 +45,28 @@ class Prepared:
 
 
 def prepare_trace(src: str, fmt: str, dst: Path, *, limit: int | None = None, reads_only: bool = False,
-                  keep: int | None = None, capacity: int | None = None, block: int = 4096) -> Prepared:
+                  keep: int | None = None, capacity: int | None = None, block: int = 4096,
+                  chunk: int | None = None, stretch: int | None = None) -> Prepared:
     """Write `src`'s first `limit` requests (reads only, if asked) as native CSV
     (`timestamp,op,offset,size`), in time order (a stable sort: some cuts step back by up
     to a second), so that the real replay and the simulator read the very same requests;
     `keep` of them at most.
     With `capacity`, offsets are mapped linearly onto it (as `array.fit = "scale"` maps a
-    trace's span; a request kept whole and inside), for traces wider than the array."""
+    trace's span; a request kept whole and inside), for traces wider than the array.
+    With `chunk`, a request that crosses a multiple of `chunk` bytes is split there (pieces
+    at the same time; `keep` counts pieces), as the array splits it anyway. With `stretch`
+    (and `chunk`), a span narrower than it is then spread over it chunk by chunk (chunk c of
+    the trace onto chunk ⌊c · stretch / span⌋, the offset within it kept, as the stack's
+    `stretch_block`), so that the trace's reads meet every region of a larger array while
+    every block keeps one place (the same blocks hit and miss)."""
     from blocklab import api
 
     df = api.read_trace(src, fmt, limit=limit)
     if reads_only:
         df = df[df["op"] == "R"]
     df = df.sort_values("time", kind="stable").reset_index(drop=True)
+    if chunk is not None:
+        df = _split_at(df, chunk)
     if keep is not None:
         df = df.iloc[:keep]
     off = df["offset"].astype("int64")
@@ -67,6 +76,11 @@ def prepare_trace(src: str, fmt: str, dst: Path, *, limit: int | None = None, re
         if span > capacity:
             off = (off * (capacity / span)).astype("int64") // block * block
             off = off.where(off + ln <= capacity, (capacity - ln) // block * block)
+    if stretch is not None and chunk is not None and len(df):
+        span = int((off + ln).max())
+        if span < stretch:
+            c = off // chunk
+            off = (c * chunk * stretch // span) // chunk * chunk + off % chunk
     with open(dst, "w") as f:
         f.write("timestamp,op,offset,size\n")
         for t, op, o, n in zip(df["time"], df["op"], off, ln):
@@ -79,6 +93,20 @@ def prepare_trace(src: str, fmt: str, dst: Path, *, limit: int | None = None, re
     times = list(df["time"])
     return Prepared(str(dst), len(df), (times[-1] - times[0]) if times else 0.0, int((off + ln).max()) if len(df) else 0,
                     len(unique), times)
+
+
+def _split_at(df, chunk: int):
+    """`df`'s requests split where they cross a multiple of `chunk` bytes, in order."""
+    import pandas as pd
+
+    rows = []
+    for t, op, o, n in zip(df["time"], df["op"], df["offset"].astype("int64"), df["len"].astype("int64")):
+        end = o + max(int(n), 512)
+        while o < end:
+            cut = min(end, (o // chunk + 1) * chunk)
+            rows.append((t, op, o, cut - o))
+            o = cut
+    return pd.DataFrame(rows, columns=["time", "op", "offset", "len"])
 
 
 def synthetic_reads(dst: Path, requests: int, universe: int, alpha: float = 0.9, seed: int = 1,

@@ -10,18 +10,25 @@ same file the simulator reads) through the server in parts:
 * a warm-up (the trace's first `warmup_s` seconds, as `repro vdf --timed`), not measured;
 * one part per `outstanding` T, closed loop with T requests in flight, the array degraded
   (the spare present, not rebuilding): the service rate, requests per second;
-* one more part, closed loop at the largest T, while `real rebuild` runs in the server with
-  MD's min = max = `FULL_KBPS` (never throttled: the paper's "all remaining bandwidth"): the
-  rebuild time, and from the replay's log the users' rate and response while it ran;
+* the rebuild part: `real rebuild` runs in the server with MD's min = max = `FULL_KBPS`
+  (never throttled: the paper's "all remaining bandwidth") under the users' load, either
+  `open` (the paper's: the rest of the trace at its times ÷ `speedup`, as the paper replayed
+  at trace time while MD rebuilt) or `closed` (one more part at the largest T): the rebuild
+  time, and from the replay's log the users' rate and response while it ran;
 
 then the server is stopped and `real check` compares every stripe (the rebuilt member must
 agree with the others). Policies alternate within each repeat (rotated from repeat to
 repeat), so base and VDF meet the same machine state.
 
+Members are large enough that a rebuild takes seconds (`MEMBER`, unless the trace's span
+needs more), and the trace is stretched over the array chunk by chunk, its requests split at
+chunk boundaries (`real_runs.prepare_trace(chunk=, stretch=)`), so that its reads meet the
+whole rebuild, as the paper's data set covered its array, and every block keeps one place.
+
 Beside them: the timed executor on the same stack (the sata-7200 disk model, the same member
 size, cache blocks and trace file, the same parts) — `repro vdf --timed`'s two kinds of run,
-closed loop degraded and the rebuild at full bandwidth from the end of the warm-up — and the
-paper's numbers.
+closed loop degraded and the rebuild at full bandwidth from the end of the warm-up, under the
+same load — and the paper's numbers.
 """
 
 from __future__ import annotations
@@ -43,6 +50,19 @@ PART = 4000
 # The cache: this share of the unique blocks the replayed requests touch.
 SIZE = "40%"
 CHUNK = 64 * 1024
+# Bytes per member unless the trace's span needs more: a rebuild of seconds on this machine
+# (a default run stays within a few minutes). The built-in trace keeps its span (a smoke run).
+MEMBER = 256 * 2**20
+# The users' load during the rebuild: the paper's open loop at the trace's times sped up by
+# SPEEDUP (so that the survivors are busy), or a closed loop at the largest T.
+LOADS = ("open", "closed")
+LOAD = "open"
+SPEEDUP = 6.0
+# The model's disks serve about 7-15 times fewer requests per second than the member files
+# here (closed loop, 80 outstanding: ~1,000-2,700 against ~15,000-24,000), so the simulator's
+# open load is sped up 15 times less: a similar share of each executor's capacity
+# (docs/repro-vdf.md: ~16 % simulated, ~24 % real at the defaults).
+MODEL_SLOWER = 15.0
 # KiB/s: MD's min = max, far above what the files give, so the rebuild is never throttled.
 FULL_KBPS = 10_000_000
 # The simulated rebuild at full bandwidth, as `repro vdf --timed` (100 MB/s).
@@ -56,9 +76,9 @@ CLAIMS = {
     ("rate", "lru"): "VDF-LRU raises the degraded service rate by up to 28.4 % (80 threads, 8 disks)",
     ("rate", "lfu"): "VDF-LFU raises the degraded service rate by up to 46.8 % (60 threads, 8 disks)",
 }
-SERIALIZED = ("a served stack takes one request at a time (docs/real.md, \"Why a stack serves one request "
-              "at a time\"): T requests outstanding queue at the server, so the service rate is capped by one "
-              "request's turn through the cache, the array and the files, and grows little with T")
+SERVED = ("a served stack decides one request at a time under its mutex and runs the member I/O of "
+          "several at once outside it (docs/real.md, \"Requests in parallel\"): T requests outstanding "
+          "overlap their reads of the member files, the cache's decisions stay in arrival order")
 
 
 @dataclass
@@ -85,7 +105,7 @@ class Plan:
     cache size in blocks, and each array's member size."""
 
     trace: Trace
-    path: str
+    paths: dict
     warmup: int
     part: int
     outstanding: tuple
@@ -93,12 +113,24 @@ class Plan:
     size: str
     members: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    load: str = LOAD
+    speedup: float = SPEEDUP
+    # The rebuild part: its requests, and (open) the trace seconds they span.
+    rebuild_part: int = 0
+    rebuild_trace_s: float = 0.0
+    # Seconds of the trace file (from its first request) where the rebuild part begins.
+    rebuild_start_s: float = 0.0
 
     def parts(self) -> int:
         return len(self.outstanding) + 1
 
-    def total(self) -> int:
-        return self.warmup + self.parts() * self.part
+    def sim_speedup(self) -> float:
+        """The simulator's speed-up of the open load (see `MODEL_SLOWER`)."""
+        return self.speedup / MODEL_SLOWER
+
+    def before_rebuild(self) -> int:
+        """Requests replayed before the rebuild part: the warm-up and the closed parts."""
+        return self.warmup + len(self.outstanding) * self.part
 
 
 def cache_blocks(size: str, unique: int) -> int:
@@ -110,17 +142,22 @@ def cache_blocks(size: str, unique: int) -> int:
 
 
 def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: int = PART,
-         warmup_s: float = WARMUP_S, size: str = SIZE, member: int | None = None) -> Plan:
-    """Prepare the trace file (reads only, time-ordered, cut to warm-up + parts) and size
-    the arrays: by default each member is the trace's span over n - 1 data members (rounded
-    up to a chunk), so that the trace covers the whole array as the paper's data set did."""
+         warmup_s: float = WARMUP_S, size: str = SIZE, member: int | None = None, load: str = LOAD,
+         speedup: float = SPEEDUP) -> Plan:
+    """Prepare the trace files (reads only, time-ordered, cut to warm-up + parts; with the
+    open load the rebuild part is the rest of the trace) and size the arrays: by default each
+    member is `MEMBER` bytes or, if more, the trace's span over n - 1 data members (rounded up
+    to a chunk); the built-in trace keeps its span. Per number of disks the trace is
+    stretched over the array's data (chunk by chunk), so that it covers the whole array as
+    the paper's data set did."""
     out.mkdir(parents=True, exist_ok=True)
     notes = []
+    builtin = trace is None
     if trace is None:
         src = rr.synthetic_reads(out / "builtin.csv", requests=20_000, universe=6_000, alpha=0.9, seed=1)
         trace = Trace(str(src), "csv", "built-in Zipf(0.9) reads over 6,000 blocks (seed 1)")
     path = out / "trace.csv"
-    full = rr.prepare_trace(trace.path, trace.format, path, reads_only=True)
+    full = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, chunk=CHUNK)
     if full.requests < 10 * (len(outstanding) + 1):
         raise ValueError(f"{trace.path}: {full.requests} reads: too few for a warm-up and "
                          f"{len(outstanding) + 1} measured parts (the recipe replays reads only)")
@@ -131,17 +168,31 @@ def plan(trace: Trace | None, out: Path, disks, outstanding=OUTSTANDING, part: i
         new = max(1, (full.requests - warm) // k)
         notes.append(f"the trace holds {full.requests:,} reads: parts cut from {part:,} to {new:,} requests")
         part = new
-    total = warm + k * part
-    cut = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, keep=total)
+    before = warm + (k - 1) * part
+    total = full.requests if load == "open" else warm + k * part
+    cut = rr.prepare_trace(trace.path, trace.format, path, reads_only=True, keep=total, chunk=CHUNK)
     blocks = cache_blocks(size, cut.unique_blocks)
-    members = {}
+    members, paths = {}, {}
     for n in disks:
-        m = member or max(CHUNK, math.ceil(cut.span / (n - 1) / CHUNK) * CHUNK)
+        need = max(CHUNK, math.ceil(cut.span / (n - 1) / CHUNK) * CHUNK)
+        m = member or (need if builtin else max(need, MEMBER))
         if cut.span > m * (n - 1):
             raise ValueError(f"--member-size: {m} bytes x {n - 1} data members hold less than the trace's span "
                              f"({cut.span} bytes)")
         members[n] = m
-    return Plan(trace, str(path), warm, part, tuple(outstanding), blocks, size, members, notes)
+        dst = out / f"trace-raid5x{n}.csv"
+        rr.prepare_trace(trace.path, trace.format, dst, reads_only=True, keep=total, chunk=CHUNK,
+                         stretch=m * (n - 1))
+        paths[n] = str(dst)
+    times = cut.times
+    rebuild_part = total - before
+    p = Plan(trace, paths, warm, part, tuple(outstanding), blocks, size, members, notes, load, speedup, rebuild_part,
+             (times[-1] - times[before]) if rebuild_part else 0.0, times[before] - times[0])
+    if load == "open":
+        notes.append(f"open load: the trace's last {rebuild_part:,} reads ({p.rebuild_trace_s:.1f} trace seconds) at "
+                     f"{speedup:g}x their rate, {rebuild_part / max(p.rebuild_trace_s, 1e-9) * speedup:,.0f} "
+                     f"requests/s offered, for {p.rebuild_trace_s / speedup:.1f} s")
+    return p
 
 
 def stack_text(n: int, policy: str, blocks: int, member: int, *, timed: bool) -> str:
@@ -158,11 +209,11 @@ def stack_text(n: int, policy: str, blocks: int, member: int, *, timed: bool) ->
     return text
 
 
-def _cut(p: Plan, out: Path, n: int) -> str:
-    """The trace file cut to its first n requests (the simulator's parts)."""
-    dst = out / f"trace.first{n}.csv"
+def _cut(p: Plan, out: Path, disks: int, n: int) -> str:
+    """The trace file of `disks` disks cut to its first n requests (the simulator's parts)."""
+    dst = out / f"trace-raid5x{disks}.first{n}.csv"
     if not dst.exists():
-        lines = Path(p.path).read_text().splitlines(keepends=True)
+        lines = Path(p.paths[disks]).read_text().splitlines(keepends=True)
         dst.write_text("".join(lines[: n + 1]))
     return str(dst)
 
@@ -183,16 +234,24 @@ def simulate(p: Plan, out: Path, policies=POLICIES, progress=None) -> list[dict]
             row = {"disks": n, "policy": pol}
             for i, t in enumerate(p.outstanding):
                 upto = p.warmup + (i + 1) * p.part
-                r = api.run_stack(f, _cut(p, out, upto), format="csv",
+                r = api.run_stack(f, _cut(p, out, n, upto), format="csv",
                                   sets=["replay.mode=closed", f"replay.outstanding={t}",
                                         f'replay.warmup="{p.warmup + i * p.part}req"'])
                 row[f"rate_{t}"] = r["requests"] / (r["timing"]["measured_ms"] / 1e3)
                 row[f"rgr_{t}"] = r["array"]["rgr"]
-            upto = p.warmup + (k + 1) * p.part
-            sets = ["replay.mode=closed", f"replay.outstanding={big}", f'replay.warmup="{p.warmup + k * p.part}req"']
-            r = api.run_stack(f, _cut(p, out, upto), format="csv", sets=sets)
-            start = r["timing"]["sim_time_ms"] - r["timing"]["measured_ms"]
-            r = api.run_stack(f, _cut(p, out, upto), format="csv",
+            warm = f'replay.warmup="{p.before_rebuild()}req"'
+            if p.load == "open":
+                # Open loop over the whole file at the real run's speed-up / MODEL_SLOWER; the
+                # spare arrives when the rebuild part's first request is due.
+                trace = p.paths[n]
+                sets = ["replay.mode=open", f"replay.speedup={p.sim_speedup()}", warm]
+                start = p.rebuild_start_s / p.sim_speedup() * 1000.0
+            else:
+                trace = _cut(p, out, n, p.before_rebuild() + p.part)
+                sets = ["replay.mode=closed", f"replay.outstanding={big}", warm]
+                r = api.run_stack(f, trace, format="csv", sets=sets)
+                start = r["timing"]["sim_time_ms"] - r["timing"]["measured_ms"]
+            r = api.run_stack(f, trace, format="csv",
                               sets=sets + [f"array.rebuild.at={start:.3f}", f"array.rebuild.min={SIM_KBPS}",
                                            f"array.rebuild.max={SIM_KBPS}"])
             row["rebuild_s"] = r["rebuild"]["rebuild_ms"] / 1e3
@@ -213,12 +272,13 @@ def one_run(d: Path, n: int, policy: str, p: Plan, log: Path) -> dict:
     _core.real_replace(str(d), 0)
     big = max(p.outstanding)
     row = {"disks": n, "policy": policy, "errors": 0}
-    with rr.Server(d):
-        w = rr.replay(d, p.path, replay="closed", outstanding=big, limit=p.warmup)
+    # As many server workers as requests outstanding, so that T of them reach the members at once.
+    with rr.Server(d, extra=("--threads", big)):
+        w = rr.replay(d, p.paths[n], replay="closed", outstanding=big, limit=p.warmup)
         row["errors"] += w["errors"]
         for i, t in enumerate(p.outstanding):
             s0 = rr.stack_figures(d)
-            r = rr.replay(d, p.path, replay="closed", outstanding=t, skip=p.warmup + i * p.part, limit=p.part)
+            r = rr.replay(d, p.paths[n], replay="closed", outstanding=t, skip=p.warmup + i * p.part, limit=p.part)
             s1 = rr.delta(rr.stack_figures(d), s0)
             row[f"rate_{t}"] = r["requests"] / r["wall_s"]
             row[f"requests_{t}"] = r["requests"]
@@ -226,11 +286,13 @@ def one_run(d: Path, n: int, policy: str, p: Plan, log: Path) -> dict:
             row[f"miss_{t}"] = s1["misses"] / max(1, s1["accesses"])
             row[f"rgr_{t}"] = s1["surviving_reads"] / max(1, s1["accesses"])
             row["errors"] += r["errors"]
-        k = len(p.outstanding)
         s0 = rr.stack_figures(d)
-        rb, r = rr.replay_during_rebuild(d, p.path, {"min_kbps": FULL_KBPS, "max_kbps": FULL_KBPS, "order": "md"},
-                                         replay="closed", outstanding=big, skip=p.warmup + k * p.part, limit=p.part,
-                                         log=str(log))
+        if p.load == "open":
+            load = {"replay": "open", "speedup": p.speedup, "threads": big, "limit": 0}
+        else:
+            load = {"replay": "closed", "outstanding": big, "limit": p.part}
+        rb, r = rr.replay_during_rebuild(d, p.paths[n], {"min_kbps": FULL_KBPS, "max_kbps": FULL_KBPS, "order": "md"},
+                                         skip=p.before_rebuild(), log=str(log), **load)
         s1 = rr.delta(rr.stack_figures(d), s0)
     during = rr.window(str(log), rb["started_unix_s"], rb["finished_unix_s"])
     c = rr.check(d)
@@ -249,11 +311,11 @@ def one_run(d: Path, n: int, policy: str, p: Plan, log: Path) -> dict:
 
 def run(trace: Trace | None, out: Path, disks=DISKS, policies=POLICIES, outstanding=OUTSTANDING, repeat: int = REPEAT,
         part: int = PART, warmup_s: float = WARMUP_S, size: str = SIZE, member: int | None = None,
-        progress=print) -> tuple[Plan, list[dict], list[dict]]:
+        load: str = LOAD, speedup: float = SPEEDUP, progress=print) -> tuple[Plan, list[dict], list[dict]]:
     """Every run: per number of disks, `repeat` rounds of every policy (rotated); then the
     simulator on the same stacks. Returns the plan, the real runs and the simulated ones."""
     out.mkdir(parents=True, exist_ok=True)
-    p = plan(trace, out, disks, outstanding, part, warmup_s, size, member)
+    p = plan(trace, out, disks, outstanding, part, warmup_s, size, member, load, speedup)
     runs = []
     for n in disks:
         d = out / f"raid5x{n}"
@@ -372,15 +434,15 @@ def claims(p: Plan, rows: list[dict]):
                 real_s = rr.median([x for r in mine for x in r["rebuild_s_base"]])
                 sim_s = rr.median([r["rebuild_s_sim_base"] for r in mine])
                 why = (f"the member files rebuild in {real_s:.2f} s (median, base policy) where the model's disks "
-                       f"take {sim_s:.2f} s: the survivors' reads come from the host's caches, so the few "
-                       "reconstruct-reads VDF saves per miss weigh little against the rebuild's stream, and the "
-                       "served stack keeps at most one user request on the array at a time. " + rr.ONE_DISK)
+                       f"take {sim_s:.2f} s; by Eq. 4 VDF shortens the rebuild by the survivors' user load it "
+                       f"removes, and the users' reads under the {p.load} load take only a share of what one "
+                       "virtual disk gives the rebuild's stream. " + rr.ONE_DISK)
             else:
                 real_r = rr.median([x for r in mine for x in r[f"rate_{big}_base"]])
                 sim_r = rr.median([r[f"rate_{big}_sim_base"] for r in mine])
-                why = (f"real {real_r:,.0f} req/s against the model's {sim_r:,.0f} (base policy, median): the "
-                       "survivors' reads cost microseconds here, so a request's turn is mostly the server's own "
-                       "work (NBD, the cache, the lock), the same under both policies; " + SERIALIZED + ". "
+                why = (f"real {real_r:,.0f} req/s against the model's {sim_r:,.0f} (base policy, median): a "
+                       "survivor's read costs no seek on a file, so a request's turn is partly the server's own "
+                       "work (NBD, the cache's decision), the same under both policies; " + SERVED + ". "
                        + rr.ONE_DISK)
             ours = (f"{g:+.1f} % ({where}" + (f", T={big}" if kind == "rate" else "") + f"; repeats {spread}"
                     + noise + ")")
@@ -398,13 +460,21 @@ def markdown(p: Plan, runs: list[dict], rows: list[dict], claim_rows, command: s
     from blocklab.repro.verdicts import markdown as verdict_table
 
     big = max(p.outstanding)
-    L = [f"Trace: {p.trace.label} (`{Path(p.trace.path).name}`), reads only, time-ordered; warm-up {p.warmup:,} "
-         f"requests (not measured), then {p.parts()} parts of {p.part:,}: closed loop with "
-         + ", ".join(f"{t}" for t in p.outstanding) + f" outstanding (degraded), then {big} outstanding while "
-         f"the server rebuilds member 0 at full bandwidth (min = max = {FULL_KBPS:,} KiB/s). Cache {p.size} of the "
+    if p.load == "open":
+        during = (f"open loop, the trace's remaining {p.rebuild_part:,} reads at their times / {p.speedup:g} "
+                  f"(up to {big} in flight; the simulator: / {p.sim_speedup():.3g}, {MODEL_SLOWER:g} times slower, as "
+                  "its disks serve far fewer requests per second), while")
+    else:
+        during = f"closed loop, {big} outstanding, {p.part:,} requests, while"
+    L = [f"Trace: {p.trace.label} (`{Path(p.trace.path).name}`), reads only, time-ordered, stretched chunk by chunk "
+         f"over each array's data; warm-up {p.warmup:,} requests (not measured), then closed loop, degraded, "
+         f"{p.part:,} requests with " + ", ".join(f"{t}" for t in p.outstanding) + f" outstanding; then the "
+         f"rebuild part ({p.load} load): {during} the server rebuilds member 0 at full bandwidth "
+         f"(min = max = {FULL_KBPS:,} KiB/s). Cache {p.size} of the "
          f"replayed requests' unique blocks = {p.cache_blocks:,} blocks, write-through; RAID-5, 64 KiB chunks; "
-         "members " + ", ".join(f"{n} disks: {m / 2**20:.1f} MiB" for n, m in p.members.items()) + ".",
-         "", f"**{rr.ONE_DISK}.** {SERIALIZED[0].upper() + SERIALIZED[1:]}.", ""]
+         "members " + ", ".join(f"{n} disks: {m / 2**20:.1f} MiB" for n, m in p.members.items())
+         + f", opened O_DIRECT (`real serve --direct --threads {big}`).",
+         "", f"**{rr.ONE_DISK}.** {SERVED[0].upper() + SERVED[1:]}.", ""]
     for note in p.notes:
         L += [f"Note: {note}.", ""]
     if command:
