@@ -42,8 +42,8 @@ WHY_SMALL = ("the paper's Fig 7 is \"a set of sequential file reads, over files 
              "which needs many small files; ours writes and reads one file per size on a fresh volume (Linux 2.2's "
              "allocator, modelled), contiguous on both arrays: its 4 KiB read is a drive-cache hit (the inode-table "
              "block) and one data-block read with the same 0.74 ms seek on both, the gap being that read's "
-             "rotational delay (5.2 against 4.2 ms of a 6 ms turn), and a 64 KiB file spans two RAID-0 chunks read "
-             "on two disks at once; neither is layout")
+             "rotational delay (5.2 against 4.2 ms of a 6 ms turn, one request in flight), and a 64 KiB file "
+             "spans two RAID-0 chunks read on two disks at once; neither is layout")
 WHY_TIME = ("every request of the trace is replayed synchronously on four disk models; the paper's Linux buffer "
             "cache absorbed and batched writes")
 # Within this many points of the linear (D - k) / D line counts as "proportional".
