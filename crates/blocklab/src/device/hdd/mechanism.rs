@@ -148,16 +148,7 @@ impl Hdd {
             end = end.max(at);
             each(k, at);
         }
-        if self.split_on {
-            self.split.seek_ms += pos;
-            self.split.transfer_ms += run as f64 * st;
-            self.split.rotation_ms += end - t1 - run as f64 * st;
-        }
-        self.head = Head {
-            cyl: ph.cyl,
-            head: ph.head,
-        };
-        end
+        self.end_run(ph, pos, t1, run, st, end)
     }
 
     /// A zero-latency (write-on-arrival) write of the `run` sectors from
@@ -195,6 +186,12 @@ impl Hdd {
             end = end.max(at);
             each(k, at);
         }
+        self.end_run(ph, pos, t1, run, st, end)
+    }
+
+    /// A track run's end: the time split's shares (positioning, transfer,
+    /// the rest rotation) and the head left on `ph`'s track; returns `end`.
+    fn end_run(&mut self, ph: &Phys, pos: f64, t1: f64, run: u64, st: f64, end: f64) -> f64 {
         if self.split_on {
             self.split.seek_ms += pos;
             self.split.transfer_ms += run as f64 * st;
