@@ -52,6 +52,8 @@ mod uring;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod stack_attack_tests;
+#[cfg(test)]
 mod stack_conc_tests;
 #[cfg(test)]
 mod stack_tests;
