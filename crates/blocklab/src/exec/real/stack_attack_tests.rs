@@ -194,3 +194,58 @@ fn a_tier_frame_reused_while_an_old_read_of_it_is_in_flight_reads_the_old_block(
         assert!(got == want, "block {b}");
     }
 }
+
+#[test]
+fn two_clients_writing_halves_of_one_block_through_evictions_never_lose_an_update() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(
+        "[[cache]]\npolicy = \"lru\"\nsize = 2\nwrite = \"back\"\n\
+         [tier]\nsize = 4\nwrite_policy = \"wb\"\nmodel = \"const:0.1\"\n",
+    );
+    let a = open_array(dir.path(), &s, None);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let half = (BS / 2) as usize;
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let writers: Vec<_> = (0..2u64)
+            .map(|me| {
+                let st = &st;
+                sc.spawn(move || {
+                    let mut last = 0u8;
+                    for i in 1..=300u32 {
+                        let v = (i % 250 + 1) as u8;
+                        st.write(3 * BS + me * half as u64, &vec![v; half], false).unwrap();
+                        last = v;
+                        if i % 7 == 0 {
+                            // Its own half reads its last write, whatever the other half holds.
+                            let mut buf = vec![0u8; BS as usize];
+                            st.read(3 * BS, &mut buf).unwrap();
+                            let mine = &buf[me as usize * half..(me as usize + 1) * half];
+                            assert!(mine.iter().all(|&b| b == v), "client {me} lost its update {v}");
+                        }
+                        if i % 50 == 0 {
+                            st.flush().unwrap();
+                        }
+                    }
+                    last
+                })
+            })
+            .collect();
+        // Another client pushes block 3 out of the cache and the tier.
+        let evictor = sc.spawn(|| {
+            let mut b = 10u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let mut buf = vec![0u8; BS as usize];
+                st.read(b * BS, &mut buf).unwrap();
+                st.write((b + 40) * BS, &vec![1u8; BS as usize], false).unwrap();
+                b = 10 + (b + 1) % 20;
+            }
+        });
+        let last: Vec<u8> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        evictor.join().unwrap();
+        let mut buf = vec![0u8; BS as usize];
+        st.read(3 * BS, &mut buf).unwrap();
+        assert!(buf[..half].iter().all(|&b| b == last[0]) && buf[half..].iter().all(|&b| b == last[1]));
+    });
+}
