@@ -361,3 +361,37 @@ def test_tenants_partial_writes_and_a_member_failed_replaced_and_rebuilt_while_s
         if reb is not None and reb.poll() is None:
             reb.kill()
         srv.ensure_dead()
+
+
+def test_a_flush_over_nbd_after_a_destage_failed_past_the_redundancy_is_an_error(tmp_path):
+    """A write acknowledged into a write-back cache; two members failed through the server (the block's
+    row past the redundancy); another request evicts it, its destage fails: the client's next FLUSH gets
+    an NBD error, not success, and a read of the block an error, not its older bytes."""
+    d = created(tmp_path, "a", cache("lru", 2, "back"))
+    srv = Server(d)
+    try:
+        c = Nbd(srv.host, srv.port, srv.name)
+        c.write(0, stamped(0, 1))
+        c.flush()
+        c.write(0, stamped(0, 2))  # dirty in the cache only
+        for disk in ("0", "1"):
+            p = run("real", "fail", d, disk, check=False, timeout=120)
+            assert p.returncode in (0, 2), p.stderr
+        if p.returncode != 0:
+            pytest.skip(f"the second failure was refused: {p.stderr.strip()}")
+        for b in (8, 9):  # evict block 0 (on member 0)
+            try:
+                c.read(b * BS, BS)
+            except NbdError:
+                pass
+        with pytest.raises(NbdError):
+            c.flush()
+        try:
+            got = parse_stamp(c.read(0, BS))
+            assert got == (0, 2), f"block 0 read {got} after its destage failed"
+        except NbdError:
+            pass
+        c.close()
+        srv.stop()
+    finally:
+        srv.ensure_dead()
