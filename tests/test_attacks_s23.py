@@ -1,8 +1,10 @@
 """Session 23's attacks on a served stack whose member I/O runs outside its mutex (docs/real.md, "Requests
 in parallel"): several clients with deep queues of stamped writes and periodic FLUSHes through a
 write-back cache and tier over RAID-5, killed with SIGKILL mid-flight, then started again as it was,
-with a member file deleted, or with a member put back from an older stop. (The failed-destage attacks
-are Rust tests: `exec::real::stack_attack_tests`.)
+with a member file deleted, or with a member put back from an older stop; SIGTERM with a stalled peer;
+two tenants' partial-block writers while a member is failed, replaced and rebuilt; a FLUSH over NBD
+after a destage failed past the redundancy. (More failed-destage attacks, a fill that fails, a tier
+frame reused under an old read, one block's halves raced: Rust, `exec::real::stack_attack_tests`.)
 
 The outcome asserted: every block reads the write a completed FLUSH covered or one sent after it; or
 the start is refused in one line with exit status 2; or the read is an NBD error — never other bytes.
