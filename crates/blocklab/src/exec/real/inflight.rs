@@ -18,6 +18,12 @@
 //! * **FLUSH drains the table**: it waits, holding the mutex, until every job
 //!   recorded before it is done, then destages and flushes.
 //!
+//! * **A write that failed is not forgotten.** The blocks (or frames) of
+//!   an array or tier write that failed are *lost* until a later write of
+//!   them lands: a read ordered after it gets EIO, not the bytes from before
+//!   it (a destage of an evicted block failed: its newest bytes are nowhere).
+//!   The next FLUSH reports the failure (EIO), once, as `fsync` would.
+//!
 //! Jobs never wait for a job recorded after them, and a thread runs its jobs
 //! in the order they were recorded, so the oldest unfinished job can always
 //! run: no deadlock. A job that fails (or is dropped) still completes: its
@@ -25,7 +31,7 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::blocks::Block;
 use super::tier_store::TierFile;
@@ -109,6 +115,15 @@ pub enum Key {
     Frame(u64),
 }
 
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Array(b) => write!(f, "array block {b}"),
+            Key::Frame(n) => write!(f, "tier frame {n}"),
+        }
+    }
+}
+
 /// The keys a job touches: `n` consecutive ones from `first`.
 #[derive(Clone, Copy)]
 struct Keys {
@@ -133,6 +148,10 @@ struct Table {
     last: FxHashMap<Key, Arc<Done>>,
     /// Jobs recorded and not done.
     running: usize,
+    /// Keys whose last write failed (their newest contents are nowhere).
+    lost: FxHashSet<Key>,
+    /// The first write that failed since the last FLUSH reported one.
+    failed_write: Option<String>,
 }
 
 /// The table of I/O in flight (see the module comment).
@@ -175,6 +194,36 @@ impl InFlight {
         if t.running == 0 {
             self.idle.notify_all();
         }
+    }
+
+    /// A job ran: a write that failed loses its keys (and is remembered for
+    /// the next FLUSH), one that landed makes them readable again.
+    fn ran(&self, work: &Work, r: &Result<(), ReqError>) {
+        if !matches!(work, Work::ArrayWrite { .. } | Work::TierWrite { .. }) {
+            return;
+        }
+        let mut t = self.lock();
+        for k in work.keys().into_iter().flat_map(Keys::iter) {
+            match r {
+                Ok(()) => t.lost.remove(&k),
+                Err(_) => t.lost.insert(k),
+            };
+        }
+        if let Err(e) = r {
+            t.failed_write.get_or_insert_with(|| e.to_string());
+        }
+    }
+
+    /// The first key of `keys` whose last write failed.
+    fn lost_in(&self, keys: Option<Keys>) -> Option<Key> {
+        let t = self.lock();
+        keys.into_iter().flat_map(Keys::iter).find(|k| t.lost.contains(k))
+    }
+
+    /// The write that failed since the last FLUSH reported one (a FLUSH:
+    /// reported once).
+    pub fn take_failed_write(&self) -> Option<String> {
+        self.lock().failed_write.take()
     }
 
     /// Wait until every job recorded so far is done (a FLUSH).
@@ -335,7 +384,19 @@ impl Job {
         for p in &self.after {
             p.wait();
         }
-        self.work.run()
+        if matches!(self.work, Work::ArrayRead { .. } | Work::TierRead { .. }) {
+            if let Some(k) = self.table.lost_in(self.work.keys()) {
+                // Dropped here: its cells get this error.
+                let e = ReqError::Io(format!("{k}: its last write failed, its newest contents are lost"));
+                for c in self.work.outputs() {
+                    c.set(Err(e.clone()));
+                }
+                return Err(e);
+            }
+        }
+        let r = self.work.run();
+        self.table.ran(&self.work, &r);
+        r
         // Dropped here: done.
     }
 }

@@ -53,6 +53,8 @@ mod wall_clock;
 #[cfg(test)]
 mod identity_tests;
 #[cfg(test)]
+mod stack_attack_tests;
+#[cfg(test)]
 mod stack_conc_tests;
 #[cfg(test)]
 mod stack_tests;

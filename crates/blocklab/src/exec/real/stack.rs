@@ -762,8 +762,14 @@ impl RealStack {
         let decided = inner.composed.real_flush(&mut inner.exec);
         let (_, jobs) = inner.exec.blocks.end_request();
         let ran = run_all(jobs);
+        // A write this FLUSH covers that failed (a destage of an evicted
+        // block, a write-through) fails the FLUSH: its bytes are not durable.
+        let failed = inner.exec.blocks.inflight.take_failed_write();
         decided.map_err(req_err)?;
         ran?;
+        if let Some(e) = failed {
+            return Err(ReqError::Io(format!("a write before this FLUSH failed: {e}")));
+        }
         inner.flushes += 1;
         self.array.flush()?;
         // The tier's dirty blocks, committed once the array is durable.
