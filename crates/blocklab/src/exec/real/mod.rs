@@ -55,6 +55,8 @@ mod identity_tests;
 #[cfg(test)]
 mod stack_conc_tests;
 #[cfg(test)]
+mod stack_prefetch_tests;
+#[cfg(test)]
 mod stack_tests;
 #[cfg(test)]
 mod tests;

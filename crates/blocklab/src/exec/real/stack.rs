@@ -34,7 +34,7 @@ use crate::stack::build::{build, Executor};
 use crate::stack::layer::AtOnce;
 use crate::stack::result::StackResult;
 use crate::stack::runtime::Composed;
-use crate::stack::spec::{is_dgraid, Fit, PrefetchKind, StackSpec, TenantMap};
+use crate::stack::spec::{is_dgraid, Fit, StackSpec, TenantMap};
 use crate::trace::{Op, Request};
 
 /// The stack file kept in an array directory made with `real create --stack`.
@@ -178,9 +178,6 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
         }
         if c.fetch_unit.is_some() {
             return refuse(&key("fetch_unit"), "does not prefetch on real bytes yet");
-        }
-        if c.prefetch != PrefetchKind::None {
-            return refuse(&key("prefetch"), "does not prefetch on real bytes yet");
         }
         if c.prefetch_buffer.is_some() {
             return refuse(&key("prefetch_buffer"), "does not prefetch on real bytes yet");
