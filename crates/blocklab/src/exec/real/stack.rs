@@ -34,7 +34,7 @@ use crate::stack::build::{build, Executor};
 use crate::stack::layer::AtOnce;
 use crate::stack::result::StackResult;
 use crate::stack::runtime::Composed;
-use crate::stack::spec::{is_dgraid, Fit, StackSpec, TenantMap};
+use crate::stack::spec::{is_dgraid, Fit, PrefetchKind, QueueClass, StackSpec, TenantMap};
 use crate::trace::{Op, Request};
 
 /// The stack file kept in an array directory made with `real create --stack`.
@@ -57,6 +57,13 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
         if c.hit_ms != 0.0 {
             notes.push(format!(
                 "{}: cache.{i}.hit_ms: ignored (a hit takes what it takes)",
+                spec.origin.file
+            ));
+        }
+        if c.prefetch != PrefetchKind::None && c.prefetch_class == QueueClass::Idle {
+            notes.push(format!(
+                "{}: cache.{i}.prefetch_class: ignored (a read ahead runs after its request's own I/O; \
+                 member files have no idle class)",
                 spec.origin.file
             ));
         }

@@ -370,3 +370,22 @@ fn a_failed_read_ahead_fails_the_hits_on_it_never_its_request_nor_with_zeroes() 
     );
     assert_eq!(st.result().layers[0].read_hits, 1);
 }
+
+#[test]
+fn read_ahead_runs_on_real_bytes_its_idle_class_noted_and_the_other_prefetch_keys_refused() {
+    let text = stack_text(&cache("lru", 32, "back", READAHEAD));
+    let s = spec(&text, &["cache.0.prefetch_class=\"idle\""]);
+    super::stack::check_real(&s).unwrap();
+    let notes = super::stack::ignored_keys(&s);
+    assert!(
+        notes.iter().any(|n| n.contains("cache.0.prefetch_class: ignored")),
+        "{notes:?}"
+    );
+    for (set, key) in [
+        ("cache.0.fetch_unit=\"64KiB\"", "cache.0.fetch_unit"),
+        ("cache.0.prefetch_buffer=\"64KiB\"", "cache.0.prefetch_buffer"),
+    ] {
+        let e = super::stack::check_real(&spec(&text, &[set])).unwrap_err().to_string();
+        assert!(e.contains("stack.toml") && e.contains(key), "{key}: {e}");
+    }
+}
