@@ -23,7 +23,7 @@ import time
 
 import pytest
 
-from realkit import CACHE_MODES, FULL_MATRIX, TIER_MODES, js, make_served, rebuild_in_background, run, stack_file, tear_down
+from realkit import CACHE_MODES, FULL_MATRIX, TIER_MODES, cache, js, make_served, rebuild_in_background, run, stack_file, tear_down
 
 SIZE = 16 << 20
 
@@ -177,4 +177,25 @@ def test_fio_verifies_at_iodepth_16_through_a_write_back_cache_over_a_write_back
         assert (chk["mismatches"], chk["unrecoverable"]) == (0, 0), chk
         srv.stop()
     finally:
-        tear_down(srv, None)
+        tear_down(srv)
+
+
+def test_fio_verifies_sequential_io_through_a_read_ahead_cache(tmp_path):
+    """Sequential 16 KiB writes, then fio's sequential verify reads, through
+    a write-back LRU of 4 MiB that reads 128 KiB ahead of every read miss
+    (Hsu–Smith's read-ahead) in front of RAID-5: healthy, then degraded. The
+    verify reads hit blocks read ahead (their bytes on the way or landed)
+    and miss those evicted since; every byte must check."""
+    caches = cache("lru", 1024, "back") + 'prefetch = "readahead"\nreadahead = "128KiB"\n'
+    stack = stack_file(tmp_path, "readahead", caches, "5", 4, "64KiB")
+    d, srv = make_served(tmp_path, "5", 4, stack, "16MiB", "64KiB")
+    try:
+        fio(srv.uri, tmp_path, 1, "--rw=write", "--bs=16k")
+        run("real", "fail", d, "1")
+        fio(srv.uri, tmp_path, 2, "--rw=write", "--bs=16k")
+        layer = js("real", "status", d)["stack"]["layers"][0]
+        assert layer["prefetch_ops"] > 0 and layer["prefetched_blocks"] > 0, layer
+        assert layer["read_hits"] > 0, layer
+        srv.stop()
+    finally:
+        tear_down(srv)

@@ -29,9 +29,12 @@
 //! contents is told to the data path where the decision is made (one call
 //! per move, `stack::data`): a read hit, a fill after a miss, a write into
 //! the cache, an eviction (a dirty one hands its contents to the destage),
-//! an invalidation, a flush. The prefetch paths (fetch units, read-ahead,
-//! the prefetch buffer, opportunistic blocks) keep blocks before their
-//! contents arrive: the real executor refuses them.
+//! an invalidation, a flush. Read-ahead and CSP keep blocks before their
+//! contents arrive: the read ahead's background piece keeps them in the
+//! store as contents on their way (`Below::read_ahead`), which a later hit
+//! waits for. Fetch units (which read held blocks again into the request's
+//! own frame), the prefetch buffer and opportunistic blocks have no data
+//! path: the real executor refuses them.
 //!
 //! Prefetch (Hsu & Smith §4, configured by [`PrefetchConfig`]; what to
 //! prefetch is `stack::prefetch`'s):
@@ -357,7 +360,8 @@ impl CacheLayer {
 
     /// Keep block `b` read ahead (not held anywhere): in the prefetch buffer
     /// when `to_buffer` and there is one, else in the cache. (Its contents
-    /// arrive after it is kept: the real executor refuses prefetch.)
+    /// arrive after it is kept: on real bytes the read ahead's piece keeps
+    /// them, `Below::read_ahead`.)
     fn keep_prefetched(&mut self, b: u64, to_buffer: bool, cx: &mut Cx) -> Result<()> {
         let next_use = NEVER;
         if let Some(buf) = self.pf.as_mut().and_then(|p| p.buffer.as_mut()).filter(|_| to_buffer) {
@@ -437,6 +441,10 @@ impl CacheLayer {
                 }
                 any_hit = true;
                 self.wait_for_fetch(b, cx);
+                if let Some(d) = cx.data() {
+                    // (No prefetch buffer on real bytes: a hit is the cache's.)
+                    d.hit(self.index, b, None)?;
+                }
             } else {
                 self.trace_miss(b, io.op, cx)?;
                 self.fetch(b, cx);
@@ -469,6 +477,10 @@ impl CacheLayer {
                 }
             }
             after(&mut cx.plan, first_await..from);
+            if unit == 1 {
+                // (A fetch unit reads held blocks again: refused on real bytes.)
+                self.keep_fetched(&misses, cx)?;
+            }
             self.misses = misses;
         }
         if missed {
@@ -491,7 +503,15 @@ impl CacheLayer {
                 self.stats.prefetch_ops += 1;
                 let writes = self.pending_writes(a, z + 1, &*cx.exec);
                 let at = cx.deferred.len();
-                below.background(&[Io::blocks(Op::Read, a, z + 1 - a, io.cause)], cx, self.tag, class)?;
+                // On real bytes the cache keeps the contents on their way
+                // (what it still holds: a later keep may have evicted one).
+                let keep: Vec<u64> = if cx.moves_data {
+                    kept.iter().copied().filter(|&b| self.policy.contains(b)).collect()
+                } else {
+                    Vec::new()
+                };
+                let ahead = [Io::blocks(Op::Read, a, z + 1 - a, io.cause)];
+                below.read_ahead(&ahead, cx, self.tag, class, &keep)?;
                 if timed {
                     let d = &mut cx.deferred[at];
                     if !writes.is_empty() {

@@ -38,6 +38,12 @@ pub trait DataPath {
     /// A background piece of work of layer `layer` made of `ios` starts: a
     /// frame of its own, holding the contents that layer staged for its blocks.
     fn begin_background(&mut self, layer: usize, ios: &[Io]);
+    /// A read ahead by layer `layer` starts: a frame of its own, empty (a
+    /// read takes no staged contents of the layer's: its destages need
+    /// them), whose blocks the layer keeps before the piece ends. Its reads
+    /// fail only the blocks they bring: no request waits for them, a later
+    /// hit on such a block does (and gets the error, never zeroes).
+    fn begin_read_ahead(&mut self, layer: usize);
     /// The background piece is done: back to the frame of the work that made it.
     fn end_background(&mut self);
     /// `io` reached the target: a read fills the frame from the storage, a

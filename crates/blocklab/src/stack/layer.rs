@@ -397,14 +397,39 @@ impl Below<'_> {
     /// served does not wait for; it is submitted after the request's own
     /// plan, and `tag` comes back to the caller when it completes.
     pub fn background(&mut self, ios: &[Io], cx: &mut Cx, tag: u64, class: Class) -> Result<()> {
+        self.background_piece(ios, cx, tag, class, None)
+    }
+
+    /// [`background`](Self::background) for reads ahead of the request:
+    /// the caller's layer keeps the blocks `keep` of what `ios` read (on
+    /// real bytes, contents still on their way).
+    pub fn read_ahead(&mut self, ios: &[Io], cx: &mut Cx, tag: u64, class: Class, keep: &[u64]) -> Result<()> {
+        self.background_piece(ios, cx, tag, class, Some(keep))
+    }
+
+    fn background_piece(
+        &mut self,
+        ios: &[Io],
+        cx: &mut Cx,
+        tag: u64,
+        class: Class,
+        keep: Option<&[u64]>,
+    ) -> Result<()> {
+        let layer = super::data::layer_of(tag);
         let mut child = Cx::new(&mut *cx.exec);
         if let Some(d) = child.data() {
-            d.begin_background(super::data::layer_of(tag), ios);
+            match keep {
+                Some(_) => d.begin_read_ahead(layer),
+                None => d.begin_background(layer, ios),
+            }
         }
         for io in ios {
             self.handle(io, &mut child)?;
         }
         if let Some(d) = child.data() {
+            for &b in keep.unwrap_or(&[]) {
+                d.keep(layer, b, None)?;
+            }
             d.end_background();
         }
         let (plan, id) = (std::mem::take(&mut child.plan), child.id);

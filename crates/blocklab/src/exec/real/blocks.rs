@@ -43,6 +43,8 @@ pub struct Blocks {
     frames: Vec<Frame>,
     /// The layer whose background piece each frame after the request's is.
     frame_layers: Vec<usize>,
+    /// Whether each of those pieces is a read ahead (its reads fail only its cells).
+    frames_ahead: Vec<bool>,
     /// Contents of evicted or flushed dirty blocks, waiting for their
     /// destage, by (layer, block): two layers may destage one block.
     staged: FxHashMap<(usize, u64), Content>,
@@ -71,6 +73,7 @@ impl Blocks {
             stores: Vec::new(),
             frames: vec![Frame::default()],
             frame_layers: Vec::new(),
+            frames_ahead: Vec::new(),
             staged: FxHashMap::default(),
             tier: None,
             jobs: Vec::new(),
@@ -89,10 +92,12 @@ impl Blocks {
         let cells: Vec<_> = (first..first + n).map(|b| keep(b).then(Cell::new)).collect();
         let out = cells.iter().map(|c| c.clone().map(Content::Coming)).collect();
         let array = self.array.clone();
+        let ahead = self.frames_ahead.last().copied().unwrap_or(false);
         self.record(Work::ArrayRead {
             array,
             first,
             into: cells,
+            ahead,
         });
         out
     }
@@ -158,6 +163,7 @@ impl Blocks {
         self.frames.truncate(1);
         self.frames[0].clear();
         self.frame_layers.clear();
+        self.frames_ahead.clear();
         self.staged.clear();
     }
 
@@ -391,12 +397,20 @@ impl DataPath for Blocks {
         }
         self.frames.push(f);
         self.frame_layers.push(layer);
+        self.frames_ahead.push(false);
+    }
+
+    fn begin_read_ahead(&mut self, layer: usize) {
+        self.frames.push(Frame::default());
+        self.frame_layers.push(layer);
+        self.frames_ahead.push(true);
     }
 
     fn end_background(&mut self) {
         if self.frames.len() > 1 {
             self.frames.pop();
             self.frame_layers.pop();
+            self.frames_ahead.pop();
         }
     }
 

@@ -244,10 +244,13 @@ impl InFlight {
 pub enum Work {
     /// Blocks `first..first + into.len()` of the array, each into its cell
     /// (None: the frame takes a staged copy instead, read all the same).
+    /// `ahead`: a read ahead of a request, which no request waits for: an
+    /// error goes to its cells only (a later hit on them gets it).
     ArrayRead {
         array: Arc<RealArray>,
         first: u64,
         into: Vec<Option<OnTheWay>>,
+        ahead: bool,
     },
     /// `from` to blocks `first..` of the array.
     ArrayWrite {
@@ -304,7 +307,12 @@ impl Work {
             other => other,
         };
         match self {
-            Work::ArrayRead { array, first, into } => {
+            Work::ArrayRead {
+                array,
+                first,
+                into,
+                ahead,
+            } => {
                 let bs = array.block_size();
                 let mut buf = vec![0u8; into.len() * bs];
                 let r = array.read(first * bs as u64, &mut buf).map_err(|e| shown(array, e));
@@ -312,6 +320,9 @@ impl Work {
                     if let Some(c) = c {
                         c.set(r.clone().map(|_| Block::from(&buf[i * bs..(i + 1) * bs])));
                     }
+                }
+                if *ahead {
+                    return Ok(());
                 }
                 r
             }

@@ -57,6 +57,8 @@ mod stack_attack_tests;
 #[cfg(test)]
 mod stack_conc_tests;
 #[cfg(test)]
+mod stack_prefetch_tests;
+#[cfg(test)]
 mod stack_tests;
 #[cfg(test)]
 mod tests;

@@ -34,7 +34,7 @@ use crate::stack::build::{build, Executor};
 use crate::stack::layer::AtOnce;
 use crate::stack::result::StackResult;
 use crate::stack::runtime::Composed;
-use crate::stack::spec::{is_dgraid, Fit, PrefetchKind, StackSpec, TenantMap};
+use crate::stack::spec::{is_dgraid, Fit, PrefetchKind, QueueClass, StackSpec, TenantMap};
 use crate::trace::{Op, Request};
 
 /// The stack file kept in an array directory made with `real create --stack`.
@@ -57,6 +57,13 @@ pub fn ignored_keys(spec: &StackSpec) -> Vec<String> {
         if c.hit_ms != 0.0 {
             notes.push(format!(
                 "{}: cache.{i}.hit_ms: ignored (a hit takes what it takes)",
+                spec.origin.file
+            ));
+        }
+        if c.prefetch != PrefetchKind::None && c.prefetch_class == QueueClass::Idle {
+            notes.push(format!(
+                "{}: cache.{i}.prefetch_class: ignored (a read ahead runs after its request's own I/O; \
+                 member files have no idle class)",
                 spec.origin.file
             ));
         }
@@ -178,9 +185,6 @@ pub fn check_real(spec: &StackSpec) -> Result<()> {
         }
         if c.fetch_unit.is_some() {
             return refuse(&key("fetch_unit"), "does not prefetch on real bytes yet");
-        }
-        if c.prefetch != PrefetchKind::None {
-            return refuse(&key("prefetch"), "does not prefetch on real bytes yet");
         }
         if c.prefetch_buffer.is_some() {
             return refuse(&key("prefetch_buffer"), "does not prefetch on real bytes yet");

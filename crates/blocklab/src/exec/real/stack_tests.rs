@@ -377,7 +377,7 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
     let refused = [
         ("[tier]\nsize = \"10%\"\n", "tier.size"),
         ("", "array.f"),
-        ("", "cache.0.prefetch"),
+        ("", "cache.0.prefetch_buffer"),
         ("", "cache.0.write_buffer"),
         ("", "cache.0.policy"),
         ("", "array.stripe_cache"),
@@ -387,7 +387,7 @@ fn the_real_executor_refuses_what_it_cannot_honour_by_key() {
     let sets: [&[&str]; 8] = [
         &[],
         &["array.failed=[1]", "array.fail_at=\"10req\""],
-        &["cache.0.prefetch=\"readahead\"", "cache.0.readahead=\"64KiB\""],
+        &["cache.0.prefetch=\"readahead\"", "cache.0.prefetch_buffer=\"64KiB\""],
         &["cache.0.write_buffer=\"64KiB\""],
         &["cache.0.policy=\"opt\""],
         &["array.stripe_cache=256"],
