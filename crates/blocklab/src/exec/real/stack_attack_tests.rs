@@ -275,9 +275,10 @@ fn a_failed_tier_frame_write_is_never_committed_to_the_journal() {
     let (flushed, lost) = (vec![0x11u8; BS as usize], vec![0x5au8; BS as usize]);
     st.write(0, &flushed, false).unwrap();
     st.flush().unwrap();
-    // The cache device fails block 0's next frame write (torn: half lands).
+    // The cache device fails block 0's next frame write (torn: half lands):
+    // the write itself fails (as bcache passes a write-back write's error up).
     set_tier_faults(&st, true);
-    let _ = st.write(0, &lost, false);
+    assert!(st.write(0, &lost, false).is_err());
     set_tier_faults(&st, false);
     let mut b0 = vec![0u8; BS as usize];
     assert!(st.read(0, &mut b0).is_err(), "block 0 read its torn frame");
