@@ -122,7 +122,8 @@ impl TierStore {
     ///
     /// Never from a lost write: a dirty block whose frame write failed
     /// holds torn or stale bytes there, so nothing is committed and the
-    /// FLUSH fails, every time, until a write of the block lands (the last
+    /// FLUSH fails, every time, until a write of the block lands or the
+    /// block leaves the tier (its destage then fails: see below) (the last
     /// commit stays: after a restart the block reads as a completed FLUSH
     /// left it). A committed block whose destage failed keeps its record
     /// (no tombstone: the array holds older bytes than the journal).
