@@ -355,10 +355,12 @@ fn a_destage_that_failed_commits_no_tombstone() {
         let _ = st.write(b * BS, &[b as u8; BS as usize], false);
     }
     assert!(st.flush().is_err(), "the failed destage is reported");
-    // The next FLUSH succeeds (reported once), but must not tombstone block 0.
-    let _ = st.flush();
-    let (st, _a) = restart(dir.path(), &s, st, a);
+    // The next FLUSH succeeds (reported once; block 0 left the tier), but
+    // must not tombstone block 0.
+    assert!(st.flush().is_ok());
     let mut b0 = vec![0u8; BS as usize];
+    assert!(st.read(0, &mut b0).is_err(), "block 0 read the array's older bytes");
+    let (st, _a) = restart(dir.path(), &s, st, a);
     let r = st.read(0, &mut b0);
     assert!(
         !(r.is_ok() && b0 == older),
