@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::inflight::{Cell, Content, InFlight, Job, Work};
+use super::inflight::{Cell, Content, InFlight, Job, Key, Work};
 use super::tier_store::TierStore;
 use super::RealArray;
 use crate::array::IoPlan;
@@ -106,9 +106,15 @@ impl Blocks {
     /// the array is durable).
     pub fn commit_tier(&mut self, dirty: &[u64]) -> Result<()> {
         match &mut self.tier {
-            Some((_, t)) => t.commit(dirty),
+            Some((_, t)) => t.commit(dirty, |k: Key| self.inflight.is_lost(k)),
             None => Ok(()),
         }
+    }
+
+    /// The tier's cache device file, if the stack has a tier (tests).
+    #[cfg(test)]
+    pub fn tier_file(&self) -> Option<Arc<super::tier_store::TierFile>> {
+        self.tier.as_ref().map(|t| t.1.file().clone())
     }
 
     /// The tier's layer index, if the stack has one.

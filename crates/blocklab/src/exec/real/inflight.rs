@@ -23,6 +23,9 @@
 //!   them lands: a read ordered after it gets EIO, not the bytes from before
 //!   it (a destage of an evicted block failed: its newest bytes are nowhere).
 //!   The next FLUSH reports the failure (EIO), once, as `fsync` would.
+//!   The tier's journal is never committed from a lost key (`tier_store.rs`):
+//!   a dirty block whose frame is lost fails every FLUSH until it is written
+//!   again; a block whose destage was lost keeps its committed record.
 //!
 //! Jobs never wait for a job recorded after them, and a thread runs its jobs
 //! in the order they were recorded, so the oldest unfinished job can always
@@ -218,6 +221,12 @@ impl InFlight {
     fn lost_in(&self, keys: Option<Keys>) -> Option<Key> {
         let t = self.lock();
         keys.into_iter().flat_map(Keys::iter).find(|k| t.lost.contains(k))
+    }
+
+    /// Whether the last write of `key` failed (its newest contents are
+    /// nowhere): a FLUSH must not commit the tier's journal from it.
+    pub fn is_lost(&self, key: Key) -> bool {
+        self.lock().lost.contains(&key)
     }
 
     /// The write that failed since the last FLUSH reported one (a FLUSH:

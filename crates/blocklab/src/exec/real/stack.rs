@@ -556,6 +556,12 @@ impl RealStack {
         self.lock().exec.blocks.inflight.running()
     }
 
+    /// The tier's cache device file (tests: its fault hook).
+    #[cfg(test)]
+    pub(crate) fn tier_file(&self) -> Option<Arc<super::tier_store::TierFile>> {
+        self.lock().exec.blocks.tier_file()
+    }
+
     pub fn file(&self) -> &str {
         &self.file
     }

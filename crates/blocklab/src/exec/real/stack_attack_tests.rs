@@ -249,3 +249,125 @@ fn two_clients_writing_halves_of_one_block_through_evictions_never_lose_an_updat
         assert!(buf[..half].iter().all(|&b| b == last[0]) && buf[half..].iter().all(|&b| b == last[1]));
     });
 }
+
+const WB_TIER_4: &str = "[tier]\nsize = 4\nwrite_policy = \"wb\"\nmodel = \"const:0.1\"\n";
+
+/// The process dies (kill -9): the stack dropped without a FLUSH, the
+/// array closed as a crash leaves it; then both opened again.
+fn restart(dir: &Path, s: &StackSpec, st: RealStack, a: Arc<RealArray>) -> (RealStack, Arc<RealArray>) {
+    drop(st);
+    drop(Arc::try_unwrap(a).ok().unwrap());
+    let a = Arc::new(RealArray::open(dir, OpenConfig::default()).unwrap());
+    (RealStack::new(s, a.clone()).unwrap(), a)
+}
+
+fn set_tier_faults(st: &RealStack, on: bool) {
+    let f = st.tier_file().expect("a tier");
+    f.fail_writes.store(on, std::sync::atomic::Ordering::SeqCst);
+}
+
+#[test]
+fn a_failed_tier_frame_write_is_never_committed_to_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(WB_TIER_4);
+    let a = open_array(dir.path(), &s, None);
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    let (flushed, lost) = (vec![0x11u8; BS as usize], vec![0x5au8; BS as usize]);
+    st.write(0, &flushed, false).unwrap();
+    st.flush().unwrap();
+    // The cache device fails block 0's next frame write (torn: half lands):
+    // the write itself fails (as bcache passes a write-back write's error up).
+    set_tier_faults(&st, true);
+    assert!(st.write(0, &lost, false).is_err());
+    set_tier_faults(&st, false);
+    let mut b0 = vec![0u8; BS as usize];
+    assert!(st.read(0, &mut b0).is_err(), "block 0 read its torn frame");
+    assert!(st.flush().is_err(), "a FLUSH covering the failed frame write succeeded");
+    // Sticky while the tier holds block 0 dirty in a lost frame: the
+    // journal must not take the frame's bytes.
+    let second = st.flush();
+    let (st, a) = restart(dir.path(), &s, st, a);
+    let r = st.read(0, &mut b0);
+    assert!(
+        r.is_err() || b0 == flushed,
+        "after a restart block 0 reads bytes no completed FLUSH covered"
+    );
+    assert!(second.is_err(), "a second FLUSH succeeded over the lost frame");
+    // A later write of the block heals it: FLUSH succeeds, and it survives.
+    let healed = vec![0x77u8; BS as usize];
+    st.write(0, &healed, false).unwrap();
+    st.flush().unwrap();
+    set_tier_faults(&st, true);
+    let _ = st.write(0, &lost, false);
+    set_tier_faults(&st, false);
+    st.write(0, &healed, false).unwrap();
+    // The failure is reported once, then the healed block commits.
+    assert!(st.flush().is_err());
+    st.flush().unwrap();
+    let (st, _a) = restart(dir.path(), &s, st, a);
+    st.read(0, &mut b0).unwrap();
+    assert!(b0 == healed, "a healed block lost its flushed write");
+}
+
+#[test]
+fn a_failed_tier_frame_write_of_a_never_flushed_block_leaves_the_array_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(WB_TIER_4);
+    let a = open_array(dir.path(), &s, None);
+    let durable = vec![0x3cu8; BS as usize];
+    a.write(0, &durable, false).unwrap();
+    a.flush().unwrap();
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    set_tier_faults(&st, true);
+    let _ = st.write(0, &[0x5au8; BS as usize], false);
+    set_tier_faults(&st, false);
+    assert!(st.flush().is_err());
+    let second = st.flush();
+    let (st, _a) = restart(dir.path(), &s, st, a);
+    let mut b0 = vec![0u8; BS as usize];
+    let r = st.read(0, &mut b0);
+    assert!(
+        r.is_err() || b0 == durable,
+        "block 0 reads its torn frame after a restart"
+    );
+    assert!(second.is_err(), "a second FLUSH succeeded over the lost frame");
+}
+
+#[test]
+fn a_destage_that_failed_commits_no_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = spec(WB_TIER_4);
+    let a = open_array(dir.path(), &s, None);
+    let older = vec![0x3cu8; BS as usize];
+    a.write(0, &older, false).unwrap();
+    a.flush().unwrap();
+    let st = RealStack::new(&s, a.clone()).unwrap();
+    // Block 0's flushed contents live in the journal only.
+    let flushed = vec![0x11u8; BS as usize];
+    st.write(0, &flushed, false).unwrap();
+    st.flush().unwrap();
+    // Its frame write fails; then other blocks evict it: the destage reads
+    // the lost frame and fails, the array keeps its older bytes.
+    set_tier_faults(&st, true);
+    let _ = st.write(0, &[0x5au8; BS as usize], false);
+    set_tier_faults(&st, false);
+    for b in 20..28u64 {
+        let _ = st.write(b * BS, &[b as u8; BS as usize], false);
+    }
+    assert!(st.flush().is_err(), "the failed destage is reported");
+    // The next FLUSH succeeds (reported once; block 0 left the tier), but
+    // must not tombstone block 0.
+    assert!(st.flush().is_ok());
+    let mut b0 = vec![0u8; BS as usize];
+    assert!(st.read(0, &mut b0).is_err(), "block 0 read the array's older bytes");
+    let (st, _a) = restart(dir.path(), &s, st, a);
+    let r = st.read(0, &mut b0);
+    assert!(
+        !(r.is_ok() && b0 == older),
+        "block 0 came back with the array's bytes from before its last FLUSH"
+    );
+    assert!(
+        r.is_err() || b0 == flushed,
+        "block 0 reads bytes no completed FLUSH covered"
+    );
+}

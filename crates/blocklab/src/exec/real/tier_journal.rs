@@ -280,9 +280,22 @@ impl TierJournal {
 
     /// Commit the tier's dirty blocks `dirty` (block, contents read by
     /// `read`); the array must be durable already (tombstones rely on it).
-    pub fn commit(&mut self, dirty: &[u64], mut read: impl FnMut(u64) -> Result<Box<[u8]>>) -> Result<()> {
-        let now: FxHashSet<u64> = dirty.iter().copied().collect();
-        let fresh = self.len > self.bound();
+    /// A committed block no longer dirty whose destage failed
+    /// (`destage_lost`) gets no tombstone: its record stays committed.
+    pub fn commit(
+        &mut self,
+        dirty: &[u64],
+        destage_lost: impl Fn(u64) -> bool,
+        mut read: impl FnMut(u64) -> Result<Box<[u8]>>,
+    ) -> Result<()> {
+        let mut now: FxHashSet<u64> = dirty.iter().copied().collect();
+        let mut gone: Vec<u64> = self.committed.difference(&now).copied().collect();
+        gone.sort_unstable();
+        let (kept, gone): (Vec<u64>, Vec<u64>) = gone.into_iter().partition(|&b| destage_lost(b));
+        now.extend(&kept);
+        // A fresh journal holds only the dirty blocks' records: not while
+        // a kept record lives only in this one.
+        let fresh = self.len > self.bound() && kept.is_empty();
         let seq = if fresh { 1 } else { self.seq + 1 };
         let mut body = Vec::new();
         for &b in dirty {
@@ -291,8 +304,6 @@ impl TierJournal {
             }
         }
         if !fresh {
-            let mut gone: Vec<u64> = self.committed.difference(&now).copied().collect();
-            gone.sort_unstable();
             for b in gone {
                 record(&mut body, CLEAN, b, seq, &[]);
             }

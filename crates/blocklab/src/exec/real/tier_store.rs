@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use super::inflight::Key;
 use super::members::write_all_at;
 use super::tier_journal::TierJournal;
 use crate::error::{Error, Result};
@@ -47,6 +48,10 @@ pub struct TierFile {
     shown: String,
     bs: usize,
     frames: u64,
+    /// Tests: every frame write from now on lands torn (its first half)
+    /// and fails, as a cache device's write error leaves a frame.
+    #[cfg(test)]
+    pub fail_writes: std::sync::atomic::AtomicBool,
 }
 
 /// The tier's frames in a file, and which block each holds now.
@@ -97,6 +102,8 @@ impl TierStore {
                 shown,
                 bs,
                 frames,
+                #[cfg(test)]
+                fail_writes: Default::default(),
             }),
             map: FxHashMap::default(),
             direct,
@@ -110,19 +117,43 @@ impl TierStore {
     }
 
     /// Commit the tier's dirty blocks `dirty` to the journal (after the
-    /// array was made durable).
-    pub fn commit(&mut self, dirty: &[u64]) -> Result<()> {
+    /// array was made durable); `lost` says which blocks and frames lost
+    /// their last write (`inflight.rs`).
+    ///
+    /// Never from a lost write: a dirty block whose frame write failed
+    /// holds torn or stale bytes there, so nothing is committed and the
+    /// FLUSH fails, every time, until a write of the block lands or the
+    /// block leaves the tier (its destage then fails: see below) (the last
+    /// commit stays: after a restart the block reads as a completed FLUSH
+    /// left it). A committed block whose destage failed keeps its record
+    /// (no tombstone: the array holds older bytes than the journal).
+    pub fn commit(&mut self, dirty: &[u64], lost: impl Fn(Key) -> bool) -> Result<()> {
+        for &b in dirty {
+            if let Some(f) = self.frame_of(b).filter(|&f| lost(Key::Frame(f))) {
+                return Err(Error::io(
+                    &self.file.shown,
+                    format!(
+                        "the write of the tier's dirty block {b} to frame {f} failed: its contents are lost, \
+                         the tier's journal is not committed until the block is written again"
+                    ),
+                ));
+            }
+        }
         let Some(mut j) = self.journal.take() else {
             return Ok(());
         };
-        let r = j.commit(dirty, |b| {
-            let f = self.frame_of(b).ok_or_else(|| {
-                Error::config(format!(
-                    "internal: the tier's dirty block {b} is in no frame (a data-path bug)"
-                ))
-            })?;
-            self.file.read(f)
-        });
+        let r = j.commit(
+            dirty,
+            |b| lost(Key::Array(b)),
+            |b| {
+                let f = self.frame_of(b).ok_or_else(|| {
+                    Error::config(format!(
+                        "internal: the tier's dirty block {b} is in no frame (a data-path bug)"
+                    ))
+                })?;
+                self.file.read(f)
+            },
+        );
         self.journal = Some(j);
         r
     }
@@ -164,6 +195,12 @@ impl TierFile {
         let at = self.check(frame)?;
         let mut buf = AlignedBuf::scratch(self.bs);
         buf.copy_from_slice(bytes);
+        #[cfg(test)]
+        if self.fail_writes.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = self.file.write_all_at(&bytes[..self.bs / 2], at);
+            let e = std::io::Error::other("injected cache device write error");
+            return Err(Error::io(&self.shown, e));
+        }
         write_all_at(&self.file, &buf, at).map_err(|e| Error::io(&self.shown, e))
     }
 }
