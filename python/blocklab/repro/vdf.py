@@ -159,9 +159,9 @@ def reductions(df):
     # keep the size order given, not alphabetical
     piv["size_pct"] = piv["size"].str.rstrip("%").astype(float)
     piv = piv.sort_values(["trace", "disks", "size_pct"])
-    with pd.option_context("mode.chained_assignment", None):
-        piv["red_lru"] = 100.0 * (1.0 - piv["vdf-lru"] / piv["lru"])
-        piv["red_lfu"] = 100.0 * (1.0 - piv["vdf-lfu"] / piv["lfu"])
+    # sort_values made a new frame: these columns are set on it, not on a view.
+    piv["red_lru"] = 100.0 * (1.0 - piv["vdf-lru"] / piv["lru"])
+    piv["red_lfu"] = 100.0 * (1.0 - piv["vdf-lfu"] / piv["lfu"])
     return piv.reset_index(drop=True)
 
 
