@@ -11,10 +11,11 @@ use super::stack::{array_config, RealStack};
 use super::{OpenConfig, RealArray};
 use crate::stack::result::{LayerReport, StackResult};
 use crate::stack::spec::StackSpec;
-use crate::stack::test_util::{self, parse_spec};
+use crate::stack::test_util::parse_spec;
 use crate::trace::{Op, Request};
 
-const MEMBER: u64 = 4 << 20;
+// Members of stack_tests' size, run through its counted and real replays.
+use super::stack_tests::{counted, real, MEMBER};
 const BS: u64 = 4096;
 
 fn stack_text(caches: &str) -> String {
@@ -84,29 +85,6 @@ fn workload(seed: u64, n: usize, blocks: u64) -> Vec<Request> {
             }
         })
         .collect()
-}
-
-fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
-    let mut s = s.clone();
-    s.array.as_mut().unwrap().disk_size = Some(crate::stack::spec::NumOrStr::Int(MEMBER));
-    test_util::counted(&s, reqs, None)
-}
-
-fn real(st: &RealStack, reqs: &[Request]) -> StackResult {
-    for r in reqs {
-        let mut buf = vec![0u8; r.len as usize];
-        match r.op {
-            Op::Read => st.read(r.offset, &mut buf).unwrap(),
-            Op::Write => {
-                buf.iter_mut()
-                    .enumerate()
-                    .for_each(|(i, x)| *x = (r.offset as usize + i) as u8 ^ 0x5a);
-                st.write(r.offset, &buf, false).unwrap()
-            }
-        }
-    }
-    st.flush().unwrap();
-    st.result()
 }
 
 fn decisions(l: &LayerReport) -> [u64; 11] {

@@ -14,7 +14,7 @@ use crate::stack::spec::StackSpec;
 use crate::stack::test_util::{self, parse_spec};
 use crate::trace::{self, Op, Request, TraceOptions};
 
-const MEMBER: u64 = 4 << 20;
+pub(super) const MEMBER: u64 = 4 << 20;
 
 fn spec(text: &str, sets: &[&str]) -> StackSpec {
     parse_spec(text, sets, "stack.toml", PathBuf::new()).unwrap()
@@ -102,14 +102,14 @@ fn wsrch(n: usize, size: u64) -> Vec<Request> {
 }
 
 /// `reqs` through the counted stack of `s` (members of `MEMBER` bytes).
-fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
+pub(super) fn counted(s: &StackSpec, reqs: &[Request]) -> StackResult {
     let mut s = s.clone();
     s.array.as_mut().unwrap().disk_size = Some(crate::stack::spec::NumOrStr::Int(MEMBER));
     test_util::counted(&s, reqs, None)
 }
 
 /// `reqs` through the stack on real bytes (writes carry a pattern), then a FLUSH.
-fn real(st: &RealStack, reqs: &[Request]) -> StackResult {
+pub(super) fn real(st: &RealStack, reqs: &[Request]) -> StackResult {
     for r in reqs {
         let mut buf = vec![0u8; r.len as usize];
         match r.op {
